@@ -1,0 +1,66 @@
+# Finds the optional dependencies and sets LMFUSE_HAVE_{CLANG,TORCH,CUDA,CATCH2}.
+# A part set to ON whose dependency is missing is a configuration error that names it.
+
+function(lmfuse_require part switch found what)
+  if(switch STREQUAL "ON" AND NOT found)
+    message(FATAL_ERROR "LMFUSE_${part}=ON but ${what} was not found")
+  endif()
+endfunction()
+
+# Clang/LLVM LibTooling (Debian: libclang-19-dev llvm-19-dev clang-19). No version is asked for:
+# ClangConfigVersion rejects an exact "19".
+set(LMFUSE_HAVE_CLANG OFF)
+if(NOT LMFUSE_TOOL STREQUAL "OFF")
+  find_package(Clang CONFIG QUIET HINTS /usr/lib/llvm-19/lib/cmake/clang)
+  if(Clang_FOUND)
+    find_package(fmt QUIET)
+    if(fmt_FOUND)
+      set(LMFUSE_HAVE_CLANG ON)
+    endif()
+  endif()
+  lmfuse_require(TOOL "${LMFUSE_TOOL}" "${LMFUSE_HAVE_CLANG}" "Clang (libclang-19-dev) or fmt (libfmt-dev)")
+endif()
+
+# LibTorch (Debian: libtorch-dev; on a CUDA machine: CMAKE_PREFIX_PATH from torch.utils.cmake_prefix_path).
+set(LMFUSE_HAVE_TORCH OFF)
+if(NOT LMFUSE_TORCH STREQUAL "OFF")
+  find_package(Torch QUIET)
+  if(Torch_FOUND)
+    set(LMFUSE_HAVE_TORCH ON)
+  endif()
+  lmfuse_require(TORCH "${LMFUSE_TORCH}" "${LMFUSE_HAVE_TORCH}" "LibTorch (libtorch-dev)")
+endif()
+
+# CUDA: the runtime's device path (cuBLASLt), built for LMFUSE_CUDA_ARCHITECTURES.
+set(LMFUSE_HAVE_CUDA OFF)
+if(NOT LMFUSE_CUDA STREQUAL "OFF")
+  include(CheckLanguage)
+  if(NOT CMAKE_CUDA_COMPILER AND EXISTS /usr/local/cuda/bin/nvcc)
+    set(CMAKE_CUDA_COMPILER /usr/local/cuda/bin/nvcc)
+  endif()
+  check_language(CUDA)
+  if(CMAKE_CUDA_COMPILER)
+    set(CMAKE_CUDA_ARCHITECTURES ${LMFUSE_CUDA_ARCHITECTURES})
+    enable_language(CUDA)
+    find_package(CUDAToolkit QUIET)
+    if(CUDAToolkit_FOUND)
+      set(LMFUSE_HAVE_CUDA ON)
+    endif()
+  endif()
+  lmfuse_require(CUDA "${LMFUSE_CUDA}" "${LMFUSE_HAVE_CUDA}" "the CUDA toolkit (nvcc, cuBLASLt)")
+endif()
+
+# Catch2 v2 (Debian: catch2). Elsewhere, a folder holding catch2/catch.hpp.
+set(LMFUSE_HAVE_CATCH2 OFF)
+if(LMFUSE_TESTS)
+  find_package(Catch2 2 QUIET)
+  if(Catch2_FOUND)
+    set(LMFUSE_HAVE_CATCH2 ON)
+  elseif(LMFUSE_CATCH2_INCLUDE_DIR AND EXISTS "${LMFUSE_CATCH2_INCLUDE_DIR}/catch2/catch.hpp")
+    add_library(Catch2::Catch2 INTERFACE IMPORTED)
+    set_target_properties(Catch2::Catch2 PROPERTIES INTERFACE_INCLUDE_DIRECTORIES "${LMFUSE_CATCH2_INCLUDE_DIR}")
+    set(LMFUSE_HAVE_CATCH2 ON)
+  else()
+    message(STATUS "lmfuse: Catch2 v2 not found; tests are not built (set LMFUSE_CATCH2_INCLUDE_DIR)")
+  endif()
+endif()

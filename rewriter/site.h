@@ -1,0 +1,68 @@
+// A candidate site and how it ended: the record every other rewriter stage reads or writes.
+// Every candidate site ends in exactly one status; a site that is not patched says why with one reason.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "llvm/ADT/StringRef.h"
+
+namespace lmfuse::rewriter {
+
+enum class SiteStatus { Patched, AlreadyPatched, Unmatched, Failed, Suppressed };
+
+/// Why a site was not patched. Unmatched sites carry one of the refusal kinds, failed sites one of
+/// the failure kinds; patched, already-patched and suppressed sites carry None.
+enum class ReasonKind {
+  None,
+  // refusals (status Unmatched)
+  LogitsRebound,
+  LogitsSoftcapped,
+  HeadWrapped,
+  HeadNotLinear,
+  LogitsIndexed,
+  LogitsUsedElsewhere,
+  LabelsBranchNontrivial,
+  LabelsMismatch,
+  LossUnsupported,
+  InMacro,
+  // failures (status Failed)
+  ParseError,
+  ReparseFailed,
+  EditConflict,
+  WriteFailed,
+};
+
+/// The audit's spelling: "patched", "already_patched", "unmatched", "failed", "suppressed".
+llvm::StringRef statusName(SiteStatus Status);
+/// The audit's reason code: "logits-rebound", ..., "write-failed"; "" for None.
+llvm::StringRef reasonCode(ReasonKind Reason);
+/// One sentence a person understands, without the site-specific detail.
+llvm::StringRef reasonDescription(ReasonKind Reason);
+/// The reason whose code is Code, if any (for reading audits and test tables).
+std::optional<ReasonKind> reasonFromCode(llvm::StringRef Code);
+
+/// The effective loss options of a patched site, as passed to the runtime.
+struct PatchedOptions {
+  int64_t IgnoreIndex = -100;
+  double LabelSmoothing = 0.0;
+  std::string Reduction = "mean";  ///< "mean" or "sum"
+  bool Shift = false;              ///< the causal-shift idiom was mapped to the runtime's shift
+  bool Bias = false;               ///< the head has a bias
+};
+
+struct SiteRecord {
+  std::string File;      ///< as the compiler saw it (absolute where the compile command made it so)
+  unsigned Line = 0;     ///< 1-based, of the head call when found, else of the loss call
+  unsigned Column = 0;   ///< 1-based
+  std::string Function;  ///< qualified name of the enclosing function
+  SiteStatus Status = SiteStatus::Unmatched;
+  ReasonKind Reason = ReasonKind::None;
+  std::string Detail;    ///< one sentence naming the offending line
+  std::string Head;      ///< patched: the head as written, e.g. "lm_head" or "F::linear(x, wte->weight)"
+  std::string Loss;      ///< patched: the loss callee, e.g. "torch::nn::functional::cross_entropy"
+  std::optional<PatchedOptions> Options;  ///< patched only
+};
+
+}  // namespace lmfuse::rewriter

@@ -1,0 +1,157 @@
+// lmfuse runtime: fused linear + cross-entropy over raw host or device pointers.
+//
+// Contract: computes the cross-entropy of z = f(h·Wᵀ + b) against integer labels, and when asked the
+// gradients of the loss with respect to h, W and b, without ever holding the N × V logits: tokens are
+// processed in chunks whose size comes from a workspace the caller allocates (query workspace_size
+// first). The call allocates nothing, synchronises nothing (CUDA) and never reads out of bounds.
+// No LibTorch, no other dependency: C++17 and, for the CUDA path, the CUDA runtime.
+//
+// Notation (all accumulation in fp32 or better, whatever the storage dtype):
+//   x_ij   = h_i · W_j + b_j                       (b_j = 0 without a bias)
+//   s_ij   = logit_scale · x_ij
+//   z_ij   = softcap · tanh(s_ij / softcap)        if softcap > 0, else s_ij
+//   lse_i  = log Σ_j exp(z_ij)
+//   loss_i = lse_i − (1 − ε)·z_i,y_i − (ε / V)·Σ_j z_ij + z_loss · lse_i²      (ε = label_smoothing)
+//            which is PyTorch's cross_entropy with label smoothing, plus the z-loss.
+//   Row i is valid when its target y_i ≠ ignore_index; an invalid row has loss_i = 0 and no gradient.
+//   Reduction Sum:  L = Σ_valid loss_i.   Mean: L = Σ_valid loss_i / divisor,
+//     divisor = n_items (device/host pointer) if given, else n_items_value if > 0, else the count of
+//     valid rows, counted on the device. A mean over zero valid rows is 0 with zero gradients
+//     (documented choice: a NaN would poison the optimiser state of every later step).
+//   Reduction None: loss[i] = loss_i (0 for invalid rows).
+//   Gradient with respect to z_ij for a valid row, before the upstream scale g_i:
+//     dz_ij = (1 + 2·z_loss·lse_i)·p_ij − (1 − ε)·[j = y_i] − ε / V,   p_ij = exp(z_ij − lse_i)
+//   then dx_ij = dz_ij · (1 − tanh²(s_ij / softcap)) · logit_scale   (no tanh factor without softcap),
+//   multiplied by g_i = grad_scale (scalar for Mean/Sum, per token for None; 1 when absent) and by
+//   1/divisor for Mean. grad_h = dx·W, grad_W = dxᵀ·h, grad_b = Σ_i dx_i.
+//
+// Shift (causal language modelling): with ShiftKind::Rows the target of token t is label t+1 within
+// consecutive rows of seq_len tokens (the last token of each row has no target and is invalid); with
+// ShiftKind::Segments the same within packed segments [cu_seqlens[k], cu_seqlens[k+1]), so the last
+// token of one packed sequence never predicts the first of the next; tokens past cu_seqlens[segments]
+// are invalid.
+//
+// Labels out of range: a target outside [0, V) that is not ignore_index is never read as an index. Its
+// row's loss is NaN (so a Mean or Sum is NaN: it cannot pass silently) and the first offending token is
+// recorded in the workspace; check() reports it as an Error.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <stdexcept>
+
+namespace lmfuse {
+
+/// Storage type of hidden, weight, bias and of the hidden/weight/bias gradients.
+enum class DType : int { Float32, Float16, BFloat16 };
+/// Storage type of labels and of cu_seqlens.
+enum class IndexType : int { Int32, Int64 };
+enum class Reduction : int { Mean, Sum, None };
+enum class DeviceKind : int { Cpu, Cuda };
+enum class ShiftKind : int { None, Rows, Segments };
+/// Accumulate: one fp32 [V, D] grad_weight accumulator in the workspace (fastest).
+/// LowMemory: no V × D accumulator (vocabulary slices, logits recomputed for the backward pass).
+/// Auto: Accumulate when it fits workspace_budget, else LowMemory.
+enum class MemoryMode : int { Auto, Accumulate, LowMemory };
+
+/// Every error the runtime reports: bad arguments (the message names the argument), a workspace that
+/// is too small, a backend that is not built, and out-of-range labels found by check().
+class Error : public std::runtime_error {
+public:
+  using std::runtime_error::runtime_error;
+};
+
+/// The operands. Strides are in elements between consecutive rows (0 means dense: hidden_dim).
+struct Problem {
+  int64_t tokens = 0;      ///< N
+  int64_t hidden_dim = 0;  ///< D
+  int64_t vocab = 0;       ///< V
+  DType dtype = DType::BFloat16;
+  const void* hidden = nullptr;  ///< [N, D]
+  int64_t hidden_stride = 0;
+  const void* weight = nullptr;  ///< [V, D]
+  int64_t weight_stride = 0;
+  const void* bias = nullptr;    ///< [V], optional
+  const void* labels = nullptr;  ///< [N]
+  IndexType label_type = IndexType::Int64;
+};
+
+struct Shift {
+  ShiftKind kind = ShiftKind::None;
+  int64_t seq_len = 0;                ///< Rows: tokens % seq_len == 0
+  const void* cu_seqlens = nullptr;   ///< Segments: [segments + 1], same memory space as labels
+  IndexType cu_seqlens_type = IndexType::Int32;
+  int64_t segments = 0;
+};
+
+struct Options {
+  int64_t ignore_index = -100;
+  double label_smoothing = 0.0;  ///< ε in [0, 1]
+  double softcap = 0.0;          ///< 0 = off
+  double logit_scale = 1.0;
+  double z_loss = 0.0;
+  Reduction reduction = Reduction::Mean;
+  const float* n_items = nullptr;  ///< Mean divisor read through a pointer (device for CUDA)
+  double n_items_value = 0.0;      ///< Mean divisor as a host constant when > 0
+  /// Upstream gradient applied during the call: a scalar for Mean/Sum, [N] for None. null = 1.
+  const float* grad_scale = nullptr;
+  Shift shift;
+  /// Bytes the runtime may use in its workspace; 0 = the default (CPU: 256 MiB, CUDA: 4 GiB).
+  std::size_t workspace_budget = 0;
+  MemoryMode memory = MemoryMode::Auto;
+  /// Tokens per chunk; 0 = chosen from the budget. The result does not depend on it beyond rounding.
+  int64_t chunk_tokens = 0;
+  /// Only valid tokens go through the GEMMs (CUDA; gathered on the device, no host synchronisation).
+  bool compact = true;
+};
+
+/// Results. All optional but `loss`. Gradients are computed only when at least one gradient pointer
+/// is given; grad_weight and grad_bias are overwritten, grad_weight_accumulate is added to.
+struct Outputs {
+  float* loss = nullptr;             ///< [1], or [N] for Reduction::None
+  float* lse = nullptr;              ///< [N] fp32, 0 for invalid rows
+  void* grad_hidden = nullptr;       ///< [N, D] in dtype
+  int64_t grad_hidden_stride = 0;
+  void* grad_weight = nullptr;       ///< [V, D] in dtype
+  int64_t grad_weight_stride = 0;
+  float* grad_weight_accumulate = nullptr;  ///< [V, D] fp32, dense; this call's gradient is added
+  void* grad_bias = nullptr;         ///< [V] in dtype
+
+  bool wants_gradients() const {
+    return grad_hidden || grad_weight || grad_weight_accumulate || grad_bias;
+  }
+};
+
+struct Workspace {
+  void* data = nullptr;
+  std::size_t bytes = 0;
+};
+
+struct Context {
+  DeviceKind device = DeviceKind::Cpu;
+  void* stream = nullptr;  ///< cudaStream_t for Cuda; null = the legacy default stream
+  int threads = 0;         ///< CPU worker threads; 0 = all available
+};
+
+/// Bytes of workspace the call needs for this problem (pointers in `problem` are not read).
+std::size_t workspace_size(const Problem& problem, const Options& options, bool with_gradients,
+                           const Context& context);
+
+/// The fused call. Throws Error, before touching any output, when an argument is invalid.
+void linear_cross_entropy(const Problem& problem, const Options& options, const Outputs& outputs,
+                          Workspace workspace, const Context& context);
+
+/// Multiplies grad_hidden, grad_weight and grad_bias of `outputs` by *upstream (a scalar read through
+/// a pointer in the context's memory space), for an upstream gradient known only after the call.
+/// grad_weight_accumulate is not touched: pass the upstream as Options::grad_scale instead.
+void scale_grads(const Problem& problem, const Outputs& outputs, const float* upstream,
+                 const Context& context);
+
+/// Throws Error naming the first token whose label was outside [0, V) in the last call that used
+/// this workspace. Synchronises the stream (it is the one explicit synchronisation point).
+void check(Workspace workspace, const Context& context);
+
+/// True when this build has the CUDA backend and a device is visible.
+bool cuda_available();
+
+}  // namespace lmfuse

@@ -1,0 +1,9 @@
+#!/usr/bin/env bash
+# Installs what is missing, builds, and runs lmfuse over the bundled example model: audit summary + diff.
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+"$root/scripts/setup.sh"
+"$root/scripts/build.sh"
+build=${LMFUSE_BUILD_DIR:-$root/build}
+exec "$build/tool/lmfuse" -p "$build" --audit "$build/quickstart-audit.json" --summary \
+  "$root/examples/gpt/model.cpp"
