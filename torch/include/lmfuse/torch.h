@@ -1,0 +1,79 @@
+// lmfuse for LibTorch: the fused linear + cross-entropy as an autograd function, and the run-time
+// switches that rewritten model code consults.
+//
+// Contract: lmfuse::linear_cross_entropy(hidden, weight, bias, labels, options) returns what
+//   F::cross_entropy(F::linear(hidden, weight, bias).view({-1, V}), labels.view(-1), <options>)
+// returns, without ever building the [tokens, V] logits. Gradients flow to hidden, weight and bias
+// (only to those that require grad; none are computed under torch::NoGradGuard or inference mode).
+//   hidden  [..., D]  float32, float16 or bfloat16 (float64 is refused: the runtime computes in fp32)
+//   weight  [V, D]    the dtype of hidden (mixed dtypes are refused, as F::linear refuses them)
+//   bias    [V] or an undefined tensor (a torch::nn::Linear without bias has an undefined `bias`)
+//   labels  int32 or int64, hidden's leading shape (or any shape with as many elements)
+// The loss has hidden's dtype (what F::linear would give); all arithmetic inside is fp32 or better.
+// Reduction Mean and Sum compute the loss and the gradients in the forward call (one pass over the
+// vocabulary) and the backward pass only scales them by the upstream gradient on the device; None
+// returns hidden's leading shape and recomputes in the backward pass. A mean over zero valid tokens is
+// 0 with zero gradients (PyTorch gives NaN; a NaN would poison every later optimiser step).
+// CPU tensors run on the CPU backend with at::get_num_threads() threads; CUDA tensors on the current
+// CUDA stream, with the workspace taken from LibTorch's caching allocator and no host synchronisation
+// (capturable in a CUDA graph).
+// Out-of-range labels (not in [0, V) and not ignore_index) make the loss NaN; the adapter raises an
+// error naming the first offending token after every CPU call, and after every CUDA call only when
+// the environment has LMFUSE_CHECK_LABELS=1 (the check synchronises the stream).
+//
+// Also registered as the operator torch.ops.lmfuse.linear_cross_entropy (see torch/src/op.cpp):
+//   torch.ops.load_library("liblmfuse_torch.so")
+//   loss = torch.ops.lmfuse.linear_cross_entropy(hidden, weight, bias, labels, ignore_index=-100,
+//            label_smoothing=0.0, reduction="mean", shift=False, softcap=0.0, logit_scale=1.0,
+//            z_loss=0.0, n_items=None)
+#pragma once
+
+#include <torch/arg.h>
+#include <torch/types.h>
+
+#include <lmfuse/flce.h>  // defines: Reduction, MemoryMode, the runtime this adapter calls
+
+namespace lmfuse {
+
+struct LossOptions {
+  /// Rows whose label equals this are ignored (LibTorch's default: -100).
+  TORCH_ARG(int64_t, ignore_index) = -100;
+  /// ε of PyTorch's label smoothing, in [0, 1].
+  TORCH_ARG(double, label_smoothing) = 0.0;
+  /// Mean (over valid tokens, or over n_items), Sum, or None (one loss per token).
+  TORCH_ARG(lmfuse::Reduction, reduction) = lmfuse::Reduction::Mean;
+  /// Causal shift: labels[..., t + 1] is the target of hidden[..., t, :] within the last label
+  /// dimension (HF's logits[:, :-1] against labels[:, 1:]); the last position of each row has none.
+  TORCH_ARG(bool, shift) = false;
+  /// Gemma-style cap: z = softcap · tanh(x / softcap); 0 = off.
+  TORCH_ARG(double, softcap) = 0.0;
+  /// Cohere-style scale applied to the logits before the cap.
+  TORCH_ARG(double, logit_scale) = 1.0;
+  /// Weight of the z-loss term z_loss · lse².
+  TORCH_ARG(double, z_loss) = 0.0;
+  /// Mean divisor (e.g. HF's num_items_in_batch): a one-element tensor on hidden's device, read on
+  /// the device without a synchronisation. Undefined = the number of valid tokens.
+  TORCH_ARG(torch::Tensor, n_items) = {};
+  /// How the runtime trades memory for speed in the weight gradient (see flce.h).
+  TORCH_ARG(lmfuse::MemoryMode, memory) = lmfuse::MemoryMode::Auto;
+  /// Tokens per chunk; 0 = chosen by the runtime from its workspace budget.
+  TORCH_ARG(int64_t, chunk_tokens) = 0;
+};
+
+/// The fused loss with autograd to hidden, weight and bias (see the contract above).
+torch::Tensor linear_cross_entropy(const torch::Tensor& hidden, const torch::Tensor& weight,
+                                   const torch::Tensor& bias, const torch::Tensor& labels,
+                                   const LossOptions& options = {});
+
+/// False when the environment has LMFUSE_DISABLE=1 (read once, at the first call) or after
+/// set_enabled(false): rewritten code then runs its original, unfused computation.
+bool enabled();
+/// True when the environment has LMFUSE_RETURN_LOGITS=1 or after set_return_logits(true): rewritten
+/// code still computes the logits it returns to its caller.
+bool return_logits();
+/// enabled() && !return_logits(): the fused path may leave the logits undefined.
+bool skip_logits();
+void set_enabled(bool on);
+void set_return_logits(bool on);
+
+}  // namespace lmfuse

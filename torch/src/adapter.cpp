@@ -1,0 +1,132 @@
+// lmfuse::linear_cross_entropy: the autograd function over the runtime call (contract in
+// <lmfuse/torch.h>). Mean/Sum: the forward call computes the loss and the gradients together; the
+// backward pass scales them in place by the upstream gradient on the device. None (or a second
+// backward pass through the same graph): the backward pass recomputes with the upstream gradient.
+#include <lmfuse/torch.h>
+
+#include <torch/autograd.h>
+
+#include "fused_call.h"
+
+namespace lmfuse {
+namespace {
+
+using torch::autograd::AutogradContext;
+using torch::autograd::variable_list;
+using torch_detail::CallResult;
+using torch_detail::Gradients;
+using torch_detail::Operands;
+
+torch::Tensor shapedLoss(const Operands& operands, const torch::Tensor& loss, torch::ScalarType dtype) {
+  if (operands.options.reduction == Reduction::None) return loss.view(operands.leading_shape).to(dtype);
+  return loss.view({}).to(dtype);
+}
+
+// The options travel to the backward pass in saved_data, field by field (an IValue holds no struct).
+void saveOptions(AutogradContext* ctx, const LossOptions& options) {
+  ctx->saved_data["ignore_index"] = options.ignore_index();
+  ctx->saved_data["label_smoothing"] = options.label_smoothing();
+  ctx->saved_data["reduction"] = static_cast<int64_t>(options.reduction());
+  ctx->saved_data["shift"] = options.shift();
+  ctx->saved_data["softcap"] = options.softcap();
+  ctx->saved_data["logit_scale"] = options.logit_scale();
+  ctx->saved_data["z_loss"] = options.z_loss();
+  ctx->saved_data["memory"] = static_cast<int64_t>(options.memory());
+  ctx->saved_data["chunk_tokens"] = options.chunk_tokens();
+}
+
+LossOptions loadOptions(AutogradContext* ctx, const torch::Tensor& n_items) {
+  auto& saved = ctx->saved_data;
+  return LossOptions()
+      .ignore_index(saved["ignore_index"].toInt())
+      .label_smoothing(saved["label_smoothing"].toDouble())
+      .reduction(static_cast<Reduction>(saved["reduction"].toInt()))
+      .shift(saved["shift"].toBool())
+      .softcap(saved["softcap"].toDouble())
+      .logit_scale(saved["logit_scale"].toDouble())
+      .z_loss(saved["z_loss"].toDouble())
+      .memory(static_cast<MemoryMode>(saved["memory"].toInt()))
+      .chunk_tokens(saved["chunk_tokens"].toInt())
+      .n_items(n_items);
+}
+
+variable_list inputGradients(const Operands& operands, const CallResult& result, const torch::Tensor& hidden) {
+  variable_list grads(6);  // one per forward argument: hidden, weight, bias, labels, n_items, options
+  if (result.grad_hidden.defined()) grads[0] = result.grad_hidden.view(hidden.sizes());
+  grads[1] = result.grad_weight;
+  grads[2] = result.grad_bias;
+  (void)operands;
+  return grads;
+}
+
+class FusedLinearCrossEntropy : public torch::autograd::Function<FusedLinearCrossEntropy> {
+public:
+  static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& hidden, const torch::Tensor& weight,
+                               const torch::Tensor& bias, const torch::Tensor& labels,
+                               const torch::Tensor& n_items, const LossOptions& options) {
+    const Operands operands = torch_detail::prepareOperands(hidden, weight, bias, labels, options);
+    ctx->save_for_backward({hidden, weight, bias, labels, n_items});
+    saveOptions(ctx, options);
+    const bool reduced = options.reduction() != Reduction::None;
+    Gradients wanted;
+    if (reduced) {  // one pass over the vocabulary gives the loss and every gradient autograd will ask for
+      wanted.hidden = hidden.requires_grad();
+      wanted.weight = weight.requires_grad();
+      wanted.bias = bias.defined() && bias.requires_grad();
+    }
+    CallResult result = torch_detail::runFused(operands, wanted);
+    ctx->saved_data["precomputed"] = wanted.any();
+    if (wanted.any()) {
+      ctx->saved_data["grad_hidden"] = result.grad_hidden;
+      ctx->saved_data["grad_weight"] = result.grad_weight;
+      ctx->saved_data["grad_bias"] = result.grad_bias;
+    }
+    return shapedLoss(operands, result.loss, hidden.scalar_type());
+  }
+
+  static variable_list backward(AutogradContext* ctx, variable_list grad_outputs) {
+    const variable_list saved = ctx->get_saved_variables();
+    const torch::Tensor &hidden = saved[0], &weight = saved[1], &bias = saved[2], &labels = saved[3];
+    const LossOptions options = loadOptions(ctx, saved[4]);
+    const Operands operands = torch_detail::prepareOperands(hidden, weight, bias, labels, options);
+    const torch::Tensor& upstream = grad_outputs[0];
+
+    if (ctx->saved_data["precomputed"].toBool()) {
+      // First backward pass of a Mean/Sum loss: scale the forward call's gradients in place and hand
+      // them over (the saved copies are released so their memory goes with the graph).
+      ctx->saved_data["precomputed"] = false;
+      CallResult result;
+      result.grad_hidden = ctx->saved_data["grad_hidden"].toTensor();
+      result.grad_weight = ctx->saved_data["grad_weight"].toTensor();
+      result.grad_bias = ctx->saved_data["grad_bias"].toTensor();
+      for (const char* key : {"grad_hidden", "grad_weight", "grad_bias"}) ctx->saved_data.erase(key);
+      torch_detail::scaleGradients(operands, result, upstream);
+      return inputGradients(operands, result, hidden);
+    }
+    Gradients wanted;
+    wanted.hidden = ctx->needs_input_grad(0);
+    wanted.weight = ctx->needs_input_grad(1);
+    wanted.bias = bias.defined() && ctx->needs_input_grad(2);
+    const torch::Tensor scale = options.reduction() == Reduction::None ? upstream.reshape({-1}) : upstream.reshape({1});
+    const CallResult result = torch_detail::runFused(operands, wanted, scale);
+    return inputGradients(operands, result, hidden);
+  }
+};
+
+}  // namespace
+
+torch::Tensor linear_cross_entropy(const torch::Tensor& hidden, const torch::Tensor& weight,
+                                   const torch::Tensor& bias, const torch::Tensor& labels,
+                                   const LossOptions& options) {
+  const bool needsGraph = torch::GradMode::is_enabled() &&
+                          ((hidden.defined() && hidden.requires_grad()) ||
+                           (weight.defined() && weight.requires_grad()) ||
+                           (bias.defined() && bias.requires_grad()));
+  if (!needsGraph) {  // no graph: the loss alone, no gradient computed
+    const Operands operands = torch_detail::prepareOperands(hidden, weight, bias, labels, options);
+    return shapedLoss(operands, torch_detail::runFused(operands, Gradients{}).loss, hidden.scalar_type());
+  }
+  return FusedLinearCrossEntropy::apply(hidden, weight, bias, labels, options.n_items(), options);
+}
+
+}  // namespace lmfuse

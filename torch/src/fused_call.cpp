@@ -1,0 +1,229 @@
+// Validation, flattening and the runtime call for the LibTorch adapter (see fused_call.h).
+#include "fused_call.h"
+
+#include <ATen/Parallel.h>
+#include <c10/core/DeviceGuard.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <optional>
+
+#ifdef LMFUSE_TORCH_CUDA
+#include <c10/cuda/CUDAStream.h>  // defines: getCurrentCUDAStream (the stream the call runs on)
+#endif
+
+namespace lmfuse::torch_detail {
+namespace {
+
+constexpr const char* kWho = "lmfuse::linear_cross_entropy: ";
+// Row starts and base pointers aligned to this many bytes are accepted as they are; anything else is
+// copied (the CUDA backend's vector loads and cuBLASLt want 16-byte aligned rows).
+constexpr int64_t kAlignmentBytes = 16;
+
+DType runtimeDType(torch::ScalarType type) {
+  switch (type) {
+    case torch::kFloat: return DType::Float32;
+    case torch::kHalf: return DType::Float16;
+    case torch::kBFloat16: return DType::BFloat16;
+    default:
+      TORCH_CHECK(false, kWho, "hidden has dtype ", type,
+                  "; supported are Float, Half and BFloat16 (the runtime computes in fp32)");
+  }
+  return DType::Float32;
+}
+
+bool aligned(const torch::Tensor& matrix) {
+  const int64_t element = static_cast<int64_t>(matrix.element_size());
+  const auto address = reinterpret_cast<std::uintptr_t>(matrix.data_ptr());
+  const bool oneRow = matrix.size(0) <= 1;
+  return address % kAlignmentBytes == 0 && (oneRow || (matrix.stride(0) * element) % kAlignmentBytes == 0);
+}
+
+// A [rows, cols] view with unit inner stride and aligned rows, copying only when it must.
+torch::Tensor runtimeMatrix(const torch::Tensor& tensor, int64_t cols) {
+  torch::Tensor matrix = tensor.reshape({-1, cols});
+  const bool oneRow = matrix.size(0) <= 1;
+  const bool usable = (matrix.stride(1) == 1 || cols == 1) && (oneRow || matrix.stride(0) >= cols) &&
+                      aligned(matrix);
+  return usable ? matrix : matrix.contiguous();
+}
+
+bool environmentSays(const char* name) {
+  const char* value = std::getenv(name);
+  return value && std::strcmp(value, "1") == 0;
+}
+
+Context contextFor(const torch::Device& device) {
+  Context context;
+  if (device.is_cpu()) {
+    context.device = DeviceKind::Cpu;
+    context.threads = at::get_num_threads();
+    return context;
+  }
+  TORCH_CHECK(device.is_cuda(), kWho, "tensors on ", device, " are not supported (CPU and CUDA are)");
+#ifdef LMFUSE_TORCH_CUDA
+  context.device = DeviceKind::Cuda;
+  context.stream = c10::cuda::getCurrentCUDAStream(device.index()).stream();
+#else
+  TORCH_CHECK(false, kWho, "hidden is a CUDA tensor, but lmfuse_torch was built against a LibTorch "
+              "without CUDA");
+#endif
+  return context;
+}
+
+// Runtime errors become LibTorch errors (RuntimeError in Python) with the runtime's message.
+template <typename Call>
+void callRuntime(Call&& call) {
+  try {
+    call();
+  } catch (const Error& error) {
+    TORCH_CHECK(false, kWho, error.what());
+  }
+}
+
+}  // namespace
+
+Operands prepareOperands(const torch::Tensor& hidden, const torch::Tensor& weight,
+                         const torch::Tensor& bias, const torch::Tensor& labels,
+                         const LossOptions& options) {
+  TORCH_CHECK(hidden.defined(), kWho, "hidden is an undefined tensor");
+  TORCH_CHECK(weight.defined(), kWho, "weight is an undefined tensor");
+  TORCH_CHECK(labels.defined(), kWho, "labels is an undefined tensor");
+  TORCH_CHECK(hidden.dim() >= 1, kWho, "hidden must have a last (hidden) dimension, got a scalar");
+  TORCH_CHECK(weight.dim() == 2, kWho, "weight must be [V, D], got shape ", weight.sizes());
+  const int64_t dim = hidden.size(-1);
+  const int64_t vocab = weight.size(0);
+  TORCH_CHECK(weight.size(1) == dim, kWho, "weight is ", weight.sizes(), " but hidden's last dimension is ",
+              dim, " (F::linear needs weight [V, ", dim, "])");
+  TORCH_CHECK(vocab > 0 && dim > 0, kWho, "empty weight ", weight.sizes());
+  const torch::ScalarType dtype = hidden.scalar_type();
+  const DType runtimeType = runtimeDType(dtype);
+  TORCH_CHECK(weight.scalar_type() == dtype, kWho, "weight has dtype ", weight.scalar_type(),
+              " but hidden has dtype ", dtype, " (cast one of them, as F::linear requires)");
+  TORCH_CHECK(weight.device() == hidden.device(), kWho, "weight is on ", weight.device(),
+              " but hidden is on ", hidden.device());
+  if (bias.defined()) {
+    TORCH_CHECK(bias.dim() == 1 && bias.size(0) == vocab, kWho, "bias must be [", vocab, "], got shape ",
+                bias.sizes());
+    TORCH_CHECK(bias.scalar_type() == dtype, kWho, "bias has dtype ", bias.scalar_type(),
+                " but hidden has dtype ", dtype);
+    TORCH_CHECK(bias.device() == hidden.device(), kWho, "bias is on ", bias.device(), " but hidden is on ",
+                hidden.device());
+  }
+  TORCH_CHECK(labels.scalar_type() == torch::kLong || labels.scalar_type() == torch::kInt, kWho,
+              "labels has dtype ", labels.scalar_type(), "; supported are Long and Int");
+  TORCH_CHECK(labels.device() == hidden.device(), kWho, "labels is on ", labels.device(),
+              " but hidden is on ", hidden.device());
+
+  Operands operands;
+  operands.leading_shape.assign(hidden.sizes().begin(), hidden.sizes().end() - 1);
+  const int64_t tokens = hidden.numel() / dim;
+  TORCH_CHECK(labels.numel() == tokens, kWho, "labels has ", labels.numel(), " elements (shape ",
+              labels.sizes(), ") but hidden ", hidden.sizes(), " has ", tokens, " tokens");
+
+  operands.hidden = runtimeMatrix(hidden, dim);
+  operands.weight = runtimeMatrix(weight, dim);
+  operands.bias = bias.defined() ? bias.contiguous() : torch::Tensor();
+  operands.labels = labels.reshape({-1}).contiguous();
+
+  Problem& problem = operands.problem;
+  problem.tokens = tokens;
+  problem.hidden_dim = dim;
+  problem.vocab = vocab;
+  problem.dtype = runtimeType;
+  problem.hidden = operands.hidden.data_ptr();
+  problem.hidden_stride = tokens > 1 ? operands.hidden.stride(0) : dim;
+  problem.weight = operands.weight.data_ptr();
+  problem.weight_stride = vocab > 1 ? operands.weight.stride(0) : dim;
+  problem.bias = operands.bias.defined() ? operands.bias.data_ptr() : nullptr;
+  problem.labels = operands.labels.data_ptr();
+  problem.label_type = labels.scalar_type() == torch::kLong ? IndexType::Int64 : IndexType::Int32;
+
+  Options& runtimeOptions = operands.options;
+  runtimeOptions.ignore_index = options.ignore_index();
+  runtimeOptions.label_smoothing = options.label_smoothing();
+  runtimeOptions.softcap = options.softcap();
+  runtimeOptions.logit_scale = options.logit_scale();
+  runtimeOptions.z_loss = options.z_loss();
+  runtimeOptions.reduction = options.reduction();
+  runtimeOptions.memory = options.memory();
+  runtimeOptions.chunk_tokens = options.chunk_tokens();
+  if (options.n_items().defined()) {
+    const torch::Tensor& count = options.n_items();
+    TORCH_CHECK(count.numel() == 1, kWho, "n_items must hold one element, got shape ", count.sizes());
+    TORCH_CHECK(count.device() == hidden.device(), kWho, "n_items is on ", count.device(),
+                " but hidden is on ", hidden.device());
+    // A device-side conversion: no synchronisation, whatever n_items' dtype.
+    operands.n_items = count.reshape({1}).to(torch::kFloat).contiguous();
+    runtimeOptions.n_items = operands.n_items.data_ptr<float>();
+  }
+  if (options.shift()) {
+    TORCH_CHECK(labels.dim() >= 1, kWho, "shift needs labels with a sequence dimension, got a scalar");
+    runtimeOptions.shift.kind = ShiftKind::Rows;
+    runtimeOptions.shift.seq_len = labels.size(-1);
+  }
+  operands.context = contextFor(hidden.device());
+  return operands;
+}
+
+CallResult runFused(const Operands& operands, Gradients wanted, const torch::Tensor& grad_scale) {
+  const Problem& problem = operands.problem;
+  const auto floatOptions = operands.hidden.options().dtype(torch::kFloat);
+  const bool perToken = operands.options.reduction == Reduction::None;
+  CallResult result;
+  result.loss = torch::empty({perToken ? problem.tokens : 1}, floatOptions);
+  if (wanted.hidden) result.grad_hidden = torch::empty({problem.tokens, problem.hidden_dim}, operands.hidden.options());
+  if (wanted.weight) result.grad_weight = torch::empty({problem.vocab, problem.hidden_dim}, operands.weight.options());
+  if (wanted.bias) result.grad_bias = torch::empty({problem.vocab}, operands.weight.options());
+  if (problem.tokens == 0) {  // nothing to compute: a zero loss (see the Mean rule in flce.h), zero gradients
+    result.loss.zero_();
+    for (torch::Tensor* grad : {&result.grad_hidden, &result.grad_weight, &result.grad_bias})
+      if (grad->defined()) grad->zero_();
+    return result;
+  }
+
+  Options options = operands.options;
+  torch::Tensor scale;
+  if (grad_scale.defined()) {
+    scale = grad_scale.to(torch::kFloat).contiguous();
+    TORCH_CHECK(scale.numel() == (perToken ? problem.tokens : 1), kWho, "upstream gradient has ",
+                scale.numel(), " elements");
+    options.grad_scale = scale.data_ptr<float>();
+  }
+  Outputs outputs;
+  outputs.loss = result.loss.data_ptr<float>();
+  if (wanted.hidden) outputs.grad_hidden = result.grad_hidden.data_ptr();
+  if (wanted.weight) outputs.grad_weight = result.grad_weight.data_ptr();
+  if (wanted.bias) outputs.grad_bias = result.grad_bias.data_ptr();
+
+  const c10::DeviceGuard deviceGuard(operands.hidden.device());
+  torch::Tensor workspace;
+  Workspace space;
+  callRuntime([&] {
+    space.bytes = workspace_size(problem, options, outputs.wants_gradients(), operands.context);
+    // From LibTorch's allocator: on CUDA the caching allocator serves it (no cudaMalloc per call,
+    // capturable), and it lives exactly as long as this call.
+    workspace = torch::empty({static_cast<int64_t>(std::max<std::size_t>(space.bytes, 1))},
+                             operands.hidden.options().dtype(torch::kByte));
+    space.data = workspace.data_ptr();
+    linear_cross_entropy(problem, options, outputs, space, operands.context);
+    if (operands.context.device == DeviceKind::Cpu || environmentSays("LMFUSE_CHECK_LABELS"))
+      check(space, operands.context);
+  });
+  return result;
+}
+
+void scaleGradients(const Operands& operands, CallResult& result, const torch::Tensor& upstream) {
+  if (operands.problem.tokens == 0) return;
+  Outputs outputs;
+  if (result.grad_hidden.defined()) outputs.grad_hidden = result.grad_hidden.data_ptr();
+  if (result.grad_weight.defined()) outputs.grad_weight = result.grad_weight.data_ptr();
+  if (result.grad_bias.defined()) outputs.grad_bias = result.grad_bias.data_ptr();
+  if (!outputs.wants_gradients()) return;
+  const torch::Tensor scale = upstream.to(torch::kFloat).contiguous();
+  TORCH_CHECK(scale.numel() == 1, kWho, "upstream gradient of a reduced loss has ", scale.numel(), " elements");
+  const c10::DeviceGuard deviceGuard(operands.hidden.device());
+  callRuntime([&] { scale_grads(operands.problem, outputs, scale.data_ptr<float>(), operands.context); });
+}
+
+}  // namespace lmfuse::torch_detail

@@ -1,0 +1,36 @@
+// The run-time switches rewritten code consults: enabled(), return_logits(), skip_logits().
+// Each is read from the environment once, at its first use, and can be overridden from code at any time.
+#include <lmfuse/torch.h>
+
+#include <atomic>
+#include <cstdlib>
+#include <cstring>
+
+namespace lmfuse {
+namespace {
+
+bool environmentSays(const char* name) {
+  const char* value = std::getenv(name);
+  return value && std::strcmp(value, "1") == 0;
+}
+
+// Function-local statics: initialised once (thread-safe), at the first call, from the environment.
+std::atomic<bool>& enabledFlag() {
+  static std::atomic<bool> flag{!environmentSays("LMFUSE_DISABLE")};
+  return flag;
+}
+
+std::atomic<bool>& returnLogitsFlag() {
+  static std::atomic<bool> flag{environmentSays("LMFUSE_RETURN_LOGITS")};
+  return flag;
+}
+
+}  // namespace
+
+bool enabled() { return enabledFlag().load(std::memory_order_relaxed); }
+bool return_logits() { return returnLogitsFlag().load(std::memory_order_relaxed); }
+bool skip_logits() { return enabled() && !return_logits(); }
+void set_enabled(bool on) { enabledFlag().store(on, std::memory_order_relaxed); }
+void set_return_logits(bool on) { returnLogitsFlag().store(on, std::memory_order_relaxed); }
+
+}  // namespace lmfuse
