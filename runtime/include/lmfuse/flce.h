@@ -95,6 +95,9 @@ struct Options {
   double n_items_value = 0.0;      ///< Mean divisor as a host constant when > 0
   /// Upstream gradient applied during the call: a scalar for Mean/Sum, [N] for None. null = 1.
   const float* grad_scale = nullptr;
+  /// Floats grad_scale points to, when the caller knows it: 0 = not stated; else it must be 1 for
+  /// Mean/Sum and tokens for None (catches a scalar upstream passed with Reduction::None).
+  int64_t grad_scale_count = 0;
   Shift shift;
   /// Bytes the runtime may use in its workspace; 0 = the default (CPU: 256 MiB, CUDA: 4 GiB).
   std::size_t workspace_budget = 0;
