@@ -1,0 +1,242 @@
+// lmfuse::linear_cross_entropy against F::cross_entropy(F::linear(...)) computed in fp64 through
+// LibTorch's own autograd: loss and the gradients of hidden, weight and bias, for each option, any
+// leading shape, non-contiguous operands, int32 labels, shift; plus no-grad, partial requires_grad,
+// a second backward pass, dtypes and the argument checks. Fresh random inputs each run (seed printed).
+#include <catch2/catch.hpp>
+
+#include <lmfuse/torch.h>
+#include <torch/torch.h>
+
+#include <random>
+#include <string>
+#include <vector>
+
+namespace F = torch::nn::functional;
+
+namespace {
+
+enum class Layout { Contiguous, TransposedHidden, StridedWeight };
+
+struct Case {
+  const char* name;
+  std::vector<int64_t> leading;  // hidden is leading + [D]
+  bool bias;
+  lmfuse::LossOptions options;
+  bool int32Labels = false;
+  Layout layout = Layout::Contiguous;
+};
+
+constexpr int64_t kDim = 24;
+constexpr int64_t kVocab = 53;
+
+uint64_t freshSeed() {
+  static const uint64_t seed = std::random_device{}();
+  return seed;
+}
+
+// What the fused call must equal: the unfused graph in fp64, with the runtime's extra options
+// (logit scale, softcap, z-loss) spelled out in LibTorch ops.
+torch::Tensor referenceLoss(const torch::Tensor& hidden, const torch::Tensor& weight, const torch::Tensor& bias,
+                            torch::Tensor labels, const lmfuse::LossOptions& options, const torch::Tensor& nItems) {
+  torch::Tensor logits = F::linear(hidden, weight, bias).reshape({-1, weight.size(0)});
+  labels = labels.to(torch::kLong);
+  if (options.shift()) {  // target of position t is label t + 1 within the last label dimension
+    auto rows = labels.reshape({-1, labels.size(-1)});
+    auto shifted = torch::full_like(rows, options.ignore_index());
+    shifted.slice(1, 0, -1).copy_(rows.slice(1, 1));
+    labels = shifted;
+  }
+  labels = labels.reshape({-1});
+  logits = logits * options.logit_scale();
+  if (options.softcap() > 0) logits = options.softcap() * torch::tanh(logits / options.softcap());
+  auto perToken = F::cross_entropy(logits, labels,
+                                   F::CrossEntropyFuncOptions()
+                                       .ignore_index(options.ignore_index())
+                                       .label_smoothing(options.label_smoothing())
+                                       .reduction(torch::kNone));
+  auto valid = labels.ne(options.ignore_index()).to(torch::kDouble);
+  if (options.z_loss() > 0) perToken = perToken + options.z_loss() * torch::logsumexp(logits, -1).pow(2) * valid;
+  switch (options.reduction()) {
+    case lmfuse::Reduction::Sum: return perToken.sum();
+    case lmfuse::Reduction::None: return perToken.view(hidden.sizes().slice(0, hidden.dim() - 1));
+    case lmfuse::Reduction::Mean: break;
+  }
+  auto divisor = nItems.defined() ? nItems.to(torch::kDouble).reshape({}) : valid.sum();
+  return divisor.item<double>() > 0 ? perToken.sum() / divisor : perToken.sum() * 0;
+}
+
+double relativeError(const torch::Tensor& actual, const torch::Tensor& expected) {
+  auto a = actual.to(torch::kDouble), e = expected.to(torch::kDouble);
+  const double scale = std::max(e.abs().max().item<double>(), 1e-3);
+  return (a - e).abs().max().item<double>() / scale;
+}
+
+torch::Tensor randomLabels(const std::vector<int64_t>& shape, int64_t ignoreIndex, bool int32) {
+  auto labels = torch::randint(0, kVocab, shape, torch::kLong);
+  auto drop = torch::rand(shape) < 0.2;  // about one token in five is ignored
+  labels.masked_fill_(drop, ignoreIndex);
+  return int32 ? labels.to(torch::kInt) : labels;
+}
+
+}  // namespace
+
+TEST_CASE("fused loss and gradients equal the fp64 unfused graph", "[torch][adapter]") {
+  const std::vector<Case> cases = {
+      {"defaults, 2-d hidden, bias", {37}, true, lmfuse::LossOptions()},
+      {"no bias, [B, T, D]", {3, 11}, false, lmfuse::LossOptions()},
+      {"ignore_index -1, [2, 3, 5, D]", {2, 3, 5}, true, lmfuse::LossOptions().ignore_index(-1)},
+      {"label smoothing", {29}, true, lmfuse::LossOptions().label_smoothing(0.1)},
+      {"sum", {4, 9}, false, lmfuse::LossOptions().reduction(lmfuse::Reduction::Sum)},
+      {"none", {4, 9}, true, lmfuse::LossOptions().reduction(lmfuse::Reduction::None)},
+      {"shift", {3, 13}, false, lmfuse::LossOptions().shift(true)},
+      {"shift with ignore_index -1 and smoothing", {2, 17}, true,
+       lmfuse::LossOptions().shift(true).ignore_index(-1).label_smoothing(0.05)},
+      {"softcap", {31}, true, lmfuse::LossOptions().softcap(2.0)},
+      {"logit scale", {31}, false, lmfuse::LossOptions().logit_scale(0.3)},
+      {"z-loss", {31}, true, lmfuse::LossOptions().z_loss(1e-2)},
+      {"n_items divisor", {5, 7}, false, lmfuse::LossOptions().n_items(torch::tensor(50))},
+      {"int32 labels", {6, 5}, true, lmfuse::LossOptions(), true},
+      {"small chunks", {41}, true, lmfuse::LossOptions().chunk_tokens(4)},
+      {"low-memory mode", {41}, true, lmfuse::LossOptions().memory(lmfuse::MemoryMode::LowMemory)},
+      {"transposed (non-contiguous) hidden", {5, 6}, true, lmfuse::LossOptions(), false, Layout::TransposedHidden},
+      {"strided weight rows", {19}, false, lmfuse::LossOptions(), false, Layout::StridedWeight},
+  };
+  torch::manual_seed(freshSeed());
+  for (const Case& c : cases) {
+    DYNAMIC_SECTION(c.name) {
+      INFO("seed " << freshSeed());
+      std::vector<int64_t> shape = c.leading;
+      shape.push_back(kDim);
+      torch::Tensor hidden, weight;
+      if (c.layout == Layout::TransposedHidden) {  // same values, hidden dimension not innermost in memory
+        std::vector<int64_t> swapped = shape;
+        std::swap(swapped.front(), swapped.back());
+        hidden = torch::randn(swapped).transpose(0, static_cast<int64_t>(shape.size()) - 1);
+        REQUIRE_FALSE(hidden.is_contiguous());
+      } else {
+        hidden = torch::randn(shape);
+      }
+      if (c.layout == Layout::StridedWeight) {
+        weight = (torch::randn({kVocab, 2 * kDim}) * 0.5).slice(1, 0, kDim);
+        REQUIRE_FALSE(weight.is_contiguous());
+      } else {
+        weight = torch::randn({kVocab, kDim}) * 0.5;
+      }
+      torch::Tensor bias = c.bias ? torch::randn({kVocab}) : torch::Tensor();
+      const torch::Tensor labels = randomLabels(c.leading, c.options.ignore_index(), c.int32Labels);
+      hidden.requires_grad_(true);
+      weight.requires_grad_(true);
+      if (bias.defined()) bias.requires_grad_(true);
+
+      auto loss = lmfuse::linear_cross_entropy(hidden, weight, bias, labels, c.options);
+
+      auto h64 = hidden.detach().to(torch::kDouble).requires_grad_(true);
+      auto w64 = weight.detach().to(torch::kDouble).requires_grad_(true);
+      auto b64 = c.bias ? bias.detach().to(torch::kDouble).requires_grad_(true) : torch::Tensor();
+      auto expected = referenceLoss(h64, w64, b64, labels, c.options, c.options.n_items());
+
+      REQUIRE(loss.scalar_type() == torch::kFloat);
+      REQUIRE(loss.sizes() == expected.sizes());
+      CHECK(relativeError(loss, expected) < 1e-5);
+
+      // A random upstream gradient, so scaling by it is checked too.
+      auto upstream = torch::rand(loss.sizes(), torch::kDouble) + 0.5;
+      (loss * upstream.to(torch::kFloat)).sum().backward();
+      (expected * upstream).sum().backward();
+      CHECK(hidden.grad().sizes() == hidden.sizes());
+      CHECK(relativeError(hidden.grad(), h64.grad()) < 1e-4);
+      CHECK(relativeError(weight.grad(), w64.grad()) < 1e-4);
+      if (c.bias) CHECK(relativeError(bias.grad(), b64.grad()) < 1e-4);
+    }
+  }
+}
+
+TEST_CASE("gradients only where asked, none without grad mode", "[torch][adapter]") {
+  torch::manual_seed(freshSeed());
+  INFO("seed " << freshSeed());
+  auto hidden = torch::randn({16, kDim});
+  auto weight = torch::randn({kVocab, kDim}).requires_grad_(true);
+  auto bias = torch::randn({kVocab});
+  auto labels = randomLabels({16}, -100, false);
+
+  SECTION("NoGradGuard: a loss without a graph") {
+    hidden.requires_grad_(true);
+    torch::NoGradGuard noGrad;
+    auto loss = lmfuse::linear_cross_entropy(hidden, weight, bias, labels);
+    CHECK_FALSE(loss.requires_grad());
+    CHECK(loss.grad_fn() == nullptr);
+  }
+  SECTION("only weight requires grad") {
+    auto loss = lmfuse::linear_cross_entropy(hidden, weight, bias, labels);
+    REQUIRE(loss.requires_grad());
+    loss.backward();
+    CHECK_FALSE(hidden.grad().defined());
+    CHECK_FALSE(bias.grad().defined());
+    auto w64 = weight.detach().to(torch::kDouble).requires_grad_(true);
+    referenceLoss(hidden.to(torch::kDouble), w64, bias.to(torch::kDouble), labels, {}, {}).backward();
+    CHECK(relativeError(weight.grad(), w64.grad()) < 1e-4);
+  }
+  SECTION("a second backward pass through a retained graph accumulates the same gradient") {
+    auto loss = lmfuse::linear_cross_entropy(hidden, weight, bias, labels);
+    loss.backward({}, /*retain_graph=*/true);
+    auto once = weight.grad().clone();
+    (loss * 3).backward();
+    CHECK(relativeError(weight.grad(), once * 4) < 1e-5);
+  }
+}
+
+TEST_CASE("loss dtype follows F::linear; half-precision operands", "[torch][adapter]") {
+  torch::manual_seed(freshSeed());
+  INFO("seed " << freshSeed());
+  auto hidden = torch::randn({2, 9, kDim}).to(torch::kBFloat16).requires_grad_(true);
+  auto weight = (torch::randn({kVocab, kDim}) * 0.5).to(torch::kBFloat16).requires_grad_(true);
+  auto labels = randomLabels({2, 9}, -100, false);
+  auto loss = lmfuse::linear_cross_entropy(hidden, weight, {}, labels);
+  CHECK(loss.scalar_type() == F::linear(hidden, weight).scalar_type());
+  loss.backward();
+  CHECK(hidden.grad().scalar_type() == torch::kBFloat16);
+  auto h64 = hidden.detach().to(torch::kDouble).requires_grad_(true);
+  auto w64 = weight.detach().to(torch::kDouble).requires_grad_(true);
+  auto expected = referenceLoss(h64, w64, {}, labels, {}, {});
+  expected.backward();
+  CHECK(relativeError(loss, expected) < 1e-2);  // bf16 rounding of the result, fp32 inside
+  CHECK(relativeError(hidden.grad(), h64.grad()) < 2e-2);
+  CHECK(relativeError(weight.grad(), w64.grad()) < 2e-2);
+}
+
+TEST_CASE("argument errors name the argument", "[torch][adapter]") {
+  auto hidden = torch::randn({4, kDim});
+  auto weight = torch::randn({kVocab, kDim});
+  auto labels = torch::randint(0, kVocab, {4});
+  using Catch::Matchers::Contains;
+  CHECK_THROWS_WITH(lmfuse::linear_cross_entropy(hidden, weight.to(torch::kDouble), {}, labels),
+                    Contains("weight has dtype"));
+  CHECK_THROWS_WITH(lmfuse::linear_cross_entropy(hidden.to(torch::kDouble), weight.to(torch::kDouble), {}, labels),
+                    Contains("hidden has dtype"));
+  CHECK_THROWS_WITH(lmfuse::linear_cross_entropy(hidden, weight, {}, labels.to(torch::kFloat)),
+                    Contains("labels has dtype"));
+  CHECK_THROWS_WITH(lmfuse::linear_cross_entropy(hidden, weight, {}, torch::randint(0, kVocab, {5})),
+                    Contains("labels has 5 elements"));
+  CHECK_THROWS_WITH(lmfuse::linear_cross_entropy(hidden, torch::randn({kVocab, kDim + 1}), {}, labels),
+                    Contains("weight is"));
+  CHECK_THROWS_WITH(lmfuse::linear_cross_entropy(hidden, weight, torch::randn({kVocab + 1}), labels),
+                    Contains("bias must be"));
+  auto outOfRange = labels.clone();
+  outOfRange[2] = kVocab + 3;
+  CHECK_THROWS_WITH(lmfuse::linear_cross_entropy(hidden, weight, {}, outOfRange), Contains("lmfuse"));
+}
+
+TEST_CASE("run-time switches", "[torch][adapter]") {
+  const bool wasEnabled = lmfuse::enabled(), wasReturning = lmfuse::return_logits();
+  lmfuse::set_enabled(true);
+  lmfuse::set_return_logits(false);
+  CHECK(lmfuse::skip_logits());
+  lmfuse::set_return_logits(true);
+  CHECK_FALSE(lmfuse::skip_logits());
+  lmfuse::set_return_logits(false);
+  lmfuse::set_enabled(false);
+  CHECK_FALSE(lmfuse::enabled());
+  CHECK_FALSE(lmfuse::skip_logits());
+  lmfuse::set_enabled(wasEnabled);
+  lmfuse::set_return_logits(wasReturning);
+}
