@@ -1,0 +1,201 @@
+// Loads the rule set from YAML with LLVM's YAML I/O. Unknown and missing keys are errors that
+// name the file, the line and the key, so a typo in a pattern file never silently drops a rule.
+#include "patterns.h"
+
+#include <algorithm>
+#include <string>
+
+#include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/SourceMgr.h"
+#include "llvm/Support/YAMLTraits.h"
+#include "llvm/Support/raw_ostream.h"
+
+using namespace lmfuse::rewriter;
+
+LLVM_YAML_IS_SEQUENCE_VECTOR(lmfuse::rewriter::ModuleHeadPattern)
+LLVM_YAML_IS_SEQUENCE_VECTOR(lmfuse::rewriter::FunctionHeadPattern)
+LLVM_YAML_IS_SEQUENCE_VECTOR(lmfuse::rewriter::LossPattern)
+LLVM_YAML_IS_SEQUENCE_VECTOR(lmfuse::rewriter::ReductionPattern)
+
+namespace llvm::yaml {
+
+template <typename Value> struct CustomMappingTraits<std::map<std::string, Value>> {
+  static void inputOne(IO &Io, StringRef Key, std::map<std::string, Value> &Map) {
+    Io.mapRequired(Key.str().c_str(), Map[Key.str()]);
+  }
+  static void output(IO &Io, std::map<std::string, Value> &Map) {
+    for (auto &[Key, Item] : Map)
+      Io.mapRequired(Key.c_str(), Item);
+  }
+};
+
+template <> struct MappingTraits<ModuleHeadPattern> {
+  static void mapping(IO &Io, ModuleHeadPattern &P) {
+    Io.mapRequired("holder", P.Holder);
+    Io.mapRequired("impl", P.Impl);
+    Io.mapOptional("method", P.Method, std::string("forward"));
+    Io.mapOptional("weight", P.Weight, std::string("weight"));
+    Io.mapOptional("bias", P.Bias, std::string("bias"));
+  }
+};
+
+template <> struct MappingTraits<FunctionHeadPattern> {
+  static void mapping(IO &Io, FunctionHeadPattern &P) {
+    Io.mapRequired("callee", P.Callee);
+    Io.mapRequired("input", P.Input);
+    Io.mapRequired("weight", P.Weight);
+    Io.mapRequired("bias", P.Bias);
+  }
+};
+
+template <> struct MappingTraits<LossPattern> {
+  static void mapping(IO &Io, LossPattern &P) {
+    Io.mapRequired("callee", P.Callee);
+    Io.mapRequired("input", P.Input);
+    Io.mapRequired("target", P.Target);
+    Io.mapOptional("options_argument", P.OptionsArgument, -1);
+    Io.mapOptional("setters", P.Setters);
+    Io.mapOptional("unsupported_setters", P.UnsupportedSetters);
+    Io.mapOptional("positional", P.Positional);
+  }
+  static std::string validate(IO &, LossPattern &P) {
+    if (P.OptionsArgument < 0 && P.Positional.empty())
+      return "loss '" + P.Callee + "' needs 'options_argument' with 'setters', or 'positional'";
+    for (const auto &[Option, Unused] : P.Setters)
+      if (Option != "ignore_index" && Option != "label_smoothing" && Option != "reduction")
+        return "loss '" + P.Callee + "': unknown runtime option '" + Option + "' in 'setters'";
+    for (const auto &[Option, Unused] : P.Positional)
+      if (Option != "ignore_index" && Option != "label_smoothing" && Option != "reduction" &&
+          Option != "weight")
+        return "loss '" + P.Callee + "': unknown option '" + Option + "' in 'positional'";
+    return "";
+  }
+};
+
+template <> struct MappingTraits<ReductionPattern> {
+  static void mapping(IO &Io, ReductionPattern &P) {
+    Io.mapRequired("type", P.Type);
+    Io.mapRequired("integer", P.Integer);
+    Io.mapRequired("value", P.Value);
+  }
+  static std::string validate(IO &, ReductionPattern &P) {
+    if (P.Value != "mean" && P.Value != "sum" && P.Value != "none")
+      return "reduction value '" + P.Value + "' is not one of mean, sum, none";
+    return "";
+  }
+};
+
+template <> struct MappingTraits<BenignPatterns> {
+  static void mapping(IO &Io, BenignPatterns &P) {
+    Io.mapRequired("reshapes", P.Reshapes);
+    Io.mapRequired("upcast_methods", P.UpcastMethods);
+    Io.mapRequired("cast_method", P.CastMethod);
+    Io.mapRequired("upcast_types", P.UpcastTypes);
+    Io.mapRequired("label_cast_types", P.LabelCastTypes);
+    Io.mapRequired("shift_method", P.ShiftMethod);
+    Io.mapRequired("shift_logits_arguments", P.ShiftLogitsArguments);
+    Io.mapRequired("shift_labels_arguments", P.ShiftLabelsArguments);
+  }
+};
+
+template <> struct MappingTraits<GuardPatterns> {
+  static void mapping(IO &Io, GuardPatterns &P) {
+    Io.mapRequired("methods", P.Methods);
+    Io.mapRequired("null_constants", P.NullConstants);
+  }
+};
+
+template <> struct MappingTraits<ReplacementPattern> {
+  static void mapping(IO &Io, ReplacementPattern &P) {
+    Io.mapRequired("include", P.Include);
+    Io.mapRequired("call", P.Call);
+    Io.mapRequired("options_type", P.OptionsType);
+    Io.mapRequired("enabled", P.Enabled);
+    Io.mapRequired("skip_logits", P.SkipLogits);
+    Io.mapRequired("undefined_tensor", P.UndefinedTensor);
+    Io.mapRequired("reductions", P.Reductions);
+    Io.mapOptional("hoisted_hidden", P.HoistedHidden, std::string("lmfuse_hidden"));
+  }
+  static std::string validate(IO &, ReplacementPattern &P) {
+    if (!P.Reductions.count("mean") || !P.Reductions.count("sum"))
+      return "replacement 'reductions' needs both 'mean' and 'sum'";
+    return "";
+  }
+};
+
+template <> struct MappingTraits<PatternSet> {
+  static void mapping(IO &Io, PatternSet &P) {
+    Io.mapRequired("name", P.Name);
+    Io.mapRequired("version", P.Version);
+    Io.mapOptional("module_heads", P.ModuleHeads);
+    Io.mapOptional("function_heads", P.FunctionHeads);
+    Io.mapRequired("losses", P.Losses);
+    Io.mapRequired("reductions", P.Reductions);
+    Io.mapRequired("benign", P.Benign);
+    Io.mapRequired("softcap", P.Softcap);
+    Io.mapRequired("indexing", P.Indexing);
+    Io.mapRequired("normalizers", P.Normalizers);
+    Io.mapRequired("guards", P.Guards);
+    Io.mapRequired("replacement", P.Replacement);
+  }
+  static std::string validate(IO &, PatternSet &P) {
+    if (P.ModuleHeads.empty() && P.FunctionHeads.empty())
+      return "the pattern set names no head ('module_heads' and 'function_heads' are empty)";
+    if (P.Losses.empty())
+      return "the pattern set names no loss ('losses' is empty)";
+    return "";
+  }
+};
+
+}  // namespace llvm::yaml
+
+namespace {
+
+const char EmbeddedPatterns[] =
+#include "libtorch_patterns.inc"
+    ;
+
+}  // namespace
+
+llvm::Expected<PatternSet> lmfuse::rewriter::parsePatterns(llvm::StringRef Yaml,
+                                                          llvm::StringRef BufferName) {
+  // YAML I/O reports through a SourceMgr handler; collecting the messages keeps the file name,
+  // line, column and the offending key together in the error the caller shows.
+  std::string Messages;
+  auto Collect = [](const llvm::SMDiagnostic &Diagnostic, void *Context) {
+    llvm::raw_string_ostream Stream(*static_cast<std::string *>(Context));
+    Diagnostic.print(nullptr, Stream, /*ShowColors=*/false);
+  };
+  PatternSet Patterns;
+  llvm::yaml::Input Input(llvm::MemoryBufferRef(Yaml, BufferName), nullptr, Collect, &Messages);
+  Input >> Patterns;
+  if (Input.error()) {
+    if (Messages.empty())
+      Messages = (BufferName + ": malformed pattern file\n").str();
+    return llvm::createStringError(llvm::inconvertibleErrorCode(), "%s",
+                                   llvm::StringRef(Messages).rtrim().str().c_str());
+  }
+  Patterns.Source = BufferName.str();
+  return Patterns;
+}
+
+llvm::Expected<PatternSet> lmfuse::rewriter::loadPatternFile(llvm::StringRef Path) {
+  auto Buffer = llvm::MemoryBuffer::getFile(Path, /*IsText=*/true);
+  if (!Buffer)
+    return llvm::createStringError(Buffer.getError(), "cannot read pattern file %s: %s",
+                                   Path.str().c_str(), Buffer.getError().message().c_str());
+  return parsePatterns((*Buffer)->getBuffer(), Path);
+}
+
+llvm::StringRef lmfuse::rewriter::defaultPatternText() { return EmbeddedPatterns; }
+
+llvm::Expected<PatternSet> lmfuse::rewriter::loadDefaultPatterns() {
+  auto Patterns = parsePatterns(defaultPatternText(), "<built-in>/libtorch.yaml");
+  if (Patterns)
+    Patterns->Source = "<built-in>";
+  return Patterns;
+}
+
+bool lmfuse::rewriter::contains(llvm::ArrayRef<std::string> Names, llvm::StringRef Name) {
+  return std::find(Names.begin(), Names.end(), Name) != Names.end();
+}

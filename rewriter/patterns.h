@@ -1,0 +1,108 @@
+// The rule set as data: which LibTorch calls are heads and losses, how loss options map onto the
+// runtime's, which wrappers are benign, which guards test for labels, and what the rewrite emits.
+// Loaded from YAML (patterns/libtorch.yaml); the built-in default is that same file embedded at
+// build time, so users can extend the rules without recompiling.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "llvm/ADT/ArrayRef.h"
+#include "llvm/ADT/StringRef.h"
+#include "llvm/Support/Error.h"
+
+namespace lmfuse::rewriter {
+
+/// A module whose call is a plain linear head: Holder<Impl> called as m(x) or m->Method(x).
+struct ModuleHeadPattern {
+  std::string Holder;  ///< class template of the holder, e.g. torch::nn::ModuleHolder
+  std::string Impl;    ///< the module implementation class, e.g. torch::nn::LinearImpl
+  std::string Method = "forward";
+  std::string Weight = "weight";  ///< member holding the [V, D] weight
+  std::string Bias = "bias";      ///< member holding the [V] bias (undefined when absent)
+};
+
+/// A function that is a plain linear head: Callee(input, weight[, bias]).
+struct FunctionHeadPattern {
+  std::string Callee;
+  unsigned Input = 0;
+  unsigned Weight = 1;
+  unsigned Bias = 2;
+};
+
+/// A cross-entropy callee and how its options are spelled: fluent setters on an options
+/// argument, or positional arguments. Unset positions are -1.
+struct LossPattern {
+  std::string Callee;
+  unsigned Input = 0;
+  unsigned Target = 1;
+  int OptionsArgument = -1;
+  std::map<std::string, std::string> Setters;  ///< runtime option -> setter name
+  std::vector<std::string> UnsupportedSetters;
+  std::map<std::string, int> Positional;       ///< runtime option (or "weight") -> argument index
+};
+
+struct ReductionPattern {
+  std::string Type;     ///< type of the enumerator value, e.g. torch::enumtype::kSum
+  int64_t Integer = 0;  ///< the at::Reduction integer
+  std::string Value;    ///< "mean", "sum" or "none"
+};
+
+struct BenignPatterns {
+  std::vector<std::string> Reshapes;
+  std::vector<std::string> UpcastMethods;
+  std::string CastMethod = "to";
+  std::vector<std::string> UpcastTypes;
+  std::vector<std::string> LabelCastTypes;
+  std::string ShiftMethod = "slice";
+  std::vector<int64_t> ShiftLogitsArguments;
+  std::vector<int64_t> ShiftLabelsArguments;
+};
+
+struct GuardPatterns {
+  std::vector<std::string> Methods;
+  std::vector<std::string> NullConstants;
+};
+
+struct ReplacementPattern {
+  std::string Include;
+  std::string Call;
+  std::string OptionsType;
+  std::string Enabled;
+  std::string SkipLogits;
+  std::string UndefinedTensor;
+  std::map<std::string, std::string> Reductions;  ///< "mean"/"sum" -> runtime enumerator
+  std::string HoistedHidden = "lmfuse_hidden";
+};
+
+struct PatternSet {
+  std::string Name;
+  int64_t Version = 0;
+  std::string Source;  ///< the file it came from, or "<built-in>"
+  std::vector<ModuleHeadPattern> ModuleHeads;
+  std::vector<FunctionHeadPattern> FunctionHeads;
+  std::vector<LossPattern> Losses;
+  std::vector<ReductionPattern> Reductions;
+  BenignPatterns Benign;
+  std::vector<std::string> Softcap;
+  std::vector<std::string> Indexing;
+  std::vector<std::string> Normalizers;
+  GuardPatterns Guards;
+  ReplacementPattern Replacement;
+};
+
+/// Parses a pattern set from YAML text; BufferName names it in errors ("file:line:col: ... key").
+llvm::Expected<PatternSet> parsePatterns(llvm::StringRef Yaml, llvm::StringRef BufferName);
+/// Reads and parses a pattern file; a malformed file is an error naming the file, line and key.
+llvm::Expected<PatternSet> loadPatternFile(llvm::StringRef Path);
+/// The built-in rule set: patterns/libtorch.yaml embedded at build time.
+llvm::Expected<PatternSet> loadDefaultPatterns();
+/// The embedded YAML text itself (for --dump-patterns style uses and tests).
+llvm::StringRef defaultPatternText();
+
+/// Small lookups used by the analysis.
+bool contains(llvm::ArrayRef<std::string> Names, llvm::StringRef Name);
+
+}  // namespace lmfuse::rewriter

@@ -1,0 +1,73 @@
+// Spellings of site statuses and reason codes: the audit's vocabulary, kept in one table so the
+// code, its reverse lookup and the description can never drift apart.
+#include "site.h"
+
+namespace lmfuse::rewriter {
+namespace {
+
+struct ReasonEntry {
+  ReasonKind Kind;
+  llvm::StringRef Code;
+  llvm::StringRef Description;
+};
+
+constexpr ReasonEntry Reasons[] = {
+    {ReasonKind::None, "", ""},
+    {ReasonKind::LogitsRebound, "logits-rebound",
+     "the logits are changed in value between the head and the loss"},
+    {ReasonKind::LogitsSoftcapped, "logits-softcapped",
+     "the logits are soft-capped with tanh between the head and the loss"},
+    {ReasonKind::HeadWrapped, "head-wrapped",
+     "the head call is wrapped in an expression that changes its value"},
+    {ReasonKind::HeadNotLinear, "head-not-linear",
+     "the logits do not come from a plain torch::nn::Linear or functional linear"},
+    {ReasonKind::LogitsIndexed, "logits-indexed",
+     "the logits are sliced or indexed other than by the causal-shift idiom"},
+    {ReasonKind::LogitsUsedElsewhere, "logits-used-elsewhere",
+     "the logits are read by something other than the loss"},
+    {ReasonKind::LabelsBranchNontrivial, "labels-branch-nontrivial",
+     "the labels branch does more than compute the loss"},
+    {ReasonKind::LabelsMismatch, "labels-mismatch",
+     "the loss target is not derived from the guarded labels"},
+    {ReasonKind::LossUnsupported, "loss-unsupported",
+     "the loss uses an option the fused runtime cannot honour"},
+    {ReasonKind::InMacro, "in-macro", "part of the site is inside a macro expansion"},
+    {ReasonKind::ParseError, "parse-error", "the translation unit did not compile"},
+    {ReasonKind::ReparseFailed, "reparse-failed", "the rewritten source did not compile"},
+    {ReasonKind::EditConflict, "edit-conflict",
+     "translation units asked for different edits to the same file"},
+    {ReasonKind::WriteFailed, "write-failed", "the rewritten file could not be written"},
+};
+
+const ReasonEntry &entry(ReasonKind Reason) {
+  for (const ReasonEntry &Entry : Reasons)
+    if (Entry.Kind == Reason)
+      return Entry;
+  return Reasons[0];
+}
+
+}  // namespace
+
+llvm::StringRef statusName(SiteStatus Status) {
+  switch (Status) {
+  case SiteStatus::Patched: return "patched";
+  case SiteStatus::AlreadyPatched: return "already_patched";
+  case SiteStatus::Unmatched: return "unmatched";
+  case SiteStatus::Failed: return "failed";
+  case SiteStatus::Suppressed: return "suppressed";
+  }
+  return "unmatched";
+}
+
+llvm::StringRef reasonCode(ReasonKind Reason) { return entry(Reason).Code; }
+
+llvm::StringRef reasonDescription(ReasonKind Reason) { return entry(Reason).Description; }
+
+std::optional<ReasonKind> reasonFromCode(llvm::StringRef Code) {
+  for (const ReasonEntry &Entry : Reasons)
+    if (Entry.Kind != ReasonKind::None && Entry.Code == Code)
+      return Entry.Kind;
+  return std::nullopt;
+}
+
+}  // namespace lmfuse::rewriter
