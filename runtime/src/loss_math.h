@@ -44,6 +44,16 @@ LMFUSE_HD inline Real transform_derivative(Real x, const LossParams<Real>& param
   return params.logit_scale;
 }
 
+/// The same derivative written in terms of z (tanh = z / softcap), for kernels that keep z, not x.
+template <class Real>
+LMFUSE_HD inline Real transform_derivative_at(Real z, const LossParams<Real>& params) {
+  if (params.softcap > Real(0)) {
+    Real t = z / params.softcap;
+    return params.logit_scale * (Real(1) - t * t);
+  }
+  return params.logit_scale;
+}
+
 /// loss_i = lse − (1 − ε)·z_y − (ε / V)·Σ_j z_j + z_loss · lse².
 template <class Real>
 LMFUSE_HD inline Real row_loss(Real lse, Real target_logit, Real logit_sum,

@@ -1,0 +1,61 @@
+// The CPU backend's entry points (backend.h): workspace size from the plan, the reference computation,
+// scale_grads and check. Arguments arrive validated by api.cpp.
+#include "../backend.h"
+
+#include <cstring>
+
+#include "../error_report.h"
+#include "../storage.h"
+#include "parallel.h"
+#include "plan.h"
+#include "reference.h"
+
+namespace lmfuse::detail::cpu {
+namespace {
+
+// rows × dim elements of a strided gradient, each multiplied by `factor` in fp64 and rounded once.
+template <class T>
+void scale_rows(void* data, int64_t rows, int64_t dim, int64_t stride, double factor, int threads) {
+  if (!data) return;
+  parallel_for(0, rows, threads, [&](int64_t row) {
+    T* values = static_cast<T*>(data) + row * stride;
+    for (int64_t d = 0; d < dim; ++d)
+      values[d] = StorageTraits<T>::store(StorageTraits<T>::load(values[d]) * factor);
+  });
+}
+
+template <class T>
+void scale_all(const Problem& problem, const Outputs& outputs, double factor, int threads) {
+  scale_rows<T>(outputs.grad_hidden, problem.tokens, problem.hidden_dim, outputs.grad_hidden_stride, factor, threads);
+  scale_rows<T>(outputs.grad_weight, problem.vocab, problem.hidden_dim, outputs.grad_weight_stride, factor, threads);
+  scale_rows<T>(outputs.grad_bias, 1, problem.vocab, problem.vocab, factor, threads);
+}
+
+}  // namespace
+
+std::size_t workspace_size(const Problem& problem, const Options& options, bool with_gradients) {
+  return make_plan(problem, options, with_gradients).total;
+}
+
+void linear_cross_entropy(const Problem& problem, const Options& options, const Outputs& outputs,
+                          Workspace workspace, const Context& context) {
+  run_reference(problem, options, outputs, workspace, context);
+}
+
+void scale_grads(const Problem& problem, const Outputs& outputs, const float* upstream, const Context& context) {
+  double factor = double(*upstream);
+  int threads = resolve_threads(context);
+  switch (problem.dtype) {
+    case DType::Float32: scale_all<float>(problem, outputs, factor, threads); break;
+    case DType::Float16: scale_all<Half>(problem, outputs, factor, threads); break;
+    case DType::BFloat16: scale_all<BFloat16>(problem, outputs, factor, threads); break;
+  }
+}
+
+void check(Workspace workspace, const Context&) {
+  LabelErrorReport report;
+  std::memcpy(&report, workspace.data, sizeof report);
+  throw_if_reported("lmfuse::check", report);
+}
+
+}  // namespace lmfuse::detail::cpu
