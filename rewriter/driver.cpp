@@ -1,0 +1,318 @@
+// Parse, analyse, merge, verify. The order matters: edits are merged and filtered (edit root, conflicts)
+// before the re-parse check, so what is verified is exactly what will be written.
+#include "driver.h"
+
+#include <algorithm>
+#include <map>
+#include <mutex>
+#include <set>
+#include <tuple>
+
+#include "edit_set.h"
+#include "rewrite.h"
+#include "verify.h"
+
+#include "clang/Tooling/ArgumentsAdjusters.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/Path.h"
+#include "llvm/Support/ThreadPool.h"
+#include "llvm/Support/Threading.h"
+#include "llvm/Support/raw_ostream.h"
+
+namespace lmfuse::rewriter {
+
+using clang::tooling::CompileCommand;
+using clang::tooling::Replacement;
+
+std::vector<std::string> adjustedCommandLine(const CompileCommand &Command, const DriverOptions &Options) {
+  using namespace clang::tooling;
+  ArgumentsAdjuster Adjust = combineAdjusters(
+      combineAdjusters(getClangStripOutputAdjuster(), getClangStripDependencyFileAdjuster()),
+      getClangSyntaxOnlyAdjuster());
+  CommandLineArguments Extra;
+  if (!Options.ResourceDir.empty())
+    Extra.push_back("-resource-dir=" + Options.ResourceDir);
+  // After the user's own -I: a project that vendors its own copy of lmfuse keeps it.
+  for (const std::string &Dir : Options.HeaderDirs) {
+    Extra.push_back("-I");
+    Extra.push_back(Dir);
+  }
+  Adjust = combineAdjusters(Adjust, getInsertArgumentAdjuster(Extra, ArgumentInsertPosition::END));
+  return Adjust(Command.CommandLine, Command.Filename);
+}
+
+void failPatchedSites(std::vector<SiteRecord> &Sites, llvm::StringRef File, ReasonKind Reason,
+                      llvm::StringRef Detail) {
+  for (SiteRecord &Site : Sites)
+    if (Site.File == File && Site.Status == SiteStatus::Patched) {
+      Site.Status = SiteStatus::Failed;
+      Site.Reason = Reason;
+      Site.Detail = Detail.str();
+    }
+}
+
+namespace {
+
+struct Job {
+  std::string File;  // canonical
+  CompileCommand Command;
+  std::vector<std::string> CommandLine;
+  TranslationUnitOutcome Outcome;
+  bool EditsDropped = false;  // some edit of this unit was not kept: never cache it
+};
+
+// Runs Body(I) for I in [0, Count) on Jobs threads.
+template <typename Fn> void parallelFor(size_t Count, unsigned Jobs, Fn Body) {
+  if (Jobs <= 1 || Count <= 1) {
+    for (size_t I = 0; I < Count; ++I)
+      Body(I);
+    return;
+  }
+  llvm::DefaultThreadPool Pool(llvm::hardware_concurrency(std::min<size_t>(Jobs, Count)));
+  for (size_t I = 0; I < Count; ++I)
+    Pool.async([&Body, I] { Body(I); });
+  Pool.wait();
+}
+
+TranslationUnitOutcome analyse(const Job &Unit, const PatternSet &Patterns, std::mutex &OutputLock) {
+  TranslationUnitOutcome Outcome;
+  Outcome.MainFile = Unit.File;
+  const std::string &Directory = Unit.Command.Directory;
+  TranslationUnitResult Analysis;
+  ParseOutcome Parse = parseTranslationUnit(Unit.CommandLine, Directory, {}, [&](clang::ASTContext &Context) {
+    Analysis = analyzeTranslationUnit(Context, Patterns);
+  });
+  Outcome.FilesRead = std::move(Parse.FilesRead);
+  if (Parse.HadErrors) {
+    {
+      std::lock_guard<std::mutex> Lock(OutputLock);
+      llvm::errs() << Parse.Diagnostics;
+      llvm::errs().flush();
+    }
+    SiteRecord Site;
+    Site.File = Unit.File;
+    bool InMainFile = !Parse.FirstErrorFile.empty() &&
+                      canonicalPath(Parse.FirstErrorFile, Directory) == Unit.File;
+    Site.Line = InMainFile ? Parse.FirstErrorLine : 1;
+    Site.Column = 1;
+    Site.Status = SiteStatus::Failed;
+    Site.Reason = ReasonKind::ParseError;
+    Site.Detail = "the translation unit does not compile, so it was neither analysed nor edited (" +
+                  Parse.FirstError + ")";
+    Outcome.Sites.push_back(std::move(Site));
+    Outcome.ParseFailed = true;
+    return Outcome;
+  }
+  for (SiteRecord &Site : Analysis.Sites) {
+    Site.File = canonicalPath(Site.File, Directory);
+    Outcome.Sites.push_back(std::move(Site));
+  }
+  for (const Replacement &Edit : Analysis.Edits)
+    Outcome.Edits.emplace_back(canonicalPath(Edit.getFilePath(), Directory), Edit.getOffset(),
+                               Edit.getLength(), Edit.getReplacementText());
+  return Outcome;
+}
+
+bool isUnder(llvm::StringRef File, llvm::StringRef Root) {
+  if (Root.empty())
+    return true;
+  if (!File.starts_with(Root))
+    return false;
+  return File.size() == Root.size() || Root.ends_with("/") || File[Root.size()] == '/';
+}
+
+// Sites seen from several units are one site; a site whose status differs between units means the
+// units would edit that file differently.
+std::vector<SiteRecord> mergeSites(const std::vector<Job> &Units, std::set<std::string> &Disagreeing) {
+  std::map<std::tuple<std::string, unsigned, unsigned>, SiteRecord> ByLocation;
+  for (const Job &Unit : Units)
+    for (const SiteRecord &Site : Unit.Outcome.Sites) {
+      auto [It, Inserted] = ByLocation.try_emplace({Site.File, Site.Line, Site.Column}, Site);
+      if (!Inserted && It->second.Status != Site.Status &&
+          (It->second.Status == SiteStatus::Patched || Site.Status == SiteStatus::Patched)) {
+        Disagreeing.insert(Site.File);
+        if (Site.Status == SiteStatus::Patched)
+          It->second = Site;  // keep the patched record: it is failed as a conflict below
+      }
+    }
+  std::vector<SiteRecord> Sites;
+  for (auto &[Location, Site] : ByLocation)
+    Sites.push_back(std::move(Site));
+  return Sites;
+}
+
+}  // namespace
+
+DriverResult runDriver(const clang::tooling::CompilationDatabase &Compilations,
+                       llvm::ArrayRef<std::string> Files, const PatternSet &Patterns,
+                       const DriverOptions &Options) {
+  DriverResult Result;
+  llvm::SmallString<256> CurrentDirectory;
+  llvm::sys::fs::current_path(CurrentDirectory);
+
+  // 1. One job per input file that has a real compile command and can be read.
+  std::vector<Job> Units;
+  std::set<std::string> Seen;
+  for (const std::string &Input : Files) {
+    std::string File = canonicalPath(Input, CurrentDirectory);
+    if (!Seen.insert(File).second)
+      continue;
+    if (auto Buffer = llvm::MemoryBuffer::getFile(File); !Buffer) {
+      Result.Skipped.push_back(Input + ": cannot read it: " + Buffer.getError().message());
+      continue;
+    }
+    std::vector<CompileCommand> Commands = Compilations.getCompileCommands(File);
+    if (Commands.empty() && File != Input)
+      Commands = Compilations.getCompileCommands(Input);
+    if (Commands.empty()) {
+      Result.Skipped.push_back(Input + ": no compile command for it (give -p <build dir> with a "
+                                       "compile_commands.json that lists it, or the flags after --)");
+      continue;
+    }
+    if (!Commands.front().Heuristic.empty()) {
+      Result.Skipped.push_back(Input + ": compile_commands.json does not list it (the only command is " +
+                               Commands.front().Heuristic + "); lmfuse never guesses flags");
+      continue;
+    }
+    Job Unit;
+    Unit.File = File;
+    Unit.Command = Commands.front();
+    Unit.CommandLine = adjustedCommandLine(Unit.Command, Options);
+    Units.push_back(std::move(Unit));
+  }
+  Result.TranslationUnits = Units.size();
+
+  // 2. Parse and analyse (or take the cached outcome).
+  std::mutex OutputLock;
+  size_t Done = 0;
+  parallelFor(Units.size(), Options.Jobs, [&](size_t I) {
+    Job &Unit = Units[I];
+    std::optional<TranslationUnitOutcome> Cached;
+    if (Options.Cache)
+      Cached = Options.Cache->lookup(Unit.Command);
+    if (Cached) {
+      Unit.Outcome = std::move(*Cached);
+      Unit.Outcome.FromCache = true;
+    } else {
+      Unit.Outcome = analyse(Unit, Patterns, OutputLock);
+    }
+    std::lock_guard<std::mutex> Lock(OutputLock);
+    ++Done;
+    if (Options.Progress)
+      llvm::errs() << "lmfuse: [" << Done << "/" << Units.size() << "] " << Unit.File
+                   << (Unit.Outcome.FromCache ? " (cached)" : "") << "\n";
+  });
+
+  // 3. Merge sites and edits.
+  std::set<std::string> Disagreeing;
+  Result.Sites = mergeSites(Units, Disagreeing);
+  EditSet Edits;
+  for (const Job &Unit : Units)
+    for (const Replacement &Edit : Unit.Outcome.Edits)
+      Edits.add(Edit);
+
+  std::map<std::string, std::string> Originals;
+  auto DropFile = [&](const std::string &File, ReasonKind Reason, const std::string &Detail) {
+    Edits.drop(File);
+    failPatchedSites(Result.Sites, File, Reason, Detail);
+    for (Job &Unit : Units)
+      for (const Replacement &Edit : Unit.Outcome.Edits)
+        if (Edit.getFilePath() == File)
+          Unit.EditsDropped = true;
+  };
+  for (const std::string &File : Edits.files()) {
+    if (!isUnder(File, Options.EditRoot)) {
+      DropFile(File, ReasonKind::WriteFailed,
+               "not written: " + File + " lies outside the edit root " + Options.EditRoot);
+      continue;
+    }
+    auto Buffer = llvm::MemoryBuffer::getFile(File);
+    if (!Buffer) {
+      DropFile(File, ReasonKind::WriteFailed, "cannot read " + File + ": " + Buffer.getError().message());
+      continue;
+    }
+    Originals[File] = (*Buffer)->getBuffer().str();
+    std::string Conflict = Edits.conflictFor(File, Originals[File]);
+    if (Conflict.empty() && Disagreeing.count(File))
+      Conflict = "translation units disagree on which sites of " + File + " to patch";
+    if (!Conflict.empty())
+      DropFile(File, ReasonKind::EditConflict, Conflict + "; nothing was written to it");
+  }
+
+  // 4. Apply in memory.
+  std::map<std::string, std::string> Rewritten;
+  for (const std::string &File : Edits.files()) {
+    auto Text = applyEdits(File, Originals[File], Edits.editsFor(File));
+    if (!Text) {
+      DropFile(File, ReasonKind::ReparseFailed, llvm::toString(Text.takeError()));
+      continue;
+    }
+    Rewritten[File] = std::move(*Text);
+  }
+
+  // 5. Re-parse every unit that reads a rewritten file. A failure drops the files that unit reads, which
+  //    changes what other units see, so repeat until nothing more is dropped.
+  std::set<size_t> ToVerify;
+  for (size_t I = 0; I < Units.size(); ++I)
+    if (!Units[I].Outcome.FromCache && !Units[I].Outcome.ParseFailed)
+      ToVerify.insert(I);
+  while (!ToVerify.empty()) {
+    std::vector<size_t> Batch;
+    std::vector<llvm::StringMap<std::string>> Overlays;
+    for (size_t I : ToVerify) {
+      llvm::StringMap<std::string> Overlay;
+      for (const std::string &File : Units[I].Outcome.FilesRead)
+        if (auto It = Rewritten.find(File); It != Rewritten.end())
+          Overlay[File] = It->second;
+      if (Overlay.empty())
+        continue;
+      Batch.push_back(I);
+      Overlays.push_back(std::move(Overlay));
+    }
+    ToVerify.clear();
+    std::vector<std::string> Errors(Batch.size());
+    parallelFor(Batch.size(), Options.Jobs, [&](size_t K) {
+      const Job &Unit = Units[Batch[K]];
+      Errors[K] = verifyRewrite(Unit.CommandLine, Unit.Command.Directory, Overlays[K]);
+    });
+    std::set<std::string> NewlyDropped;
+    for (size_t K = 0; K < Batch.size(); ++K) {
+      if (Errors[K].empty())
+        continue;
+      for (const auto &Entry : Overlays[K]) {
+        std::string File = Entry.getKey().str();
+        if (!Rewritten.count(File))
+          continue;
+        Rewritten.erase(File);
+        NewlyDropped.insert(File);
+        DropFile(File, ReasonKind::ReparseFailed,
+                 "the rewritten code does not compile in " + Units[Batch[K]].File + " (" + Errors[K] +
+                     "), so nothing was written to " + File);
+      }
+    }
+    for (size_t I = 0; I < Units.size(); ++I)
+      if (!Units[I].Outcome.FromCache && !Units[I].Outcome.ParseFailed)
+        for (const std::string &File : Units[I].Outcome.FilesRead)
+          if (NewlyDropped.count(File)) {
+            ToVerify.insert(I);
+            break;
+          }
+  }
+
+  // 6. Hand back, and remember the units whose edits all survived.
+  for (const auto &[File, Text] : Rewritten)
+    Result.Rewrites.push_back({File, Originals[File], Text, Edits.editsFor(File)});
+  std::set<std::string> AllRead;
+  for (Job &Unit : Units) {
+    AllRead.insert(Unit.Outcome.FilesRead.begin(), Unit.Outcome.FilesRead.end());
+    if (Unit.Outcome.FromCache)
+      ++Result.CachedTranslationUnits;
+    else if (Options.Cache && !Unit.EditsDropped && !Unit.Outcome.ParseFailed)
+      Options.Cache->store(Unit.Command, Unit.Outcome);
+  }
+  Result.FilesRead.assign(AllRead.begin(), AllRead.end());
+  return Result;
+}
+
+}  // namespace lmfuse::rewriter

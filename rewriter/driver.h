@@ -1,0 +1,77 @@
+// The pipeline over many translation units: parse and analyse each (in parallel), merge the edits of
+// files reached from several units, check every rewrite by re-parsing it in memory, and hand back the
+// verified rewrites with one audit record per site. Nothing here writes a source file: the caller
+// decides between a diff, in-place writes and an output tree.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "clang/Tooling/CompilationDatabase.h"
+#include "clang/Tooling/Core/Replacement.h"
+#include "llvm/ADT/ArrayRef.h"
+#include "llvm/ADT/StringRef.h"
+
+#include "patterns.h"
+#include "site.h"
+
+namespace lmfuse::rewriter {
+
+/// What one translation unit contributed. Paths are canonical (see canonicalPath()).
+struct TranslationUnitOutcome {
+  std::string MainFile;
+  std::vector<SiteRecord> Sites;
+  std::vector<clang::tooling::Replacement> Edits;
+  std::vector<std::string> FilesRead;  ///< every file the parse read, system headers included
+  bool ParseFailed = false;
+  bool FromCache = false;
+};
+
+/// A store of translation-unit outcomes keyed by command line and input contents (see tool/).
+/// Only outcomes whose edits all survived merging and the re-parse check are stored.
+class TranslationUnitCache {
+public:
+  virtual ~TranslationUnitCache() = default;
+  virtual std::optional<TranslationUnitOutcome> lookup(const clang::tooling::CompileCommand &Command) = 0;
+  virtual void store(const clang::tooling::CompileCommand &Command, const TranslationUnitOutcome &Outcome) = 0;
+};
+
+struct DriverOptions {
+  std::string ResourceDir;              ///< the Clang resource directory (stddef.h and friends)
+  std::vector<std::string> HeaderDirs;  ///< where <lmfuse/torch.h> and <lmfuse/flce.h> are found
+  std::string EditRoot;                 ///< canonical; edits outside it are never kept ("" = anywhere)
+  unsigned Jobs = 1;                    ///< translation units parsed at once
+  bool Progress = false;                ///< one line per file on stderr
+  TranslationUnitCache *Cache = nullptr;
+};
+
+struct FileRewrite {
+  std::string Path;  ///< canonical
+  std::string Original;
+  std::string Rewritten;
+  clang::tooling::Replacements Edits;
+};
+
+struct DriverResult {
+  std::vector<SiteRecord> Sites;      ///< one per site, sorted by file, line, column
+  std::vector<FileRewrite> Rewrites;  ///< verified, in path order
+  std::vector<std::string> Skipped;   ///< one message per file that was not processed
+  std::vector<std::string> FilesRead; ///< union over all units, canonical, sorted
+  unsigned TranslationUnits = 0, CachedTranslationUnits = 0;
+};
+
+/// The command line a parse runs: the compile command made -fsyntax-only, outputs and dependency files
+/// stripped, the pinned resource directory and the lmfuse header directories appended.
+std::vector<std::string> adjustedCommandLine(const clang::tooling::CompileCommand &Command,
+                                             const DriverOptions &Options);
+
+DriverResult runDriver(const clang::tooling::CompilationDatabase &Compilations,
+                       llvm::ArrayRef<std::string> Files, const PatternSet &Patterns,
+                       const DriverOptions &Options);
+
+/// Every Patched site of File becomes Failed with Reason and Detail (its edits were not written).
+void failPatchedSites(std::vector<SiteRecord> &Sites, llvm::StringRef File, ReasonKind Reason,
+                      llvm::StringRef Detail);
+
+}  // namespace lmfuse::rewriter

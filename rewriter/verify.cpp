@@ -1,0 +1,151 @@
+// One parse of one translation unit, in its own file system view: the real files, the command's working
+// directory, and rewritten contents layered on top in memory. Nothing here writes to disk.
+#include "verify.h"
+
+#include "edit_set.h"
+
+#include "clang/AST/ASTConsumer.h"
+#include "clang/Basic/DiagnosticOptions.h"
+#include "clang/Basic/FileManager.h"
+#include "clang/Basic/SourceManager.h"
+#include "clang/Frontend/CompilerInstance.h"
+#include "clang/Frontend/FrontendAction.h"
+#include "clang/Frontend/TextDiagnosticPrinter.h"
+#include "clang/Tooling/Tooling.h"
+#include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/VirtualFileSystem.h"
+#include "llvm/Support/raw_ostream.h"
+
+namespace lmfuse::rewriter {
+
+namespace {
+
+// Prints every diagnostic into a string and remembers the first error, for the audit's detail.
+class CapturingDiagnostics : public clang::TextDiagnosticPrinter {
+public:
+  CapturingDiagnostics(llvm::raw_ostream &OS, clang::DiagnosticOptions *Options, ParseOutcome &Outcome)
+      : TextDiagnosticPrinter(OS, Options), Outcome(Outcome) {}
+
+  void HandleDiagnostic(clang::DiagnosticsEngine::Level Level, const clang::Diagnostic &Info) override {
+    TextDiagnosticPrinter::HandleDiagnostic(Level, Info);
+    if (Level < clang::DiagnosticsEngine::Error)
+      return;
+    Outcome.HadErrors = true;
+    if (!Outcome.FirstError.empty())
+      return;
+    llvm::SmallString<256> Message;
+    Info.FormatDiagnostic(Message);
+    std::string Where;
+    if (Info.hasSourceManager() && Info.getLocation().isValid()) {
+      clang::PresumedLoc Loc = Info.getSourceManager().getPresumedLoc(Info.getLocation());
+      if (Loc.isValid()) {
+        Outcome.FirstErrorFile = Loc.getFilename();
+        Outcome.FirstErrorLine = Loc.getLine();
+        Where = (llvm::Twine(Loc.getFilename()) + ":" + llvm::Twine(Loc.getLine()) + ":" +
+                 llvm::Twine(Loc.getColumn()) + ": ")
+                    .str();
+      }
+    }
+    Outcome.FirstError = Where + "error: " + Message.str().str();
+  }
+
+private:
+  ParseOutcome &Outcome;
+};
+
+class ParsingConsumer : public clang::ASTConsumer {
+public:
+  ParsingConsumer(clang::CompilerInstance &Compiler, llvm::StringRef Directory, ParseOutcome &Outcome,
+                  const std::function<void(clang::ASTContext &)> &OnParsed)
+      : Compiler(Compiler), Directory(Directory), Outcome(Outcome), OnParsed(OnParsed) {}
+
+  // Only reached with SkipFunctionBodies on; Sema already keeps constexpr and auto-returning bodies.
+  bool shouldSkipFunctionBody(clang::Decl *D) override {
+    return Compiler.getSourceManager().isInSystemHeader(D->getLocation());
+  }
+
+  void HandleTranslationUnit(clang::ASTContext &Context) override {
+    const clang::SourceManager &Sources = Context.getSourceManager();
+    for (auto It = Sources.fileinfo_begin(); It != Sources.fileinfo_end(); ++It)
+      Outcome.FilesRead.push_back(canonicalPath(It->first.getName(), Directory));
+    if (!Context.getDiagnostics().hasErrorOccurred() && OnParsed)
+      OnParsed(Context);
+  }
+
+private:
+  clang::CompilerInstance &Compiler;
+  std::string Directory;
+  ParseOutcome &Outcome;
+  const std::function<void(clang::ASTContext &)> &OnParsed;
+};
+
+class ParsingAction : public clang::ASTFrontendAction {
+public:
+  ParsingAction(llvm::StringRef Directory, ParseOutcome &Outcome,
+                const std::function<void(clang::ASTContext &)> &OnParsed)
+      : Directory(Directory), Outcome(Outcome), OnParsed(OnParsed) {}
+
+  std::unique_ptr<clang::ASTConsumer> CreateASTConsumer(clang::CompilerInstance &Compiler,
+                                                        llvm::StringRef) override {
+    Compiler.getFrontendOpts().SkipFunctionBodies = true;
+    // "N errors generated." would go to stderr; the diagnostics themselves are captured above.
+    Compiler.setVerboseOutputStream(std::make_unique<llvm::raw_null_ostream>());
+    return std::make_unique<ParsingConsumer>(Compiler, Directory, Outcome, OnParsed);
+  }
+
+private:
+  std::string Directory;
+  ParseOutcome &Outcome;
+  const std::function<void(clang::ASTContext &)> &OnParsed;
+};
+
+}  // namespace
+
+ParseOutcome parseTranslationUnit(const std::vector<std::string> &CommandLine, llvm::StringRef Directory,
+                                  const llvm::StringMap<std::string> &Overlay,
+                                  const std::function<void(clang::ASTContext &)> &OnParsed) {
+  ParseOutcome Outcome;
+  // A file system of its own: its working directory is this command's, whatever other threads do.
+  std::unique_ptr<llvm::vfs::FileSystem> Physical = llvm::vfs::createPhysicalFileSystem();
+  auto Layers = llvm::makeIntrusiveRefCnt<llvm::vfs::OverlayFileSystem>(
+      llvm::IntrusiveRefCntPtr<llvm::vfs::FileSystem>(Physical.release()));
+  if (!Overlay.empty()) {
+    auto InMemory = llvm::makeIntrusiveRefCnt<llvm::vfs::InMemoryFileSystem>();
+    for (const auto &Entry : Overlay)
+      InMemory->addFile(Entry.getKey(), 0, llvm::MemoryBuffer::getMemBufferCopy(Entry.getValue(), Entry.getKey()));
+    Layers->pushOverlay(InMemory);
+  }
+  if (std::error_code EC = Layers->setCurrentWorkingDirectory(Directory)) {
+    Outcome.HadErrors = true;
+    Outcome.FirstError = "cannot enter the compile command's directory " + Directory.str() + ": " + EC.message();
+    Outcome.Diagnostics = Outcome.FirstError + "\n";
+    return Outcome;
+  }
+  auto Files = llvm::makeIntrusiveRefCnt<clang::FileManager>(clang::FileSystemOptions(), Layers);
+
+  llvm::raw_string_ostream DiagnosticsOS(Outcome.Diagnostics);
+  auto DiagnosticOptions = llvm::makeIntrusiveRefCnt<clang::DiagnosticOptions>();
+  CapturingDiagnostics Diagnostics(DiagnosticsOS, DiagnosticOptions.get(), Outcome);
+  clang::tooling::ToolInvocation Invocation(
+      CommandLine, std::make_unique<ParsingAction>(Directory, Outcome, OnParsed), Files.get());
+  Invocation.setDiagnosticConsumer(&Diagnostics);
+  bool Succeeded = Invocation.run();
+  Outcome.Ran = Succeeded || !Outcome.FilesRead.empty();
+  if (!Succeeded) {
+    Outcome.HadErrors = true;
+    if (Outcome.FirstError.empty())
+      Outcome.FirstError = "the compiler rejected the command line";
+  }
+  DiagnosticsOS.flush();
+  return Outcome;
+}
+
+std::string verifyRewrite(const std::vector<std::string> &CommandLine, llvm::StringRef Directory,
+                          const llvm::StringMap<std::string> &Overlay) {
+  ParseOutcome Outcome = parseTranslationUnit(CommandLine, Directory, Overlay, nullptr);
+  if (!Outcome.HadErrors)
+    return "";
+  return Outcome.FirstError;
+}
+
+}  // namespace lmfuse::rewriter

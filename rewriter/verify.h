@@ -1,0 +1,39 @@
+// Parsing one translation unit the way its compile command says, optionally over rewritten contents
+// held in memory, and the re-parse check that a rewrite still compiles before anything is written.
+// Function bodies in system headers are skipped (their declarations are kept): the rewriter never edits
+// them, and skipping them is most of what makes a parse of <torch/torch.h> fast.
+#pragma once
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "clang/AST/ASTContext.h"
+#include "llvm/ADT/StringMap.h"
+#include "llvm/ADT/StringRef.h"
+
+namespace lmfuse::rewriter {
+
+struct ParseOutcome {
+  bool Ran = false;          ///< the compiler was reached (false: the command line itself was rejected)
+  bool HadErrors = false;    ///< any error diagnostic, or the command line was rejected
+  std::string Diagnostics;   ///< every diagnostic as text, for the user
+  std::string FirstError;    ///< "file:line:col: error: message" of the first error
+  std::string FirstErrorFile;
+  unsigned FirstErrorLine = 0;
+  std::vector<std::string> FilesRead;  ///< canonical paths of every file the parse read
+};
+
+/// Parses the translation unit of CommandLine (already adjusted to -fsyntax-only) from Directory, seeing
+/// Overlay (canonical path -> contents) in place of the files on disk. OnParsed runs on the AST when the
+/// parse had no error.
+ParseOutcome parseTranslationUnit(const std::vector<std::string> &CommandLine, llvm::StringRef Directory,
+                                  const llvm::StringMap<std::string> &Overlay,
+                                  const std::function<void(clang::ASTContext &)> &OnParsed);
+
+/// The re-parse check: the translation unit must compile with Overlay's rewritten contents.
+/// Returns "" when it does, else the first error (file:line: message).
+std::string verifyRewrite(const std::vector<std::string> &CommandLine, llvm::StringRef Directory,
+                          const llvm::StringMap<std::string> &Overlay);
+
+}  // namespace lmfuse::rewriter

@@ -1,0 +1,255 @@
+// lmfuse: rewrites `logits = lm_head(h); if (labels) loss = cross_entropy(logits, labels)` in LibTorch model
+// sources into a call of the fused lmfuse::linear_cross_entropy, refuses every site where that could change
+// what the model computes, and writes an audit of every site it saw.
+//
+//   lmfuse [options] <files> -- <compiler flags>      flags for every file
+//   lmfuse [options] -p <build dir> <files>           flags from <build dir>/compile_commands.json
+//
+// Exit status (the first that applies): 1 a site failed (parse error, re-parse failure, edit conflict,
+// write failure); 2 a file was skipped (no compile command, unreadable) or the command line, pattern file
+// or compilation database is unusable; 3 fewer sites patched than --expect-patched; 0 otherwise.
+//
+// The options are parsed here rather than by CommonOptionsParser because that parser falls back to
+// "running without flags" when no compilation database is found; lmfuse treats missing flags as an error.
+#include <cstdio>
+#include <optional>
+
+#include "audit.h"
+#include "driver.h"
+#include "edit_set.h"
+#include "export_fixes.h"
+#include "outcome_cache.h"
+#include "out_tree.h"
+#include "patterns.h"
+
+#include "clang/Basic/Version.h"
+#include "clang/Tooling/CompilationDatabase.h"
+#include "llvm/Support/CommandLine.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/InitLLVM.h"
+#include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/Path.h"
+#include "llvm/Support/Process.h"
+#include "llvm/Support/Threading.h"
+#include "llvm/Support/raw_ostream.h"
+
+using namespace llvm;
+using namespace lmfuse::rewriter;
+
+namespace {
+
+enum ExitCode { ExitOk = 0, ExitFailed = 1, ExitSkipped = 2, ExitExpectationNotMet = 3 };
+
+cl::OptionCategory LmfuseCategory("lmfuse options");
+
+cl::opt<std::string> BuildPath("p", cl::desc("Build folder holding compile_commands.json"),
+                               cl::value_desc("build dir"), cl::cat(LmfuseCategory));
+cl::list<std::string> SourcePaths(cl::Positional, cl::desc("<source files>"), cl::cat(LmfuseCategory));
+cl::opt<bool> InPlace("in-place", cl::desc("Rewrite the source files themselves (default: print a diff)"),
+                      cl::cat(LmfuseCategory));
+cl::opt<std::string> OutDir("out-dir",
+                            cl::desc("Write rewritten copies (with #line directives) under DIR, mirroring the "
+                                     "sources' tree; the sources stay untouched"),
+                            cl::value_desc("DIR"), cl::cat(LmfuseCategory));
+cl::opt<std::string> AuditPath("audit", cl::desc("Write the JSON audit of every site to FILE"),
+                               cl::value_desc("FILE"), cl::cat(LmfuseCategory));
+cl::opt<std::string> ExportFixes("export-fixes",
+                                 cl::desc("Write the edits as clang-tidy fixes YAML (for clang-apply-replacements)"),
+                                 cl::value_desc("FILE"), cl::cat(LmfuseCategory));
+cl::opt<int> ExpectPatched("expect-patched", cl::desc("Exit 3 when fewer than N sites end patched or already patched"),
+                           cl::value_desc("N"), cl::init(-1), cl::cat(LmfuseCategory));
+cl::opt<std::string> EditRoot("edit-root", cl::desc("Never write a file outside DIR (with --out-dir: the tree mirrored)"),
+                              cl::value_desc("DIR"), cl::cat(LmfuseCategory));
+cl::opt<unsigned> Jobs("j", cl::desc("Translation units parsed in parallel (default: all cores)"),
+                       cl::value_desc("N"), cl::init(0), cl::cat(LmfuseCategory));
+cl::opt<std::string> PatternsPath("patterns", cl::desc("Rule set to use instead of the built-in patterns/libtorch.yaml"),
+                                  cl::value_desc("FILE"), cl::cat(LmfuseCategory));
+cl::opt<bool> Summary("summary", cl::desc("Print the audit's summary counts on stderr"), cl::cat(LmfuseCategory));
+
+const char *Overview =
+    "lmfuse: fuse lm_head + cross_entropy in LibTorch C++ model code into lmfuse::linear_cross_entropy.\n"
+    "  lmfuse [options] <files> -- <compiler flags>\n"
+    "  lmfuse [options] -p <build dir> <files>\n";
+
+int fail(ExitCode Code, const Twine &Message) {
+  errs() << "lmfuse: error: " << Message << "\n";
+  return Code;
+}
+
+bool isDirectoryWith(StringRef Dir, StringRef Relative) {
+  SmallString<256> Path(Dir);
+  sys::path::append(Path, Relative);
+  return sys::fs::exists(Path);
+}
+
+std::string executableDir(const char *Argv0) {
+  std::string Exe = sys::fs::getMainExecutable(Argv0, reinterpret_cast<void *>(&executableDir));
+  return sys::path::parent_path(Exe).str();
+}
+
+// The Clang resource directory (stddef.h, ...): next to an installed binary first
+// (<prefix>/lib/clang/<major>), then the one this binary was built against.
+std::string findResourceDir(StringRef ExeDir) {
+  SmallString<256> Beside(ExeDir);
+  sys::path::append(Beside, "..", "lib", "clang", CLANG_VERSION_MAJOR_STRING);
+  sys::path::remove_dots(Beside, true);
+  for (StringRef Candidate : {StringRef(Beside), StringRef(LMFUSE_CLANG_RESOURCE_DIR)})
+    if (isDirectoryWith(Candidate, "include/stddef.h"))
+      return Candidate.str();
+  return "";
+}
+
+// Where <lmfuse/torch.h> is: <prefix>/include for an installed binary, else the source tree it was built from.
+std::vector<std::string> findHeaderDirs(StringRef ExeDir) {
+  SmallString<256> Installed(ExeDir);
+  sys::path::append(Installed, "..", "include");
+  sys::path::remove_dots(Installed, true);
+  if (isDirectoryWith(Installed, "lmfuse/torch.h"))
+    return {Installed.str().str()};
+  return {LMFUSE_SOURCE_TORCH_INCLUDE_DIR, LMFUSE_SOURCE_RUNTIME_INCLUDE_DIR};
+}
+
+}  // namespace
+
+int main(int argc, const char **argv) {
+  InitLLVM Init(argc, argv);
+  cl::SetVersionPrinter([](raw_ostream &OS) {
+    OS << "lmfuse " << LMFUSE_VERSION << " (" << clang::getClangFullVersion() << ")\n";
+  });
+  std::string LoadError;
+  std::unique_ptr<clang::tooling::CompilationDatabase> Compilations =
+      clang::tooling::FixedCompilationDatabase::loadFromCommandLine(argc, argv, LoadError);
+  if (!LoadError.empty())
+    return fail(ExitSkipped, "the flags after -- are unusable: " + LoadError);
+  cl::HideUnrelatedOptions(LmfuseCategory);
+  if (!cl::ParseCommandLineOptions(argc, argv, Overview, &errs()))
+    return ExitSkipped;
+
+  if (SourcePaths.empty())
+    return fail(ExitSkipped, "no source files given (lmfuse --help)");
+  if (InPlace && !OutDir.empty())
+    return fail(ExitSkipped, "--in-place and --out-dir exclude each other");
+  if (Compilations && !BuildPath.empty())
+    return fail(ExitSkipped, "give either -p <build dir> or the flags after --, not both");
+  if (!Compilations) {
+    Compilations = BuildPath.empty()
+                       ? clang::tooling::CompilationDatabase::autoDetectFromSource(SourcePaths.front(), LoadError)
+                       : clang::tooling::CompilationDatabase::autoDetectFromDirectory(BuildPath, LoadError);
+    if (!Compilations)
+      return fail(ExitSkipped, "no compile flags: " + LoadError +
+                                   "\nlmfuse needs each file's real flags: pass -p <build dir> with a "
+                                   "compile_commands.json, or the flags after --");
+  }
+
+  Expected<PatternSet> Patterns = PatternsPath.empty() ? loadDefaultPatterns() : loadPatternFile(PatternsPath);
+  if (!Patterns)
+    return fail(ExitSkipped, toString(Patterns.takeError()));
+  std::string PatternText = defaultPatternText().str();
+  if (!PatternsPath.empty())
+    if (auto Buffer = MemoryBuffer::getFile(PatternsPath))
+      PatternText = (*Buffer)->getBuffer().str();
+
+  std::string ExeDir = executableDir(argv[0]);
+  DriverOptions Options;
+  Options.ResourceDir = findResourceDir(ExeDir);
+  if (Options.ResourceDir.empty())
+    return fail(ExitSkipped, Twine("no Clang resource directory (looked beside the binary and in ") +
+                                 LMFUSE_CLANG_RESOURCE_DIR + "); install clang-" CLANG_VERSION_MAJOR_STRING);
+  Options.HeaderDirs = findHeaderDirs(ExeDir);
+  Options.Jobs = Jobs ? unsigned(Jobs) : llvm::hardware_concurrency().compute_thread_count();
+  Options.Progress = sys::Process::StandardErrIsDisplayed();
+  SmallString<256> CurrentDir;
+  sys::fs::current_path(CurrentDir);
+  if (!EditRoot.empty()) {
+    if (!sys::fs::is_directory(EditRoot))
+      return fail(ExitSkipped, "--edit-root " + EditRoot + " is not a folder");
+    Options.EditRoot = canonicalPath(EditRoot, CurrentDir);
+  }
+
+  std::vector<std::string> Inputs;
+  for (const std::string &Path : SourcePaths)
+    Inputs.push_back(canonicalPath(Path, CurrentDir));
+  std::string Root, OutRoot;
+  std::optional<lmfuse::tool::OutcomeCache> Cache;
+  if (!OutDir.empty()) {
+    Root = Options.EditRoot.empty() ? lmfuse::tool::commonRoot(Inputs) : Options.EditRoot;
+    if (Root == "/")
+      return fail(ExitSkipped, "the sources share no folder but /; give --edit-root <the folder to mirror>");
+    if (std::error_code EC = sys::fs::create_directories(OutDir))
+      return fail(ExitSkipped, "cannot create --out-dir " + OutDir + ": " + EC.message());
+    OutRoot = canonicalPath(OutDir, CurrentDir);
+    SmallString<256> CacheDir(OutRoot);
+    sys::path::append(CacheDir, ".lmfuse-cache");
+    std::string Fingerprint = std::string("lmfuse ") + LMFUSE_VERSION + "\n" + lmfuse::tool::hashText(PatternText) +
+                              "\n" + Options.ResourceDir + "\n" + Options.EditRoot;
+    for (const std::string &Dir : Options.HeaderDirs)
+      Fingerprint += "\n" + Dir;
+    Cache.emplace(std::string(CacheDir), Fingerprint);
+    Options.Cache = &*Cache;
+  }
+
+  DriverResult Result = runDriver(*Compilations, SourcePaths, *Patterns, Options);
+  for (const std::string &Message : Result.Skipped)
+    errs() << "lmfuse: skipped " << Message << "\n";
+
+  // Outputs: a diff, in-place writes, or the output tree.
+  if (!OutDir.empty()) {
+    lmfuse::tool::OutTreeResult Tree = lmfuse::tool::writeOutTree(Result, Inputs, Root, OutRoot);
+    for (const auto &[File, Message] : Tree.Failures) {
+      errs() << "lmfuse: error: " << Message << "\n";
+      failPatchedSites(Result.Sites, File, ReasonKind::WriteFailed, Message);
+    }
+  } else if (InPlace) {
+    for (const FileRewrite &Rewrite : Result.Rewrites) {
+      bool Changed = false;
+      if (Error Err = lmfuse::tool::writeIfChanged(Rewrite.Path, Rewrite.Rewritten, Changed)) {
+        std::string Message = toString(std::move(Err));
+        errs() << "lmfuse: error: " << Message << "\n";
+        failPatchedSites(Result.Sites, Rewrite.Path, ReasonKind::WriteFailed, Message);
+      }
+    }
+  } else {
+    for (const FileRewrite &Rewrite : Result.Rewrites)
+      outs() << unifiedDiff(Rewrite.Path, Rewrite.Original, Rewrite.Edits);
+    outs().flush();
+  }
+
+  int Status = ExitOk;
+  if (!ExportFixes.empty())
+    if (Error Err = lmfuse::tool::exportFixes(ExportFixes, Inputs.front(), CurrentDir, Result.Rewrites)) {
+      errs() << "lmfuse: error: " << toString(std::move(Err)) << "\n";
+      Status = ExitFailed;
+    }
+  if (!AuditPath.empty()) {
+    AuditHeader Header;
+    Header.ToolVersion = LMFUSE_VERSION;
+    Header.ClangVersion = clang::getClangFullVersion();
+    Header.ResourceDir = Options.ResourceDir;
+    Header.PatternSetName = Patterns->Name;
+    Header.PatternSetVersion = std::to_string(Patterns->Version);
+    Header.PatternSetSource = Patterns->Source;
+    if (Error Err = writeAudit(AuditPath, Header, Result.Sites)) {
+      errs() << "lmfuse: error: " << toString(std::move(Err)) << "\n";
+      Status = ExitFailed;
+    }
+  }
+  if (Summary) {
+    errs() << formatSummary(Result.Sites);
+    if (Result.CachedTranslationUnits)
+      errs() << " [" << Result.CachedTranslationUnits << "/" << Result.TranslationUnits
+             << " translation units from the cache]";
+    errs() << "\n";
+  }
+
+  AuditSummary Counts = summarize(Result.Sites);
+  if (Status == ExitOk && Counts.Failed)
+    Status = ExitFailed;
+  if (Status == ExitOk && !Result.Skipped.empty())
+    Status = ExitSkipped;
+  if (Status == ExitOk && ExpectPatched >= 0 && int(Counts.Patched + Counts.AlreadyPatched) < ExpectPatched) {
+    errs() << "lmfuse: error: " << Counts.Patched + Counts.AlreadyPatched << " site(s) patched or already "
+           << "patched, --expect-patched " << ExpectPatched << "\n";
+    Status = ExitExpectationNotMet;
+  }
+  return Status;
+}

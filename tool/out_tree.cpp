@@ -1,0 +1,94 @@
+// Mirroring sources into --out-dir.
+#include "out_tree.h"
+
+#include <map>
+
+#include "edit_set.h"
+
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/Path.h"
+#include "llvm/Support/raw_ostream.h"
+
+namespace lmfuse::tool {
+
+std::string commonRoot(const std::vector<std::string> &Paths) {
+  if (Paths.empty())
+    return "";
+  llvm::StringRef Root = llvm::sys::path::parent_path(Paths.front());
+  for (const std::string &Path : Paths)
+    while (!Root.empty() && mirroredPath(Path, Root, "/").empty())
+      Root = llvm::sys::path::parent_path(Root);
+  return Root.empty() ? "/" : Root.str();
+}
+
+std::string mirroredPath(llvm::StringRef Source, llvm::StringRef Root, llvm::StringRef OutDir) {
+  llvm::StringRef Rest = Source;
+  if (!Rest.consume_front(Root))
+    return "";
+  if (!Root.ends_with("/") && !Rest.consume_front("/"))
+    return "";
+  llvm::SmallString<256> Target(OutDir);
+  llvm::sys::path::append(Target, Rest);
+  return std::string(Target);
+}
+
+llvm::Error writeIfChanged(llvm::StringRef Path, llvm::StringRef Contents, bool &Changed) {
+  Changed = false;
+  if (auto Existing = llvm::MemoryBuffer::getFile(Path); Existing && (*Existing)->getBuffer() == Contents)
+    return llvm::Error::success();
+  if (std::error_code EC = llvm::sys::fs::create_directories(llvm::sys::path::parent_path(Path)))
+    return llvm::createStringError(EC, "cannot create the folder of %s: %s", Path.str().c_str(),
+                                   EC.message().c_str());
+  if (llvm::Error Err = llvm::writeToOutput(Path, [&](llvm::raw_ostream &OS) {
+        OS << Contents;
+        return llvm::Error::success();
+      }))
+    return llvm::createStringError(llvm::inconvertibleErrorCode(), "cannot write %s: %s", Path.str().c_str(),
+                                   llvm::toString(std::move(Err)).c_str());
+  Changed = true;
+  return llvm::Error::success();
+}
+
+OutTreeResult writeOutTree(const rewriter::DriverResult &Result, const std::vector<std::string> &Inputs,
+                           llvm::StringRef Root, llvm::StringRef OutDir) {
+  OutTreeResult Out;
+  // Source -> contents of its copy. Rewritten files first; then plain copies of everything else.
+  std::map<std::string, std::string> Copies;
+  for (const rewriter::FileRewrite &Rewrite : Result.Rewrites)
+    Copies[Rewrite.Path] = rewriter::rewrittenWithLineDirectives(Rewrite.Path, Rewrite.Original, Rewrite.Edits);
+  std::vector<std::string> Plain(Inputs);
+  Plain.insert(Plain.end(), Result.FilesRead.begin(), Result.FilesRead.end());
+  for (const std::string &File : Plain) {
+    if (Copies.count(File) || mirroredPath(File, Root, OutDir).empty() ||
+        !mirroredPath(File, OutDir, "/").empty() || File == OutDir)
+      continue;  // outside the root, or inside the output tree itself
+    auto Buffer = llvm::MemoryBuffer::getFile(File);
+    if (!Buffer)
+      continue;  // a file the compiler read but that is gone now: the build will say so
+    llvm::SmallString<256> Quoted;
+    for (char C : File) {
+      if (C == '\\' || C == '"')
+        Quoted += '\\';
+      Quoted += C;
+    }
+    Copies[File] = "#line 1 \"" + std::string(Quoted) + "\"\n" + (*Buffer)->getBuffer().str();
+  }
+  for (const auto &[Source, Contents] : Copies) {
+    std::string Target = mirroredPath(Source, Root, OutDir);
+    if (Target.empty()) {
+      Out.Failures.push_back({Source, "not written: " + Source + " lies outside the source root " + Root.str() +
+                                          " that --out-dir mirrors (set --edit-root to a folder holding it)"});
+      continue;
+    }
+    bool Changed = false;
+    if (llvm::Error Err = writeIfChanged(Target, Contents, Changed)) {
+      Out.Failures.push_back({Source, llvm::toString(std::move(Err))});
+      continue;
+    }
+    ++(Changed ? Out.Written : Out.Unchanged);
+  }
+  return Out;
+}
+
+}  // namespace lmfuse::tool

@@ -1,0 +1,34 @@
+// --out-dir: a mirror of the sources under a root, for build steps that compile rewritten copies while
+// the sources stay untouched. Rewritten files carry #line directives naming the original file, so compiler
+// errors point at it; every other file under the root that a translation unit read (the inputs, their
+// quoted headers) is copied too, with a `#line 1` naming its original, so `#include "..."` next to a
+// rewritten file keeps finding the same neighbours. Files whose contents would not change are not
+// rewritten, so the build system sees unchanged timestamps.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "driver.h"
+
+namespace lmfuse::tool {
+
+struct OutTreeResult {
+  unsigned Written = 0, Unchanged = 0;
+  std::vector<std::pair<std::string, std::string>> Failures;  ///< source file -> message
+};
+
+/// Common ancestor folder of Paths (canonical, absolute).
+std::string commonRoot(const std::vector<std::string> &Paths);
+
+/// Where Source lands under OutDir when mirrored from Root; "" when it is not under Root.
+std::string mirroredPath(llvm::StringRef Source, llvm::StringRef Root, llvm::StringRef OutDir);
+
+OutTreeResult writeOutTree(const rewriter::DriverResult &Result, const std::vector<std::string> &Inputs,
+                           llvm::StringRef Root, llvm::StringRef OutDir);
+
+/// Writes Contents to Path atomically (temporary file + rename), creating its folder; skips the write
+/// when Path already holds Contents. Sets Changed accordingly.
+llvm::Error writeIfChanged(llvm::StringRef Path, llvm::StringRef Contents, bool &Changed);
+
+}  // namespace lmfuse::tool

@@ -1,0 +1,132 @@
+// Cache entries are plain JSON (llvm/Support/JSON.h), so a stale or foreign file is simply a miss.
+#include "outcome_cache.h"
+
+#include "audit.h"
+
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/FormatVariadic.h"
+#include "llvm/Support/JSON.h"
+#include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/Path.h"
+#include "llvm/Support/xxhash.h"
+
+namespace lmfuse::tool {
+
+using rewriter::TranslationUnitOutcome;
+
+std::string hashText(llvm::StringRef Text) {
+  return llvm::formatv("{0:x-16}", llvm::xxh3_64bits(Text)).str();
+}
+
+std::string hashFile(llvm::StringRef Path) {
+  auto Buffer = llvm::MemoryBuffer::getFile(Path, /*IsText=*/false, /*RequiresNullTerminator=*/false);
+  if (!Buffer)
+    return "";
+  return hashText((*Buffer)->getBuffer());
+}
+
+namespace {
+
+std::string commandKey(const clang::tooling::CompileCommand &Command) {
+  std::string Key = Command.Directory + '\n' + Command.Filename + '\n';
+  for (const std::string &Argument : Command.CommandLine)
+    Key += Argument + '\0';
+  return Key;
+}
+
+}  // namespace
+
+std::string OutcomeCache::entryPath(const std::string &Key) const {
+  llvm::SmallString<256> Path(Directory);
+  llvm::sys::path::append(Path, hashText(Key) + ".json");
+  return std::string(Path);
+}
+
+std::optional<TranslationUnitOutcome>
+OutcomeCache::lookup(const clang::tooling::CompileCommand &Command) {
+  std::string Key = commandKey(Command);
+  auto Buffer = llvm::MemoryBuffer::getFile(entryPath(Key));
+  if (!Buffer)
+    return std::nullopt;
+  llvm::Expected<llvm::json::Value> Document = llvm::json::parse((*Buffer)->getBuffer());
+  if (!Document) {
+    llvm::consumeError(Document.takeError());
+    return std::nullopt;
+  }
+  const llvm::json::Object *Entry = Document->getAsObject();
+  if (!Entry || Entry->getString("command") != llvm::StringRef(Key) ||
+      Entry->getString("fingerprint") != llvm::StringRef(Fingerprint))
+    return std::nullopt;
+  const llvm::json::Array *Inputs = Entry->getArray("inputs");
+  const llvm::json::Array *Sites = Entry->getArray("sites");
+  const llvm::json::Array *Edits = Entry->getArray("edits");
+  auto MainFile = Entry->getString("main_file");
+  if (!Inputs || !Sites || !Edits || !MainFile)
+    return std::nullopt;
+  TranslationUnitOutcome Outcome;
+  Outcome.MainFile = MainFile->str();
+  for (const llvm::json::Value &Input : *Inputs) {
+    const llvm::json::Array *Pair = Input.getAsArray();
+    if (!Pair || Pair->size() != 2)
+      return std::nullopt;
+    auto Path = (*Pair)[0].getAsString();
+    auto Hash = (*Pair)[1].getAsString();
+    if (!Path || !Hash || hashFile(*Path) != *Hash)
+      return std::nullopt;
+    Outcome.FilesRead.push_back(Path->str());
+  }
+  for (const llvm::json::Value &Site : *Sites) {
+    auto Record = rewriter::siteFromJson(Site);
+    if (!Record) {
+      llvm::consumeError(Record.takeError());
+      return std::nullopt;
+    }
+    Outcome.Sites.push_back(std::move(*Record));
+  }
+  for (const llvm::json::Value &Edit : *Edits) {
+    const llvm::json::Object *Object = Edit.getAsObject();
+    if (!Object)
+      return std::nullopt;
+    auto File = Object->getString("file");
+    auto Offset = Object->getInteger("offset");
+    auto Length = Object->getInteger("length");
+    auto Text = Object->getString("text");
+    if (!File || !Offset || !Length || !Text)
+      return std::nullopt;
+    Outcome.Edits.emplace_back(*File, unsigned(*Offset), unsigned(*Length), *Text);
+  }
+  return Outcome;
+}
+
+void OutcomeCache::store(const clang::tooling::CompileCommand &Command, const TranslationUnitOutcome &Outcome) {
+  std::string Key = commandKey(Command);
+  llvm::json::Array Inputs, Sites, Edits;
+  for (const std::string &File : Outcome.FilesRead) {
+    std::string Hash = hashFile(File);
+    if (Hash.empty())
+      return;  // an input vanished: an entry would never hit
+    Inputs.push_back(llvm::json::Array{File, Hash});
+  }
+  for (const rewriter::SiteRecord &Site : Outcome.Sites)
+    Sites.push_back(rewriter::siteToJson(Site));
+  for (const clang::tooling::Replacement &Edit : Outcome.Edits)
+    Edits.push_back(llvm::json::Object{{"file", Edit.getFilePath()},
+                                       {"offset", int64_t(Edit.getOffset())},
+                                       {"length", int64_t(Edit.getLength())},
+                                       {"text", Edit.getReplacementText()}});
+  llvm::json::Value Entry = llvm::json::Object{{"command", Key},
+                                               {"fingerprint", Fingerprint},
+                                               {"main_file", Outcome.MainFile},
+                                               {"inputs", std::move(Inputs)},
+                                               {"sites", std::move(Sites)},
+                                               {"edits", std::move(Edits)}};
+  if (llvm::sys::fs::create_directories(Directory))
+    return;  // no cache is slower, never wrong
+  llvm::Error Err = llvm::writeToOutput(entryPath(Key), [&](llvm::raw_ostream &OS) {
+    OS << Entry;
+    return llvm::Error::success();
+  });
+  llvm::consumeError(std::move(Err));
+}
+
+}  // namespace lmfuse::tool
