@@ -1,0 +1,298 @@
+// lmfuse-bench: times the fused linear + cross-entropy (forward + backward, bf16) at the head shapes of
+// Llama-3-8B, Gemma-2-2B and a long batch, beside the three plain cuBLAS GEMMs the unfused computation
+// needs (logits = H·Wᵀ, grad_H = dZ·W, grad_W = dZᵀ·H) measured in the same run. Prints one table:
+// median milliseconds over repeats (CUDA events, after warm-up), TFLOP/s counted as 6·N·D·V, the
+// workspace (the only device memory the call uses beyond inputs and returned gradients) and its part
+// beyond the fp32 grad_weight accumulator, and the loss error against an fp64 CPU reference on a subset
+// of tokens. Inputs are random (never zeros). Environment: LMFUSE_BENCH_SHAPES (comma list of indices),
+// LMFUSE_BENCH_CHUNKS (extra rows with these chunk_tokens), LMFUSE_BENCH_REPEATS, LMFUSE_BENCH_IGNORED
+// (comma list of ignored-label fractions, default 0).
+#include <cublas_v2.h>
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <sstream>
+#include <stdexcept>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "lmfuse/flce.h"
+
+namespace {
+
+#define BENCH_CHECK(call)                                                                        \
+  do {                                                                                           \
+    auto status_ = (call);                                                                       \
+    if (int(status_) != 0) {                                                                     \
+      std::fprintf(stderr, "%s failed (%d) at %s:%d\n", #call, int(status_), __FILE__, __LINE__); \
+      std::exit(1);                                                                              \
+    }                                                                                            \
+  } while (0)
+
+// ---------------------------------------------------------------------------------------------------
+// Random inputs on the device (a counter-based hash: reproducible, no cuRAND)
+// ---------------------------------------------------------------------------------------------------
+__device__ __forceinline__ uint64_t mix(uint64_t x) {
+  x ^= x >> 33; x *= 0xff51afd7ed558ccdull; x ^= x >> 33; x *= 0xc4ceb9fe1a85ec53ull; x ^= x >> 33;
+  return x;
+}
+__device__ __forceinline__ float uniform(uint64_t seed, uint64_t i) {
+  return float(mix(seed * 0x9e3779b97f4a7c15ull + i) >> 40) / float(1 << 24) * 2.0f - 1.0f;
+}
+__global__ void fillKernel(__nv_bfloat16* out, int64_t count, float scale, uint64_t seed) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < count; i += int64_t(gridDim.x) * blockDim.x)
+    out[i] = __float2bfloat16_rn(scale * uniform(seed, i));
+}
+__global__ void labelKernel(int64_t* labels, int64_t count, int64_t vocab, float ignored, uint64_t seed) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < count; i += int64_t(gridDim.x) * blockDim.x) {
+    bool skip = (uniform(seed ^ 0x5555, i) * 0.5f + 0.5f) < ignored;
+    labels[i] = skip ? -100 : int64_t(mix(seed + i) % uint64_t(vocab));
+  }
+}
+
+struct Shape {
+  const char* name;
+  int64_t n, d, v;
+};
+const Shape kShapes[] = {{"Llama-3-8B", 8192, 4096, 128256},
+                         {"Gemma-2-2B", 8192, 2304, 256000},
+                         {"Llama-3-8B N=32768", 32768, 4096, 128256}};
+
+float medianOf(std::vector<float> values) {
+  std::sort(values.begin(), values.end());
+  return values[values.size() / 2];
+}
+
+template <class F>
+float timeMedian(F&& f, int repeats, cudaStream_t stream) {
+  cudaEvent_t start, stop;
+  BENCH_CHECK(cudaEventCreate(&start));
+  BENCH_CHECK(cudaEventCreate(&stop));
+  for (int i = 0; i < 2; ++i) f();  // warm-up: handles, heuristics, module load
+  BENCH_CHECK(cudaStreamSynchronize(stream));
+  std::vector<float> times;
+  for (int i = 0; i < repeats; ++i) {
+    BENCH_CHECK(cudaEventRecord(start, stream));
+    f();
+    BENCH_CHECK(cudaEventRecord(stop, stream));
+    BENCH_CHECK(cudaEventSynchronize(stop));
+    float ms = 0;
+    BENCH_CHECK(cudaEventElapsedTime(&ms, start, stop));
+    times.push_back(ms);
+  }
+  BENCH_CHECK(cudaEventDestroy(start));
+  BENCH_CHECK(cudaEventDestroy(stop));
+  return medianOf(times);
+}
+
+std::vector<double> listFromEnv(const char* name, std::vector<double> fallback) {
+  const char* text = std::getenv(name);
+  if (!text || !*text) return fallback;
+  std::vector<double> values;
+  std::stringstream stream(text);
+  std::string item;
+  while (std::getline(stream, item, ',')) values.push_back(std::stod(item));
+  return values;
+}
+
+double bf16ToDouble(__nv_bfloat16 value) { return double(__bfloat162float(value)); }
+
+// fp64 loss of the given tokens (plain cross-entropy, no options), from host copies of H and W.
+std::vector<double> referenceLoss(const std::vector<__nv_bfloat16>& h, const std::vector<__nv_bfloat16>& w,
+                                  const std::vector<int64_t>& labels, const std::vector<int64_t>& tokens, int64_t d,
+                                  int64_t v) {
+  std::vector<double> loss(tokens.size());
+  std::vector<std::thread> workers;
+  for (std::size_t t = 0; t < tokens.size(); ++t) {
+    workers.emplace_back([&, t] {
+      const int64_t i = tokens[t];
+      std::vector<double> hi(d);
+      for (int64_t k = 0; k < d; ++k) hi[k] = bf16ToDouble(h[i * d + k]);
+      std::vector<double> z(v);
+      double m = -INFINITY;
+      for (int64_t j = 0; j < v; ++j) {
+        double x = 0;
+        const __nv_bfloat16* wj = &w[j * d];
+        for (int64_t k = 0; k < d; ++k) x += hi[k] * bf16ToDouble(wj[k]);
+        z[j] = x;
+        m = std::max(m, x);
+      }
+      double s = 0;
+      for (double x : z) s += std::exp(x - m);
+      loss[t] = m + std::log(s) - z[labels[i]];
+    });
+  }
+  for (auto& worker : workers) worker.join();
+  return loss;
+}
+
+struct Row {
+  std::string shape, mode;
+  double ignored;
+  int64_t chunk;
+  float ms, gemmMs;
+  double tflops, workspaceGiB, beyondAccumulatorGiB, lossError, measuredExtraGiB;
+};
+
+}  // namespace
+
+int main() {
+  cudaDeviceProp prop{};
+  BENCH_CHECK(cudaGetDeviceProperties(&prop, 0));
+  const int repeats = std::getenv("LMFUSE_BENCH_REPEATS") ? std::atoi(std::getenv("LMFUSE_BENCH_REPEATS")) : 10;
+  std::vector<double> shapeIndices = listFromEnv("LMFUSE_BENCH_SHAPES", {0, 1, 2});
+  std::vector<double> chunks = listFromEnv("LMFUSE_BENCH_CHUNKS", {});
+  std::vector<double> ignoredFractions = listFromEnv("LMFUSE_BENCH_IGNORED", {0.0});
+  std::printf("lmfuse-bench on %s (%d SMs), bf16, forward+backward, median of %d\n", prop.name,
+              prop.multiProcessorCount, repeats);
+  cudaStream_t stream;
+  BENCH_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  cublasHandle_t blas;
+  BENCH_CHECK(cublasCreate(&blas));
+  BENCH_CHECK(cublasSetStream(blas, stream));
+  std::vector<Row> rows;
+
+  for (double index : shapeIndices) {
+    const Shape shape = kShapes[int(index)];
+    const int64_t n = shape.n, d = shape.d, v = shape.v;
+    const double flops = 6.0 * double(n) * double(d) * double(v);
+    __nv_bfloat16 *h, *w, *gh, *gw;
+    int64_t* labels;
+    float* loss;
+    BENCH_CHECK(cudaMalloc(&h, n * d * 2));
+    BENCH_CHECK(cudaMalloc(&w, v * d * 2));
+    BENCH_CHECK(cudaMalloc(&gh, n * d * 2));
+    BENCH_CHECK(cudaMalloc(&gw, v * d * 2));
+    BENCH_CHECK(cudaMalloc(&labels, n * 8));
+    BENCH_CHECK(cudaMalloc(&loss, n * 4));
+    fillKernel<<<4096, 256, 0, stream>>>(h, n * d, 1.0f, 1);
+    fillKernel<<<4096, 256, 0, stream>>>(w, v * d, 2.0f / std::sqrt(float(d)), 2);
+    BENCH_CHECK(cudaGetLastError());
+
+    // The three plain cuBLAS GEMMs at full size (bf16 in and out, fp32 accumulation).
+    float gemmMs;
+    {
+      __nv_bfloat16* z;
+      BENCH_CHECK(cudaMalloc(&z, n * v * 2));
+      fillKernel<<<4096, 256, 0, stream>>>(z, n * v, 1e-3f, 3);
+      const float one = 1.0f, zero = 0.0f;
+      gemmMs = timeMedian(
+          [&] {
+            // logits[N, V] = H·Wᵀ ; grad_H[N, D] = Z·W ; grad_W[V, D] = Zᵀ·H (column-major views)
+            BENCH_CHECK(cublasGemmEx(blas, CUBLAS_OP_T, CUBLAS_OP_N, int(v), int(n), int(d), &one, w, CUDA_R_16BF,
+                                     int(d), h, CUDA_R_16BF, int(d), &zero, z, CUDA_R_16BF, int(v), CUBLAS_COMPUTE_32F,
+                                     CUBLAS_GEMM_DEFAULT));
+            BENCH_CHECK(cublasGemmEx(blas, CUBLAS_OP_N, CUBLAS_OP_N, int(d), int(n), int(v), &one, w, CUDA_R_16BF,
+                                     int(d), z, CUDA_R_16BF, int(v), &zero, gh, CUDA_R_16BF, int(d), CUBLAS_COMPUTE_32F,
+                                     CUBLAS_GEMM_DEFAULT));
+            BENCH_CHECK(cublasGemmEx(blas, CUBLAS_OP_N, CUBLAS_OP_T, int(d), int(v), int(n), &one, h, CUDA_R_16BF,
+                                     int(d), z, CUDA_R_16BF, int(v), &zero, gw, CUDA_R_16BF, int(d), CUBLAS_COMPUTE_32F,
+                                     CUBLAS_GEMM_DEFAULT));
+          },
+          repeats, stream);
+      BENCH_CHECK(cudaFree(z));
+    }
+
+    std::vector<__nv_bfloat16> hostH(n * d), hostW(v * d);
+    BENCH_CHECK(cudaMemcpy(hostH.data(), h, n * d * 2, cudaMemcpyDeviceToHost));
+    BENCH_CHECK(cudaMemcpy(hostW.data(), w, v * d * 2, cudaMemcpyDeviceToHost));
+
+    for (double ignored : ignoredFractions) {
+      labelKernel<<<256, 256, 0, stream>>>(labels, n, v, float(ignored), 4);
+      BENCH_CHECK(cudaGetLastError());
+      std::vector<int64_t> hostLabels(n);
+      BENCH_CHECK(cudaMemcpy(hostLabels.data(), labels, n * 8, cudaMemcpyDeviceToHost));
+      // Loss error subset: 16 valid tokens spread over the batch.
+      std::vector<int64_t> subset;
+      for (int64_t i = 0; i < n && subset.size() < 16; i += n / 64)
+        if (hostLabels[i] != -100) subset.push_back(i);
+      std::vector<double> want = referenceLoss(hostH, hostW, hostLabels, subset, d, v);
+
+      struct Variant { const char* mode; lmfuse::MemoryMode memory; int64_t chunk; };
+      std::vector<Variant> variants = {{"default", lmfuse::MemoryMode::Auto, 0},
+                                       {"low-memory", lmfuse::MemoryMode::LowMemory, 0}};
+      for (double c : chunks) variants.push_back({"chunk", lmfuse::MemoryMode::Accumulate, int64_t(c)});
+      for (const Variant& variant : variants) {
+        lmfuse::Problem problem;
+        problem.tokens = n;
+        problem.hidden_dim = d;
+        problem.vocab = v;
+        problem.dtype = lmfuse::DType::BFloat16;
+        problem.hidden = h;
+        problem.weight = w;
+        problem.labels = labels;
+        lmfuse::Options options;
+        options.memory = variant.memory;
+        options.chunk_tokens = variant.chunk;
+        lmfuse::Outputs outputs;
+        outputs.loss = loss;
+        outputs.grad_hidden = gh;
+        outputs.grad_weight = gw;
+        lmfuse::Context context;
+        context.device = lmfuse::DeviceKind::Cuda;
+        context.stream = stream;
+        std::size_t freeBefore = 0, freeAfter = 0, total = 0;
+        BENCH_CHECK(cudaDeviceSynchronize());
+        BENCH_CHECK(cudaMemGetInfo(&freeBefore, &total));
+        const std::size_t bytes = lmfuse::workspace_size(problem, options, true, context);
+        void* workspace;
+        BENCH_CHECK(cudaMalloc(&workspace, bytes));
+        float ms = timeMedian([&] { lmfuse::linear_cross_entropy(problem, options, outputs, {workspace, bytes}, context); },
+                              repeats, stream);
+        BENCH_CHECK(cudaDeviceSynchronize());
+        BENCH_CHECK(cudaMemGetInfo(&freeAfter, &total));
+        lmfuse::check({workspace, bytes}, context);
+
+        // Per-token losses of the same call (forward only, Reduction::None) for the error column.
+        lmfuse::Options perToken = options;
+        perToken.reduction = lmfuse::Reduction::None;
+        lmfuse::Outputs forward;
+        forward.loss = loss;
+        lmfuse::linear_cross_entropy(problem, perToken, forward, {workspace, bytes}, context);
+        std::vector<float> got(n);
+        BENCH_CHECK(cudaMemcpyAsync(got.data(), loss, n * 4, cudaMemcpyDeviceToHost, stream));
+        BENCH_CHECK(cudaStreamSynchronize(stream));
+        double diff = 0, norm = 0;
+        for (std::size_t t = 0; t < subset.size(); ++t) {
+          diff += (got[subset[t]] - want[t]) * (got[subset[t]] - want[t]);
+          norm += want[t] * want[t];
+        }
+        BENCH_CHECK(cudaFree(workspace));
+
+        const bool lowMemory = variant.memory == lmfuse::MemoryMode::LowMemory;
+        const double accumulator = lowMemory ? 0.0 : double(v) * double(d) * 4.0;
+        const double gib = double(1u << 30);
+        Row row;
+        row.shape = shape.name;
+        row.mode = variant.chunk ? "chunk " + std::to_string(variant.chunk) : variant.mode;
+        row.ignored = ignored;
+        row.chunk = variant.chunk;
+        row.ms = ms;
+        row.gemmMs = gemmMs;
+        row.tflops = flops / (ms * 1e-3) / 1e12;
+        row.workspaceGiB = double(bytes) / gib;
+        row.beyondAccumulatorGiB = (double(bytes) - accumulator) / gib;
+        row.measuredExtraGiB = (double(freeBefore) - double(freeAfter)) / gib;
+        row.lossError = std::sqrt(diff / norm);
+        rows.push_back(row);
+        std::printf("  %-20s %-12s ignored %3.0f%%: %8.2f ms (GEMMs %8.2f ms)\n", row.shape.c_str(), row.mode.c_str(),
+                    100 * ignored, ms, gemmMs);
+        std::fflush(stdout);
+      }
+    }
+    for (void* p : {(void*)h, (void*)w, (void*)gh, (void*)gw, (void*)labels, (void*)loss}) BENCH_CHECK(cudaFree(p));
+  }
+
+  std::printf("\n| shape | mode | ignored | ms | TFLOP/s | 3 GEMMs ms | ratio | workspace GiB | beyond fp32 acc GiB "
+              "| measured extra GiB | loss rel err |\n|---|---|---|---|---|---|---|---|---|---|---|\n");
+  for (const Row& r : rows)
+    std::printf("| %s | %s | %.0f%% | %.2f | %.0f | %.2f | %.3f | %.2f | %.2f | %.2f | %.1e |\n", r.shape.c_str(),
+                r.mode.c_str(), 100 * r.ignored, r.ms, r.tflops, r.gemmMs, r.ms / r.gemmMs, r.workspaceGiB,
+                r.beyondAccumulatorGiB, r.measuredExtraGiB, r.lossError);
+  return 0;
+}

@@ -1,0 +1,29 @@
+// Per-device reusable CUDA objects (see device_state.h).
+#include "device_state.h"
+
+#include <map>
+#include <memory>
+
+#include "check.h"
+
+namespace lmfuse::detail::cuda {
+
+DeviceState& deviceState() {
+  static std::mutex mutex;
+  static std::map<int, std::unique_ptr<DeviceState>> states;
+  int device = 0;
+  LMFUSE_CUDA_CHECK(cudaGetDevice(&device));
+  std::lock_guard<std::mutex> lock(mutex);
+  auto& slot = states[device];
+  if (!slot) {
+    auto state = std::make_unique<DeviceState>();
+    LMFUSE_CUDA_CHECK(cublasLtCreate(&state->blas));
+    LMFUSE_CUDA_CHECK(cudaStreamCreateWithFlags(&state->side, cudaStreamNonBlocking));
+    LMFUSE_CUDA_CHECK(cudaEventCreateWithFlags(&state->forked, cudaEventDisableTiming));
+    for (auto& event : state->rowsDone) LMFUSE_CUDA_CHECK(cudaEventCreateWithFlags(&event, cudaEventDisableTiming));
+    slot = std::move(state);
+  }
+  return *slot;
+}
+
+}  // namespace lmfuse::detail::cuda

@@ -1,0 +1,25 @@
+// Per-device objects the CUDA backend reuses across calls: the cuBLASLt handle, the side stream that runs
+// the cross-entropy kernels beside the GEMMs, and the events that order the two. Created on a device's
+// first call (outside any capture, ideally), never freed before exit; guarded by a mutex so two host
+// threads never interleave the event records of their calls.
+#pragma once
+
+#include <cublasLt.h>
+#include <cuda_runtime.h>
+
+#include <mutex>
+
+namespace lmfuse::detail::cuda {
+
+struct DeviceState {
+  cublasLtHandle_t blas = nullptr;
+  cudaStream_t side = nullptr;
+  cudaEvent_t forked = nullptr;        // main -> side: the inputs of the next kernel are ready
+  cudaEvent_t rowsDone[2] = {nullptr, nullptr};  // side -> main: logits buffer k is ready for the GEMMs
+  std::mutex mutex;
+};
+
+/// The state of the current device.
+DeviceState& deviceState();
+
+}  // namespace lmfuse::detail::cuda

@@ -1,0 +1,399 @@
+// The CUDA backend's kernels: target resolution and counting, the per-row cross-entropy pass over a
+// logits buffer (online max/sum in fp32, loss, lse, gradient written in place), the low-memory slice
+// gradient, the deterministic bias column sum, the deterministic loss reduction, and conversions.
+// Contract: no kernel uses floating-point atomics or any order that depends on scheduling, so every
+// result is bitwise reproducible; every index is 64-bit; a label is used as an index only after the
+// range check in prepareKernel.
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <cfloat>
+#include <climits>
+
+#include "check.h"
+#include "kernels.h"
+#include "loss_math.h"  // defines: transform_logit, transform_derivative_at, row_loss, logit_gradient
+#include "targets.h"    // defines: target_position (the shift), shared with the CPU reference
+
+namespace lmfuse::detail::cuda {
+namespace {
+
+using detail::LossParams;
+
+// ---------------------------------------------------------------------------------------------------
+// Element helpers
+// ---------------------------------------------------------------------------------------------------
+__device__ __forceinline__ float toFloat(float x) { return x; }
+__device__ __forceinline__ float toFloat(__half x) { return __half2float(x); }
+__device__ __forceinline__ float toFloat(__nv_bfloat16 x) { return __bfloat162float(x); }
+template <typename T> __device__ __forceinline__ T fromFloat(float x);
+template <> __device__ __forceinline__ float fromFloat<float>(float x) { return x; }
+template <> __device__ __forceinline__ __half fromFloat<__half>(float x) { return __float2half_rn(x); }
+template <> __device__ __forceinline__ __nv_bfloat16 fromFloat<__nv_bfloat16>(float x) { return __float2bfloat16_rn(x); }
+
+template <typename T> struct alignas(16) Vec {
+  static constexpr int kSize = 16 / sizeof(T);
+  T v[kSize];
+};
+
+// ---------------------------------------------------------------------------------------------------
+// Targets, count, divisor
+// ---------------------------------------------------------------------------------------------------
+struct PrepareArgs {
+  const void* labels;
+  IndexType labelType;
+  int64_t tokens, vocab, ignoreIndex;
+  Shift shift;
+  Reduction reduction;
+  const float* nItems;
+  float nItemsValue;
+  const float* gradScale;
+};
+
+constexpr int kPrepareThreads = 1024;
+
+__global__ void __launch_bounds__(kPrepareThreads) prepareKernel(PrepareArgs a, int32_t* targets,
+                                                                 Scalars* scalars, LabelErrorReport* report) {
+  __shared__ long long counts[kPrepareThreads];
+  __shared__ long long badTokens[kPrepareThreads];
+  __shared__ long long badLabels[kPrepareThreads];
+  long long count = 0, badToken = LLONG_MAX, badLabel = 0;
+  for (int64_t i = threadIdx.x; i < a.tokens; i += blockDim.x) {
+    const int64_t position = target_position(a.shift, a.tokens, i);
+    const int64_t label = position == kNoTarget ? 0 : load_index(a.labels, a.labelType, position);
+    int32_t target = kIgnored;
+    if (position != kNoTarget && label != a.ignoreIndex) {
+      if (label < 0 || label >= a.vocab) {
+        target = kOutOfRange;
+        if (i < badToken) { badToken = i; badLabel = label; }
+      } else {
+        target = int32_t(label);
+        ++count;
+      }
+    }
+    targets[i] = target;
+  }
+  counts[threadIdx.x] = count;
+  badTokens[threadIdx.x] = badToken;
+  badLabels[threadIdx.x] = badLabel;
+  __syncthreads();
+  for (int width = blockDim.x / 2; width > 0; width /= 2) {
+    if (threadIdx.x < width) {
+      counts[threadIdx.x] += counts[threadIdx.x + width];
+      if (badTokens[threadIdx.x + width] < badTokens[threadIdx.x]) {
+        badTokens[threadIdx.x] = badTokens[threadIdx.x + width];
+        badLabels[threadIdx.x] = badLabels[threadIdx.x + width];
+      }
+    }
+    __syncthreads();
+  }
+  if (threadIdx.x == 0) {
+    const bool bad = badTokens[0] != LLONG_MAX;
+    report->token = bad ? badTokens[0] : kNoLabelError;
+    report->label = bad ? badLabels[0] : 0;
+    report->label_position = bad ? target_position(a.shift, a.tokens, badTokens[0]) : 0;
+    report->vocab = a.vocab;
+    report->ignore_index = a.ignoreIndex;
+    float lossFactor = 1.0f;
+    if (a.reduction == Reduction::Mean) {
+      float divisor = a.nItems ? *a.nItems : a.nItemsValue > 0 ? a.nItemsValue : float(counts[0]);
+      lossFactor = divisor > 0 ? 1.0f / divisor : 0.0f;
+    }
+    float upstream = (a.reduction != Reduction::None && a.gradScale) ? *a.gradScale : 1.0f;
+    scalars->lossFactor = lossFactor;
+    scalars->gradFactor = upstream * lossFactor;
+    scalars->validCount = counts[0];
+  }
+}
+
+// ---------------------------------------------------------------------------------------------------
+// Cross-entropy rows
+// ---------------------------------------------------------------------------------------------------
+constexpr int kRowThreads = 512;
+
+__device__ __forceinline__ LossParams<float> lossParams(const RowParams& p) {
+  return {p.logitScale, p.softcap, p.smoothing, p.zLoss, p.vocab};
+}
+
+template <typename T>
+__device__ __forceinline__ float biasAt(const RowParams& p, int64_t column) {
+  return p.bias ? toFloat(static_cast<const T*>(p.bias)[column]) : 0.0f;
+}
+
+template <typename T>
+__device__ void zeroRow(T* row, int64_t columns) {
+  for (int64_t c = threadIdx.x; c < columns; c += blockDim.x) row[c] = fromFloat<T>(0.0f);
+}
+
+// Overwrites one row (columns [columnBegin, columnBegin + columns) of the vocabulary) with dx.
+template <typename T>
+__device__ void gradientRow(T* row, const RowParams& p, float lse, int64_t target, float g) {
+  using V = Vec<T>;
+  const LossParams<float> lp = lossParams(p);
+  auto dx = [&](float raw, int64_t column) {
+    const float z = transform_logit(raw + biasAt<T>(p, column), lp);
+    return logit_gradient(z, column == target, lse, lp) * transform_derivative_at(z, lp) * g;
+  };
+  const int64_t vectors = p.columns / V::kSize;
+  for (int64_t k = threadIdx.x; k < vectors; k += blockDim.x) {
+    V in = reinterpret_cast<const V*>(row)[k], out;
+#pragma unroll
+    for (int e = 0; e < V::kSize; ++e)
+      out.v[e] = fromFloat<T>(dx(toFloat(in.v[e]), p.columnBegin + k * V::kSize + e));
+    reinterpret_cast<V*>(row)[k] = out;
+  }
+  for (int64_t c = vectors * V::kSize + threadIdx.x; c < p.columns; c += blockDim.x)
+    row[c] = fromFloat<T>(dx(toFloat(row[c]), p.columnBegin + c));
+}
+
+__device__ __forceinline__ void combine(float& m, float& s, float om, float os) {
+  float mx = fmaxf(m, om);
+  if (mx == -INFINITY) return;
+  s = s * __expf(m - mx) + os * __expf(om - mx);
+  m = mx;
+}
+
+template <typename T, bool kGradient>
+__global__ void __launch_bounds__(kRowThreads) rowLossKernel(T* buffer, RowParams p, float* rowLoss,
+                                                             float* lseOut, float* userLse, float* userLoss) {
+  using V = Vec<T>;
+  __shared__ float warpMax[kRowThreads / 32], warpSum[kRowThreads / 32], warpZ[kRowThreads / 32];
+  __shared__ float rowLse;
+  const int64_t r = blockIdx.x;
+  const int64_t token = p.firstToken + r;
+  T* row = buffer + r * p.ld;
+  const int32_t target = p.targets[token];
+  if (target < 0) {
+    if (threadIdx.x == 0) {
+      float loss = target == kOutOfRange ? __int_as_float(0x7fc00000) : 0.0f;
+      rowLoss[token] = loss;
+      lseOut[token] = 0.0f;
+      if (userLse) userLse[token] = 0.0f;
+      if (userLoss) userLoss[token] = loss;
+    }
+    if (kGradient) zeroRow(row, p.columns);
+    return;
+  }
+  // Pass 1: online max and sum of exp, and Σ z for label smoothing.
+  const LossParams<float> lp = lossParams(p);
+  float m = -INFINITY, s = 0.0f, sumZ = 0.0f;
+  const int64_t vectors = p.columns / V::kSize;
+  for (int64_t k = threadIdx.x; k < vectors; k += blockDim.x) {
+    V in = reinterpret_cast<const V*>(row)[k];
+    float z[V::kSize];
+    float vmax = -INFINITY;
+#pragma unroll
+    for (int e = 0; e < V::kSize; ++e) {
+      z[e] = transform_logit(toFloat(in.v[e]) + biasAt<T>(p, k * V::kSize + e), lp);
+      vmax = fmaxf(vmax, z[e]);
+      sumZ += z[e];
+    }
+    if (vmax > m) { s *= __expf(m - vmax); m = vmax; }
+#pragma unroll
+    for (int e = 0; e < V::kSize; ++e) s += __expf(z[e] - m);
+  }
+  for (int64_t c = vectors * V::kSize + threadIdx.x; c < p.columns; c += blockDim.x) {
+    float z = transform_logit(toFloat(row[c]) + biasAt<T>(p, c), lp);
+    sumZ += z;
+    if (z > m) { s *= __expf(m - z); m = z; }
+    s += __expf(z - m);
+  }
+  // Block reduction in a fixed order: butterfly within warps, then warp 0 over the warps.
+  for (int offset = 16; offset > 0; offset /= 2) {
+    float om = __shfl_xor_sync(0xffffffffu, m, offset), os = __shfl_xor_sync(0xffffffffu, s, offset);
+    combine(m, s, om, os);
+    sumZ += __shfl_xor_sync(0xffffffffu, sumZ, offset);
+  }
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  if (lane == 0) { warpMax[warp] = m; warpSum[warp] = s; warpZ[warp] = sumZ; }
+  __syncthreads();
+  if (warp == 0) {
+    constexpr int kWarps = kRowThreads / 32;
+    m = lane < kWarps ? warpMax[lane] : -INFINITY;
+    s = lane < kWarps ? warpSum[lane] : 0.0f;
+    sumZ = lane < kWarps ? warpZ[lane] : 0.0f;
+    for (int offset = 16; offset > 0; offset /= 2) {
+      float om = __shfl_xor_sync(0xffffffffu, m, offset), os = __shfl_xor_sync(0xffffffffu, s, offset);
+      combine(m, s, om, os);
+      sumZ += __shfl_xor_sync(0xffffffffu, sumZ, offset);
+    }
+    if (lane == 0) {
+      const float lse = m + logf(s);
+      const float zTarget = transform_logit(toFloat(row[target]) + biasAt<T>(p, target), lp);
+      const float loss = row_loss(lse, zTarget, sumZ, lp);
+      rowLoss[token] = loss;
+      lseOut[token] = lse;
+      if (userLse) userLse[token] = lse;
+      if (userLoss) userLoss[token] = loss;
+      rowLse = lse;
+    }
+  }
+  if (!kGradient) return;
+  __syncthreads();  // row[target] was read before any thread overwrites the row
+  const float g = p.tokenGradScale ? p.tokenGradScale[token] : p.scalars->gradFactor;
+  gradientRow(row, p, rowLse, target, g);
+}
+
+template <typename T>
+__global__ void __launch_bounds__(kRowThreads) sliceGradientKernel(T* buffer, RowParams p, const float* lse) {
+  const int64_t r = blockIdx.x;
+  const int64_t token = p.firstToken + r;
+  T* row = buffer + r * p.ld;
+  const int32_t target = p.targets[token];
+  if (target < 0) { zeroRow(row, p.columns); return; }
+  const float g = p.tokenGradScale ? p.tokenGradScale[token] : p.scalars->gradFactor;
+  gradientRow(row, p, lse[token], target, g);
+}
+
+// ---------------------------------------------------------------------------------------------------
+// Reductions and conversions
+// ---------------------------------------------------------------------------------------------------
+constexpr int kColumnThreads = 256;
+
+template <typename T>
+__global__ void columnSumKernel(const T* buffer, int64_t rows, int64_t columns, int64_t ld, float* out,
+                                bool accumulate) {
+  const int64_t c = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (c >= columns) return;
+  float sum = 0.0f;
+  for (int64_t r = 0; r < rows; ++r) sum += toFloat(buffer[r * ld + c]);
+  out[c] = accumulate ? out[c] + sum : sum;
+}
+
+constexpr int kReduceThreads = 1024;
+
+__global__ void __launch_bounds__(kReduceThreads) reduceLossKernel(const float* rowLoss, int64_t tokens,
+                                                                   const Scalars* scalars, float* loss) {
+  __shared__ float partial[kReduceThreads];
+  float sum = 0.0f;
+  for (int64_t i = threadIdx.x; i < tokens; i += blockDim.x) sum += rowLoss[i];
+  partial[threadIdx.x] = sum;
+  __syncthreads();
+  for (int width = blockDim.x / 2; width > 0; width /= 2) {
+    if (threadIdx.x < width) partial[threadIdx.x] += partial[threadIdx.x + width];
+    __syncthreads();
+  }
+  if (threadIdx.x == 0) loss[0] = partial[0] * scalars->lossFactor;
+}
+
+template <typename T>
+__global__ void convertKernel(const float* acc, int64_t rows, int64_t columns, T* out, int64_t outLd,
+                              float* also) {
+  const int64_t total = rows * columns;
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < total; i += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t r = i / columns, c = i % columns;
+    const float value = acc[i];
+    out[r * outLd + c] = fromFloat<T>(value);
+    if (also) also[i] += value;
+  }
+}
+
+template <typename T>
+__global__ void scaleKernel(T* out, int64_t rows, int64_t columns, int64_t ld, const float* factor) {
+  const float f = *factor;
+  const int64_t total = rows * columns;
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < total; i += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t r = i / columns, c = i % columns;
+    out[r * ld + c] = fromFloat<T>(toFloat(out[r * ld + c]) * f);
+  }
+}
+
+unsigned gridFor(int64_t total, int threads) {
+  int64_t blocks = (total + threads - 1) / threads;
+  return unsigned(blocks < 1 ? 1 : blocks > 65536 ? 65536 : blocks);
+}
+
+// Calls f with a null pointer of the storage type of dtype, to pick a template instantiation.
+template <typename F>
+void withType(DType dtype, F&& f) {
+  switch (dtype) {
+    case DType::Float32: f(static_cast<float*>(nullptr)); break;
+    case DType::Float16: f(static_cast<__half*>(nullptr)); break;
+    case DType::BFloat16: f(static_cast<__nv_bfloat16*>(nullptr)); break;
+  }
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------------------------------------------
+// Launchers
+// ---------------------------------------------------------------------------------------------------
+void launchPrepare(const Problem& problem, const Options& options, int32_t* targets, Scalars* scalars,
+                   LabelErrorReport* report, cudaStream_t stream) {
+  PrepareArgs a{};
+  a.labels = problem.labels;
+  a.labelType = problem.label_type;
+  a.tokens = problem.tokens;
+  a.vocab = problem.vocab;
+  a.ignoreIndex = options.ignore_index;
+  a.shift = options.shift;
+  a.reduction = options.reduction;
+  a.nItems = options.n_items;
+  a.nItemsValue = float(options.n_items_value);
+  a.gradScale = options.grad_scale;
+  prepareKernel<<<1, kPrepareThreads, 0, stream>>>(a, targets, scalars, report);
+  LMFUSE_CUDA_CHECK(cudaGetLastError());
+}
+
+void launchRowLoss(DType dtype, void* buffer, const RowParams& params, bool writeGradient, float* rowLoss,
+                   float* lse, float* userLse, float* userLoss, cudaStream_t stream) {
+  if (params.rows == 0) return;
+  withType(dtype, [&](auto* typed) {
+    using T = std::remove_pointer_t<decltype(typed)>;
+    if (writeGradient)
+      rowLossKernel<T, true><<<unsigned(params.rows), kRowThreads, 0, stream>>>(
+          static_cast<T*>(buffer), params, rowLoss, lse, userLse, userLoss);
+    else
+      rowLossKernel<T, false><<<unsigned(params.rows), kRowThreads, 0, stream>>>(
+          static_cast<T*>(buffer), params, rowLoss, lse, userLse, userLoss);
+  });
+  LMFUSE_CUDA_CHECK(cudaGetLastError());
+}
+
+void launchSliceGradient(DType dtype, void* buffer, const RowParams& params, const float* lse,
+                         cudaStream_t stream) {
+  if (params.rows == 0) return;
+  withType(dtype, [&](auto* typed) {
+    using T = std::remove_pointer_t<decltype(typed)>;
+    sliceGradientKernel<T><<<unsigned(params.rows), kRowThreads, 0, stream>>>(static_cast<T*>(buffer), params, lse);
+  });
+  LMFUSE_CUDA_CHECK(cudaGetLastError());
+}
+
+void launchColumnSum(DType dtype, const void* buffer, int64_t rows, int64_t columns, int64_t ld,
+                     float* biasAccumulator, bool accumulate, cudaStream_t stream) {
+  withType(dtype, [&](auto* typed) {
+    using T = std::remove_pointer_t<decltype(typed)>;
+    columnSumKernel<T><<<unsigned((columns + kColumnThreads - 1) / kColumnThreads), kColumnThreads, 0, stream>>>(
+        static_cast<const T*>(buffer), rows, columns, ld, biasAccumulator, accumulate);
+  });
+  LMFUSE_CUDA_CHECK(cudaGetLastError());
+}
+
+void launchReduceLoss(const float* rowLoss, int64_t tokens, const Scalars* scalars, float* loss,
+                      cudaStream_t stream) {
+  reduceLossKernel<<<1, kReduceThreads, 0, stream>>>(rowLoss, tokens, scalars, loss);
+  LMFUSE_CUDA_CHECK(cudaGetLastError());
+}
+
+void launchConvert(DType dtype, const float* accumulator, int64_t rows, int64_t columns, void* out,
+                   int64_t outLd, float* also, cudaStream_t stream) {
+  withType(dtype, [&](auto* typed) {
+    using T = std::remove_pointer_t<decltype(typed)>;
+    convertKernel<T><<<gridFor(rows * columns, 256), 256, 0, stream>>>(accumulator, rows, columns,
+                                                                         static_cast<T*>(out), outLd, also);
+  });
+  LMFUSE_CUDA_CHECK(cudaGetLastError());
+}
+
+void launchScale(DType dtype, void* out, int64_t rows, int64_t columns, int64_t ld, const float* factor,
+                 cudaStream_t stream) {
+  withType(dtype, [&](auto* typed) {
+    using T = std::remove_pointer_t<decltype(typed)>;
+    scaleKernel<T><<<gridFor(rows * columns, 256), 256, 0, stream>>>(static_cast<T*>(out), rows, columns, ld,
+                                                                       factor);
+  });
+  LMFUSE_CUDA_CHECK(cudaGetLastError());
+}
+
+}  // namespace lmfuse::detail::cuda

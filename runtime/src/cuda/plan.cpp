@@ -1,0 +1,160 @@
+// Workspace layout and chunk plan of the CUDA backend (see plan.h). Chunks are balanced: the tokens
+// are split into the fewest chunks the budget allows, all of (nearly) the same size, so no tiny tail
+// chunk runs its GEMMs at low efficiency.
+#include "plan.h"
+
+#include <algorithm>
+#include <string>
+
+namespace lmfuse::detail::cuda {
+namespace {
+
+constexpr std::size_t kAlign = 256;
+
+std::size_t alignUp(std::size_t value, std::size_t to) { return (value + to - 1) / to * to; }
+int64_t ceilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+class Layout {
+public:
+  Region take(std::size_t bytes) {
+    Region region{end_, bytes};
+    end_ = alignUp(end_ + bytes, kAlign);
+    return region;
+  }
+  std::size_t end() const { return end_; }
+
+private:
+  std::size_t end_ = 0;
+};
+
+// The fewest balanced chunks of at most maxChunk tokens; a multiple of 8 tokens when that costs no chunk.
+void balance(int64_t tokens, int64_t maxChunk, int64_t& chunk, int64_t& chunks) {
+  maxChunk = std::max<int64_t>(1, std::min(maxChunk, tokens));
+  chunks = ceilDiv(tokens, maxChunk);
+  chunk = ceilDiv(tokens, chunks);
+  int64_t rounded = ceilDiv(chunk, 8) * 8;
+  if (rounded <= maxChunk && ceilDiv(tokens, rounded) == chunks) chunk = rounded;
+  chunks = ceilDiv(tokens, chunk);
+}
+
+[[noreturn]] void budgetTooSmall(std::size_t budget, std::size_t needed, const char* what) {
+  throw Error("lmfuse: options.workspace_budget of " + std::to_string(budget) + " bytes is too small for " +
+              what + " (needs at least " + std::to_string(needed) + " bytes)");
+}
+
+}  // namespace
+
+std::size_t elementBytes(DType dtype) { return dtype == DType::Float32 ? 4 : 2; }
+
+Plan makePlan(const Problem& problem, const Options& options, const Outputs* outputs, bool withGradients) {
+  const int64_t n = problem.tokens, d = problem.hidden_dim, v = problem.vocab;
+  const std::size_t e = elementBytes(problem.dtype);
+  const int64_t padTo = int64_t(16 / e);
+  Plan plan;
+  plan.gradients = withGradients;
+  plan.logitsLd = ceilDiv(v, padTo) * padTo;
+
+  // With outputs unknown, gradients mean "every gradient" (workspaceBytes() takes the maximum over cases).
+  const bool wantsWeight = withGradients && (!outputs || outputs->grad_weight || outputs->grad_weight_accumulate);
+  const bool ownsWeight = withGradients && (!outputs || outputs->grad_weight);
+  const bool wantsBias = withGradients && (!outputs || outputs->grad_bias);
+
+  Layout layout;
+  plan.report = layout.take(256);
+  plan.scalars = layout.take(256);
+  plan.targets = layout.take(std::size_t(n) * 4);
+  plan.rowLoss = layout.take(std::size_t(n) * 4);
+  plan.lse = layout.take(std::size_t(n) * 4);
+  if (wantsBias) plan.biasAccumulator = layout.take(std::size_t(v) * 4);
+  const std::size_t fixed = layout.end() + kCublasWorkspaceBytes + kAlign;
+  const std::size_t accumulatorBytes = ownsWeight ? std::size_t(v) * std::size_t(d) * 4 : 0;
+  const std::size_t rowBytes = std::size_t(plan.logitsLd) * e;
+  const std::size_t minChunk = std::size_t(std::min<int64_t>(n, kChunkFloorTokens));
+
+  MemoryMode mode = options.memory;
+  std::size_t budget = options.workspace_budget;
+  if (mode == MemoryMode::Auto) {
+    std::size_t autoBudget = budget ? budget : kDefaultBudget;
+    mode = fixed + accumulatorBytes + 2 * minChunk * rowBytes <= autoBudget ? MemoryMode::Accumulate
+                                                                           : MemoryMode::LowMemory;
+  }
+  plan.lowMemory = withGradients && wantsWeight && mode == MemoryMode::LowMemory;
+
+  std::size_t logitsRegion = 0;
+  if (!plan.lowMemory) {
+    std::size_t available;
+    if (budget == 0) {
+      available = std::min(kDefaultBudget - std::min(kDefaultBudget, fixed + accumulatorBytes),
+                           kDefaultBeyondAccumulator - std::min(kDefaultBeyondAccumulator, fixed));
+      if (available < 2 * rowBytes) available = 2 * rowBytes;  // default budget never refuses a problem
+    } else {
+      if (budget < fixed + accumulatorBytes + 2 * rowBytes)
+        budgetTooSmall(budget, fixed + accumulatorBytes + 2 * rowBytes,
+                       "two logits rows and the fp32 grad_weight accumulator (try MemoryMode::LowMemory)");
+      available = budget - fixed - accumulatorBytes;
+    }
+    int64_t maxChunk = options.chunk_tokens > 0 ? options.chunk_tokens : int64_t(available / (2 * rowBytes));
+    balance(n, maxChunk, plan.chunkTokens, plan.chunks);
+    plan.logitsBufferBytes = alignUp(std::size_t(plan.chunkTokens) * rowBytes, kAlign);
+    logitsRegion = 2 * plan.logitsBufferBytes;
+    plan.ownWeightAccumulator = ownsWeight;
+  } else {
+    if (budget == 0) budget = kDefaultLowMemoryBudget;
+    if (budget < fixed + 2 * rowBytes) budgetTooSmall(budget, fixed + 2 * rowBytes, "two logits rows");
+    const std::size_t available = budget - fixed;
+    // Pass 1 (loss, lse, grad_hidden, grad_bias) over token chunks of the full vocabulary.
+    int64_t maxChunk = options.chunk_tokens > 0 ? options.chunk_tokens : int64_t(available / (2 * rowBytes));
+    balance(n, maxChunk, plan.chunkTokens, plan.chunks);
+    plan.logitsBufferBytes = alignUp(std::size_t(plan.chunkTokens) * rowBytes, kAlign);
+    // Pass 2 (grad_weight) over vocabulary slices: an fp32 [slice, D] accumulator plus two [tokens, slice]
+    // logits buffers. Prefer long token chunks (compute-bound GEMMs), then the widest slice that fits.
+    int64_t sliceTokens = options.chunk_tokens > 0 ? std::min(n, options.chunk_tokens) : std::min<int64_t>(n, 4096);
+    int64_t slice = 0;
+    for (;;) {
+      std::size_t perColumn = (ownsWeight ? std::size_t(d) * 4 : 0) + 2 * std::size_t(sliceTokens) * e;
+      slice = int64_t(available / perColumn) / kSliceAlignment * kSliceAlignment;
+      if (slice >= kSliceAlignment || sliceTokens == 1) break;
+      sliceTokens = std::max<int64_t>(1, sliceTokens / 2);
+    }
+    if (slice < kSliceAlignment)
+      budgetTooSmall(budget, fixed + std::size_t(kSliceAlignment) * (std::size_t(d) * 4 + 2 * e),
+                     "one vocabulary slice of the low-memory grad_weight pass");
+    slice = std::min(slice, ceilDiv(v, kSliceAlignment) * kSliceAlignment);
+    plan.slices = ceilDiv(v, slice);
+    plan.sliceVocab = ceilDiv(ceilDiv(v, plan.slices), kSliceAlignment) * kSliceAlignment;
+    plan.slices = ceilDiv(v, plan.sliceVocab);
+    balance(n, sliceTokens, plan.sliceChunkTokens, plan.sliceChunks);
+    const std::size_t sliceBuffer =
+        alignUp(std::size_t(plan.sliceChunkTokens) * std::size_t(plan.sliceVocab) * e, kAlign);
+    logitsRegion = std::max(2 * plan.logitsBufferBytes, 2 * sliceBuffer);
+    plan.ownWeightAccumulator = ownsWeight;
+  }
+
+  if (plan.ownWeightAccumulator) {
+    const int64_t rows = plan.lowMemory ? plan.sliceVocab : v;
+    plan.weightAccumulator = layout.take(std::size_t(rows) * std::size_t(d) * 4);
+  }
+  plan.cublas = layout.take(kCublasWorkspaceBytes);
+  plan.logits = layout.take(logitsRegion);
+  plan.totalBytes = layout.end();
+  return plan;
+}
+
+std::size_t workspaceBytes(const Problem& problem, const Options& options, bool withGradients) {
+  if (!withGradients) return makePlan(problem, options, nullptr, false).totalBytes;
+  // The call plans for the gradients it is actually given; this is the largest of those plans.
+  static float marker;
+  Outputs everything, accumulateOnly, noWeight;
+  everything.grad_weight = &marker;
+  everything.grad_bias = &marker;
+  accumulateOnly.grad_weight_accumulate = &marker;
+  accumulateOnly.grad_bias = &marker;
+  noWeight.grad_hidden = &marker;
+  noWeight.grad_bias = &marker;
+  std::size_t bytes = 0;
+  for (const Outputs* outputs : {&everything, &accumulateOnly, &noWeight})
+    bytes = std::max(bytes, makePlan(problem, options, outputs, true).totalBytes);
+  return bytes;
+}
+
+}  // namespace lmfuse::detail::cuda

@@ -1,0 +1,53 @@
+// Workspace layout and chunk plan of the CUDA backend: pure host arithmetic, a function of the problem
+// sizes and options alone (never of pointer values or label contents), so workspace_size() and the call
+// always agree. Every region starts on a 256-byte boundary; logits buffers have a leading dimension
+// padded to 16 bytes so cuBLASLt can use its vectorised kernels for any vocabulary size.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "lmfuse/flce.h"
+
+namespace lmfuse::detail::cuda {
+
+constexpr std::size_t kDefaultBudget = std::size_t(4) << 30;        // Options::workspace_budget == 0
+constexpr std::size_t kDefaultLowMemoryBudget = std::size_t(512) << 20;
+// At the default budget the memory beyond the fp32 grad_weight accumulator stays under 1.5 GiB.
+constexpr std::size_t kDefaultBeyondAccumulator = std::size_t(1536) << 20;
+constexpr std::size_t kCublasWorkspaceBytes = std::size_t(32) << 20;
+constexpr int64_t kChunkFloorTokens = 1024;  // below this the grad_weight GEMM stops being compute-bound
+constexpr int64_t kSliceAlignment = 128;     // vocabulary slices start on multiples of this
+
+struct Region {
+  std::size_t offset = 0;
+  std::size_t bytes = 0;
+};
+
+struct Plan {
+  bool gradients = false;
+  bool lowMemory = false;
+  bool ownWeightAccumulator = false;  // fp32 [V, D] (Accumulate) or [slice, D] (LowMemory) in the workspace
+  int64_t logitsLd = 0;               // leading dimension of the full-vocabulary logits buffers
+  int64_t chunkTokens = 0;            // token chunk of the full-vocabulary passes
+  int64_t chunks = 0;
+  // LowMemory only: the grad_weight pass over vocabulary slices.
+  int64_t sliceVocab = 0;
+  int64_t slices = 0;
+  int64_t sliceChunkTokens = 0;
+  int64_t sliceChunks = 0;
+
+  Region report, scalars, targets, rowLoss, lse, biasAccumulator, weightAccumulator, cublas, logits;
+  std::size_t logitsBufferBytes = 0;  // one of the two buffers
+  std::size_t totalBytes = 0;
+};
+
+/// The plan for this problem and these outputs (null: every gradient); throws Error naming workspace_budget or chunk_tokens when they cannot work.
+Plan makePlan(const Problem& problem, const Options& options, const Outputs* outputs, bool withGradients);
+
+/// What workspace_size() returns: enough for any combination of requested outputs.
+std::size_t workspaceBytes(const Problem& problem, const Options& options, bool withGradients);
+
+std::size_t elementBytes(DType dtype);
+
+}  // namespace lmfuse::detail::cuda

@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# One GPU-machine measurement of the CUDA runtime: configure (tool and LibTorch parts off), build with
+# -j16, run the CUDA tests, run lmfuse-bench; logs go to $OUT. Needs catch.hpp (v2) under .carry/catch2/.
+# Usage: scripts/gpu/runtime.sh [tests|bench|all]   (environment: LMFUSE_BENCH_* of lmfuse-bench)
+set -uo pipefail
+root=$(cd "$(dirname "$0")/../.." && pwd)
+what=${1:-all}
+out=${OUT:-$root/build-gpu-out}
+mkdir -p "$out"
+build=$root/build-gpu
+nvidia-smi --query-gpu=name,memory.total,clocks.sm,clocks.max.sm --format=csv | tee "$out/gpu.txt"
+cmake -S "$root" -B "$build" -G Ninja -DLMFUSE_TOOL=OFF -DLMFUSE_TORCH=OFF -DLMFUSE_CATCH2_INCLUDE_DIR="$root/.carry" \
+  -DLMFUSE_CUDA_ARCHITECTURES=90 >"$out/configure.log" 2>&1 || { tail -30 "$out/configure.log"; exit 1; }
+targets=(lmfuse-bench)
+[[ $what != bench ]] && targets+=(lmfuse_runtime_cuda_tests)
+cmake --build "$build" -j16 --target "${targets[@]}" >"$out/build.log" 2>&1 || { grep -E "error|Error" "$out/build.log" | head -40; exit 1; }
+status=0
+if [[ $what != bench ]]; then
+  "$build/tests/runtime_cuda/lmfuse_runtime_cuda_tests" 2>&1 | tee "$out/tests.log" | tail -60
+  status=${PIPESTATUS[0]}
+fi
+if [[ $what != tests ]]; then
+  "$build/runtime/bench/lmfuse-bench" 2>&1 | tee "$out/bench.log"
+fi
+exit $status
