@@ -1,0 +1,327 @@
+// Syntax-level helpers shared by site capture, refusal analysis and edit planning.
+#include "ast_query.h"
+
+#include <algorithm>
+
+#include "clang/AST/ParentMapContext.h"
+#include "clang/AST/RecursiveASTVisitor.h"
+#include "clang/Lex/Lexer.h"
+#include "llvm/ADT/DenseSet.h"
+
+using namespace clang;
+
+namespace lmfuse::rewriter {
+
+AstQuery::AstQuery(ASTContext &Context) : Context(Context) {}
+
+std::string AstQuery::text(SourceRange Range) const {
+  if (Range.isInvalid() || Range.getBegin().isMacroID() || Range.getEnd().isMacroID())
+    return "";
+  return Lexer::getSourceText(CharSourceRange::getTokenRange(Range), sourceManager(),
+                              Context.getLangOpts())
+      .str();
+}
+
+unsigned AstQuery::line(SourceLocation Location) const {
+  return sourceManager().getExpansionLineNumber(Location);
+}
+
+std::string AstQuery::indentation(SourceLocation Location) const {
+  const SourceManager &SM = sourceManager();
+  SourceLocation Expansion = SM.getExpansionLoc(Location);
+  auto [File, Offset] = SM.getDecomposedLoc(Expansion);
+  llvm::StringRef Buffer = SM.getBufferData(File);
+  size_t LineStart = Buffer.rfind('\n', Offset == 0 ? 0 : Offset - 1);
+  LineStart = LineStart == llvm::StringRef::npos ? 0 : LineStart + 1;
+  size_t End = LineStart;
+  while (End < Buffer.size() && (Buffer[End] == ' ' || Buffer[End] == '\t'))
+    ++End;
+  return Buffer.slice(LineStart, End).str();
+}
+
+const Expr *AstQuery::spelled(const Expr *E) {
+  while (E) {
+    const Expr *Next = E->IgnoreUnlessSpelledInSource()->IgnoreParens();
+    if (const auto *Cleanups = dyn_cast<ExprWithCleanups>(Next))
+      Next = Cleanups->getSubExpr();
+    if (Next == E)
+      return E;
+    E = Next;
+  }
+  return E;
+}
+
+std::optional<CallView> AstQuery::asCall(const Expr *E) {
+  E = spelled(E);
+  CallView View;
+  View.Call = E;
+  if (const auto *Member = dyn_cast<CXXMemberCallExpr>(E)) {
+    View.Callee = Member->getMethodDecl();
+    View.Object = Member->getImplicitObjectArgument();
+    for (const Expr *Arg : Member->arguments())
+      View.Args.push_back(Arg);
+  } else if (const auto *Operator = dyn_cast<CXXOperatorCallExpr>(E)) {
+    View.Callee = Operator->getDirectCallee();
+    unsigned First = 0;
+    if (View.Callee && isa<CXXMethodDecl>(View.Callee)) {
+      View.Object = Operator->getArg(0);
+      First = 1;
+    }
+    for (unsigned I = First; I < Operator->getNumArgs(); ++I)
+      View.Args.push_back(Operator->getArg(I));
+  } else if (const auto *Call = dyn_cast<CallExpr>(E)) {
+    View.Callee = Call->getDirectCallee();
+    for (const Expr *Arg : Call->arguments())
+      View.Args.push_back(Arg);
+  } else {
+    return std::nullopt;
+  }
+  if (!View.Callee)
+    return std::nullopt;
+  View.Name = View.Callee->getNameAsString();
+  return View;
+}
+
+const VarDecl *AstQuery::namedVariable(const Expr *E) {
+  if (const auto *Ref = dyn_cast_or_null<DeclRefExpr>(spelled(E)))
+    return dyn_cast<VarDecl>(Ref->getDecl());
+  return nullptr;
+}
+
+namespace {
+
+class CallNameFinder : public RecursiveASTVisitor<CallNameFinder> {
+public:
+  explicit CallNameFinder(llvm::ArrayRef<std::string> Names) : Names(Names) {}
+  bool VisitCallExpr(CallExpr *Call) {
+    if (const FunctionDecl *Callee = Call->getDirectCallee())
+      if (std::find(Names.begin(), Names.end(), Callee->getNameAsString()) != Names.end())
+        Found = true;
+    return !Found;
+  }
+  llvm::ArrayRef<std::string> Names;
+  bool Found = false;
+};
+
+class MentionFinder : public RecursiveASTVisitor<MentionFinder> {
+public:
+  explicit MentionFinder(const VarDecl *Variable) : Variable(Variable) {}
+  bool VisitDeclRefExpr(DeclRefExpr *Ref) {
+    if (Ref->getDecl() == Variable)
+      Found = true;
+    return !Found;
+  }
+  const VarDecl *Variable;
+  bool Found = false;
+};
+
+}  // namespace
+
+bool AstQuery::containsCallNamed(const Stmt *S, llvm::ArrayRef<std::string> Names) {
+  if (!S)
+    return false;
+  CallNameFinder Finder(Names);
+  Finder.TraverseStmt(const_cast<Stmt *>(S));
+  return Finder.Found;
+}
+
+bool AstQuery::mentions(const Stmt *S, const VarDecl *Variable) {
+  if (!S || !Variable)
+    return false;
+  MentionFinder Finder(Variable);
+  Finder.TraverseStmt(const_cast<Stmt *>(S));
+  return Finder.Found;
+}
+
+std::optional<int64_t> AstQuery::integerValue(const Expr *E) const {
+  Expr::EvalResult Result;
+  if (E && !E->isValueDependent() && E->EvaluateAsInt(Result, Context))
+    return Result.Val.getInt().getExtValue();
+  return std::nullopt;
+}
+
+std::optional<double> AstQuery::floatValue(const Expr *E) const {
+  if (!E || E->isValueDependent())
+    return std::nullopt;
+  llvm::APFloat Value(0.0);
+  if (E->EvaluateAsFloat(Value, Context))
+    return Value.convertToDouble();
+  if (auto Integer = integerValue(E))
+    return static_cast<double>(*Integer);
+  return std::nullopt;
+}
+
+bool AstQuery::before(SourceLocation A, SourceLocation B) const {
+  const SourceManager &SM = sourceManager();
+  return SM.isBeforeInTranslationUnit(SM.getExpansionLoc(A), SM.getExpansionLoc(B));
+}
+
+bool AstQuery::within(SourceLocation Location, const Stmt *Outer) const {
+  const SourceManager &SM = sourceManager();
+  SourceLocation Point = SM.getExpansionLoc(Location);
+  SourceLocation Begin = SM.getExpansionLoc(Outer->getBeginLoc());
+  SourceLocation End = SM.getExpansionRange(Outer->getEndLoc()).getEnd();
+  return Point == Begin || Point == End ||
+         (SM.isBeforeInTranslationUnit(Begin, Point) && SM.isBeforeInTranslationUnit(Point, End));
+}
+
+bool AstQuery::within(const Stmt *Inner, const Stmt *Outer) const {
+  return Inner && Outer && within(Inner->getBeginLoc(), Outer) && within(Inner->getEndLoc(), Outer);
+}
+
+bool AstQuery::inMacro(const Stmt *Node) const {
+  return Node && (Node->getBeginLoc().isMacroID() || Node->getEndLoc().isMacroID());
+}
+
+const Stmt *AstQuery::parentStmt(const Stmt *Node) const {
+  auto Parents = Context.getParents(*Node);
+  return Parents.empty() ? nullptr : Parents[0].get<Stmt>();
+}
+
+DynTypedNode AstQuery::spelledParent(const Stmt *Node) const {
+  DynTypedNode Current = DynTypedNode::create(*Node);
+  while (true) {
+    auto Parents = Context.getParents(Current);
+    if (Parents.empty())
+      return DynTypedNode();
+    const Stmt *Parent = Parents[0].get<Stmt>();
+    bool Implicit = Parent && (isa<ImplicitCastExpr>(Parent) || isa<MaterializeTemporaryExpr>(Parent) ||
+                               isa<CXXBindTemporaryExpr>(Parent) || isa<ExprWithCleanups>(Parent) ||
+                               isa<CXXFunctionalCastExpr>(Parent) ||
+                               (isa<CXXConstructExpr>(Parent) &&
+                                !isa<CXXTemporaryObjectExpr>(Parent) &&
+                                cast<CXXConstructExpr>(Parent)->getNumArgs() == 1));
+    if (!Implicit)
+      return Parents[0];
+    Current = Parents[0];
+  }
+}
+
+const Stmt *AstQuery::enclosingStatement(const Stmt *Node) const {
+  const Stmt *Current = Node;
+  while (Current) {
+    auto Parents = Context.getParents(*Current);
+    if (Parents.empty())
+      return nullptr;
+    const Stmt *Parent = Parents[0].get<Stmt>();
+    if (!Parent)
+      return nullptr;  // reached a declaration: Node is not inside a statement list
+    if (isa<CompoundStmt>(Parent))
+      return Current;
+    Current = Parent;
+  }
+  return nullptr;
+}
+
+const FunctionDecl *AstQuery::enclosingFunction(const Stmt *Node) const {
+  DynTypedNode Current = DynTypedNode::create(*Node);
+  while (true) {
+    auto Parents = Context.getParents(Current);
+    if (Parents.empty())
+      return nullptr;
+    if (const auto *Function = Parents[0].get<FunctionDecl>())
+      return Function;
+    if (const auto *Lambda = Parents[0].get<LambdaExpr>())
+      return Lambda->getCallOperator();
+    Current = Parents[0];
+  }
+}
+
+namespace {
+
+class UseCollector : public RecursiveASTVisitor<UseCollector> {
+public:
+  bool shouldVisitLambdaBody() const { return true; }
+
+  bool VisitDeclStmt(DeclStmt *Declaration) {
+    for (Decl *D : Declaration->decls())
+      if (auto *Variable = dyn_cast<VarDecl>(D); Variable && Variable->hasInit())
+        Writes[Variable].push_back({VariableWrite::WriteKind::Declaration, Declaration,
+                                    Variable->getInit(), ""});
+    return true;
+  }
+  bool VisitBinaryOperator(BinaryOperator *Operator) {
+    if (Operator->isAssignmentOp())
+      recordAssignment(Operator, Operator->getLHS(), Operator->getRHS(),
+                       Operator->getOpcode() != BO_Assign);
+    return true;
+  }
+  bool VisitCXXOperatorCallExpr(CXXOperatorCallExpr *Operator) {
+    if (Operator->isAssignmentOp() && Operator->getNumArgs() == 2)
+      recordAssignment(Operator, Operator->getArg(0), Operator->getArg(1),
+                       Operator->getOperator() != OO_Equal);
+    return true;
+  }
+  bool VisitCXXMemberCallExpr(CXXMemberCallExpr *Call) {
+    const CXXMethodDecl *Method = Call->getMethodDecl();
+    if (!Method || !Method->getDeclName().isIdentifier())
+      return true;
+    llvm::StringRef Name = Method->getName();
+    if (Name.ends_with("_") && !Method->isConst())
+      if (const VarDecl *Variable = AstQuery::namedVariable(Call->getImplicitObjectArgument()))
+        Writes[Variable].push_back({VariableWrite::WriteKind::InPlaceCall, Call, nullptr, Name.str()});
+    return true;
+  }
+  bool VisitDeclRefExpr(DeclRefExpr *Ref) {
+    if (auto *Variable = dyn_cast<VarDecl>(Ref->getDecl()))
+      AllRefs[Variable].push_back(Ref);
+    return true;
+  }
+
+  void recordAssignment(const Expr *Assignment, const Expr *Target, const Expr *Value, bool Compound) {
+    const auto *Ref = dyn_cast<DeclRefExpr>(AstQuery::spelled(Target));
+    if (!Ref)
+      return;
+    auto *Variable = dyn_cast<VarDecl>(Ref->getDecl());
+    if (!Variable)
+      return;
+    Writes[Variable].push_back({Compound ? VariableWrite::WriteKind::CompoundAssignment
+                                         : VariableWrite::WriteKind::Assignment,
+                                Assignment, Value, ""});
+    if (!Compound)
+      AssignmentTargets.insert(Ref);
+  }
+
+  llvm::DenseMap<const VarDecl *, std::vector<VariableWrite>> Writes;
+  llvm::DenseMap<const VarDecl *, std::vector<const DeclRefExpr *>> AllRefs;
+  llvm::DenseSet<const DeclRefExpr *> AssignmentTargets;
+};
+
+}  // namespace
+
+VariableUses::VariableUses(const Stmt *Body, const AstQuery &Query) {
+  if (!Body)
+    return;
+  UseCollector Collector;
+  Collector.TraverseStmt(const_cast<Stmt *>(Body));
+  auto ByPosition = [&](SourceLocation A, SourceLocation B) { return Query.before(A, B); };
+  for (auto &[Variable, List] : Collector.Writes) {
+    std::stable_sort(List.begin(), List.end(), [&](const VariableWrite &A, const VariableWrite &B) {
+      return ByPosition(A.Node->getBeginLoc(), B.Node->getBeginLoc());
+    });
+    Writes[Variable] = List;
+  }
+  for (auto &[Variable, List] : Collector.AllRefs) {
+    std::vector<const DeclRefExpr *> Kept;
+    for (const DeclRefExpr *Ref : List)
+      if (!Collector.AssignmentTargets.count(Ref))
+        Kept.push_back(Ref);
+    std::stable_sort(Kept.begin(), Kept.end(), [&](const DeclRefExpr *A, const DeclRefExpr *B) {
+      return ByPosition(A->getBeginLoc(), B->getBeginLoc());
+    });
+    Reads[Variable] = Kept;
+  }
+}
+
+llvm::ArrayRef<VariableWrite> VariableUses::writes(const VarDecl *Variable) const {
+  auto It = Writes.find(Variable);
+  return It == Writes.end() ? llvm::ArrayRef<VariableWrite>() : llvm::ArrayRef<VariableWrite>(It->second);
+}
+
+llvm::ArrayRef<const DeclRefExpr *> VariableUses::reads(const VarDecl *Variable) const {
+  auto It = Reads.find(Variable);
+  return It == Reads.end() ? llvm::ArrayRef<const DeclRefExpr *>()
+                           : llvm::ArrayRef<const DeclRefExpr *>(It->second);
+}
+
+}  // namespace lmfuse::rewriter

@@ -1,0 +1,102 @@
+// Small questions about the AST that every analysis stage asks: the text of a node, what a call
+// calls, how statements are ordered and nested, and where a local variable is read or written.
+// Everything here is syntax and declarations only; no rule of the pattern set lives here.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "clang/AST/ASTContext.h"
+#include "clang/AST/ASTTypeTraits.h"
+#include "clang/Basic/SourceManager.h"
+#include "clang/AST/Expr.h"
+#include "clang/AST/ExprCXX.h"
+#include "clang/AST/Stmt.h"
+#include "llvm/ADT/ArrayRef.h"
+#include "llvm/ADT/DenseMap.h"
+
+namespace lmfuse::rewriter {
+
+/// A call seen as "name(object?, args...)": a method call x.f(a), x->f(a), an operator call, or
+/// a free function f(a). Object is null for free functions.
+struct CallView {
+  const clang::Expr *Call = nullptr;
+  const clang::Expr *Object = nullptr;
+  const clang::FunctionDecl *Callee = nullptr;
+  std::string Name;  ///< unqualified callee name ("view", "tanh", "operator[]")
+  std::vector<const clang::Expr *> Args;
+};
+
+class AstQuery {
+public:
+  explicit AstQuery(clang::ASTContext &Context);
+
+  clang::ASTContext &context() const { return Context; }
+  const clang::SourceManager &sourceManager() const { return Context.getSourceManager(); }
+
+  /// The source text of a node as written (empty when it lies in a macro expansion).
+  std::string text(clang::SourceRange Range) const;
+  std::string text(const clang::Stmt *Node) const { return text(Node->getSourceRange()); }
+  /// The 1-based line of a location (expansion location for macros).
+  unsigned line(clang::SourceLocation Location) const;
+  /// The whitespace that starts the line holding Location.
+  std::string indentation(clang::SourceLocation Location) const;
+
+  /// Strips implicit nodes and parentheses: the expression as spelled.
+  static const clang::Expr *spelled(const clang::Expr *E);
+  /// E seen as a call, if it is one.
+  static std::optional<CallView> asCall(const clang::Expr *E);
+  /// The local or parameter E names, if it is just a name.
+  static const clang::VarDecl *namedVariable(const clang::Expr *E);
+  /// Whether E contains a call whose unqualified name is one of Names.
+  static bool containsCallNamed(const clang::Stmt *S, llvm::ArrayRef<std::string> Names);
+  /// Whether E mentions Variable.
+  static bool mentions(const clang::Stmt *S, const clang::VarDecl *Variable);
+  /// The integer or floating value of E when it is a compile-time constant.
+  std::optional<int64_t> integerValue(const clang::Expr *E) const;
+  std::optional<double> floatValue(const clang::Expr *E) const;
+
+  /// Ordering and nesting by source position (expansion locations).
+  bool before(clang::SourceLocation A, clang::SourceLocation B) const;
+  bool within(const clang::Stmt *Inner, const clang::Stmt *Outer) const;
+  bool within(clang::SourceLocation Location, const clang::Stmt *Outer) const;
+  bool inMacro(const clang::Stmt *Node) const;
+
+  /// The first parent of a node, looking through nothing.
+  const clang::Stmt *parentStmt(const clang::Stmt *Node) const;
+  /// The first parent that is not an implicit wrapper (casts, temporaries, cleanups, parens).
+  clang::DynTypedNode spelledParent(const clang::Stmt *Node) const;
+  /// The statement of the innermost compound statement that holds Node.
+  const clang::Stmt *enclosingStatement(const clang::Stmt *Node) const;
+  /// The function whose body holds Node (a lambda's call operator for lambda bodies).
+  const clang::FunctionDecl *enclosingFunction(const clang::Stmt *Node) const;
+
+private:
+  clang::ASTContext &Context;
+};
+
+/// A write to a local: its declaration with initialiser, a (compound) assignment, or an in-place
+/// method call (name ending in '_').
+struct VariableWrite {
+  enum class WriteKind { Declaration, Assignment, CompoundAssignment, InPlaceCall };
+  WriteKind Kind;
+  const clang::Stmt *Node = nullptr;   ///< the DeclStmt, assignment or call
+  const clang::Expr *Value = nullptr;  ///< the initialiser or right-hand side; null for in-place calls
+  std::string Method;                  ///< in-place calls: the method name
+};
+
+/// Every read and write of every local in one function body, in source order.
+class VariableUses {
+public:
+  VariableUses(const clang::Stmt *Body, const AstQuery &Query);
+  llvm::ArrayRef<VariableWrite> writes(const clang::VarDecl *Variable) const;
+  /// Every mention of the variable that is not the target of a plain or compound assignment.
+  llvm::ArrayRef<const clang::DeclRefExpr *> reads(const clang::VarDecl *Variable) const;
+
+private:
+  llvm::DenseMap<const clang::VarDecl *, std::vector<VariableWrite>> Writes;
+  llvm::DenseMap<const clang::VarDecl *, std::vector<const clang::DeclRefExpr *>> Reads;
+};
+
+}  // namespace lmfuse::rewriter

@@ -1,0 +1,161 @@
+// Builds the replacement text of a rewritable site. All positions are file locations: sites that
+// touch a macro expansion were refused before planning.
+#include "edit_plan.h"
+
+#include "clang/AST/ParentMapContext.h"
+#include "clang/Lex/Lexer.h"
+
+using namespace clang;
+
+namespace lmfuse::rewriter {
+namespace {
+
+/// Half-open file offsets of an expression's tokens.
+std::pair<unsigned, unsigned> offsets(const Stmt *Node, const AstQuery &Query) {
+  const SourceManager &SM = Query.sourceManager();
+  SourceLocation End = Lexer::getLocForEndOfToken(Node->getEndLoc(), 0, SM, Query.context().getLangOpts());
+  return {SM.getFileOffset(Node->getBeginLoc()), SM.getFileOffset(End)};
+}
+
+tooling::Replacement replace(const Stmt *Node, const std::string &Text, const AstQuery &Query) {
+  return tooling::Replacement(Query.sourceManager(), CharSourceRange::getTokenRange(Node->getSourceRange()), Text,
+                              Query.context().getLangOpts());
+}
+
+/// A guard text safe to put after `&&`.
+std::string operand(const std::string &Text) {
+  bool Simple = Text.find_first_of(" !?&|<>=") == std::string::npos;
+  return Simple ? Text : "(" + Text + ")";
+}
+
+/// The condition under which a statement may skip the logits: the fused path is on and, unless
+/// the statement only runs when labels are present, the labels are present.
+std::string skipCondition(const Stmt *Statement, const CapturedSite &Site, const PatternSet &Patterns,
+                          const AstQuery &Query) {
+  const std::string &Skip = Patterns.Replacement.SkipLogits;
+  const LabelsGuard &Guard = Site.Guard;
+  switch (Guard.Kind) {
+  case GuardKind::None:
+    return Skip;
+  case GuardKind::Branch:
+    return Query.within(Statement, Guard.If->getThen()) ? Skip : Skip + " && " + operand(Guard.Positive);
+  case GuardKind::EarlyReturn:
+    return Query.before(Guard.If->getEndLoc(), Statement->getBeginLoc()) ? Skip
+                                                                          : Skip + " && " + operand(Guard.Positive);
+  case GuardKind::Unrelated:
+    return Query.within(Statement, Guard.If->getThen())
+               ? Skip
+               : Skip + " && " + operand(Query.text(AstQuery::spelled(Guard.If->getCond())));
+  }
+  return Skip;
+}
+
+/// Whether the loss call can take a conditional expression without parentheses.
+bool standsAlone(const CallExpr *Loss, const AstQuery &Query) {
+  DynTypedNode Parent = Query.spelledParent(Loss);
+  if (Parent.get<VarDecl>())
+    return true;
+  const Stmt *Statement = Parent.get<Stmt>();
+  if (!Statement || isa<ReturnStmt>(Statement) || isa<ParenExpr>(Statement) || isa<CompoundStmt>(Statement))
+    return true;
+  if (const auto *Binary = dyn_cast<BinaryOperator>(Statement))
+    return Binary->getOpcode() == BO_Assign && Query.within(Loss, Binary->getRHS());
+  if (const auto *Operator = dyn_cast<CXXOperatorCallExpr>(Statement))
+    return Operator->getOperator() == OO_Equal && Operator->getNumArgs() == 2 &&
+           Query.within(Loss, Operator->getArg(1));
+  return false;
+}
+
+}  // namespace
+
+std::string lossOptionsText(const CapturedSite &Site, const PatternSet &Patterns) {
+  const ReplacementPattern &Replacement = Patterns.Replacement;
+  const LossOptionValues &Options = Site.Options;
+  std::string Text = Replacement.OptionsType + "()";
+  if (!Options.IgnoreIndexText.empty())
+    Text += ".ignore_index(" + Options.IgnoreIndexText + ")";
+  if (!Options.LabelSmoothingText.empty())
+    Text += ".label_smoothing(" + Options.LabelSmoothingText + ")";
+  if (Options.Effective.Reduction != "mean")
+    Text += ".reduction(" + Replacement.Reductions.at(Options.Effective.Reduction) + ")";
+  if (Site.LogitsShift)
+    Text += ".shift(true)";
+  return Text;
+}
+
+std::vector<tooling::Replacement> planSiteEdits(const CapturedSite &Site, const PatternSet &Patterns,
+                                                const AstQuery &Query, const std::string &HiddenName) {
+  const ReplacementPattern &Replacement = Patterns.Replacement;
+  const HeadCall &Head = *Site.Head;
+  std::vector<tooling::Replacement> Edits;
+  llvm::StringRef Buffer = Query.sourceManager().getBufferData(
+      Query.sourceManager().getFileID(Site.Loss->getBeginLoc()));
+  const Expr *Hidden = AstQuery::spelled(Head.Hidden);
+  std::string HiddenText = Query.text(Hidden);
+
+  if (Site.Producer) {
+    // The logits statement: skip the head where the fused path will compute the loss.
+    const Expr *Value = AstQuery::spelled(Site.ProducerValue);
+    std::string ValueText = Query.text(Value);
+    if (Site.HoistHidden) {
+      auto [ValueBegin, ValueEnd] = offsets(Value, Query);
+      auto [HiddenBegin, HiddenEnd] = offsets(Hidden, Query);
+      ValueText = Buffer.slice(ValueBegin, HiddenBegin).str() + HiddenName + Buffer.slice(HiddenEnd, ValueEnd).str();
+      const Stmt *Statement = Query.enclosingStatement(Site.Producer);
+      Edits.emplace_back(Query.sourceManager(), Statement->getBeginLoc(), 0,
+                         "auto " + HiddenName + " = " + HiddenText + ";\n" +
+                             Query.indentation(Statement->getBeginLoc()));
+      HiddenText = HiddenName;
+    }
+    Edits.push_back(replace(Value, skipCondition(Site.Producer, Site, Patterns, Query) + " ? " +
+                                       Replacement.UndefinedTensor + " : " + ValueText,
+                            Query));
+    // Rebindings and aliases would read the undefined logits: they get the same condition.
+    for (const ChainStep &Step : Site.Chain) {
+      const Expr *StepValue = AstQuery::spelled(Step.Value);
+      Edits.push_back(replace(StepValue, skipCondition(Step.Statement, Site, Patterns, Query) + " ? " +
+                                             Replacement.UndefinedTensor + " : " + Query.text(StepValue),
+                              Query));
+    }
+  }
+
+  std::string Fused = Replacement.Call + "(" + HiddenText + ", " + Head.Weight + ", " +
+                      (Head.Bias.empty() ? Replacement.UndefinedTensor : Head.Bias) + ", " + Site.LabelsText + ", " +
+                      lossOptionsText(Site, Patterns) + ")";
+  for (const std::string &Cast : Site.Casts)
+    Fused += Cast;
+  std::string Loss = Replacement.Enabled + " ? " + Fused + " : " + Query.text(Site.Loss);
+  if (!standsAlone(Site.Loss, Query))
+    Loss = "(" + Loss + ")";
+  Edits.push_back(replace(Site.Loss, Loss, Query));
+  return Edits;
+}
+
+std::optional<tooling::Replacement> planIncludeEdit(FileID File, const PatternSet &Patterns,
+                                                   const SourceManager &SM) {
+  llvm::StringRef Buffer = SM.getBufferData(File);
+  const std::string &Header = Patterns.Replacement.Include;
+  size_t InsertAt = 0;
+  size_t LineStart = 0;
+  while (LineStart < Buffer.size()) {
+    size_t LineEnd = Buffer.find('\n', LineStart);
+    size_t Next = LineEnd == llvm::StringRef::npos ? Buffer.size() : LineEnd + 1;
+    llvm::StringRef Line = Buffer.slice(LineStart, Next).trim();
+    if (Line.starts_with("#")) {
+      llvm::StringRef Directive = Line.drop_front().ltrim();
+      if (Directive.consume_front("include")) {
+        llvm::StringRef Target = Directive.trim();
+        if (Target == "<" + Header + ">" || Target == "\"" + Header + "\"")
+          return std::nullopt;
+        InsertAt = Next;
+      }
+    }
+    LineStart = Next;
+  }
+  std::string Text = "#include <" + Header + ">\n";
+  if (InsertAt > 0 && Buffer[InsertAt - 1] != '\n')
+    Text = "\n" + Text;
+  return tooling::Replacement(SM, SM.getLocForStartOfFile(File).getLocWithOffset(InsertAt), 0, Text);
+}
+
+}  // namespace lmfuse::rewriter

@@ -1,0 +1,32 @@
+// Edit planning: the replacement text of a site that may be rewritten. Minimal edits: the
+// logits statement gets `skip ? undefined : <original>`, each rebinding or alias of the logits
+// the same condition, the loss call `enabled ? fused(...) : <original call>`, and, where the
+// head's input is not a stable variable, one hoisted local so no user code runs twice.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "clang/Tooling/Core/Replacement.h"
+
+#include "ast_query.h"
+#include "patterns.h"
+#include "site_capture.h"
+
+namespace lmfuse::rewriter {
+
+/// The replacements that rewrite one site. HiddenName is the local to hoist the head's input
+/// into when Site.HoistHidden (unique within the function).
+std::vector<clang::tooling::Replacement> planSiteEdits(const CapturedSite &Site, const PatternSet &Patterns,
+                                                       const AstQuery &Query, const std::string &HiddenName);
+
+/// The fused call's options, e.g. `lmfuse::LossOptions().ignore_index(-1).shift(true)`.
+std::string lossOptionsText(const CapturedSite &Site, const PatternSet &Patterns);
+
+/// The insertion of `#include <...>` for the replacement call, after the last #include of the
+/// file; none when the file already includes it.
+std::optional<clang::tooling::Replacement> planIncludeEdit(clang::FileID File, const PatternSet &Patterns,
+                                                          const clang::SourceManager &SM);
+
+}  // namespace lmfuse::rewriter

@@ -1,0 +1,227 @@
+// One check per refusal kind, run in the order of the table at the bottom. A check looks only
+// at the captured facts and the function's variable uses; it never edits anything.
+#include "refusals.h"
+
+#include "clang/AST/ParentMapContext.h"
+
+using namespace clang;
+
+namespace lmfuse::rewriter {
+namespace {
+
+using Check = std::optional<Refusal> (*)(const CapturedSite &, const PatternSet &, const AstQuery &,
+                                         const VariableUses &);
+
+std::optional<Refusal> fromBreak(const std::optional<TraceBreak> &Break, ReasonKind Reason) {
+  if (Break && Break->Reason == Reason)
+    return Refusal{Reason, Break->Node, Break->Why};
+  return std::nullopt;
+}
+
+std::optional<Refusal> inMacro(const CapturedSite &Site, const PatternSet &, const AstQuery &Query,
+                               const VariableUses &) {
+  std::vector<const Stmt *> Parts = {Site.Loss, Site.Input, Site.Target, Site.Producer};
+  if (Site.Head)
+    Parts.push_back(Site.Head->Call);
+  if (Site.Guard.If)
+    Parts.push_back(Site.Guard.If->getCond());
+  for (const ChainStep &Step : Site.Chain)
+    Parts.push_back(Step.Statement);
+  for (const Stmt *Part : Parts)
+    if (Part && Query.inMacro(Part))
+      return Refusal{ReasonKind::InMacro, Part, "this part of the site comes from a macro expansion"};
+  return std::nullopt;
+}
+
+std::optional<Refusal> softcapped(const CapturedSite &Site, const PatternSet &Patterns, const AstQuery &,
+                                  const VariableUses &) {
+  if (auto Found = fromBreak(Site.Break, ReasonKind::LogitsSoftcapped))
+    return Found;
+  // Anything between head and loss, and the loss's own input; the producer's value is the head
+  // itself here (a tanh inside the head's argument caps the hidden state, not the logits).
+  for (const Stmt *Node : Site.Inspected)
+    if (Node != Site.Producer && AstQuery::containsCallNamed(Node, Patterns.Softcap))
+      return Refusal{ReasonKind::LogitsSoftcapped, Node, "the logits are capped with tanh"};
+  if (AstQuery::containsCallNamed(Site.Input, Patterns.Softcap))
+    return Refusal{ReasonKind::LogitsSoftcapped, Site.Input, "the logits are capped with tanh"};
+  return std::nullopt;
+}
+
+std::optional<Refusal> headWrapped(const CapturedSite &Site, const PatternSet &, const AstQuery &Query,
+                                   const VariableUses &) {
+  if (auto Found = fromBreak(Site.Break, ReasonKind::HeadWrapped))
+    return Found;
+  if (Site.HoistHidden && Site.Producer && !Query.enclosingStatement(Site.Producer))
+    return Refusal{ReasonKind::HeadWrapped, Site.Producer,
+                   "the head's input cannot be computed once before the logits statement"};
+  return std::nullopt;
+}
+
+std::optional<Refusal> headNotLinear(const CapturedSite &Site, const PatternSet &, const AstQuery &,
+                                     const VariableUses &) {
+  if (auto Found = fromBreak(Site.Break, ReasonKind::HeadNotLinear))
+    return Found;
+  if (!Site.Head && !Site.Break)
+    return Refusal{ReasonKind::HeadNotLinear, Site.Input, "no linear head produces the loss's input"};
+  return std::nullopt;
+}
+
+std::optional<Refusal> logitsRebound(const CapturedSite &Site, const PatternSet &, const AstQuery &,
+                                     const VariableUses &) {
+  return fromBreak(Site.Break, ReasonKind::LogitsRebound);
+}
+
+std::optional<Refusal> logitsIndexed(const CapturedSite &Site, const PatternSet &, const AstQuery &,
+                                     const VariableUses &) {
+  if (auto Found = fromBreak(Site.Break, ReasonKind::LogitsIndexed))
+    return Found;
+  if (Site.LogitsShift != Site.LabelsShift)
+    return Refusal{ReasonKind::LogitsIndexed, Site.LogitsShift ? Site.Input : Site.Target,
+                   Site.LogitsShift ? "the logits are shifted but the labels are not"
+                                    : "the labels are shifted but the logits are not"};
+  return std::nullopt;
+}
+
+/// Whether Ref is the whole of a returned value (`return logits;`, `return {logits, loss};`,
+/// `return std::make_tuple(logits, loss);`): the model's output, undefined on the fused path.
+bool isReturnedAsIs(const DeclRefExpr *Ref, const AstQuery &Query) {
+  DynTypedNode Current = DynTypedNode::create(*static_cast<const Stmt *>(Ref));
+  for (int Depth = 0; Depth < 16; ++Depth) {
+    auto Parents = Query.context().getParents(Current);
+    if (Parents.empty())
+      return false;
+    const Stmt *Parent = Parents[0].get<Stmt>();
+    if (!Parent)
+      return false;
+    if (isa<ReturnStmt>(Parent))
+      return true;
+    bool Transparent = isa<ImplicitCastExpr>(Parent) || isa<MaterializeTemporaryExpr>(Parent) ||
+                       isa<CXXBindTemporaryExpr>(Parent) || isa<ExprWithCleanups>(Parent) ||
+                       isa<InitListExpr>(Parent) || isa<CXXConstructExpr>(Parent) || isa<ParenExpr>(Parent);
+    if (const auto *Call = dyn_cast<CallExpr>(Parent)) {
+      const FunctionDecl *Callee = Call->getDirectCallee();
+      llvm::StringRef Name = Callee && Callee->getDeclName().isIdentifier() ? Callee->getName() : "";
+      Transparent = Name == "make_tuple" || Name == "make_pair" || Name == "forward_as_tuple" || Name == "tie";
+    }
+    if (!Transparent)
+      return false;
+    Current = Parents[0];
+  }
+  return false;
+}
+
+std::optional<Refusal> logitsUsedElsewhere(const CapturedSite &Site, const PatternSet &, const AstQuery &Query,
+                                           const VariableUses &Uses) {
+  std::vector<const VarDecl *> Variables = Site.Aliases;
+  if (Site.Logits)
+    Variables.push_back(Site.Logits);
+  for (const VarDecl *Variable : Variables) {
+    for (const DeclRefExpr *Read : Uses.reads(Variable)) {
+      if (Query.within(Read, Site.Input) || (Site.Producer && Query.within(Read, Site.Producer)))
+        continue;
+      bool InChain = false;
+      for (const ChainStep &Step : Site.Chain)
+        InChain = InChain || Query.within(Read, Step.Statement);
+      if (InChain)
+        continue;
+      // Where the labels are absent the original code runs unchanged.
+      if (Site.Guard.Kind == GuardKind::Branch && Site.Guard.If->getElse() &&
+          Query.within(Read, Site.Guard.If->getElse()))
+        continue;
+      if (Site.Guard.Kind == GuardKind::EarlyReturn && Query.within(Read, Site.Guard.If))
+        continue;
+      if (Variable == Site.Logits && Query.before(Site.Loss->getBeginLoc(), Read->getBeginLoc()) &&
+          isReturnedAsIs(Read, Query))
+        continue;
+      return Refusal{ReasonKind::LogitsUsedElsewhere, Query.enclosingStatement(Read) ? Query.enclosingStatement(Read) : Read,
+                     "`" + Variable->getNameAsString() + "` is read by something other than the loss"};
+    }
+  }
+  return std::nullopt;
+}
+
+/// Whether a statement of the labels branch belongs to the site (or is a harmless declaration).
+bool belongsToSite(const Stmt *Statement, const CapturedSite &Site, const AstQuery &Query) {
+  if (isa<NullStmt>(Statement) || Query.within(Site.Loss, Statement) ||
+      (Site.Producer && Query.within(Site.Producer, Statement)))
+    return true;
+  for (const ChainStep &Step : Site.Chain)
+    if (Query.within(Step.Statement, Statement))
+      return true;
+  if (const auto *Declarations = dyn_cast<DeclStmt>(Statement)) {
+    for (const Decl *D : Declarations->decls()) {
+      if (isa<NamespaceAliasDecl>(D) || isa<UsingDirectiveDecl>(D) || isa<UsingDecl>(D))
+        continue;
+      const auto *Variable = dyn_cast<VarDecl>(D);
+      if (Variable && std::find(Site.LabelLocals.begin(), Site.LabelLocals.end(), Variable) != Site.LabelLocals.end())
+        continue;
+      return false;
+    }
+    return true;
+  }
+  return false;
+}
+
+std::optional<Refusal> labelsBranchNontrivial(const CapturedSite &Site, const PatternSet &, const AstQuery &Query,
+                                              const VariableUses &) {
+  std::vector<const Stmt *> Statements;
+  if (Site.Guard.Kind == GuardKind::Branch) {
+    const Stmt *Then = Site.Guard.If->getThen();
+    if (const auto *Block = dyn_cast<CompoundStmt>(Then))
+      Statements.assign(Block->body_begin(), Block->body_end());
+    else
+      Statements.push_back(Then);
+  } else if (Site.Guard.Kind == GuardKind::EarlyReturn) {
+    const auto *Block = dyn_cast_or_null<CompoundStmt>(Query.parentStmt(Site.Guard.If));
+    bool After = false;
+    for (const Stmt *Statement : Block ? Block->body() : llvm::ArrayRef<Stmt *>()) {
+      if (After && !isa<ReturnStmt>(Statement))
+        Statements.push_back(Statement);
+      After = After || Statement == Site.Guard.If;
+    }
+  }
+  for (const Stmt *Statement : Statements)
+    if (!belongsToSite(Statement, Site, Query))
+      return Refusal{ReasonKind::LabelsBranchNontrivial, Statement,
+                     "the labels branch does more than compute the loss"};
+  return std::nullopt;
+}
+
+std::optional<Refusal> labelsMismatch(const CapturedSite &Site, const PatternSet &, const AstQuery &Query,
+                                      const VariableUses &) {
+  if (auto Found = fromBreak(Site.LabelsBreak, ReasonKind::LabelsMismatch))
+    return Found;
+  const LabelsGuard &Guard = Site.Guard;
+  if ((Guard.Kind == GuardKind::Branch || Guard.Kind == GuardKind::EarlyReturn) && Site.LabelsRoot != Guard.Labels)
+    return Refusal{ReasonKind::LabelsMismatch, Site.Target,
+                   "the loss target `" + Query.text(Site.Target) + "` does not come from the guarded `" +
+                       Guard.Labels->getNameAsString() + "`"};
+  if (Guard.Kind == GuardKind::Unrelated && Site.Producer && !Query.within(Site.Producer, Guard.If->getThen()) &&
+      Guard.If->getCond()->HasSideEffects(Query.context()))
+    return Refusal{ReasonKind::LabelsMismatch, Guard.If->getCond(),
+                   "the loss is under a condition that does not test the labels and cannot be evaluated twice"};
+  return std::nullopt;
+}
+
+std::optional<Refusal> lossUnsupported(const CapturedSite &Site, const PatternSet &, const AstQuery &,
+                                       const VariableUses &) {
+  return fromBreak(Site.OptionsBreak, ReasonKind::LossUnsupported);
+}
+
+// The order is the precedence: a site in a macro is never analysed further, a softcap wins over
+// every other change to the logits, and option problems only matter for an otherwise good site.
+constexpr Check Checks[] = {inMacro,        softcapped,           headWrapped,            headNotLinear,
+                            logitsRebound,  logitsIndexed,        logitsUsedElsewhere,    labelsBranchNontrivial,
+                            labelsMismatch, lossUnsupported};
+
+}  // namespace
+
+std::optional<Refusal> findRefusal(const CapturedSite &Site, const PatternSet &Patterns, const AstQuery &Query,
+                                   const VariableUses &Uses) {
+  for (Check Run : Checks)
+    if (auto Found = Run(Site, Patterns, Query, Uses))
+      return Found;
+  return std::nullopt;
+}
+
+}  // namespace lmfuse::rewriter

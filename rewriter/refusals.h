@@ -1,0 +1,27 @@
+// Refusal analysis: decides whether a captured site may be rewritten. Each refusal kind is one
+// check over the captured facts; the checks run in a fixed order (in-macro first, then the
+// softcap, which takes precedence over every other change to the logits) and the first that
+// fires is the site's one reason.
+#pragma once
+
+#include <optional>
+#include <string>
+
+#include "ast_query.h"
+#include "patterns.h"
+#include "site.h"
+#include "site_capture.h"
+
+namespace lmfuse::rewriter {
+
+struct Refusal {
+  ReasonKind Reason = ReasonKind::None;
+  const clang::Stmt *Node = nullptr;  ///< the offending code
+  std::string Why;                    ///< what it does, without the location
+};
+
+/// The first reason, in order, that forbids rewriting the site; none when it may be rewritten.
+std::optional<Refusal> findRefusal(const CapturedSite &Site, const PatternSet &Patterns, const AstQuery &Query,
+                                   const VariableUses &Uses);
+
+}  // namespace lmfuse::rewriter

@@ -1,0 +1,226 @@
+// The rewriter's pipeline over one translation unit: find candidate loss calls (by resolved
+// declaration, spelled source only), sort each into already_patched / suppressed / unmatched /
+// patched, and plan the edits of the patched ones.
+#include "rewrite.h"
+
+#include <algorithm>
+#include <memory>
+#include <set>
+
+#include "clang/AST/RecursiveASTVisitor.h"
+#include "clang/ASTMatchers/ASTMatchFinder.h"
+#include "clang/ASTMatchers/ASTMatchers.h"
+#include "clang/Basic/DiagnosticOptions.h"
+#include "clang/Frontend/ASTUnit.h"
+#include "clang/Frontend/TextDiagnosticPrinter.h"
+#include "clang/Tooling/Tooling.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include "ast_query.h"
+#include "edit_plan.h"
+#include "refusals.h"
+#include "site_capture.h"
+#include "suppression.h"
+
+using namespace clang;
+using namespace clang::ast_matchers;
+
+namespace lmfuse::rewriter {
+namespace {
+
+struct Candidate {
+  const CallExpr *Loss;
+  const LossPattern *Rule;
+};
+
+class CandidateCollector : public MatchFinder::MatchCallback {
+public:
+  CandidateCollector(const LossPattern &Rule, std::vector<Candidate> &Out) : Rule(Rule), Out(Out) {}
+  void run(const MatchFinder::MatchResult &Result) override {
+    if (const auto *Loss = Result.Nodes.getNodeAs<CallExpr>("loss"))
+      Out.push_back({Loss, &Rule});
+  }
+
+private:
+  const LossPattern &Rule;
+  std::vector<Candidate> &Out;
+};
+
+class CallFinder : public RecursiveASTVisitor<CallFinder> {
+public:
+  explicit CallFinder(const std::string &Name) : Name(Name) {}
+  bool shouldVisitLambdaBody() const { return true; }
+  bool VisitCallExpr(CallExpr *Call) {
+    if (const FunctionDecl *Callee = Call->getDirectCallee())
+      Found = Found || Callee->getQualifiedNameAsString() == Name;
+    return !Found;
+  }
+  const std::string &Name;
+  bool Found = false;
+};
+
+/// "the snippet" (line N): the offending code named for a person reading the audit.
+std::string describe(const Stmt *Node, const std::string &Why, const AstQuery &Query) {
+  if (!Node)
+    return Why + ".";
+  std::string Snippet = Query.text(Node);
+  if (Snippet.empty()) {
+    const SourceManager &SM = Query.sourceManager();
+    Snippet = Lexer::getSourceText(SM.getExpansionRange(Node->getSourceRange()), SM,
+                                   Query.context().getLangOpts())
+                  .str();
+  }
+  llvm::StringRef First = llvm::StringRef(Snippet).split('\n').first.trim();
+  std::string Shown = First.size() > 72 ? First.take_front(69).str() + "..." : First.str();
+  if (First.size() < llvm::StringRef(Snippet).trim().size() && Shown.size() == First.size())
+    Shown += " ...";
+  return "line " + std::to_string(Query.line(Node->getBeginLoc())) + ": " + Why + " (`" + Shown + "`).";
+}
+
+}  // namespace
+
+TranslationUnitResult analyzeTranslationUnit(ASTContext &Context, const PatternSet &Patterns) {
+  TranslationUnitResult Result;
+  const SourceManager &SM = Context.getSourceManager();
+  AstQuery Query(Context);
+
+  std::vector<Candidate> Candidates;
+  std::vector<std::unique_ptr<CandidateCollector>> Collectors;
+  MatchFinder Finder;
+  for (const LossPattern &Rule : Patterns.Losses) {
+    Collectors.push_back(std::make_unique<CandidateCollector>(Rule, Candidates));
+    Finder.addMatcher(
+        traverse(TK_IgnoreUnlessSpelledInSource, callExpr(callee(functionDecl(hasName("::" + Rule.Callee)))).bind("loss")),
+        Collectors.back().get());
+  }
+  Finder.matchAST(Context);
+
+  std::set<const CallExpr *> Seen;
+  std::map<const FunctionDecl *, std::unique_ptr<VariableUses>> UsesByFunction;
+  std::map<const FunctionDecl *, bool> PatchedFunctions;
+  std::map<const FunctionDecl *, int> HoistsByFunction;
+  std::set<FileID> EditedFiles;
+  SuppressionIndex Suppressions(SM);
+
+  for (const Candidate &Found : Candidates) {
+    const CallExpr *Loss = Found.Loss;
+    if (!Seen.insert(Loss).second || SM.isInSystemHeader(SM.getExpansionLoc(Loss->getBeginLoc())))
+      continue;
+    const FunctionDecl *Function = Query.enclosingFunction(Loss);
+    if (!Function || !Function->getBody())
+      continue;
+    auto &Uses = UsesByFunction[Function];
+    if (!Uses)
+      Uses = std::make_unique<VariableUses>(Function->getBody(), Query);
+    CapturedSite Site = captureSite(Loss, *Found.Rule, Patterns, Query, *Uses);
+
+    SiteRecord Record;
+    const Expr *Anchor = Site.Head ? Site.Head->Call : Loss;
+    SourceLocation Location = SM.getExpansionLoc(Anchor->getBeginLoc());
+    Record.File = SM.getFilename(Location).str();
+    Record.Line = SM.getExpansionLineNumber(Location);
+    Record.Column = SM.getExpansionColumnNumber(Location);
+    Record.Function = Function->getQualifiedNameAsString();
+    Record.Loss = Found.Rule->Callee;
+    if (Site.Head)
+      Record.Head = Site.Head->Text;
+
+    auto Patched = PatchedFunctions.find(Function);
+    if (Patched == PatchedFunctions.end()) {
+      CallFinder Calls(Patterns.Replacement.Call);
+      Calls.TraverseStmt(Function->getBody());
+      Patched = PatchedFunctions.emplace(Function, Calls.Found).first;
+    }
+    bool Suppressed = Suppressions.isSuppressed(Loss->getBeginLoc()) ||
+                      (Site.Head && Suppressions.isSuppressed(Site.Head->Call->getBeginLoc())) ||
+                      (Site.Guard.If && Suppressions.isSuppressed(Site.Guard.If->getBeginLoc()));
+
+    if (Patched->second) {
+      Record.Status = SiteStatus::AlreadyPatched;
+      Record.Detail = "line " + std::to_string(Query.line(Loss->getBeginLoc())) + ": the function already calls " +
+                      Patterns.Replacement.Call + ".";
+    } else if (Suppressed) {
+      Record.Status = SiteStatus::Suppressed;
+      Record.Detail = "line " + std::to_string(Query.line(Anchor->getBeginLoc())) +
+                      ": suppressed by a NOLINT(lmfuse) comment.";
+    } else if (auto Refused = findRefusal(Site, Patterns, Query, *Uses)) {
+      Record.Status = SiteStatus::Unmatched;
+      Record.Reason = Refused->Reason;
+      Record.Detail = describe(Refused->Node, Refused->Why, Query);
+    } else {
+      Record.Status = SiteStatus::Patched;
+      Record.Options = Site.Options.Effective;
+      Record.Detail = "line " + std::to_string(Query.line(Loss->getBeginLoc())) + ": " + Record.Loss +
+                      " fused with the head `" + Record.Head + "`.";
+      std::string HiddenName = Patterns.Replacement.HoistedHidden;
+      if (Site.HoistHidden) {
+        int Count = ++HoistsByFunction[Function];
+        if (Count > 1)
+          HiddenName += std::to_string(Count);
+      }
+      for (tooling::Replacement &Edit : planSiteEdits(Site, Patterns, Query, HiddenName))
+        Result.Edits.push_back(std::move(Edit));
+      EditedFiles.insert(SM.getFileID(Location));
+    }
+    Result.Sites.push_back(std::move(Record));
+  }
+
+  for (FileID File : EditedFiles)
+    if (auto Include = planIncludeEdit(File, Patterns, SM))
+      Result.Edits.push_back(*Include);
+
+  std::stable_sort(Result.Sites.begin(), Result.Sites.end(), [](const SiteRecord &A, const SiteRecord &B) {
+    return std::tie(A.File, A.Line, A.Column) < std::tie(B.File, B.Line, B.Column);
+  });
+  std::stable_sort(Result.Edits.begin(), Result.Edits.end());
+  return Result;
+}
+
+RewriteResult rewriteSource(llvm::StringRef Code, llvm::ArrayRef<std::string> Args, const PatternSet &Patterns,
+                            llvm::StringRef FileName, const std::map<std::string, std::string> &VirtualFiles) {
+  RewriteResult Result;
+  Result.Code = Code.str();
+  std::vector<std::string> CompilerArgs(Args.begin(), Args.end());
+  bool HasResourceDir = std::any_of(CompilerArgs.begin(), CompilerArgs.end(), [](const std::string &Arg) {
+    return llvm::StringRef(Arg).starts_with("-resource-dir");
+  });
+  if (!HasResourceDir)
+    CompilerArgs.push_back("-resource-dir=" LMFUSE_CLANG_RESOURCE_DIR);
+  tooling::FileContentMappings Mappings(VirtualFiles.begin(), VirtualFiles.end());
+
+  llvm::raw_string_ostream DiagnosticStream(Result.Diagnostics);
+  auto DiagnosticOptions = llvm::makeIntrusiveRefCnt<clang::DiagnosticOptions>();
+  TextDiagnosticPrinter Printer(DiagnosticStream, DiagnosticOptions.get());
+  std::unique_ptr<ASTUnit> Unit =
+      tooling::buildASTFromCodeWithArgs(Code, CompilerArgs, FileName, "lmfuse", std::make_shared<PCHContainerOperations>(),
+                                        tooling::getClangStripDependencyFileAdjuster(), Mappings, &Printer);
+  DiagnosticStream.flush();
+  if (!Unit || Unit->getDiagnostics().hasErrorOccurred())
+    return Result;
+  Result.Parsed = true;
+
+  TranslationUnitResult Analysis = analyzeTranslationUnit(Unit->getASTContext(), Patterns);
+  Result.Sites = std::move(Analysis.Sites);
+  const SourceManager &SM = Unit->getSourceManager();
+  llvm::StringRef MainPath = SM.getFileEntryRefForID(SM.getMainFileID())->getName();
+  tooling::Replacements MainEdits;
+  for (const tooling::Replacement &Edit : Analysis.Edits) {
+    if (Edit.getFilePath() != MainPath)
+      continue;
+    if (llvm::Error Conflict = MainEdits.add(Edit)) {
+      Result.Diagnostics += "edit conflict: " + llvm::toString(std::move(Conflict)) + "\n";
+      Result.Parsed = false;
+      return Result;
+    }
+  }
+  auto Rewritten = tooling::applyAllReplacements(Code, MainEdits);
+  if (!Rewritten) {
+    Result.Diagnostics += "cannot apply edits: " + llvm::toString(Rewritten.takeError()) + "\n";
+    Result.Parsed = false;
+    return Result;
+  }
+  Result.Code = std::move(*Rewritten);
+  return Result;
+}
+
+}  // namespace lmfuse::rewriter
