@@ -17,7 +17,9 @@
 //   Reduction Sum:  L = Σ_valid loss_i.   Mean: L = Σ_valid loss_i / divisor,
 //     divisor = n_items (device/host pointer) if given, else n_items_value if > 0, else the count of
 //     valid rows, counted on the device. A mean over zero valid rows is 0 with zero gradients
-//     (documented choice: a NaN would poison the optimiser state of every later step).
+//     (documented choice: a NaN would poison the optimiser state of every later step); so is a mean
+//     whose divisor read through n_items is ≤ 0 or NaN. n_items / n_items_value with Sum or None is
+//     an Error (they only mean something for Mean).
 //   Reduction None: loss[i] = loss_i (0 for invalid rows).
 //   Gradient with respect to z_ij for a valid row, before the upstream scale g_i:
 //     dz_ij = (1 + 2·z_loss·lse_i)·p_ij − (1 − ε)·[j = y_i] − ε / V,   p_ij = exp(z_ij − lse_i)
@@ -29,11 +31,33 @@
 // consecutive rows of seq_len tokens (the last token of each row has no target and is invalid); with
 // ShiftKind::Segments the same within packed segments [cu_seqlens[k], cu_seqlens[k+1]), so the last
 // token of one packed sequence never predicts the first of the next; tokens past cu_seqlens[segments]
-// are invalid.
+// are invalid, and so are tokens before cu_seqlens[0]. shift.seq_len must be 0 unless the kind is Rows,
+// cu_seqlens / segments null / 0 unless it is Segments (an Error otherwise: a forgotten kind would
+// silently train without the shift). On the CPU cu_seqlens is checked (cu_seqlens[0] ≥ 0,
+// non-decreasing, cu_seqlens[segments] ≤ tokens); on CUDA it is device memory and is not read by the
+// host, and a malformed one still never makes the runtime read out of bounds.
 //
 // Labels out of range: a target outside [0, V) that is not ignore_index is never read as an index. Its
-// row's loss is NaN (so a Mean or Sum is NaN: it cannot pass silently) and the first offending token is
-// recorded in the workspace; check() reports it as an Error.
+// row is valid (it counts in the Mean's divisor) and its loss is NaN (so a Mean or Sum is NaN: it cannot
+// pass silently); its dx row is NaN too, so grad_hidden's row and every grad_weight / grad_bias entry
+// are NaN (zero instead under the empty-mean rule above); its lse is computed as usual. The first
+// offending token (lowest index), its label and the label's index in labels (token + 1 under a shift)
+// are recorded in the workspace's first 256 bytes; check() throws an Error such as
+//   "lmfuse::check: token 3's target labels[3] = 128256 is outside [0, 128256) and is not ignore_index (-100); ..."
+//
+// Errors: every argument is validated before anything is written; a bad one throws Error
+// "<function>: <argument> <what is wrong>", e.g. "lmfuse::linear_cross_entropy: problem.weight_stride (3)
+// is smaller than problem.hidden_dim (4)". Besides the rules stated on each field: sizes must be
+// positive, strides 0 or ≥ hidden_dim, every pointer aligned to its element type, workspace.data to 16
+// bytes, outputs.grad_bias needs problem.bias. On Cuda also: hidden, weight, grad_hidden, grad_weight,
+// grad_weight_accumulate and the workspace 16-byte aligned and their row strides multiples of 16 bytes
+// (cuBLASLt); the CUDA backend adds its own checks (device memory, its workspace alignment).
+//
+// CPU backend: host memory, every sum in fp64 in a fixed order, so its results are bitwise independent
+// of chunk_tokens, memory mode and Context::threads (OpenMP when built with it). It skips ignored
+// tokens before any arithmetic. Accumulate keeps an fp64 [V, D + 1] accumulator in the workspace;
+// LowMemory keeps each token's lse (8·N bytes) and recomputes the logits of one vocabulary slice at a
+// time for the weight and bias gradients.
 #pragma once
 
 #include <cstddef>
@@ -49,7 +73,7 @@ enum class IndexType : int { Int32, Int64 };
 enum class Reduction : int { Mean, Sum, None };
 enum class DeviceKind : int { Cpu, Cuda };
 enum class ShiftKind : int { None, Rows, Segments };
-/// Accumulate: one fp32 [V, D] grad_weight accumulator in the workspace (fastest).
+/// Accumulate: one [V, D] grad_weight accumulator in the workspace (fp32 on CUDA, fp64 on the CPU; fastest).
 /// LowMemory: no V × D accumulator (vocabulary slices, logits recomputed for the backward pass).
 /// Auto: Accumulate when it fits workspace_budget, else LowMemory.
 enum class MemoryMode : int { Auto, Accumulate, LowMemory };
@@ -99,10 +123,13 @@ struct Options {
   /// Mean/Sum and tokens for None (catches a scalar upstream passed with Reduction::None).
   int64_t grad_scale_count = 0;
   Shift shift;
-  /// Bytes the runtime may use in its workspace; 0 = the default (CPU: 256 MiB, CUDA: 4 GiB).
+  /// Bytes the runtime may use in its workspace; 0 = the default (CPU: 256 MiB, CUDA: 4 GiB). A target:
+  /// when even the minimum (one token per chunk, plus the accumulator under Accumulate) is larger,
+  /// workspace_size returns that minimum.
   std::size_t workspace_budget = 0;
   MemoryMode memory = MemoryMode::Auto;
-  /// Tokens per chunk; 0 = chosen from the budget. The result does not depend on it beyond rounding.
+  /// Tokens per chunk; 0 = chosen from the budget. The result does not depend on it beyond rounding
+  /// (on the CPU not at all; there it also overrides the budget's choice).
   int64_t chunk_tokens = 0;
   /// Only valid tokens go through the GEMMs (CUDA; gathered on the device, no host synchronisation).
   bool compact = true;
@@ -133,7 +160,7 @@ struct Workspace {
 struct Context {
   DeviceKind device = DeviceKind::Cpu;
   void* stream = nullptr;  ///< cudaStream_t for Cuda; null = the legacy default stream
-  int threads = 0;         ///< CPU worker threads; 0 = all available
+  int threads = 0;         ///< CPU worker threads; 0 = all available (results do not depend on it)
 };
 
 /// Bytes of workspace the call needs for this problem (pointers in `problem` are not read).
@@ -152,6 +179,7 @@ void scale_grads(const Problem& problem, const Outputs& outputs, const float* up
 
 /// Throws Error naming the first token whose label was outside [0, V) in the last call that used
 /// this workspace. Synchronises the stream (it is the one explicit synchronisation point).
+/// workspace.bytes must be at least 256 (the report); a workspace no call has used gives no meaning.
 void check(Workspace workspace, const Context& context);
 
 /// True when this build has the CUDA backend and a device is visible.
