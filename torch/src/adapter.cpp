@@ -19,7 +19,7 @@ using torch_detail::Operands;
 
 torch::Tensor shapedLoss(const Operands& operands, const torch::Tensor& loss, torch::ScalarType dtype) {
   if (operands.options.reduction == Reduction::None) return loss.view(operands.leading_shape).to(dtype);
-  return loss.view({}).to(dtype);
+  return loss.reshape(std::vector<int64_t>{}).to(dtype);  // 0-d, like a reduced F::cross_entropy
 }
 
 // The options travel to the backward pass in saved_data, field by field (an IValue holds no struct).
@@ -51,7 +51,7 @@ LossOptions loadOptions(AutogradContext* ctx, const torch::Tensor& n_items) {
 }
 
 variable_list inputGradients(const Operands& operands, const CallResult& result, const torch::Tensor& hidden) {
-  variable_list grads(6);  // one per forward argument: hidden, weight, bias, labels, n_items, options
+  variable_list grads(7);  // one per forward argument: hidden, weight, bias, hasBias, labels, n_items, options
   if (result.grad_hidden.defined()) grads[0] = result.grad_hidden.view(hidden.sizes());
   grads[1] = result.grad_weight;
   grads[2] = result.grad_bias;
@@ -61,11 +61,15 @@ variable_list inputGradients(const Operands& operands, const CallResult& result,
 
 class FusedLinearCrossEntropy : public torch::autograd::Function<FusedLinearCrossEntropy> {
 public:
+  // bias and n_items arrive as empty placeholders when absent (see linear_cross_entropy below).
   static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& hidden, const torch::Tensor& weight,
-                               const torch::Tensor& bias, const torch::Tensor& labels,
-                               const torch::Tensor& n_items, const LossOptions& options) {
+                               const torch::Tensor& biasOrEmpty, bool hasBias, const torch::Tensor& labels,
+                               const torch::Tensor& n_itemsOrEmpty, const LossOptions& options) {
+    const torch::Tensor bias = hasBias ? biasOrEmpty : torch::Tensor();
     const Operands operands = torch_detail::prepareOperands(hidden, weight, bias, labels, options);
-    ctx->save_for_backward({hidden, weight, bias, labels, n_items});
+    ctx->save_for_backward({hidden, weight, biasOrEmpty, labels, n_itemsOrEmpty});
+    ctx->saved_data["has_bias"] = bias.defined();
+    ctx->saved_data["has_n_items"] = options.n_items().defined();
     saveOptions(ctx, options);
     const bool reduced = options.reduction() != Reduction::None;
     Gradients wanted;
@@ -86,8 +90,10 @@ public:
 
   static variable_list backward(AutogradContext* ctx, variable_list grad_outputs) {
     const variable_list saved = ctx->get_saved_variables();
-    const torch::Tensor &hidden = saved[0], &weight = saved[1], &bias = saved[2], &labels = saved[3];
-    const LossOptions options = loadOptions(ctx, saved[4]);
+    const torch::Tensor &hidden = saved[0], &weight = saved[1], &labels = saved[3];
+    const torch::Tensor bias = ctx->saved_data["has_bias"].toBool() ? saved[2] : torch::Tensor();
+    const LossOptions options =
+        loadOptions(ctx, ctx->saved_data["has_n_items"].toBool() ? saved[4] : torch::Tensor());
     const Operands operands = torch_detail::prepareOperands(hidden, weight, bias, labels, options);
     const torch::Tensor& upstream = grad_outputs[0];
 
@@ -106,7 +112,7 @@ public:
     Gradients wanted;
     wanted.hidden = ctx->needs_input_grad(0);
     wanted.weight = ctx->needs_input_grad(1);
-    wanted.bias = bias.defined() && ctx->needs_input_grad(2);
+    wanted.bias = bias.defined() && ctx->needs_input_grad(2);  // index 3 is hasBias
     const torch::Tensor scale = options.reduction() == Reduction::None ? upstream.reshape({-1}) : upstream.reshape({1});
     const CallResult result = torch_detail::runFused(operands, wanted, scale);
     return inputGradients(operands, result, hidden);
@@ -126,7 +132,12 @@ torch::Tensor linear_cross_entropy(const torch::Tensor& hidden, const torch::Ten
     const Operands operands = torch_detail::prepareOperands(hidden, weight, bias, labels, options);
     return shapedLoss(operands, torch_detail::runFused(operands, Gradients{}).loss, hidden.scalar_type());
   }
-  return FusedLinearCrossEntropy::apply(hidden, weight, bias, labels, options.n_items(), options);
+  // LibTorch 1.13's Function::apply cannot take an undefined tensor: an absent bias or n_items travels
+  // as an empty placeholder and is told apart by a flag in saved_data.
+  TORCH_CHECK(hidden.defined(), "lmfuse::linear_cross_entropy: hidden is an undefined tensor");
+  const torch::Tensor placeholder = torch::empty({0}, hidden.options());
+  return FusedLinearCrossEntropy::apply(hidden, weight, bias.defined() ? bias : placeholder, bias.defined(), labels,
+                                        options.n_items().defined() ? options.n_items() : placeholder, options);
 }
 
 }  // namespace lmfuse
