@@ -6,7 +6,8 @@
 // beyond the fp32 grad_weight accumulator, and the loss error against an fp64 CPU reference on a subset
 // of tokens. Inputs are random (never zeros). Environment: LMFUSE_BENCH_SHAPES (comma list of indices),
 // LMFUSE_BENCH_CHUNKS (extra rows with these chunk_tokens), LMFUSE_BENCH_REPEATS, LMFUSE_BENCH_IGNORED
-// (comma list of ignored-label fractions, default 0).
+// (comma list of ignored-label fractions, default 0), LMFUSE_BENCH_PARTS (also time forward only and
+// forward + grad_hidden, to place the time; their TFLOP/s count 2 and 4 · N·D·V).
 #include <cublas_v2.h>
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
@@ -213,10 +214,15 @@ int main() {
         if (hostLabels[i] != -100) subset.push_back(i);
       std::vector<double> want = referenceLoss(hostH, hostW, hostLabels, subset, d, v);
 
-      struct Variant { const char* mode; lmfuse::MemoryMode memory; int64_t chunk; };
-      std::vector<Variant> variants = {{"default", lmfuse::MemoryMode::Auto, 0},
-                                       {"low-memory", lmfuse::MemoryMode::LowMemory, 0}};
-      for (double c : chunks) variants.push_back({"chunk", lmfuse::MemoryMode::Accumulate, int64_t(c)});
+      // parts: 0 = forward+backward, 1 = forward only, 2 = loss + grad_hidden (no grad_weight GEMM).
+      struct Variant { const char* mode; lmfuse::MemoryMode memory; int64_t chunk; int parts; };
+      std::vector<Variant> variants = {{"default", lmfuse::MemoryMode::Auto, 0, 0},
+                                       {"low-memory", lmfuse::MemoryMode::LowMemory, 0, 0}};
+      for (double c : chunks) variants.push_back({"chunk", lmfuse::MemoryMode::Accumulate, int64_t(c), 0});
+      if (std::getenv("LMFUSE_BENCH_PARTS")) {
+        variants.push_back({"forward only", lmfuse::MemoryMode::Auto, 0, 1});
+        variants.push_back({"no grad_weight", lmfuse::MemoryMode::Auto, 0, 2});
+      }
       for (const Variant& variant : variants) {
         lmfuse::Problem problem;
         problem.tokens = n;
@@ -231,15 +237,15 @@ int main() {
         options.chunk_tokens = variant.chunk;
         lmfuse::Outputs outputs;
         outputs.loss = loss;
-        outputs.grad_hidden = gh;
-        outputs.grad_weight = gw;
+        if (variant.parts != 1) outputs.grad_hidden = gh;
+        if (variant.parts == 0) outputs.grad_weight = gw;
         lmfuse::Context context;
         context.device = lmfuse::DeviceKind::Cuda;
         context.stream = stream;
         std::size_t freeBefore = 0, freeAfter = 0, total = 0;
         BENCH_CHECK(cudaDeviceSynchronize());
         BENCH_CHECK(cudaMemGetInfo(&freeBefore, &total));
-        const std::size_t bytes = lmfuse::workspace_size(problem, options, true, context);
+        const std::size_t bytes = lmfuse::workspace_size(problem, options, variant.parts != 1, context);
         void* workspace;
         BENCH_CHECK(cudaMalloc(&workspace, bytes));
         float ms = timeMedian([&] { lmfuse::linear_cross_entropy(problem, options, outputs, {workspace, bytes}, context); },
@@ -264,17 +270,18 @@ int main() {
         }
         BENCH_CHECK(cudaFree(workspace));
 
-        const bool lowMemory = variant.memory == lmfuse::MemoryMode::LowMemory;
+        const bool lowMemory = variant.memory == lmfuse::MemoryMode::LowMemory || variant.parts != 0;
         const double accumulator = lowMemory ? 0.0 : double(v) * double(d) * 4.0;
         const double gib = double(1u << 30);
         Row row;
         row.shape = shape.name;
         row.mode = variant.chunk ? "chunk " + std::to_string(variant.chunk) : variant.mode;
+        const double partFlops = variant.parts == 1 ? flops / 3 : variant.parts == 2 ? flops * 2 / 3 : flops;
         row.ignored = ignored;
         row.chunk = variant.chunk;
         row.ms = ms;
         row.gemmMs = gemmMs;
-        row.tflops = flops / (ms * 1e-3) / 1e12;
+        row.tflops = partFlops / (ms * 1e-3) / 1e12;
         row.workspaceGiB = double(bytes) / gib;
         row.beyondAccumulatorGiB = (double(bytes) - accumulator) / gib;
         row.measuredExtraGiB = (double(freeBefore) - double(freeAfter)) / gib;

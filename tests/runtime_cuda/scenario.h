@@ -35,7 +35,9 @@ struct Result {
 
 class Scenario {
 public:
-  explicit Scenario(const Spec& spec) : spec_(spec), options_(spec.options) {
+  explicit Scenario(const Spec& specIn) : spec_(specIn), options_(specIn.options) {
+    if (spec_.gradBias) spec_.bias = true;  // a gradient of the bias needs a bias
+    const Spec& spec = spec_;
     auto& g = rng();
     const int64_t n = spec.n, d = spec.d, v = spec.v;
     hiddenStride_ = d + spec.hiddenPad;

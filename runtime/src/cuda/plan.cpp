@@ -74,10 +74,14 @@ Plan makePlan(const Problem& problem, const Options& options, const Outputs* out
   MemoryMode mode = options.memory;
   std::size_t budget = options.workspace_budget;
   if (mode == MemoryMode::Auto) {
+    // The fp32 accumulator of an fp32 [V, D] gradient, counted only when this call needs one.
+    const std::size_t autoAccumulator = std::size_t(v) * std::size_t(d) * 4;
     std::size_t autoBudget = budget ? budget : kDefaultBudget;
-    mode = fixed + accumulatorBytes + 2 * minChunk * rowBytes <= autoBudget ? MemoryMode::Accumulate
-                                                                           : MemoryMode::LowMemory;
+    mode = fixed + autoAccumulator + 2 * minChunk * rowBytes <= autoBudget ? MemoryMode::Accumulate
+                                                                          : MemoryMode::LowMemory;
   }
+  // Low-memory mode keeps its small default budget for every pass, with or without grad_weight.
+  if (mode == MemoryMode::LowMemory && budget == 0) budget = kDefaultLowMemoryBudget;
   plan.lowMemory = withGradients && wantsWeight && mode == MemoryMode::LowMemory;
 
   std::size_t logitsRegion = 0;
@@ -99,7 +103,6 @@ Plan makePlan(const Problem& problem, const Options& options, const Outputs* out
     logitsRegion = 2 * plan.logitsBufferBytes;
     plan.ownWeightAccumulator = ownsWeight;
   } else {
-    if (budget == 0) budget = kDefaultLowMemoryBudget;
     if (budget < fixed + 2 * rowBytes) budgetTooSmall(budget, fixed + 2 * rowBytes, "two logits rows");
     const std::size_t available = budget - fixed;
     // Pass 1 (loss, lse, grad_hidden, grad_bias) over token chunks of the full vocabulary.

@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# The GPU proof of issue 4, in one call on the GPU machine (LibTorch from its PyTorch, no Clang there):
+# builds lmfuse (CUDA runtime for sm_90, LibTorch adapter) and the example GPT twice, the rewritten one
+# from the sources rewritten by the lmfuse tool elsewhere and carried in .carry/rewritten (layout of
+# LMFUSE_REWRITTEN_DIR, see cmake/LmfuseRewrite.cmake); runs the Python operator test on CPU and CUDA;
+# trains plain and rewritten in bf16 at a realistic head and writes the per-step CSVs, a PNG of both
+# loss curves and memory, and the summary table under $OUT (default: ./proof-out).
+#   scripts/gpu/torch_proof.sh [smoke]      smoke: build + operator test + 3 steps at small dims
+set -euo pipefail
+root=$(cd "$(dirname "$0")/../.." && pwd)
+out=${OUT:-$root/proof-out}
+mode=${1:-full}
+build=${LMFUSE_GPU_BUILD:-$root/build-gpu}
+mkdir -p "$out"
+cd "$root"
+
+prefix=$(python3 -c 'import torch; print(torch.utils.cmake_prefix_path)')
+cuda=ON
+[ "$mode" = smoke ] && cuda=${LMFUSE_SMOKE_CUDA:-OFF}
+rewritten=()
+[ -d .carry/rewritten ] && rewritten=(-DLMFUSE_REWRITTEN_DIR="$root/.carry/rewritten")
+catch=()
+[ -f .carry/catch2/catch2/catch.hpp ] && catch=(-DLMFUSE_CATCH2_INCLUDE_DIR="$root/.carry/catch2")
+{
+  nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader || true
+  python3 -c 'import torch; print("torch", torch.__version__, "cuda", torch.version.cuda)'
+  cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_PREFIX_PATH="$prefix" \
+    -DLMFUSE_TOOL=OFF -DLMFUSE_TORCH=ON -DLMFUSE_CUDA=$cuda -DLMFUSE_CUDA_ARCHITECTURES=90 \
+    -DCMAKE_CUDA_ARCHITECTURES=90 -DLMFUSE_TESTS=OFF "${rewritten[@]}" "${catch[@]}"
+  targets=(lmfuse_torch gpt_train)
+  [ ${#rewritten[@]} -gt 0 ] && targets+=(gpt_train_fused)
+  cmake --build "$build" --target "${targets[@]}" -j "$(nproc)"
+} >"$out/build.log" 2>&1 || { tail -60 "$out/build.log"; exit 1; }
+tail -3 "$out/build.log"
+
+echo "== operator test (torch.ops.lmfuse.linear_cross_entropy vs fp64 F.cross_entropy(F.linear))"
+LMFUSE_TORCH_LIB="$build/torch/liblmfuse_torch.so" python3 -m pytest -q -p no:cacheprovider \
+  tests/torch/test_op.py 2>&1 | tee "$out/test_op.log" | tail -15
+
+if [ "$mode" = smoke ]; then
+  "$build/examples/gpt/gpt_train" --device cuda --dtype bf16 --steps 3 --vocab 4096 --dim 256 --seq 128
+  exit 0
+fi
+
+# The realistic head: D = 1024, V = 32000, 8 x 1024 = 8192 tokens per step, 50 steps, bf16.
+args=(--device cuda --dtype bf16 --steps 50 --vocab 32000 --dim 1024 --layers 2 --heads 16 --seq 1024 --batch 8)
+echo "== training: ${args[*]}"
+"$build/examples/gpt/gpt_train" "${args[@]}" >"$out/plain.csv"
+"$build/examples/gpt/gpt_train_fused" "${args[@]}" >"$out/fused.csv"
+python3 scripts/gpu/plot_proof.py "$out/plain.csv" "$out/fused.csv" "$out/proof.png" \
+  --model "GPT 2 layers x 16 heads, bf16, AdamW" --dims "D=1024 V=32000 tokens/step=8192" | tee "$out/table.md"
