@@ -21,7 +21,8 @@ namespace lmfuse::detail::cpu {
 namespace {
 
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
-constexpr int64_t kRowBlock = 4;  // rows sharing one read of a weight row
+constexpr int64_t kRowBlock = 4;    // token rows sharing one read of a weight row
+constexpr int64_t kVocabBlock = 8;  // weight rows sharing one read of a token row
 
 template <class T>
 class Reference {
@@ -165,20 +166,32 @@ private:
     });
   }
 
-  // x[row, j] = h_row · W_(first + j) + b_(first + j) for j < count, rows of `count` logits.
+  // x[row, j] = h_row · W_(first + j) + b_(first + j) for j < count, rows of `count` logits. A tile of
+  // kRowBlock rows × kVocabBlock vocabulary rows keeps 32 independent sums in flight, each still added
+  // in d order (so every x is the same plain sequential dot product, whatever the tiling).
   void compute_logits(int64_t rows, int64_t first, int64_t count) {
     const int64_t dim = problem_.hidden_dim;
-    parallel_for(0, count, threads_, [&](int64_t j) {
-      const T* w = weight_ + (first + j) * problem_.weight_stride;
-      double b = bias_ ? Traits::load(bias_[first + j]) : 0.0;
+    const int64_t vocab_blocks = (count + kVocabBlock - 1) / kVocabBlock;
+    parallel_for(0, vocab_blocks, threads_, [&](int64_t vocab_block) {
+      const int64_t j0 = vocab_block * kVocabBlock, vocab_rows = std::min(kVocabBlock, count - j0);
+      const T* w[kVocabBlock];
+      for (int64_t jj = 0; jj < kVocabBlock; ++jj)
+        w[jj] = weight_ + (first + j0 + std::min(jj, vocab_rows - 1)) * problem_.weight_stride;
       for (int64_t row0 = 0; row0 < rows; row0 += kRowBlock) {
-        int64_t block = std::min(kRowBlock, rows - row0);
-        double dot[kRowBlock] = {0.0, 0.0, 0.0, 0.0};
+        const int64_t block = std::min(kRowBlock, rows - row0);
+        const double* h[kRowBlock];
+        for (int64_t k = 0; k < kRowBlock; ++k) h[k] = hidden_rows_ + (row0 + std::min(k, block - 1)) * dim;
+        double dot[kRowBlock][kVocabBlock] = {};
         for (int64_t d = 0; d < dim; ++d) {
-          double wd = Traits::load(w[d]);
-          for (int64_t k = 0; k < block; ++k) dot[k] += hidden_rows_[(row0 + k) * dim + d] * wd;
+          double wd[kVocabBlock];
+          for (int64_t jj = 0; jj < kVocabBlock; ++jj) wd[jj] = Traits::load(w[jj][d]);
+          for (int64_t k = 0; k < kRowBlock; ++k)
+            for (int64_t jj = 0; jj < kVocabBlock; ++jj) dot[k][jj] += h[k][d] * wd[jj];
         }
-        for (int64_t k = 0; k < block; ++k) logits_[(row0 + k) * count + j] = dot[k] + b;
+        for (int64_t jj = 0; jj < vocab_rows; ++jj) {
+          double b = bias_ ? Traits::load(bias_[first + j0 + jj]) : 0.0;
+          for (int64_t k = 0; k < block; ++k) logits_[(row0 + k) * count + j0 + jj] = dot[k][jj] + b;
+        }
       }
     });
   }
@@ -218,13 +231,30 @@ private:
       int64_t row0 = block_index * kRowBlock, block = std::min(kRowBlock, rows - row0);
       double* sums = grad_hidden_rows_ + row0 * dim;
       std::memset(sums, 0, sizeof(double) * std::size_t(block * dim));
-      for (int64_t j = 0; j < vocab; ++j) {
+      // Four weight rows per sweep over a sum row, added one after the other (still in j order).
+      int64_t j = 0;
+      for (; j + 4 <= vocab; j += 4) {
+        const T* w0 = weight_ + j * problem_.weight_stride;
+        const T *w1 = w0 + problem_.weight_stride, *w2 = w1 + problem_.weight_stride, *w3 = w2 + problem_.weight_stride;
+        for (int64_t k = 0; k < block; ++k) {
+          const double* dx = logits_ + (row0 + k) * vocab + j;
+          double* sum = sums + k * dim;
+          for (int64_t d = 0; d < dim; ++d) {
+            double value = sum[d];
+            value += dx[0] * Traits::load(w0[d]);
+            value += dx[1] * Traits::load(w1[d]);
+            value += dx[2] * Traits::load(w2[d]);
+            value += dx[3] * Traits::load(w3[d]);
+            sum[d] = value;
+          }
+        }
+      }
+      for (; j < vocab; ++j) {
         const T* w = weight_ + j * problem_.weight_stride;
-        double dx[kRowBlock];
-        for (int64_t k = 0; k < block; ++k) dx[k] = logits_[(row0 + k) * vocab + j];
-        for (int64_t d = 0; d < dim; ++d) {
-          double wd = Traits::load(w[d]);
-          for (int64_t k = 0; k < block; ++k) sums[k * dim + d] += dx[k] * wd;
+        for (int64_t k = 0; k < block; ++k) {
+          const double dx = logits_[(row0 + k) * vocab + j];
+          double* sum = sums + k * dim;
+          for (int64_t d = 0; d < dim; ++d) sum[d] += dx * Traits::load(w[d]);
         }
       }
       for (int64_t k = 0; k < block; ++k) {
@@ -245,10 +275,26 @@ private:
     const int64_t dim = problem_.hidden_dim;
     parallel_for(0, count, threads_, [&](int64_t j) {
       double* weight_sum = weight_gradient_ + j * dim;
-      for (int64_t row = 0; row < rows; ++row) {
-        double dx = logits_[row * count + j];
-        bias_gradient_[j] += dx;
-        if (!wants_weight_gradient_) continue;
+      for (int64_t row = 0; row < rows; ++row) bias_gradient_[j] += logits_[row * count + j];
+      if (!wants_weight_gradient_) return;
+      // Four token rows per sweep over the accumulator row, added one after the other (token order).
+      int64_t row = 0;
+      for (; row + 4 <= rows; row += 4) {
+        const double dx0 = logits_[row * count + j], dx1 = logits_[(row + 1) * count + j],
+                     dx2 = logits_[(row + 2) * count + j], dx3 = logits_[(row + 3) * count + j];
+        const double* h0 = hidden_rows_ + row * dim;
+        const double *h1 = h0 + dim, *h2 = h1 + dim, *h3 = h2 + dim;
+        for (int64_t d = 0; d < dim; ++d) {
+          double value = weight_sum[d];
+          value += dx0 * h0[d];
+          value += dx1 * h1[d];
+          value += dx2 * h2[d];
+          value += dx3 * h3[d];
+          weight_sum[d] = value;
+        }
+      }
+      for (; row < rows; ++row) {
+        const double dx = logits_[row * count + j];
         const double* h = hidden_rows_ + row * dim;
         for (int64_t d = 0; d < dim; ++d) weight_sum[d] += dx * h[d];
       }
