@@ -1,0 +1,121 @@
+"""torch.ops.lmfuse.linear_cross_entropy from Python against
+torch.nn.functional.cross_entropy(F.linear(...)) in fp64: the loss and the gradients of hidden, weight
+and bias, for each option, on the CPU and (when there is one) on CUDA. Fresh random inputs each run.
+
+    LMFUSE_TORCH_LIB=build/torch/liblmfuse_torch.so python3 -m pytest tests/torch/test_op.py
+    (or: python3 tests/torch/test_op.py build/torch/liblmfuse_torch.so)
+"""
+import os
+import sys
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+LIB = (sys.argv[1] if __name__ == "__main__" and len(sys.argv) > 1
+       else os.environ.get("LMFUSE_TORCH_LIB", "build/torch/liblmfuse_torch.so"))
+torch.ops.load_library(LIB)
+
+D, V = 48, 97
+DEVICES = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
+CASES = {
+    "defaults": dict(),
+    "ignore_index": dict(ignore_index=-1),
+    "label_smoothing": dict(label_smoothing=0.1),
+    "sum": dict(reduction="sum"),
+    "none": dict(reduction="none"),
+    "shift": dict(shift=True),
+    "softcap": dict(softcap=3.0),
+    "logit_scale": dict(logit_scale=0.25),
+    "z_loss": dict(z_loss=1e-2),
+    "n_items": dict(n_items=True),
+}
+
+
+def reference(h, w, b, labels, ignore_index=-100, label_smoothing=0.0, reduction="mean", shift=False,
+              softcap=0.0, logit_scale=1.0, z_loss=0.0, n_items=None):
+    logits = F.linear(h, w, b).reshape(-1, w.shape[0]) * logit_scale
+    if softcap > 0:
+        logits = softcap * torch.tanh(logits / softcap)
+    labels = labels.long()
+    if shift:
+        shifted = torch.full_like(labels, ignore_index)
+        shifted[..., :-1] = labels[..., 1:]
+        labels = shifted
+    labels = labels.reshape(-1)
+    per_token = F.cross_entropy(logits, labels, ignore_index=ignore_index, label_smoothing=label_smoothing,
+                                reduction="none")
+    valid = (labels != ignore_index).double()
+    if z_loss > 0:
+        per_token = per_token + z_loss * torch.logsumexp(logits, -1).pow(2) * valid
+    if reduction == "sum":
+        return per_token.sum()
+    if reduction == "none":
+        return per_token.reshape(h.shape[:-1])
+    divisor = n_items.double() if n_items is not None else valid.sum()
+    return per_token.sum() / divisor
+
+
+def relative_error(actual, expected):
+    return ((actual.double() - expected).abs().max() / expected.abs().max().clamp_min(1e-3)).item()
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("case", sorted(CASES))
+@pytest.mark.parametrize("bias", [True, False])
+def test_matches_fp64_reference(device, case, bias):
+    options = dict(CASES[case])
+    B, T = 3, 17
+    h = torch.randn(B, T, D, device=device, requires_grad=True)
+    w = (torch.randn(V, D, device=device) * 0.5).requires_grad_()
+    b = torch.randn(V, device=device, requires_grad=True) if bias else None
+    ignore = options.get("ignore_index", -100)
+    labels = torch.randint(0, V, (B, T), device=device)
+    labels[torch.rand(B, T, device=device) < 0.2] = ignore
+    if options.pop("n_items", False):
+        options["n_items"] = torch.tensor(40.0, device=device)
+
+    loss = torch.ops.lmfuse.linear_cross_entropy(h, w, b, labels, **options)
+    h64, w64 = h.detach().double().requires_grad_(), w.detach().double().requires_grad_()
+    b64 = b.detach().double().requires_grad_() if bias else None
+    expected = reference(h64, w64, b64, labels, **options)
+    assert loss.dtype == torch.float32 and loss.shape == expected.shape
+    assert relative_error(loss, expected) < 1e-5
+
+    upstream = torch.rand(loss.shape, device=device, dtype=torch.float64) + 0.5
+    (loss * upstream.float()).sum().backward()
+    (expected * upstream).sum().backward()
+    assert relative_error(h.grad, h64.grad) < 1e-4
+    assert relative_error(w.grad, w64.grad) < 1e-4
+    if bias:
+        assert relative_error(b.grad, b64.grad) < 1e-4
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_bf16_and_no_grad(device):
+    h = torch.randn(4, 9, D, device=device).bfloat16().requires_grad_()
+    w = (torch.randn(V, D, device=device) * 0.5).bfloat16().requires_grad_()
+    labels = torch.randint(0, V, (4, 9), device=device, dtype=torch.int32)
+    loss = torch.ops.lmfuse.linear_cross_entropy(h, w, None, labels)
+    assert loss.dtype == F.linear(h, w).dtype
+    loss.backward()
+    h64, w64 = h.detach().double().requires_grad_(), w.detach().double().requires_grad_()
+    expected = reference(h64, w64, None, labels)
+    expected.backward()
+    assert relative_error(loss, expected) < 1e-2
+    assert relative_error(h.grad, h64.grad) < 2e-2
+    assert relative_error(w.grad, w64.grad) < 2e-2
+    with torch.no_grad():
+        assert not torch.ops.lmfuse.linear_cross_entropy(h, w, None, labels).requires_grad
+
+
+def test_bad_reduction_is_named():
+    h, w = torch.randn(2, D), torch.randn(V, D)
+    with pytest.raises(RuntimeError, match="reduction"):
+        torch.ops.lmfuse.linear_cross_entropy(h, w, None, torch.zeros(2, dtype=torch.long), reduction="avg")
+
+
+if __name__ == "__main__":
+    if len(sys.argv) > 1:
+        os.environ["LMFUSE_TORCH_LIB"] = sys.argv[1]
+    sys.exit(pytest.main([__file__, "-q"]))
