@@ -7,9 +7,9 @@ root=$(cd "$(dirname "$0")/../.." && pwd)
 what=${1:-all}
 out=${OUT:-$root/build-gpu-out}
 mkdir -p "$out"
-build=$root/build-gpu
+build=$root/build-gpu-runtime  # its own folder: other GPU scripts configure build-gpu differently
 nvidia-smi --query-gpu=name,memory.total,clocks.sm,clocks.max.sm --format=csv | tee "$out/gpu.txt"
-cmake -S "$root" -B "$build" -G Ninja -DLMFUSE_TOOL=OFF -DLMFUSE_TORCH=OFF -DLMFUSE_CATCH2_INCLUDE_DIR="$root/.carry" \
+cmake -S "$root" -B "$build" -G Ninja -DLMFUSE_TOOL=OFF -DLMFUSE_TORCH=OFF -DLMFUSE_CUDA=ON -DLMFUSE_TESTS=ON -DLMFUSE_CATCH2_INCLUDE_DIR="$root/.carry" \
   -DLMFUSE_CUDA_ARCHITECTURES=90 >"$out/configure.log" 2>&1 || { tail -30 "$out/configure.log"; exit 1; }
 targets=(lmfuse-bench)
 [[ $what != bench ]] && targets+=(lmfuse_runtime_cuda_tests)

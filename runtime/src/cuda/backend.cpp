@@ -260,8 +260,7 @@ void linear_cross_entropy(const Problem& problem, const Options& options, const 
 
   // Low memory: grad_weight slice by slice, logits recomputed, dx from the lse of the first pass.
   if (wantsWeight && plan.lowMemory) {
-    const std::size_t half = (plan.logits.bytes / 2) / 256 * 256;
-    Pipeline sliced{state, main, {logits, logits + half}, {}, {}, {}};
+    Pipeline sliced{state, main, {logits, logits + plan.sliceBufferBytes}, {}, {}, {}};
     std::vector<Item> items;
     for (int64_t s = 0; s < plan.slices; ++s) {
       const int64_t first = s * plan.sliceVocab, columns = std::min(plan.sliceVocab, v - first);

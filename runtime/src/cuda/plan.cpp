@@ -127,18 +127,21 @@ Plan makePlan(const Problem& problem, const Options& options, const Outputs* out
     plan.sliceVocab = ceilDiv(ceilDiv(v, plan.slices), kSliceAlignment) * kSliceAlignment;
     plan.slices = ceilDiv(v, plan.sliceVocab);
     balance(n, sliceTokens, plan.sliceChunkTokens, plan.sliceChunks);
-    const std::size_t sliceBuffer =
-        alignUp(std::size_t(plan.sliceChunkTokens) * std::size_t(plan.sliceVocab) * e, kAlign);
-    logitsRegion = std::max(2 * plan.logitsBufferBytes, 2 * sliceBuffer);
+    plan.sliceBufferBytes = alignUp(std::size_t(plan.sliceChunkTokens) * std::size_t(plan.sliceVocab) * e, kAlign);
+    // The two passes run one after the other, so they share one region: pass 1's two logits buffers, or
+    // pass 2's two slice buffers followed by its [slice, D] accumulator.
+    const std::size_t sliceAccumulator = ownsWeight ? std::size_t(plan.sliceVocab) * std::size_t(d) * 4 : 0;
+    logitsRegion = std::max(2 * plan.logitsBufferBytes, 2 * plan.sliceBufferBytes + sliceAccumulator);
     plan.ownWeightAccumulator = ownsWeight;
   }
 
-  if (plan.ownWeightAccumulator) {
-    const int64_t rows = plan.lowMemory ? plan.sliceVocab : v;
-    plan.weightAccumulator = layout.take(std::size_t(rows) * std::size_t(d) * 4);
-  }
+  if (plan.ownWeightAccumulator && !plan.lowMemory)
+    plan.weightAccumulator = layout.take(std::size_t(v) * std::size_t(d) * 4);
   plan.cublas = layout.take(kCublasWorkspaceBytes);
   plan.logits = layout.take(logitsRegion);
+  if (plan.ownWeightAccumulator && plan.lowMemory)
+    plan.weightAccumulator = {plan.logits.offset + 2 * plan.sliceBufferBytes,
+                              std::size_t(plan.sliceVocab) * std::size_t(d) * 4};
   plan.totalBytes = layout.end();
   return plan;
 }

@@ -39,6 +39,7 @@ struct Plan {
 
   Region report, scalars, targets, rowLoss, lse, biasAccumulator, weightAccumulator, cublas, logits;
   std::size_t logitsBufferBytes = 0;  // one of the two buffers
+  std::size_t sliceBufferBytes = 0;   // LowMemory: one of the two slice buffers (same region as the above)
   std::size_t totalBytes = 0;
 };
 
