@@ -7,8 +7,7 @@
 // of tokens. Inputs are random (never zeros). Environment: LMFUSE_BENCH_SHAPES (comma list of indices),
 // LMFUSE_BENCH_CHUNKS (extra rows with these chunk_tokens), LMFUSE_BENCH_REPEATS, LMFUSE_BENCH_IGNORED
 // (comma list of ignored-label fractions, default 0), LMFUSE_BENCH_PARTS (also time forward only and
-// forward + grad_hidden, to place the time; their TFLOP/s count 2 and 4 · N·D·V), LMFUSE_BENCH_TUNED (also
-// a row with LMFUSE_GEMM_TUNE=1: cuBLASLt algorithms timed once per shape).
+// forward + grad_hidden, to place the time; their TFLOP/s count 2 and 4 · N·D·V).
 #include <cublas_v2.h>
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
@@ -215,14 +214,12 @@ int main() {
         if (hostLabels[i] != -100) subset.push_back(i);
       std::vector<double> want = referenceLoss(hostH, hostW, hostLabels, subset, d, v);
 
-      // parts: 0 = forward+backward, 1 = forward only, 2 = loss + grad_hidden (no grad_weight GEMM),
-      // 3 = forward+backward with LMFUSE_GEMM_TUNE=1 (cuBLASLt candidates timed once per shape).
+      // parts: 0 = forward+backward, 1 = forward only, 2 = loss + grad_hidden (no grad_weight GEMM).
       struct Variant { const char* mode; lmfuse::MemoryMode memory; int64_t chunk; int parts; };
       std::vector<Variant> variants = {{"default", lmfuse::MemoryMode::Auto, 0, 0},
                                        {"low-memory", lmfuse::MemoryMode::LowMemory, 0, 0}};
       for (double c : chunks) variants.push_back({"chunk", lmfuse::MemoryMode::Accumulate, int64_t(c), 0});
-      const bool tuned = std::getenv("LMFUSE_BENCH_TUNED") != nullptr;
-      if (tuned) variants.push_back({"tuned GEMMs", lmfuse::MemoryMode::Auto, 0, 3});
+
       if (std::getenv("LMFUSE_BENCH_PARTS")) {
         variants.push_back({"forward only", lmfuse::MemoryMode::Auto, 0, 1});
         variants.push_back({"no grad_weight", lmfuse::MemoryMode::Auto, 0, 2});
@@ -242,9 +239,7 @@ int main() {
         lmfuse::Outputs outputs;
         outputs.loss = loss;
         if (variant.parts != 1) outputs.grad_hidden = gh;
-        if (variant.parts == 0 || variant.parts == 3) outputs.grad_weight = gw;
-        if (variant.parts == 3) setenv("LMFUSE_GEMM_TUNE", "1", 1);
-        else unsetenv("LMFUSE_GEMM_TUNE");
+        if (variant.parts == 0) outputs.grad_weight = gw;
         lmfuse::Context context;
         context.device = lmfuse::DeviceKind::Cuda;
         context.stream = stream;
@@ -282,7 +277,6 @@ int main() {
         Row row;
         row.shape = shape.name;
         row.mode = variant.chunk ? "chunk " + std::to_string(variant.chunk) : variant.mode;
-        unsetenv("LMFUSE_GEMM_TUNE");
         const double partFlops = variant.parts == 1 ? flops / 3 : variant.parts == 2 ? flops * 2 / 3 : flops;
         row.ignored = ignored;
         row.chunk = variant.chunk;

@@ -240,19 +240,30 @@ void linear_cross_entropy(const Problem& problem, const Options& options, const 
                       state.side);
   };
   const bool weightInFullPass = wantsWeight && !plan.lowMemory;
+  bool convertedOnSide = false;
   if (gradients && (outputs.grad_hidden || weightInFullPass)) {
     full.backward = [&](const Item& item, void* buffer) {
-      if (outputs.grad_hidden) {
-        GemmShape shape{type, type, false, false, d, item.tokens, v, strides.weight, plan.logitsLd, strides.gradHidden};
-        gemm(state.blas, shape, 1.0f, weight, buffer, 0.0f,
-             static_cast<char*>(outputs.grad_hidden) + std::size_t(item.firstToken) * strides.gradHidden * e,
-             blasWorkspace, kCublasWorkspaceBytes, main);
-      }
+      // grad_weight first: after the last chunk's, its fp32 -> dtype conversion (memory-bound) runs on the
+      // side stream while the main stream computes the last grad_hidden rows (compute-bound).
       if (weightInFullPass) {
         if (plan.ownWeightAccumulator)
           weightGemm(item, buffer, plan.logitsLd, weightAccumulator, item.firstToken == 0 ? 0.0f : 1.0f);
         else
           weightGemm(item, buffer, plan.logitsLd, outputs.grad_weight_accumulate, 1.0f);
+        if (item.lastOfSlice && plan.ownWeightAccumulator) {
+          LMFUSE_CUDA_CHECK(cudaEventRecord(state.forked, main));
+          LMFUSE_CUDA_CHECK(cudaStreamWaitEvent(state.side, state.forked, 0));
+          launchConvert(problem.dtype, weightAccumulator, v, d, outputs.grad_weight, strides.gradWeight,
+                        outputs.grad_weight_accumulate, state.side);
+          LMFUSE_CUDA_CHECK(cudaEventRecord(state.converted, state.side));
+          convertedOnSide = true;
+        }
+      }
+      if (outputs.grad_hidden) {
+        GemmShape shape{type, type, false, false, d, item.tokens, v, strides.weight, plan.logitsLd, strides.gradHidden};
+        gemm(state.blas, shape, 1.0f, weight, buffer, 0.0f,
+             static_cast<char*>(outputs.grad_hidden) + std::size_t(item.firstToken) * strides.gradHidden * e,
+             blasWorkspace, kCublasWorkspaceBytes, main);
       }
     };
   }
@@ -293,9 +304,7 @@ void linear_cross_entropy(const Problem& problem, const Options& options, const 
   }
 
   if (options.reduction != Reduction::None) launchReduceLoss(rowLoss, n, scalars, outputs.loss, main);
-  if (weightInFullPass && plan.ownWeightAccumulator)
-    launchConvert(problem.dtype, weightAccumulator, v, d, outputs.grad_weight, strides.gradWeight,
-                  outputs.grad_weight_accumulate, main);
+  if (convertedOnSide) LMFUSE_CUDA_CHECK(cudaStreamWaitEvent(main, state.converted, 0));  // join
   if (wantsBias) launchConvert(problem.dtype, biasAccumulator, 1, v, outputs.grad_bias, v, nullptr, main);
 }
 

@@ -20,6 +20,7 @@ DeviceState& deviceState() {
     LMFUSE_CUDA_CHECK(cublasLtCreate(&state->blas));
     LMFUSE_CUDA_CHECK(cudaStreamCreateWithFlags(&state->side, cudaStreamNonBlocking));
     LMFUSE_CUDA_CHECK(cudaEventCreateWithFlags(&state->forked, cudaEventDisableTiming));
+    LMFUSE_CUDA_CHECK(cudaEventCreateWithFlags(&state->converted, cudaEventDisableTiming));
     for (auto& event : state->rowsDone) LMFUSE_CUDA_CHECK(cudaEventCreateWithFlags(&event, cudaEventDisableTiming));
     slot = std::move(state);
   }

@@ -16,6 +16,7 @@ struct DeviceState {
   cudaStream_t side = nullptr;
   cudaEvent_t forked = nullptr;        // main -> side: the inputs of the next kernel are ready
   cudaEvent_t rowsDone[2] = {nullptr, nullptr};  // side -> main: logits buffer k is ready for the GEMMs
+  cudaEvent_t converted = nullptr;     // side -> main: the final grad_weight conversion is done
   std::mutex mutex;
 };
 

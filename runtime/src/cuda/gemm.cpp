@@ -3,9 +3,6 @@
 // shape, so every call with that shape runs the same kernels (bitwise reproducible results).
 #include "gemm.h"
 
-#include <algorithm>
-#include <cmath>
-#include <cstdlib>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -32,52 +29,7 @@ struct Prepared {
   }
 };
 
-struct Operands {
-  float alpha, beta;
-  const void *a, *b;
-  void* c;
-  void* workspace;
-  std::size_t workspaceBytes;
-  cudaStream_t stream;
-};
-
-// Environment LMFUSE_GEMM_TUNE=1: the first product of each shape times the heuristic's candidates on the
-// real operands and keeps the fastest. That first call synchronises the host, so it happens only outside
-// stream capture and only when C is not read (beta == 0, so the timed runs destroy nothing); the choice
-// then holds for the process (results are reproducible within it, not necessarily across processes).
-bool tuningRequested() {
-  const char* value = std::getenv("LMFUSE_GEMM_TUNE");
-  return value && *value && *value != '0';
-}
-
-float timeAlgo(cublasLtHandle_t handle, const Prepared& p, const cublasLtMatmulAlgo_t& algo, const Operands& o) {
-  cudaEvent_t start, stop;
-  LMFUSE_CUDA_CHECK(cudaEventCreate(&start));
-  LMFUSE_CUDA_CHECK(cudaEventCreate(&stop));
-  auto launch = [&] {
-    return cublasLtMatmul(handle, p.op, &o.alpha, o.a, p.a, o.b, p.b, &o.beta, o.c, p.c, o.c, p.c, &algo, o.workspace,
-                          o.workspaceBytes, o.stream);
-  };
-  float best = INFINITY;
-  if (launch() == CUBLAS_STATUS_SUCCESS) {
-    for (int repeat = 0; repeat < 3; ++repeat) {
-      LMFUSE_CUDA_CHECK(cudaEventRecord(start, o.stream));
-      launch();
-      LMFUSE_CUDA_CHECK(cudaEventRecord(stop, o.stream));
-      LMFUSE_CUDA_CHECK(cudaEventSynchronize(stop));
-      float ms = 0;
-      LMFUSE_CUDA_CHECK(cudaEventElapsedTime(&ms, start, stop));
-      best = std::min(best, ms);
-    }
-  }
-  (void)cudaGetLastError();
-  cudaEventDestroy(start);
-  cudaEventDestroy(stop);
-  return best;
-}
-
-std::unique_ptr<Prepared> prepare(cublasLtHandle_t handle, const GemmShape& s, const Operands& o, bool tune) {
-  const std::size_t workspaceBytes = o.workspaceBytes;
+std::unique_ptr<Prepared> prepare(cublasLtHandle_t handle, const GemmShape& s, std::size_t workspaceBytes) {
   auto p = std::make_unique<Prepared>();
   LMFUSE_CUDA_CHECK(cublasLtMatmulDescCreate(&p->op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
   cublasOperation_t ta = s.transA ? CUBLAS_OP_T : CUBLAS_OP_N, tb = s.transB ? CUBLAS_OP_T : CUBLAS_OP_N;
@@ -96,24 +48,16 @@ std::unique_ptr<Prepared> prepare(cublasLtHandle_t handle, const GemmShape& s, c
   for (auto attribute : {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
                          CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES})
     LMFUSE_CUDA_CHECK(cublasLtMatmulPreferenceSetAttribute(preference, attribute, &alignment, sizeof alignment));
-  constexpr int kCandidates = 8;
-  cublasLtMatmulHeuristicResult_t results[kCandidates] = {};
+  cublasLtMatmulHeuristicResult_t result{};
   int found = 0;
-  cublasStatus_t status = cublasLtMatmulAlgoGetHeuristic(handle, p->op, p->a, p->b, p->c, p->c, preference,
-                                                         tune ? kCandidates : 1, results, &found);
+  cublasStatus_t status =
+      cublasLtMatmulAlgoGetHeuristic(handle, p->op, p->a, p->b, p->c, p->c, preference, 1, &result, &found);
   cublasLtMatmulPreferenceDestroy(preference);
   LMFUSE_CUDA_CHECK(status);
   if (found == 0)
     throw Error("lmfuse CUDA backend: cuBLASLt has no algorithm for a " + std::to_string(s.m) + "x" +
                 std::to_string(s.n) + "x" + std::to_string(s.k) + " product");
-  p->algo = results[0].algo;
-  if (tune && found > 1) {
-    float best = INFINITY;
-    for (int i = 0; i < found; ++i) {
-      float ms = timeAlgo(handle, *p, results[i].algo, o);
-      if (ms < best) { best = ms; p->algo = results[i].algo; }
-    }
-  }
+  p->algo = result.algo;
   return p;
 }
 
@@ -124,32 +68,14 @@ void gemm(cublasLtHandle_t handle, const GemmShape& s, float alpha, const void* 
   if (s.m == 0 || s.n == 0) return;
   static std::mutex mutex;
   static std::map<Key, std::unique_ptr<Prepared>> cache;
-  auto keyFor = [&](bool tuned) {
-    return Key{int(s.abType), int(s.cType), tuned ? 1 : 0, s.transA, s.transB, s.m, s.n, s.k, s.lda, s.ldb, s.ldc,
-               workspaceBytes, handle};
-  };
-  const Prepared* p = nullptr;
+  Key key{int(s.abType), int(s.cType), 0, s.transA, s.transB, s.m, s.n, s.k, s.lda, s.ldb, s.ldc, workspaceBytes,
+          handle};
+  const Prepared* p;
   {
     std::lock_guard<std::mutex> lock(mutex);
-    if (tuningRequested()) {
-      auto tuned = cache.find(keyFor(true));
-      if (tuned != cache.end()) {
-        p = tuned->second.get();
-      } else if (beta == 0.0f) {
-        cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
-        LMFUSE_CUDA_CHECK(cudaStreamIsCapturing(stream, &capture));
-        if (capture == cudaStreamCaptureStatusNone) {
-          auto& slot = cache[keyFor(true)];
-          slot = prepare(handle, s, Operands{alpha, beta, a, b, c, workspace, workspaceBytes, stream}, true);
-          p = slot.get();
-        }
-      }
-    }
-    if (!p) {
-      auto& slot = cache[keyFor(false)];
-      if (!slot) slot = prepare(handle, s, Operands{alpha, beta, a, b, c, workspace, workspaceBytes, stream}, false);
-      p = slot.get();
-    }
+    auto& slot = cache[key];
+    if (!slot) slot = prepare(handle, s, workspaceBytes);
+    p = slot.get();
   }
   LMFUSE_CUDA_CHECK(cublasLtMatmul(handle, p->op, &alpha, a, p->a, b, p->b, &beta, c, p->c, c, p->c, &p->algo,
                                    workspace, workspaceBytes, stream));
