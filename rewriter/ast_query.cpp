@@ -174,8 +174,19 @@ bool AstQuery::inMacro(const Stmt *Node) const {
 }
 
 const Stmt *AstQuery::parentStmt(const Stmt *Node) const {
-  auto Parents = Context.getParents(*Node);
-  return Parents.empty() ? nullptr : Parents[0].get<Stmt>();
+  // A variable's initialiser has the VarDecl as parent; the statement is the DeclStmt above it.
+  DynTypedNode Current = DynTypedNode::create(*Node);
+  for (int Depth = 0; Depth < 4; ++Depth) {
+    auto Parents = Context.getParents(Current);
+    if (Parents.empty())
+      return nullptr;
+    if (const Stmt *Parent = Parents[0].get<Stmt>())
+      return Parent;
+    if (!Parents[0].get<VarDecl>())
+      return nullptr;
+    Current = Parents[0];
+  }
+  return nullptr;
 }
 
 DynTypedNode AstQuery::spelledParent(const Stmt *Node) const {
@@ -200,10 +211,7 @@ DynTypedNode AstQuery::spelledParent(const Stmt *Node) const {
 const Stmt *AstQuery::enclosingStatement(const Stmt *Node) const {
   const Stmt *Current = Node;
   while (Current) {
-    auto Parents = Context.getParents(*Current);
-    if (Parents.empty())
-      return nullptr;
-    const Stmt *Parent = Parents[0].get<Stmt>();
+    const Stmt *Parent = parentStmt(Current);
     if (!Parent)
       return nullptr;  // reached a declaration: Node is not inside a statement list
     if (isa<CompoundStmt>(Parent))

@@ -153,7 +153,7 @@ bool belongsToSite(const Stmt *Statement, const CapturedSite &Site, const AstQue
       if (isa<NamespaceAliasDecl>(D) || isa<UsingDirectiveDecl>(D) || isa<UsingDecl>(D))
         continue;
       const auto *Variable = dyn_cast<VarDecl>(D);
-      if (Variable && std::find(Site.LabelLocals.begin(), Site.LabelLocals.end(), Variable) != Site.LabelLocals.end())
+      if (Variable && (llvm::is_contained(Site.LabelLocals, Variable) || llvm::is_contained(Site.OptionLocals, Variable)))
         continue;
       return false;
     }

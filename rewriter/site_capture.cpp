@@ -337,11 +337,19 @@ LabelsGuard findGuard(const CallExpr *Loss, const Stmt *Body, const PatternSet &
 
 // ---- labels ---------------------------------------------------------------------------------
 
-void traceLabels(CapturedSite &Site, const PatternSet &Patterns, const AstQuery &Query, const VariableUses &Uses) {
+/// The labels as the loss reached them, traced to the variable they come from.
+struct LabelsTrace {
+  const VarDecl *Root = nullptr;
+  std::string Text;  ///< what to pass to the runtime
+  bool Shift = false;
+};
+
+std::optional<LabelsTrace> traceLabelsFrom(const Expr *E, CapturedSite &Site, const PatternSet &Patterns,
+                                           const AstQuery &Query, const VariableUses &Uses, int Depth = 0) {
   const BenignPatterns &Benign = Patterns.Benign;
+  LabelsTrace Trace;
   std::string Cast;
   bool ThroughPointer = false;
-  const Expr *E = Site.Target;
   while (true) {
     E = AstQuery::spelled(E);
     auto Call = AstQuery::asCall(E);
@@ -356,9 +364,9 @@ void traceLabels(CapturedSite &Site, const PatternSet &Patterns, const AstQuery 
                contains(Benign.LabelCastTypes, lastIdentifier(Query.text(AstQuery::spelled(Call->Args[0]))))) {
       if (Cast.empty())
         Cast = "." + Call->Name + "(" + Query.text(AstQuery::spelled(Call->Args[0])) + ")";
-    } else if (Call->Name == Benign.ShiftMethod && !Site.LabelsShift &&
+    } else if (Call->Name == Benign.ShiftMethod && !Trace.Shift &&
                argumentsAre(Call->Args, Benign.ShiftLabelsArguments, Query)) {
-      Site.LabelsShift = true;
+      Trace.Shift = true;
     } else {
       break;
     }
@@ -367,49 +375,54 @@ void traceLabels(CapturedSite &Site, const PatternSet &Patterns, const AstQuery 
   }
 
   // The root: *labels, labels->..., labels.value(), a labels tensor, or a local unwrapped from them.
-  const VarDecl *Root = nullptr;
-  std::string Text;
   const Expr *Core = AstQuery::spelled(E);
   if (const auto *Deref = dyn_cast<UnaryOperator>(Core); Deref && Deref->getOpcode() == UO_Deref) {
-    Root = AstQuery::namedVariable(Deref->getSubExpr());
-    Text = Query.text(Core);
+    Trace.Root = AstQuery::namedVariable(Deref->getSubExpr());
+    Trace.Text = Query.text(Core);
   } else if (const auto *Operator = dyn_cast<CXXOperatorCallExpr>(Core);
              Operator && (Operator->getOperator() == OO_Star || Operator->getOperator() == OO_Arrow) &&
              Operator->getNumArgs() == 1) {
-    Root = AstQuery::namedVariable(Operator->getArg(0));
-    Text = "*" + Query.text(AstQuery::spelled(Operator->getArg(0)));
+    Trace.Root = AstQuery::namedVariable(Operator->getArg(0));
+    Trace.Text = "*" + Query.text(AstQuery::spelled(Operator->getArg(0)));
   } else if (auto Call = AstQuery::asCall(Core); Call && Call->Object && Call->Name == "value" && Call->Args.empty()) {
-    Root = AstQuery::namedVariable(Call->Object);
-    Text = Query.text(Core);
+    Trace.Root = AstQuery::namedVariable(Call->Object);
+    Trace.Text = Query.text(Core);
   } else if (const VarDecl *Variable = AstQuery::namedVariable(Core)) {
-    Root = Variable;
-    Text = ThroughPointer ? "*" + Query.text(Core) : Query.text(Core);
-    // A local unwrapped from the labels: keep the local, but find where it came from.
-    while (Root && Root->hasLocalStorage() && !isa<ParmVarDecl>(Root) && Root != Site.Guard.Labels) {
-      llvm::ArrayRef<VariableWrite> Writes = Uses.writes(Root);
-      if (Writes.size() != 1 || Writes[0].Kind != VariableWrite::WriteKind::Declaration)
-        break;
-      Site.LabelLocals.push_back(Root);
-      const Expr *Init = AstQuery::spelled(Writes[0].Value);
-      while (auto InitCall = AstQuery::asCall(Init)) {
-        if (!InitCall->Object)
-          break;
-        Init = AstQuery::spelled(InitCall->Object);
+    Trace.Root = Variable;
+    Trace.Text = ThroughPointer ? "*" + Query.text(Core) : Query.text(Core);
+    llvm::ArrayRef<VariableWrite> Writes = Uses.writes(Variable);
+    // A local unwrapped from the labels (`auto y = *labels;`): keep the local, but trace where it
+    // came from; a local that holds shifted labels is replaced by the unshifted labels.
+    if (Depth < 8 && Variable != Site.Guard.Labels && Variable->hasLocalStorage() && !isa<ParmVarDecl>(Variable) &&
+        Writes.size() == 1 && Writes[0].Kind == VariableWrite::WriteKind::Declaration) {
+      auto Inner = traceLabelsFrom(Writes[0].Value, Site, Patterns, Query, Uses, Depth + 1);
+      if (!Inner)
+        return std::nullopt;
+      Site.LabelLocals.push_back(Variable);
+      Trace.Root = Inner->Root;
+      if (Inner->Shift) {
+        Trace.Shift = true;
+        Trace.Text = Inner->Text;
       }
-      if (const auto *Deref = dyn_cast<UnaryOperator>(Init); Deref && Deref->getOpcode() == UO_Deref)
-        Init = Deref->getSubExpr();
-      else if (const auto *Operator = dyn_cast<CXXOperatorCallExpr>(Init); Operator && Operator->getNumArgs() >= 1)
-        Init = Operator->getArg(0);
-      Root = AstQuery::namedVariable(Init);
     }
   }
-  if (!Root || Text.empty()) {
+  if (!Trace.Root || Trace.Text.empty())
+    return std::nullopt;
+  if (!Cast.empty())
+    Trace.Text = (Trace.Text[0] == '*' ? "(" + Trace.Text + ")" : Trace.Text) + Cast;
+  return Trace;
+}
+
+void traceLabels(CapturedSite &Site, const PatternSet &Patterns, const AstQuery &Query, const VariableUses &Uses) {
+  auto Trace = traceLabelsFrom(Site.Target, Site, Patterns, Query, Uses);
+  if (!Trace) {
     Site.LabelsBreak = TraceBreak{ReasonKind::LabelsMismatch, Site.Target,
                                   "the loss target `" + Query.text(Site.Target) + "` is not a labels variable"};
     return;
   }
-  Site.LabelsRoot = Root;
-  Site.LabelsText = Text + Cast;
+  Site.LabelsRoot = Trace->Root;
+  Site.LabelsText = Trace->Text;
+  Site.LabelsShift = Trace->Shift;
 }
 
 // ---- options --------------------------------------------------------------------------------
@@ -500,6 +513,7 @@ void captureOptions(CapturedSite &Site, const PatternSet &Patterns, const AstQue
     if (const VarDecl *Variable = AstQuery::namedVariable(E)) {
       llvm::ArrayRef<VariableWrite> Writes = Uses.writes(Variable);
       if (Writes.size() == 1 && Writes[0].Kind == VariableWrite::WriteKind::Declaration) {
+        Site.OptionLocals.push_back(Variable);
         E = Writes[0].Value;
         continue;
       }

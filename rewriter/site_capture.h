@@ -96,6 +96,7 @@ struct CapturedSite {
   std::optional<TraceBreak> LabelsBreak;
 
   LossOptionValues Options;
+  std::vector<const clang::VarDecl *> OptionLocals;  ///< options held in a local (`auto opts = ...;`)
   std::optional<TraceBreak> OptionsBreak;
 };
 

@@ -1,0 +1,159 @@
+// The rule set's loader and the audit vocabulary: the built-in default is the shipped YAML, a
+// malformed file is an error naming the file, the line and the key, and every reason code
+// round-trips through its spelling.
+#include <catch2/catch.hpp>
+
+#include <fstream>
+#include <algorithm>
+
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/MemoryBuffer.h"
+
+#include "patterns.h"
+#include "site.h"
+
+using namespace lmfuse::rewriter;
+
+namespace {
+
+std::string readFile(const char *Path) {
+  auto Buffer = llvm::MemoryBuffer::getFile(Path);
+  REQUIRE(Buffer);
+  return (*Buffer)->getBuffer().str();
+}
+
+/// Writes Text to a fresh temporary .yaml file and returns its path.
+std::string writeTemporary(const std::string &Text) {
+  llvm::SmallString<128> Path;
+  REQUIRE(!llvm::sys::fs::createTemporaryFile("lmfuse-patterns", "yaml", Path));
+  std::ofstream(Path.c_str()) << Text;
+  return Path.str().str();
+}
+
+std::string loadError(const std::string &Text, std::string &Path) {
+  Path = writeTemporary(Text);
+  auto Loaded = loadPatternFile(Path);
+  llvm::sys::fs::remove(Path);
+  REQUIRE(!Loaded);
+  return llvm::toString(Loaded.takeError());
+}
+
+/// The shipped YAML with one line replaced (the line holding Needle), for malformed variants.
+std::string withLineReplaced(const std::string &Yaml, const std::string &Needle, const std::string &Replacement) {
+  size_t At = Yaml.find(Needle);
+  REQUIRE(At != std::string::npos);
+  size_t Start = Yaml.rfind('\n', At) + 1;
+  size_t End = Yaml.find('\n', At);
+  return Yaml.substr(0, Start) + Replacement + Yaml.substr(End);
+}
+
+unsigned lineOf(const std::string &Text, const std::string &Needle) {
+  size_t At = Text.find(Needle);
+  REQUIRE(At != std::string::npos);
+  return 1 + static_cast<unsigned>(std::count(Text.begin(), Text.begin() + At, '\n'));
+}
+
+}  // namespace
+
+TEST_CASE("the built-in patterns are the shipped YAML", "[patterns]") {
+  auto Default = loadDefaultPatterns();
+  REQUIRE(static_cast<bool>(Default));
+  auto FromFile = loadPatternFile(LMFUSE_PATTERNS_FILE);
+  REQUIRE(static_cast<bool>(FromFile));
+  CHECK(defaultPatternText() == readFile(LMFUSE_PATTERNS_FILE));
+  CHECK(Default->Name == "libtorch");
+  CHECK(Default->Source == "<built-in>");
+  CHECK(FromFile->Source == LMFUSE_PATTERNS_FILE);
+  CHECK(Default->Losses.size() == FromFile->Losses.size());
+  REQUIRE(!Default->ModuleHeads.empty());
+  CHECK(Default->ModuleHeads[0].Impl == "torch::nn::LinearImpl");
+  bool HasFunctional = false;
+  for (const LossPattern &Loss : Default->Losses)
+    HasFunctional = HasFunctional || (Loss.Callee == "torch::nn::functional::cross_entropy" &&
+                                      Loss.Setters.at("ignore_index") == "ignore_index");
+  CHECK(HasFunctional);
+  CHECK(Default->Replacement.Call == "lmfuse::linear_cross_entropy");
+  CHECK(Default->Replacement.Reductions.at("sum") == "lmfuse::Reduction::Sum");
+}
+
+TEST_CASE("a malformed pattern file names the file, the line and the key", "[patterns]") {
+  const std::string Yaml = readFile(LMFUSE_PATTERNS_FILE);
+  std::string Path;
+
+  SECTION("unknown key") {
+    std::string Bad = withLineReplaced(Yaml, "    unsupported_setters: [weight]", "    unsuported_setters: [weight]");
+    std::string Error = loadError(Bad, Path);
+    INFO(Error);
+    CHECK(Error.find(Path) != std::string::npos);
+    CHECK(Error.find(":" + std::to_string(lineOf(Bad, "unsuported_setters")) + ":") != std::string::npos);
+    CHECK(Error.find("unknown key 'unsuported_setters'") != std::string::npos);
+  }
+  SECTION("misspelt required key") {
+    std::string Bad = withLineReplaced(Yaml, "  shift_method: slice", "  shift_methd: slice");
+    std::string Error = loadError(Bad, Path);
+    INFO(Error);
+    CHECK(Error.find(Path + ":" + std::to_string(lineOf(Bad, "benign:") + 1) + ":") != std::string::npos);
+    CHECK(Error.find("missing required key 'shift_method'") != std::string::npos);
+  }
+  SECTION("missing required key") {
+    std::string Bad = withLineReplaced(Yaml, "  call: lmfuse::linear_cross_entropy", "");
+    std::string Error = loadError(Bad, Path);
+    INFO(Error);
+    CHECK(Error.find(Path) != std::string::npos);
+    CHECK(Error.find("call") != std::string::npos);
+  }
+  SECTION("value of the wrong type") {
+    std::string Bad = withLineReplaced(Yaml, "    input: 0", "    input: first");
+    std::string Error = loadError(Bad, Path);
+    INFO(Error);
+    CHECK(Error.find(Path) != std::string::npos);
+    CHECK(Error.find(":" + std::to_string(lineOf(Bad, "input: first")) + ":") != std::string::npos);
+  }
+  SECTION("value outside its vocabulary") {
+    std::string Bad = withLineReplaced(Yaml, "    value: sum", "    value: total");
+    std::string Error = loadError(Bad, Path);
+    INFO(Error);
+    CHECK(Error.find(Path) != std::string::npos);
+    CHECK(Error.find("total") != std::string::npos);
+  }
+  SECTION("not YAML at all") {
+    std::string Error = loadError("losses: [unclosed\n", Path);
+    INFO(Error);
+    CHECK(Error.find(Path) != std::string::npos);
+    CHECK(Error.find(":1:") != std::string::npos);
+  }
+  SECTION("missing file") {
+    auto Loaded = loadPatternFile("/nonexistent/lmfuse/patterns.yaml");
+    REQUIRE(!Loaded);
+    CHECK(llvm::toString(Loaded.takeError()).find("/nonexistent/lmfuse/patterns.yaml") != std::string::npos);
+  }
+}
+
+TEST_CASE("a pattern file can extend the rules without recompiling", "[patterns]") {
+  const std::string Yaml = readFile(LMFUSE_PATTERNS_FILE);
+  std::string Extended = withLineReplaced(Yaml, "softcap: [tanh, tanh_]", "softcap: [tanh, tanh_, hardtanh]");
+  std::string Path = writeTemporary(Extended);
+  auto Loaded = loadPatternFile(Path);
+  llvm::sys::fs::remove(Path);
+  REQUIRE(static_cast<bool>(Loaded));
+  CHECK(contains(Loaded->Softcap, "hardtanh"));
+}
+
+TEST_CASE("reason codes round-trip through their spelling", "[site]") {
+  for (ReasonKind Reason :
+       {ReasonKind::LogitsRebound, ReasonKind::LogitsSoftcapped, ReasonKind::HeadWrapped, ReasonKind::HeadNotLinear,
+        ReasonKind::LogitsIndexed, ReasonKind::LogitsUsedElsewhere, ReasonKind::LabelsBranchNontrivial,
+        ReasonKind::LabelsMismatch, ReasonKind::LossUnsupported, ReasonKind::InMacro, ReasonKind::ParseError,
+        ReasonKind::ReparseFailed, ReasonKind::EditConflict, ReasonKind::WriteFailed}) {
+    INFO(static_cast<int>(Reason));
+    CHECK(!reasonCode(Reason).empty());
+    CHECK(!reasonDescription(Reason).empty());
+    CHECK(reasonFromCode(reasonCode(Reason)) == Reason);
+  }
+  CHECK(reasonCode(ReasonKind::LogitsUsedElsewhere) == "logits-used-elsewhere");
+  CHECK(reasonCode(ReasonKind::ReparseFailed) == "reparse-failed");
+  CHECK(!reasonFromCode("no-such-reason"));
+  CHECK(!reasonFromCode(""));
+  CHECK(statusName(SiteStatus::AlreadyPatched) == "already_patched");
+  CHECK(statusName(SiteStatus::Suppressed) == "suppressed");
+}

@@ -1,0 +1,890 @@
+// The rewriter's specification as a table of named cases: a model source, a verb, and what the
+// verb expects. "rewrites to" compares the whole rewritten file (whitespace-normalised), then
+// checks that the output re-parses and that rewriting it again changes nothing (already_patched);
+// "refuses with" expects one unmatched site with that reason and the source unchanged; "leaves
+// unchanged" expects no candidate site; "suppresses" expects one suppressed site.
+#include <catch2/catch.hpp>
+
+#include "rewrite_harness.h"
+
+using namespace lmfuse::rewriter;
+using namespace lmfuse::rewriter::testing;
+
+namespace {
+
+enum class Verb { RewritesTo, RefusesWith, LeavesUnchanged, Suppresses };
+
+struct Case {
+  const char *Name;
+  const char *Before;  ///< the model's members and methods (inside `struct Model`)
+  Verb Kind;
+  const char *Expected;  ///< RewritesTo: the rewritten members; RefusesWith: the reason code
+};
+
+// Every case is a method (or a few) of this model; the stub headers declare LibTorch.
+const char *const Prelude = R"(#include <torch/torch.h>
+)";
+const char *const PatchedPrelude = R"(#include <torch/torch.h>
+#include <lmfuse/torch.h>
+)";
+const char *const ModelOpen = R"(
+namespace F = torch::nn::functional;
+struct Output { torch::Tensor logits; torch::Tensor loss; };
+struct LMHeadImpl : torch::nn::Module { torch::Tensor forward(const torch::Tensor &x); };
+TORCH_MODULE(LMHead);
+namespace nn { struct Linear { torch::Tensor operator()(const torch::Tensor &x); torch::Tensor weight; }; }
+namespace mine { torch::Tensor cross_entropy(const torch::Tensor &a, const torch::Tensor &b); }
+struct Model : torch::nn::Module {
+  torch::nn::Linear lm_head{nullptr};
+  torch::nn::Embedding wte{nullptr};
+  torch::nn::LayerNorm ln_f{nullptr};
+  torch::nn::Sequential mlp{nullptr};
+  LMHead custom_head{nullptr};
+  nn::Linear homemade;
+  torch::Tensor last_loss, last_logits, class_weights;
+  int64_t pad_id_ = 0;
+)";
+const char *const ModelClose = "};\n";
+
+std::string source(const char *Members, bool Patched) {
+  return std::string(Patched ? PatchedPrelude : Prelude) + ModelOpen + Members + ModelClose;
+}
+
+const Case Cases[] = {
+    // ---- accepted -----------------------------------------------------------------------------
+    {"module head before a has_value() guard, F alias, ignore_index carried over", R"(
+  Output forward(torch::Tensor x, c10::optional<torch::Tensor> targets) {
+    auto logits = lm_head->forward(x);
+    torch::Tensor loss;
+    if (targets.has_value()) {
+      loss = F::cross_entropy(logits.view({-1, logits.size(-1)}), targets->view(-1),
+                              F::CrossEntropyFuncOptions().ignore_index(-1));
+    }
+    return {logits, loss};
+  }
+)", Verb::RewritesTo, R"(
+  Output forward(torch::Tensor x, c10::optional<torch::Tensor> targets) {
+    auto logits = lmfuse::skip_logits() && targets.has_value() ? torch::Tensor() : lm_head->forward(x);
+    torch::Tensor loss;
+    if (targets.has_value()) {
+      loss = lmfuse::enabled()
+                 ? lmfuse::linear_cross_entropy(x, lm_head->weight, lm_head->bias, *targets,
+                                                lmfuse::LossOptions().ignore_index(-1))
+                 : F::cross_entropy(logits.view({-1, logits.size(-1)}), targets->view(-1),
+                                    F::CrossEntropyFuncOptions().ignore_index(-1));
+    }
+    return {logits, loss};
+  }
+)"},
+    {"head inside the labels branch (nanoGPT), defined() guard, else branch untouched", R"(
+  Output forward(torch::Tensor x, torch::Tensor targets) {
+    torch::Tensor logits, loss;
+    if (targets.defined()) {
+      logits = lm_head(x);
+      loss = F::cross_entropy(logits.view({-1, logits.size(-1)}), targets.view(-1),
+                              F::CrossEntropyFuncOptions().ignore_index(-1));
+    } else {
+      logits = lm_head(x.slice(1, -1));
+    }
+    return {logits, loss};
+  }
+)", Verb::RewritesTo, R"(
+  Output forward(torch::Tensor x, torch::Tensor targets) {
+    torch::Tensor logits, loss;
+    if (targets.defined()) {
+      logits = lmfuse::skip_logits() ? torch::Tensor() : lm_head(x);
+      loss = lmfuse::enabled() ? lmfuse::linear_cross_entropy(x, lm_head->weight, lm_head->bias, targets,
+                                                              lmfuse::LossOptions().ignore_index(-1))
+                               : F::cross_entropy(logits.view({-1, logits.size(-1)}), targets.view(-1),
+                                                  F::CrossEntropyFuncOptions().ignore_index(-1));
+    } else {
+      logits = lm_head(x.slice(1, -1));
+    }
+    return {logits, loss};
+  }
+)"},
+    {"optional tested as bool, labels.value(), loss stored in a member", R"(
+  torch::Tensor forward(torch::Tensor h, torch::optional<torch::Tensor> labels) {
+    auto logits = lm_head(h);
+    if (labels) {
+      last_loss = F::cross_entropy(logits.reshape({-1, 32}), labels.value().reshape({-1}));
+    }
+    return logits;
+  }
+)", Verb::RewritesTo, R"(
+  torch::Tensor forward(torch::Tensor h, torch::optional<torch::Tensor> labels) {
+    auto logits = lmfuse::skip_logits() && labels ? torch::Tensor() : lm_head(h);
+    if (labels) {
+      last_loss = lmfuse::enabled() ? lmfuse::linear_cross_entropy(h, lm_head->weight, lm_head->bias, labels.value(), lmfuse::LossOptions())
+                                    : F::cross_entropy(logits.reshape({-1, 32}), labels.value().reshape({-1}));
+    }
+    return logits;
+  }
+)"},
+    {"labels != nullptr on a pointer, labels reached through ->", R"(
+  Output forward(torch::Tensor h, const torch::Tensor *labels) {
+    auto logits = lm_head(h);
+    torch::Tensor loss;
+    if (labels != nullptr)
+      loss = F::cross_entropy(logits.flatten(0, 1), labels->flatten());
+    return {logits, loss};
+  }
+)", Verb::RewritesTo, R"(
+  Output forward(torch::Tensor h, const torch::Tensor *labels) {
+    auto logits = lmfuse::skip_logits() && (labels != nullptr) ? torch::Tensor() : lm_head(h);
+    torch::Tensor loss;
+    if (labels != nullptr)
+      loss = lmfuse::enabled() ? lmfuse::linear_cross_entropy(h, lm_head->weight, lm_head->bias, *labels, lmfuse::LossOptions())
+                               : F::cross_entropy(logits.flatten(0, 1), labels->flatten());
+    return {logits, loss};
+  }
+)"},
+    {"inverted early return, then the loss", R"(
+  Output forward(torch::Tensor h, c10::optional<torch::Tensor> labels) {
+    auto logits = lm_head(h);
+    if (!labels.has_value()) return {logits, {}};
+    auto loss = F::cross_entropy(logits.view({-1, 32}), labels->view(-1));
+    return {logits, loss};
+  }
+)", Verb::RewritesTo, R"(
+  Output forward(torch::Tensor h, c10::optional<torch::Tensor> labels) {
+    auto logits = lmfuse::skip_logits() && labels.has_value() ? torch::Tensor() : lm_head(h);
+    if (!labels.has_value()) return {logits, {}};
+    auto loss = lmfuse::enabled() ? lmfuse::linear_cross_entropy(h, lm_head->weight, lm_head->bias, *labels, lmfuse::LossOptions())
+                                  : F::cross_entropy(logits.view({-1, 32}), labels->view(-1));
+    return {logits, loss};
+  }
+)"},
+    {"labels unwrapped into a local and cast to long", R"(
+  torch::Tensor forward(torch::Tensor h, c10::optional<torch::Tensor> labels) {
+    auto logits = lm_head(h);
+    torch::Tensor loss;
+    if (labels.has_value()) {
+      auto y = *labels;
+      loss = F::cross_entropy(logits.view({-1, 32}), y.view(-1).to(torch::kLong));
+    }
+    return loss;
+  }
+)", Verb::RewritesTo, R"(
+  torch::Tensor forward(torch::Tensor h, c10::optional<torch::Tensor> labels) {
+    auto logits = lmfuse::skip_logits() && labels.has_value() ? torch::Tensor() : lm_head(h);
+    torch::Tensor loss;
+    if (labels.has_value()) {
+      auto y = *labels;
+      loss = lmfuse::enabled() ? lmfuse::linear_cross_entropy(h, lm_head->weight, lm_head->bias, y.to(torch::kLong), lmfuse::LossOptions())
+                               : F::cross_entropy(logits.view({-1, 32}), y.view(-1).to(torch::kLong));
+    }
+    return loss;
+  }
+)"},
+    {"labels->...to(kLong) keeps the cast on the dereferenced labels", R"(
+  torch::Tensor forward(torch::Tensor h, c10::optional<torch::Tensor> labels) {
+    torch::Tensor loss;
+    if (labels.has_value()) {
+      loss = F::cross_entropy(lm_head(h).view({-1, 32}), labels->view(-1).to(torch::kLong));
+    }
+    return loss;
+  }
+)", Verb::RewritesTo, R"(
+  torch::Tensor forward(torch::Tensor h, c10::optional<torch::Tensor> labels) {
+    torch::Tensor loss;
+    if (labels.has_value()) {
+      loss = lmfuse::enabled() ? lmfuse::linear_cross_entropy(h, lm_head->weight, lm_head->bias, (*labels).to(torch::kLong), lmfuse::LossOptions())
+                               : F::cross_entropy(lm_head(h).view({-1, 32}), labels->view(-1).to(torch::kLong));
+    }
+    return loss;
+  }
+)"},
+    {"branch-local namespace alias, label smoothing and sum reduction", R"(
+  torch::Tensor forward(torch::Tensor h, torch::Tensor labels) {
+    auto logits = lm_head(h);
+    torch::Tensor loss;
+    if (labels.defined()) {
+      namespace G = torch::nn::functional;
+      loss = G::cross_entropy(logits.view({-1, 32}), labels.view(-1),
+                              G::CrossEntropyFuncOptions().label_smoothing(0.1).reduction(torch::kSum));
+    }
+    return loss;
+  }
+)", Verb::RewritesTo, R"(
+  torch::Tensor forward(torch::Tensor h, torch::Tensor labels) {
+    auto logits = lmfuse::skip_logits() && labels.defined() ? torch::Tensor() : lm_head(h);
+    torch::Tensor loss;
+    if (labels.defined()) {
+      namespace G = torch::nn::functional;
+      loss = lmfuse::enabled() ? lmfuse::linear_cross_entropy(h, lm_head->weight, lm_head->bias, labels,
+                                   lmfuse::LossOptions().label_smoothing(0.1).reduction(lmfuse::Reduction::Sum))
+                               : G::cross_entropy(logits.view({-1, 32}), labels.view(-1),
+                                   G::CrossEntropyFuncOptions().label_smoothing(0.1).reduction(torch::kSum));
+    }
+    return loss;
+  }
+)"},
+    {"torch::cross_entropy_loss with positional options", R"(
+  torch::Tensor forward(torch::Tensor h, torch::Tensor labels) {
+    auto logits = lm_head(h);
+    torch::Tensor loss;
+    if (labels.defined()) {
+      loss = torch::cross_entropy_loss(logits.view({-1, 32}), labels.view(-1), {}, at::Reduction::Sum, -1);
+    }
+    return loss;
+  }
+)", Verb::RewritesTo, R"(
+  torch::Tensor forward(torch::Tensor h, torch::Tensor labels) {
+    auto logits = lmfuse::skip_logits() && labels.defined() ? torch::Tensor() : lm_head(h);
+    torch::Tensor loss;
+    if (labels.defined()) {
+      loss = lmfuse::enabled() ? lmfuse::linear_cross_entropy(h, lm_head->weight, lm_head->bias, labels,
+                                   lmfuse::LossOptions().ignore_index(-1).reduction(lmfuse::Reduction::Sum))
+                               : torch::cross_entropy_loss(logits.view({-1, 32}), labels.view(-1), {}, at::Reduction::Sum, -1);
+    }
+    return loss;
+  }
+)"},
+    {"at::cross_entropy_loss with defaults, loss returned directly", R"(
+  torch::Tensor forward(torch::Tensor h, torch::Tensor labels) {
+    if (labels.defined())
+      return at::cross_entropy_loss(lm_head(h).view({-1, 32}), labels.view(-1));
+    return {};
+  }
+)", Verb::RewritesTo, R"(
+  torch::Tensor forward(torch::Tensor h, torch::Tensor labels) {
+    if (labels.defined())
+      return lmfuse::enabled() ? lmfuse::linear_cross_entropy(h, lm_head->weight, lm_head->bias, labels, lmfuse::LossOptions())
+                               : at::cross_entropy_loss(lm_head(h).view({-1, 32}), labels.view(-1));
+    return {};
+  }
+)"},
+    {"loss through a using-declaration, in a larger expression", R"(
+  torch::Tensor forward(torch::Tensor h, torch::Tensor labels, double n_items) {
+    using torch::nn::functional::cross_entropy;
+    auto logits = lm_head(h);
+    torch::Tensor loss;
+    if (labels.defined()) {
+      loss = cross_entropy(logits.view({-1, 32}), labels.view(-1),
+                           F::CrossEntropyFuncOptions().reduction(torch::kSum)) / n_items;
+    }
+    return loss;
+  }
+)", Verb::RewritesTo, R"(
+  torch::Tensor forward(torch::Tensor h, torch::Tensor labels, double n_items) {
+    using torch::nn::functional::cross_entropy;
+    auto logits = lmfuse::skip_logits() && labels.defined() ? torch::Tensor() : lm_head(h);
+    torch::Tensor loss;
+    if (labels.defined()) {
+      loss = (lmfuse::enabled() ? lmfuse::linear_cross_entropy(h, lm_head->weight, lm_head->bias, labels,
+                                    lmfuse::LossOptions().reduction(lmfuse::Reduction::Sum))
+                                : cross_entropy(logits.view({-1, 32}), labels.view(-1),
+                                    F::CrossEntropyFuncOptions().reduction(torch::kSum))) / n_items;
+    }
+    return loss;
+  }
+)"},
+    {"rebinding reshape of the logits gets the same condition", R"(
+  torch::Tensor forward(torch::Tensor h, torch::Tensor labels) {
+    auto logits = lm_head(h);
+    torch::Tensor loss;
+    if (labels.defined()) {
+      logits = logits.view({-1, logits.size(-1)});
+      loss = F::cross_entropy(logits, labels.view(-1));
+    }
+    return loss;
+  }
+)", Verb::RewritesTo, R"(
+  torch::Tensor forward(torch::Tensor h, torch::Tensor labels) {
+    auto logits = lmfuse::skip_logits() && labels.defined() ? torch::Tensor() : lm_head(h);
+    torch::Tensor loss;
+    if (labels.defined()) {
+      logits = lmfuse::skip_logits() ? torch::Tensor() : logits.view({-1, logits.size(-1)});
+      loss = lmfuse::enabled() ? lmfuse::linear_cross_entropy(h, lm_head->weight, lm_head->bias, labels, lmfuse::LossOptions())
+                               : F::cross_entropy(logits, labels.view(-1));
+    }
+    return loss;
+  }
+)"},
+    {"const alias of the logits used only by the loss", R"(
+  torch::Tensor forward(torch::Tensor h, torch::Tensor labels) {
+    auto logits = lm_head(h);
+    torch::Tensor loss;
+    if (labels.defined()) {
+      const auto flat = logits.reshape({-1, 32}).contiguous();
+      loss = F::cross_entropy(flat, labels.view(-1));
+    }
+    return loss;
+  }
+)", Verb::RewritesTo, R"(
+  torch::Tensor forward(torch::Tensor h, torch::Tensor labels) {
+    auto logits = lmfuse::skip_logits() && labels.defined() ? torch::Tensor() : lm_head(h);
+    torch::Tensor loss;
+    if (labels.defined()) {
+      const auto flat = lmfuse::skip_logits() ? torch::Tensor() : logits.reshape({-1, 32}).contiguous();
+      loss = lmfuse::enabled() ? lmfuse::linear_cross_entropy(h, lm_head->weight, lm_head->bias, labels, lmfuse::LossOptions())
+                               : F::cross_entropy(flat, labels.view(-1));
+    }
+    return loss;
+  }
+)"},
+    {"HF causal shift maps to the runtime's shift option", R"(
+  torch::Tensor forward(torch::Tensor h, c10::optional<torch::Tensor> labels) {
+    auto logits = lm_head(h);
+    torch::Tensor loss;
+    if (labels.has_value()) {
+      auto shift_logits = logits.slice(1, 0, -1).contiguous();
+      auto shift_labels = labels->slice(1, 1).contiguous();
+      loss = F::cross_entropy(shift_logits.view({-1, 32}), shift_labels.view(-1));
+    }
+    return loss;
+  }
+)", Verb::RewritesTo, R"(
+  torch::Tensor forward(torch::Tensor h, c10::optional<torch::Tensor> labels) {
+    auto logits = lmfuse::skip_logits() && labels.has_value() ? torch::Tensor() : lm_head(h);
+    torch::Tensor loss;
+    if (labels.has_value()) {
+      auto shift_logits = lmfuse::skip_logits() ? torch::Tensor() : logits.slice(1, 0, -1).contiguous();
+      auto shift_labels = labels->slice(1, 1).contiguous();
+      loss = lmfuse::enabled() ? lmfuse::linear_cross_entropy(h, lm_head->weight, lm_head->bias, *labels,
+                                                              lmfuse::LossOptions().shift(true))
+                               : F::cross_entropy(shift_logits.view({-1, 32}), shift_labels.view(-1));
+    }
+    return loss;
+  }
+)"},
+    {"tied embeddings: functional linear without bias", R"(
+  torch::Tensor forward(torch::Tensor h, torch::Tensor labels) {
+    auto logits = F::linear(h, wte->weight);
+    torch::Tensor loss;
+    if (labels.defined())
+      loss = F::cross_entropy(logits.view({-1, 32}), labels.view(-1));
+    return loss;
+  }
+)", Verb::RewritesTo, R"(
+  torch::Tensor forward(torch::Tensor h, torch::Tensor labels) {
+    auto logits = lmfuse::skip_logits() && labels.defined() ? torch::Tensor() : F::linear(h, wte->weight);
+    torch::Tensor loss;
+    if (labels.defined())
+      loss = lmfuse::enabled() ? lmfuse::linear_cross_entropy(h, wte->weight, torch::Tensor(), labels, lmfuse::LossOptions())
+                               : F::cross_entropy(logits.view({-1, 32}), labels.view(-1));
+    return loss;
+  }
+)"},
+    {"functional linear with a bias, torch::linear spelling", R"(
+  torch::Tensor forward(torch::Tensor h, torch::Tensor w, torch::Tensor b, torch::Tensor labels) {
+    auto logits = torch::linear(h, w, b);
+    torch::Tensor loss;
+    if (labels.defined())
+      loss = F::cross_entropy(logits.view({-1, 32}), labels.view(-1));
+    return loss;
+  }
+)", Verb::RewritesTo, R"(
+  torch::Tensor forward(torch::Tensor h, torch::Tensor w, torch::Tensor b, torch::Tensor labels) {
+    auto logits = lmfuse::skip_logits() && labels.defined() ? torch::Tensor() : torch::linear(h, w, b);
+    torch::Tensor loss;
+    if (labels.defined())
+      loss = lmfuse::enabled() ? lmfuse::linear_cross_entropy(h, w, b, labels, lmfuse::LossOptions())
+                               : F::cross_entropy(logits.view({-1, 32}), labels.view(-1));
+    return loss;
+  }
+)"},
+    {"head input computed inline is hoisted, never evaluated twice", R"(
+  torch::Tensor forward(torch::Tensor x, torch::Tensor labels) {
+    auto logits = lm_head(ln_f(x));
+    torch::Tensor loss;
+    if (labels.defined())
+      loss = F::cross_entropy(logits.view({-1, 32}), labels.view(-1));
+    return loss;
+  }
+)", Verb::RewritesTo, R"(
+  torch::Tensor forward(torch::Tensor x, torch::Tensor labels) {
+    auto lmfuse_hidden = ln_f(x);
+    auto logits = lmfuse::skip_logits() && labels.defined() ? torch::Tensor() : lm_head(lmfuse_hidden);
+    torch::Tensor loss;
+    if (labels.defined())
+      loss = lmfuse::enabled() ? lmfuse::linear_cross_entropy(lmfuse_hidden, lm_head->weight, lm_head->bias, labels, lmfuse::LossOptions())
+                               : F::cross_entropy(logits.view({-1, 32}), labels.view(-1));
+    return loss;
+  }
+)"},
+    {"head input changed after the head is hoisted", R"(
+  torch::Tensor forward(torch::Tensor x, torch::Tensor labels) {
+    auto logits = lm_head(x);
+    x = x * 2.0;
+    torch::Tensor loss;
+    if (labels.defined())
+      loss = F::cross_entropy(logits.view({-1, 32}), labels.view(-1));
+    return loss;
+  }
+)", Verb::RewritesTo, R"(
+  torch::Tensor forward(torch::Tensor x, torch::Tensor labels) {
+    auto lmfuse_hidden = x;
+    auto logits = lmfuse::skip_logits() && labels.defined() ? torch::Tensor() : lm_head(lmfuse_hidden);
+    x = x * 2.0;
+    torch::Tensor loss;
+    if (labels.defined())
+      loss = lmfuse::enabled() ? lmfuse::linear_cross_entropy(lmfuse_hidden, lm_head->weight, lm_head->bias, labels, lmfuse::LossOptions())
+                               : F::cross_entropy(logits.view({-1, 32}), labels.view(-1));
+    return loss;
+  }
+)"},
+    {"pad id known only at run time is passed through as written", R"(
+  torch::Tensor forward(torch::Tensor h, torch::Tensor labels) {
+    auto logits = lm_head(h);
+    torch::Tensor loss;
+    if (labels.defined())
+      loss = F::cross_entropy(logits.view({-1, 32}), labels.view(-1),
+                              F::CrossEntropyFuncOptions().ignore_index(pad_id_));
+    return loss;
+  }
+)", Verb::RewritesTo, R"(
+  torch::Tensor forward(torch::Tensor h, torch::Tensor labels) {
+    auto logits = lmfuse::skip_logits() && labels.defined() ? torch::Tensor() : lm_head(h);
+    torch::Tensor loss;
+    if (labels.defined())
+      loss = lmfuse::enabled() ? lmfuse::linear_cross_entropy(h, lm_head->weight, lm_head->bias, labels,
+                                                              lmfuse::LossOptions().ignore_index(pad_id_))
+                               : F::cross_entropy(logits.view({-1, 32}), labels.view(-1),
+                                                  F::CrossEntropyFuncOptions().ignore_index(pad_id_));
+    return loss;
+  }
+)"},
+    {"options held in a local, constant pad id", R"(
+  torch::Tensor forward(torch::Tensor h, torch::Tensor labels) {
+    constexpr int64_t kPad = 50256;
+    auto logits = lm_head(h);
+    torch::Tensor loss;
+    if (labels.defined()) {
+      auto options = F::CrossEntropyFuncOptions().ignore_index(kPad);
+      loss = F::cross_entropy(logits.view({-1, 32}), labels.view(-1), options);
+    }
+    return loss;
+  }
+)", Verb::RewritesTo, R"(
+  torch::Tensor forward(torch::Tensor h, torch::Tensor labels) {
+    constexpr int64_t kPad = 50256;
+    auto logits = lmfuse::skip_logits() && labels.defined() ? torch::Tensor() : lm_head(h);
+    torch::Tensor loss;
+    if (labels.defined()) {
+      auto options = F::CrossEntropyFuncOptions().ignore_index(kPad);
+      loss = lmfuse::enabled() ? lmfuse::linear_cross_entropy(h, lm_head->weight, lm_head->bias, labels,
+                                                              lmfuse::LossOptions().ignore_index(kPad))
+                               : F::cross_entropy(logits.view({-1, 32}), labels.view(-1), options);
+    }
+    return loss;
+  }
+)"},
+    {"upcast logits: the fused result gets the same cast", R"(
+  torch::Tensor forward(torch::Tensor h, torch::Tensor labels) {
+    auto logits = lm_head(h);
+    torch::Tensor loss;
+    if (labels.defined())
+      loss = F::cross_entropy(logits.to(torch::kFloat).view({-1, 32}), labels.view(-1));
+    return loss;
+  }
+)", Verb::RewritesTo, R"(
+  torch::Tensor forward(torch::Tensor h, torch::Tensor labels) {
+    auto logits = lmfuse::skip_logits() && labels.defined() ? torch::Tensor() : lm_head(h);
+    torch::Tensor loss;
+    if (labels.defined())
+      loss = lmfuse::enabled() ? lmfuse::linear_cross_entropy(h, lm_head->weight, lm_head->bias, labels, lmfuse::LossOptions()).to(torch::kFloat)
+                               : F::cross_entropy(logits.to(torch::kFloat).view({-1, 32}), labels.view(-1));
+    return loss;
+  }
+)"},
+    {"local Linear of any name, no guard (training-only function)", R"(
+  torch::Tensor train_step(torch::Tensor h, torch::Tensor y) {
+    torch::nn::Linear unembedding(64, 32);
+    auto out = unembedding(h);
+    return F::cross_entropy(out.view({-1, 32}), y.view(-1));
+  }
+)", Verb::RewritesTo, R"(
+  torch::Tensor train_step(torch::Tensor h, torch::Tensor y) {
+    torch::nn::Linear unembedding(64, 32);
+    auto out = lmfuse::skip_logits() ? torch::Tensor() : unembedding(h);
+    return lmfuse::enabled() ? lmfuse::linear_cross_entropy(h, unembedding->weight, unembedding->bias, y, lmfuse::LossOptions())
+                             : F::cross_entropy(out.view({-1, 32}), y.view(-1));
+  }
+)"},
+    {"std-style optional under the torch:: name, != nullopt guard", R"(
+  torch::Tensor forward(torch::Tensor h, torch::optional<torch::Tensor> labels) {
+    auto logits = lm_head->forward(h);
+    torch::Tensor loss;
+    if (labels != c10::nullopt) {
+      loss = F::cross_entropy(logits.view({-1, 32}), labels->view(-1));
+    }
+    return loss;
+  }
+)", Verb::RewritesTo, R"(
+  torch::Tensor forward(torch::Tensor h, torch::optional<torch::Tensor> labels) {
+    auto logits = lmfuse::skip_logits() && (labels != c10::nullopt) ? torch::Tensor() : lm_head->forward(h);
+    torch::Tensor loss;
+    if (labels != c10::nullopt) {
+      loss = lmfuse::enabled() ? lmfuse::linear_cross_entropy(h, lm_head->weight, lm_head->bias, *labels, lmfuse::LossOptions())
+                               : F::cross_entropy(logits.view({-1, 32}), labels->view(-1));
+    }
+    return loss;
+  }
+)"},
+
+    // ---- refused: logits-rebound ----------------------------------------------------------------
+    {"logits scaled after the head", R"(
+  torch::Tensor forward(torch::Tensor h, torch::Tensor labels) {
+    auto logits = lm_head(h);
+    logits = logits * 0.5;
+    torch::Tensor loss;
+    if (labels.defined()) loss = F::cross_entropy(logits.view({-1, 32}), labels.view(-1));
+    return loss;
+  }
+)", Verb::RefusesWith, "logits-rebound"},
+    {"logits scaled in place", R"(
+  torch::Tensor forward(torch::Tensor h, torch::Tensor labels) {
+    auto logits = lm_head(h);
+    logits.mul_(0.5);
+    torch::Tensor loss;
+    if (labels.defined()) loss = F::cross_entropy(logits.view({-1, 32}), labels.view(-1));
+    return loss;
+  }
+)", Verb::RefusesWith, "logits-rebound"},
+    {"logits divided inline in the loss", R"(
+  torch::Tensor forward(torch::Tensor h, torch::Tensor labels) {
+    auto logits = lm_head(h);
+    torch::Tensor loss;
+    if (labels.defined()) loss = F::cross_entropy(logits.view({-1, 32}) / 2.0, labels.view(-1));
+    return loss;
+  }
+)", Verb::RefusesWith, "logits-rebound"},
+
+    // ---- refused: logits-softcapped -------------------------------------------------------------
+    {"Gemma softcap between head and loss", R"(
+  torch::Tensor forward(torch::Tensor h, torch::Tensor labels) {
+    auto logits = lm_head(h);
+    logits = torch::tanh(logits / 30.0) * 30.0;
+    torch::Tensor loss;
+    if (labels.defined()) loss = F::cross_entropy(logits.view({-1, 32}), labels.view(-1));
+    return loss;
+  }
+)", Verb::RefusesWith, "logits-softcapped"},
+    {"softcap takes precedence over a rebinding before it", R"(
+  torch::Tensor forward(torch::Tensor h, torch::Tensor labels) {
+    auto logits = lm_head(h);
+    logits = logits * 2.0;
+    logits.tanh_();
+    torch::Tensor loss;
+    if (labels.defined()) loss = F::cross_entropy(logits.view({-1, 32}), labels.view(-1));
+    return loss;
+  }
+)", Verb::RefusesWith, "logits-softcapped"},
+    {"softcap inline in the loss", R"(
+  torch::Tensor forward(torch::Tensor h, torch::Tensor labels) {
+    torch::Tensor loss;
+    if (labels.defined()) loss = F::cross_entropy(lm_head(h).tanh().view({-1, 32}), labels.view(-1));
+    return loss;
+  }
+)", Verb::RefusesWith, "logits-softcapped"},
+
+    // ---- refused: head-wrapped ------------------------------------------------------------------
+    {"head call scaled", R"(
+  torch::Tensor forward(torch::Tensor h, torch::Tensor labels) {
+    auto logits = lm_head(h) * 0.5;
+    torch::Tensor loss;
+    if (labels.defined()) loss = F::cross_entropy(logits.view({-1, 32}), labels.view(-1));
+    return loss;
+  }
+)", Verb::RefusesWith, "head-wrapped"},
+    {"head call plus a tensor, inline in the loss", R"(
+  torch::Tensor forward(torch::Tensor h, torch::Tensor labels, torch::Tensor prior) {
+    torch::Tensor loss;
+    if (labels.defined()) loss = F::cross_entropy(lm_head(h) + prior, labels.view(-1));
+    return loss;
+  }
+)", Verb::RefusesWith, "head-wrapped"},
+
+    // ---- refused: head-not-linear ---------------------------------------------------------------
+    {"Sequential head", R"(
+  torch::Tensor forward(torch::Tensor h, torch::Tensor labels) {
+    auto logits = mlp->forward(h);
+    torch::Tensor loss;
+    if (labels.defined()) loss = F::cross_entropy(logits.view({-1, 32}), labels.view(-1));
+    return loss;
+  }
+)", Verb::RefusesWith, "head-not-linear"},
+    {"user module, even when named lm_head", R"(
+  torch::Tensor forward(torch::Tensor h, torch::Tensor labels) {
+    auto &lm_head = custom_head;
+    auto logits = lm_head(h);
+    torch::Tensor loss;
+    if (labels.defined()) loss = F::cross_entropy(logits.view({-1, 32}), labels.view(-1));
+    return loss;
+  }
+)", Verb::RefusesWith, "head-not-linear"},
+    {"embedding output", R"(
+  torch::Tensor forward(torch::Tensor ids, torch::Tensor labels) {
+    auto logits = wte(ids);
+    torch::Tensor loss;
+    if (labels.defined()) loss = F::cross_entropy(logits.view({-1, 32}), labels.view(-1));
+    return loss;
+  }
+)", Verb::RefusesWith, "head-not-linear"},
+    {"log_softmax applied to the head", R"(
+  torch::Tensor forward(torch::Tensor h, torch::Tensor labels) {
+    auto logits = torch::log_softmax(lm_head(h), -1);
+    torch::Tensor loss;
+    if (labels.defined()) loss = F::cross_entropy(logits.view({-1, 32}), labels.view(-1));
+    return loss;
+  }
+)", Verb::RefusesWith, "head-not-linear"},
+    {"a home-made nn::Linear is not torch::nn::Linear", R"(
+  torch::Tensor forward(torch::Tensor h, torch::Tensor labels) {
+    auto logits = homemade(h);
+    torch::Tensor loss;
+    if (labels.defined()) loss = F::cross_entropy(logits.view({-1, 32}), labels.view(-1));
+    return loss;
+  }
+)", Verb::RefusesWith, "head-not-linear"},
+
+    // ---- refused: logits-indexed ----------------------------------------------------------------
+    {"padded-vocabulary slice", R"(
+  torch::Tensor forward(torch::Tensor h, torch::Tensor labels) {
+    auto logits = lm_head(h).slice(-1, 0, 30);
+    torch::Tensor loss;
+    if (labels.defined()) loss = F::cross_entropy(logits.view({-1, 30}), labels.view(-1));
+    return loss;
+  }
+)", Verb::RefusesWith, "logits-indexed"},
+    {"logits shifted without the labels", R"(
+  torch::Tensor forward(torch::Tensor h, torch::Tensor labels) {
+    auto logits = lm_head(h);
+    torch::Tensor loss;
+    if (labels.defined()) loss = F::cross_entropy(logits.slice(1, 0, -1).reshape({-1, 32}), labels.view(-1));
+    return loss;
+  }
+)", Verb::RefusesWith, "logits-indexed"},
+    {"last position selected with narrow", R"(
+  torch::Tensor forward(torch::Tensor h, torch::Tensor labels) {
+    auto logits = lm_head(h);
+    torch::Tensor loss;
+    if (labels.defined()) loss = F::cross_entropy(logits.narrow(1, 0, 4).reshape({-1, 32}), labels.view(-1));
+    return loss;
+  }
+)", Verb::RefusesWith, "logits-indexed"},
+
+    // ---- refused: logits-used-elsewhere ---------------------------------------------------------
+    {"probabilities computed from the logits before the loss", R"(
+  torch::Tensor forward(torch::Tensor h, torch::Tensor labels) {
+    auto logits = lm_head(h);
+    auto probs = logits.softmax(-1);
+    torch::Tensor loss;
+    if (labels.defined()) loss = F::cross_entropy(logits.view({-1, 32}), labels.view(-1));
+    return loss + probs;
+  }
+)", Verb::RefusesWith, "logits-used-elsewhere"},
+    {"logits stored in a member after the loss", R"(
+  torch::Tensor forward(torch::Tensor h, torch::Tensor labels) {
+    auto logits = lm_head(h);
+    torch::Tensor loss;
+    if (labels.defined()) loss = F::cross_entropy(logits.view({-1, 32}), labels.view(-1));
+    last_logits = logits.detach();
+    return loss;
+  }
+)", Verb::RefusesWith, "logits-used-elsewhere"},
+    {"two losses read the same logits", R"(
+  torch::Tensor forward(torch::Tensor h, torch::Tensor labels) {
+    auto logits = lm_head(h);
+    torch::Tensor loss;
+    if (labels.defined()) loss = F::cross_entropy(logits.view({-1, 32}), labels.view(-1));
+    return loss + mine::cross_entropy(logits, labels);
+  }
+)", Verb::RefusesWith, "logits-used-elsewhere"},
+
+    // ---- refused: labels-branch-nontrivial ------------------------------------------------------
+    {"accuracy computed in the labels branch", R"(
+  torch::Tensor forward(torch::Tensor h, torch::Tensor labels) {
+    auto x = h;
+    torch::Tensor loss, accuracy;
+    if (labels.defined()) {
+      auto logits = lm_head(x);
+      loss = F::cross_entropy(logits.view({-1, 32}), labels.view(-1));
+      accuracy = (x == labels).mean();
+    }
+    return loss + accuracy;
+  }
+)", Verb::RefusesWith, "labels-branch-nontrivial"},
+    {"auxiliary loss in the labels branch", R"(
+  torch::Tensor forward(torch::Tensor h, c10::optional<torch::Tensor> labels, torch::Tensor router) {
+    auto logits = lm_head(h);
+    torch::Tensor loss, aux;
+    if (labels) {
+      aux = router.mean();
+      loss = F::cross_entropy(logits.view({-1, 32}), labels->view(-1));
+    }
+    return loss + aux;
+  }
+)", Verb::RefusesWith, "labels-branch-nontrivial"},
+
+    // ---- refused: labels-mismatch ---------------------------------------------------------------
+    {"target is not the guarded labels", R"(
+  torch::Tensor forward(torch::Tensor h, c10::optional<torch::Tensor> labels, torch::Tensor other) {
+    auto logits = lm_head(h);
+    torch::Tensor loss;
+    if (labels.has_value()) loss = F::cross_entropy(logits.view({-1, 32}), other.view(-1));
+    return loss;
+  }
+)", Verb::RefusesWith, "labels-mismatch"},
+    {"target computed from something else", R"(
+  torch::Tensor forward(torch::Tensor h, torch::Tensor labels) {
+    auto logits = lm_head(h);
+    torch::Tensor loss;
+    if (labels.defined()) loss = F::cross_entropy(logits.view({-1, 32}), (labels + labels).view(-1));
+    return loss;
+  }
+)", Verb::RefusesWith, "labels-mismatch"},
+
+    // ---- refused: loss-unsupported --------------------------------------------------------------
+    {"class weights", R"(
+  torch::Tensor forward(torch::Tensor h, torch::Tensor labels) {
+    auto logits = lm_head(h);
+    torch::Tensor loss;
+    if (labels.defined())
+      loss = F::cross_entropy(logits.view({-1, 32}), labels.view(-1), F::CrossEntropyFuncOptions().weight(class_weights));
+    return loss;
+  }
+)", Verb::RefusesWith, "loss-unsupported"},
+    {"reduction none", R"(
+  torch::Tensor forward(torch::Tensor h, torch::Tensor labels) {
+    auto logits = lm_head(h);
+    torch::Tensor loss;
+    if (labels.defined())
+      loss = F::cross_entropy(logits.view({-1, 32}), labels.view(-1), F::CrossEntropyFuncOptions().reduction(torch::kNone));
+    return loss;
+  }
+)", Verb::RefusesWith, "loss-unsupported"},
+    {"positional class weights", R"(
+  torch::Tensor forward(torch::Tensor h, torch::Tensor labels) {
+    auto logits = lm_head(h);
+    torch::Tensor loss;
+    if (labels.defined()) loss = at::cross_entropy_loss(logits.view({-1, 32}), labels.view(-1), class_weights);
+    return loss;
+  }
+)", Verb::RefusesWith, "loss-unsupported"},
+
+    // ---- refused: in-macro ----------------------------------------------------------------------
+    {"loss spelled by a macro", R"(
+#define LM_LOSS(a, b) F::cross_entropy(a, b)
+  torch::Tensor forward(torch::Tensor h, torch::Tensor labels) {
+    auto logits = lm_head(h);
+    torch::Tensor loss;
+    if (labels.defined()) loss = LM_LOSS(logits.view({-1, 32}), labels.view(-1));
+    return loss;
+  }
+)", Verb::RefusesWith, "in-macro"},
+    {"head spelled by a macro", R"(
+#define HEAD(x) lm_head(x)
+  torch::Tensor forward(torch::Tensor h, torch::Tensor labels) {
+    auto logits = HEAD(h);
+    torch::Tensor loss;
+    if (labels.defined()) loss = F::cross_entropy(logits.view({-1, 32}), labels.view(-1));
+    return loss;
+  }
+)", Verb::RefusesWith, "in-macro"},
+
+    // ---- not candidates -------------------------------------------------------------------------
+    {"a cross_entropy of another namespace is not a candidate", R"(
+  torch::Tensor forward(torch::Tensor h, torch::Tensor labels) {
+    auto logits = lm_head(h);
+    torch::Tensor loss;
+    if (labels.defined()) loss = mine::cross_entropy(logits.view({-1, 32}), labels.view(-1));
+    return loss;
+  }
+)", Verb::LeavesUnchanged, ""},
+    {"a model without a loss is not a candidate", R"(
+  torch::Tensor forward(torch::Tensor h) { return lm_head(h); }
+)", Verb::LeavesUnchanged, ""},
+
+    // ---- suppressed -----------------------------------------------------------------------------
+    {"NOLINT(lmfuse) on the head line", R"(
+  torch::Tensor forward(torch::Tensor h, torch::Tensor labels) {
+    auto logits = lm_head(h);  // NOLINT(lmfuse)
+    torch::Tensor loss;
+    if (labels.defined()) loss = F::cross_entropy(logits.view({-1, 32}), labels.view(-1));
+    return loss;
+  }
+)", Verb::Suppresses, ""},
+    {"NOLINTBEGIN/END(lmfuse) around the method", R"(
+  // NOLINTBEGIN(bugprone-*, lmfuse)
+  torch::Tensor forward(torch::Tensor h, torch::Tensor labels) {
+    auto logits = lm_head(h);
+    torch::Tensor loss;
+    if (labels.defined()) loss = F::cross_entropy(logits.view({-1, 32}), labels.view(-1));
+    return loss;
+  }
+  // NOLINTEND(bugprone-*, lmfuse)
+)", Verb::Suppresses, ""},
+};
+
+std::string describeSites(const RewriteResult &Result) {
+  std::string Text;
+  for (const SiteRecord &Site : Result.Sites)
+    Text += std::to_string(Site.Line) + ": " + statusName(Site.Status).str() + " " + reasonCode(Site.Reason).str() +
+            " - " + Site.Detail + "\n";
+  return Text;
+}
+
+}  // namespace
+
+TEST_CASE("rewriter cases", "[rewriter]") {
+  for (const Case &Item : Cases) {
+    DYNAMIC_SECTION(Item.Name) {
+      const std::string Before = source(Item.Before, false);
+      RewriteResult Result = rewriteWithStubs(Before);
+      INFO("diagnostics:\n" << Result.Diagnostics << "sites:\n" << describeSites(Result));
+      REQUIRE(Result.Parsed);
+      switch (Item.Kind) {
+      case Verb::RewritesTo: {
+        REQUIRE(Result.Sites.size() == 1);
+        CHECK(Result.Sites[0].Status == SiteStatus::Patched);
+        CHECK(Result.Sites[0].Options.has_value());
+        const std::string Expected = source(Item.Expected, true);
+        INFO("rewritten:\n" << Result.Code);
+        CHECK(normalizeWhitespace(Result.Code) == normalizeWhitespace(Expected));
+        // The output compiles against the agreed declarations, and a second run changes nothing.
+        RewriteResult Again = rewriteWithStubs(Result.Code);
+        INFO("second run diagnostics:\n" << Again.Diagnostics << "sites:\n" << describeSites(Again));
+        REQUIRE(Again.Parsed);
+        CHECK(Again.Code == Result.Code);
+        REQUIRE(Again.Sites.size() == 1);
+        CHECK(Again.Sites[0].Status == SiteStatus::AlreadyPatched);
+        break;
+      }
+      case Verb::RefusesWith: {
+        REQUIRE(Result.Sites.size() == 1);
+        CHECK(Result.Sites[0].Status == SiteStatus::Unmatched);
+        CHECK(reasonCode(Result.Sites[0].Reason) == Item.Expected);
+        CHECK(llvm::StringRef(Result.Sites[0].Detail).starts_with("line "));
+        CHECK(Result.Code == Before);
+        break;
+      }
+      case Verb::LeavesUnchanged:
+        CHECK(Result.Sites.empty());
+        CHECK(Result.Code == Before);
+        break;
+      case Verb::Suppresses:
+        REQUIRE(Result.Sites.size() == 1);
+        CHECK(Result.Sites[0].Status == SiteStatus::Suppressed);
+        CHECK(Result.Code == Before);
+        break;
+      }
+    }
+  }
+}
+
+TEST_CASE("every refusal reason has at least two cases", "[rewriter]") {
+  std::map<std::string, int> Counts;
+  for (const Case &Item : Cases)
+    if (Item.Kind == Verb::RefusesWith)
+      ++Counts[Item.Expected];
+  for (ReasonKind Reason : {ReasonKind::LogitsRebound, ReasonKind::LogitsSoftcapped, ReasonKind::HeadWrapped,
+                            ReasonKind::HeadNotLinear, ReasonKind::LogitsIndexed, ReasonKind::LogitsUsedElsewhere,
+                            ReasonKind::LabelsBranchNontrivial, ReasonKind::LabelsMismatch,
+                            ReasonKind::LossUnsupported, ReasonKind::InMacro}) {
+    INFO(reasonCode(Reason).str());
+    CHECK(Counts[reasonCode(Reason).str()] >= 2);
+  }
+}

@@ -1,0 +1,188 @@
+// A few LibTorch declarations, shaped like the real ones where the rewriter looks (namespaces,
+// ModuleHolder<LinearImpl>, options setters, default arguments), so unit cases parse in
+// milliseconds. Not a LibTorch: nothing here is ever run.
+#pragma once
+
+#include <cstdint>
+#include <initializer_list>
+
+namespace c10 {
+struct nullopt_t {
+  constexpr explicit nullopt_t(int) {}
+};
+constexpr nullopt_t nullopt{0};
+template <class T> class optional {
+public:
+  optional() = default;
+  optional(nullopt_t) {}
+  optional(const T &Value) : value_(Value), has_(true) {}
+  bool has_value() const { return has_; }
+  explicit operator bool() const { return has_; }
+  const T &operator*() const { return value_; }
+  const T *operator->() const { return &value_; }
+  const T &value() const { return value_; }
+
+private:
+  T value_{};
+  bool has_ = false;
+};
+template <class T> bool operator==(const optional<T> &value, nullopt_t) { return !value.has_value(); }
+template <class T> bool operator!=(const optional<T> &value, nullopt_t) { return value.has_value(); }
+enum class ScalarType { Long, Int, Float, Double, Half, BFloat16 };
+constexpr auto kLong = ScalarType::Long;
+constexpr auto kInt64 = ScalarType::Long;
+constexpr auto kInt = ScalarType::Int;
+constexpr auto kFloat = ScalarType::Float;
+constexpr auto kFloat32 = ScalarType::Float;
+constexpr auto kDouble = ScalarType::Double;
+constexpr auto kHalf = ScalarType::Half;
+constexpr auto kBFloat16 = ScalarType::BFloat16;
+class IntArrayRef {
+public:
+  IntArrayRef(int64_t single) {}
+  IntArrayRef(std::initializer_list<int64_t> values) {}
+};
+}  // namespace c10
+
+namespace at {
+using namespace c10;
+class Tensor {
+public:
+  Tensor() = default;
+  bool defined() const;
+  int64_t size(int64_t dim) const;
+  int64_t dim() const;
+  Tensor view(IntArrayRef shape) const;
+  Tensor reshape(IntArrayRef shape) const;
+  Tensor flatten(int64_t start_dim = 0, int64_t end_dim = -1) const;
+  Tensor contiguous() const;
+  Tensor to(ScalarType type) const;
+  Tensor slice(int64_t dim = 0, optional<int64_t> start = nullopt, optional<int64_t> end = nullopt,
+               int64_t step = 1) const;
+  Tensor narrow(int64_t dim, int64_t start, int64_t length) const;
+  Tensor select(int64_t dim, int64_t index) const;
+  Tensor operator[](int64_t index) const;
+  Tensor tanh() const;
+  Tensor &tanh_();
+  Tensor &mul_(double value);
+  Tensor &div_(double value);
+  Tensor softmax(int64_t dim) const;
+  Tensor log_softmax(int64_t dim) const;
+  Tensor argmax(int64_t dim) const;
+  Tensor mean() const;
+  Tensor detach() const;
+  double item() const;
+  Tensor operator*(double value) const;
+  Tensor operator/(double value) const;
+  Tensor operator+(const Tensor &other) const;
+  Tensor operator*(const Tensor &other) const;
+  Tensor operator==(const Tensor &other) const;
+};
+namespace Reduction {
+enum Reduction { None, Mean, Sum, END };
+}
+Tensor tanh(const Tensor &self);
+Tensor log_softmax(const Tensor &self, int64_t dim);
+Tensor linear(const Tensor &input, const Tensor &weight, const optional<Tensor> &bias = {});
+Tensor cross_entropy_loss(const Tensor &self, const Tensor &target, const optional<Tensor> &weight = {},
+                          int64_t reduction = Reduction::Mean, int64_t ignore_index = -100,
+                          double label_smoothing = 0.0);
+Tensor zeros(IntArrayRef shape);
+}  // namespace at
+
+namespace torch {
+using namespace at;
+using c10::nullopt;
+using c10::optional;
+
+namespace enumtype {
+struct kNone {};
+struct kMean {};
+struct kSum {};
+}  // namespace enumtype
+extern const enumtype::kNone kNone;
+extern const enumtype::kMean kMean;
+extern const enumtype::kSum kSum;
+
+namespace nn {
+class Module {
+public:
+  virtual ~Module() = default;
+  template <class M> M register_module(const char *name, M module) { return module; }
+};
+
+template <class Contained> class ModuleHolder {
+public:
+  ModuleHolder(decltype(nullptr)) {}
+  template <class... Args> explicit ModuleHolder(Args &&...args) : impl_(new Contained(args...)) {}
+  Contained *operator->() const { return impl_; }
+  template <class... Args> Tensor operator()(Args &&...args) { return impl_->forward(args...); }
+
+private:
+  Contained *impl_ = nullptr;
+};
+
+#define TORCH_MODULE(Name)                                                                             \
+  class Name : public torch::nn::ModuleHolder<Name##Impl> {                                            \
+  public:                                                                                              \
+    using torch::nn::ModuleHolder<Name##Impl>::ModuleHolder;                                           \
+  }
+
+struct LinearOptions {
+  LinearOptions(int64_t in, int64_t out) {}
+  LinearOptions &bias(bool value) { return *this; }
+};
+class LinearImpl : public Module {
+public:
+  LinearImpl(int64_t in, int64_t out) {}
+  explicit LinearImpl(const LinearOptions &options) {}
+  Tensor forward(const Tensor &input);
+  Tensor weight;
+  Tensor bias;
+};
+TORCH_MODULE(Linear);
+
+class EmbeddingImpl : public Module {
+public:
+  EmbeddingImpl(int64_t count, int64_t dim) {}
+  Tensor forward(const Tensor &indices);
+  Tensor weight;
+};
+TORCH_MODULE(Embedding);
+
+class LayerNormImpl : public Module {
+public:
+  explicit LayerNormImpl(IntArrayRef shape) {}
+  Tensor forward(const Tensor &input);
+};
+TORCH_MODULE(LayerNorm);
+
+class SequentialImpl : public Module {
+public:
+  template <class... Modules> explicit SequentialImpl(Modules &&...modules) {}
+  Tensor forward(const Tensor &input);
+};
+TORCH_MODULE(Sequential);
+
+class ReductionOption {
+public:
+  ReductionOption(enumtype::kNone) {}
+  ReductionOption(enumtype::kMean) {}
+  ReductionOption(enumtype::kSum) {}
+};
+
+struct CrossEntropyLossOptions {
+  CrossEntropyLossOptions &weight(const Tensor &value) { return *this; }
+  CrossEntropyLossOptions &ignore_index(int64_t value) { return *this; }
+  CrossEntropyLossOptions &reduction(const ReductionOption &value) { return *this; }
+  CrossEntropyLossOptions &label_smoothing(double value) { return *this; }
+};
+
+namespace functional {
+using CrossEntropyFuncOptions = CrossEntropyLossOptions;
+Tensor cross_entropy(const Tensor &input, const Tensor &target, const CrossEntropyFuncOptions &options = {});
+Tensor linear(const Tensor &input, const Tensor &weight, const Tensor &bias = {});
+Tensor gelu(const Tensor &input);
+}  // namespace functional
+}  // namespace nn
+}  // namespace torch
