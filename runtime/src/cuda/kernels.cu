@@ -121,30 +121,44 @@ __device__ __forceinline__ float biasAt(const RowParams& p, int64_t column) {
   return p.bias ? toFloat(static_cast<const T*>(p.bias)[column]) : 0.0f;
 }
 
+// Rows start on 16-byte boundaries (the buffers' leading dimensions are padded), so whole vectors are
+// stored and only the tail of a row goes element by element.
 template <typename T>
 __device__ void zeroRow(T* row, int64_t columns) {
-  for (int64_t c = threadIdx.x; c < columns; c += blockDim.x) row[c] = fromFloat<T>(0.0f);
+  using V = Vec<T>;
+  const int64_t vectors = columns / V::kSize;
+  for (int64_t k = threadIdx.x; k < vectors; k += blockDim.x) reinterpret_cast<uint4*>(row)[k] = make_uint4(0, 0, 0, 0);
+  for (int64_t c = vectors * V::kSize + threadIdx.x; c < columns; c += blockDim.x) row[c] = fromFloat<T>(0.0f);
 }
 
-// Overwrites one row (columns [columnBegin, columnBegin + columns) of the vocabulary) with dx.
+// Overwrites one row (columns [columnBegin, columnBegin + columns) of the vocabulary) with
+//   dx = g · dz/dx · ((1 + 2·z_loss·lse)·exp(z − lse) − ε/V − (1 − ε)·[column = target])
+// (logit_gradient of loss_math.h, written out so the exponential is the fast __expf: this loop is the
+// bandwidth-bound part of the backward pass and its accuracy need is the dtype's, fp32 at most).
 template <typename T>
 __device__ void gradientRow(T* row, const RowParams& p, float lse, int64_t target, float g) {
   using V = Vec<T>;
   const LossParams<float> lp = lossParams(p);
-  auto dx = [&](float raw, int64_t column) {
-    const float z = transform_logit(raw + biasAt<T>(p, column), lp);
-    return logit_gradient(z, column == target, lse, lp) * transform_derivative_at(z, lp) * g;
+  const float a = 1.0f + 2.0f * p.zLoss * lse;
+  const float uniform = p.smoothing / float(p.vocab);
+  const float hit = 1.0f - p.smoothing;
+  const int32_t localTarget = int32_t(target - p.columnBegin);  // may fall outside this slice
+  const T* bias = p.bias ? static_cast<const T*>(p.bias) + p.columnBegin : nullptr;
+  auto dx = [&](float raw, int32_t column) {
+    const float z = transform_logit(raw + (bias ? toFloat(bias[column]) : 0.0f), lp);
+    const float dz = a * __expf(z - lse) - uniform - (column == localTarget ? hit : 0.0f);
+    return dz * transform_derivative_at(z, lp) * g;
   };
-  const int64_t vectors = p.columns / V::kSize;
-  for (int64_t k = threadIdx.x; k < vectors; k += blockDim.x) {
+  const int32_t columns = int32_t(p.columns);
+  const int32_t vectors = columns / V::kSize;
+  for (int32_t k = threadIdx.x; k < vectors; k += blockDim.x) {
     V in = reinterpret_cast<const V*>(row)[k], out;
 #pragma unroll
-    for (int e = 0; e < V::kSize; ++e)
-      out.v[e] = fromFloat<T>(dx(toFloat(in.v[e]), p.columnBegin + k * V::kSize + e));
+    for (int e = 0; e < V::kSize; ++e) out.v[e] = fromFloat<T>(dx(toFloat(in.v[e]), k * V::kSize + e));
     reinterpret_cast<V*>(row)[k] = out;
   }
-  for (int64_t c = vectors * V::kSize + threadIdx.x; c < p.columns; c += blockDim.x)
-    row[c] = fromFloat<T>(dx(toFloat(row[c]), p.columnBegin + c));
+  for (int32_t c = vectors * V::kSize + threadIdx.x; c < columns; c += blockDim.x)
+    row[c] = fromFloat<T>(dx(toFloat(row[c]), c));
 }
 
 __device__ __forceinline__ void combine(float& m, float& s, float om, float os) {
@@ -178,8 +192,9 @@ __global__ void __launch_bounds__(kRowThreads) rowLossKernel(T* buffer, RowParam
   // Pass 1: online max and sum of exp, and Σ z for label smoothing.
   const LossParams<float> lp = lossParams(p);
   float m = -INFINITY, s = 0.0f, sumZ = 0.0f;
-  const int64_t vectors = p.columns / V::kSize;
-  for (int64_t k = threadIdx.x; k < vectors; k += blockDim.x) {
+  const int32_t columns = int32_t(p.columns);  // V < 2^31; row offsets stay 64-bit
+  const int32_t vectors = columns / V::kSize;
+  for (int32_t k = threadIdx.x; k < vectors; k += blockDim.x) {
     V in = reinterpret_cast<const V*>(row)[k];
     float z[V::kSize];
     float vmax = -INFINITY;
@@ -193,7 +208,7 @@ __global__ void __launch_bounds__(kRowThreads) rowLossKernel(T* buffer, RowParam
 #pragma unroll
     for (int e = 0; e < V::kSize; ++e) s += __expf(z[e] - m);
   }
-  for (int64_t c = vectors * V::kSize + threadIdx.x; c < p.columns; c += blockDim.x) {
+  for (int32_t c = vectors * V::kSize + threadIdx.x; c < columns; c += blockDim.x) {
     float z = transform_logit(toFloat(row[c]) + biasAt<T>(p, c), lp);
     sumZ += z;
     if (z > m) { s *= __expf(m - z); m = z; }
