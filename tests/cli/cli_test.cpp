@@ -1,0 +1,506 @@
+// The lmfuse executable end to end: each case builds a small source tree in a fresh temporary folder,
+// runs the built binary on it (llvm::sys::ExecuteAndWait) and checks exit code, files and audit.
+// Sources parse against tests/cli/stubs (a few LibTorch declarations and the agreed lmfuse call), so
+// every run takes milliseconds.
+#include <catch2/catch.hpp>
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "clang/Tooling/Core/Replacement.h"
+#include "clang/Tooling/DiagnosticsYaml.h"
+#include "llvm/ADT/SmallString.h"
+#include "llvm/ADT/StringRef.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/JSON.h"
+#include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/Path.h"
+#include "llvm/Support/Program.h"
+#include "llvm/Support/YAMLTraits.h"
+#include "llvm/Support/raw_ostream.h"
+
+namespace {
+
+// ---------------------------------------------------------------------------------------------------
+// Sources
+// ---------------------------------------------------------------------------------------------------
+
+// The canonical site: head before the guard, loss on reshaped logits, ignore_index -1.
+const char *ModelSource = R"cpp(#include <torch/torch.h>
+namespace F = torch::nn::functional;
+
+struct GPTImpl : torch::nn::Module {
+  torch::nn::Linear lm_head{nullptr};
+  std::pair<torch::Tensor, torch::Tensor> forward(const torch::Tensor &x, c10::optional<torch::Tensor> targets) {
+    torch::Tensor loss;
+    auto logits = lm_head->forward(x);
+    if (targets.has_value()) {
+      loss = F::cross_entropy(logits.view({-1, logits.size(-1)}), targets->view(-1),
+                              F::CrossEntropyFuncOptions().ignore_index(-1));
+    }
+    return {logits, loss};
+  }
+};
+)cpp";
+
+// A site the rewriter refuses (the logits are rescaled before the loss).
+const char *RefusedSource = R"cpp(#include <torch/torch.h>
+namespace F = torch::nn::functional;
+
+torch::Tensor scaled_loss(torch::nn::Linear &head, const torch::Tensor &x, c10::optional<torch::Tensor> labels) {
+  torch::Tensor loss;
+  auto logits = head(x);
+  logits = logits * 0.5;
+  if (labels.has_value()) {
+    loss = F::cross_entropy(logits.view({-1, logits.size(-1)}), labels->view(-1));
+  }
+  return loss;
+}
+)cpp";
+
+// A header with one site, included by two translation units. WITH_AUX makes the labels branch do more
+// than the loss, so a unit compiled with it refuses the site another unit patches.
+const char *SharedHeader = R"cpp(#pragma once
+#include <torch/torch.h>
+namespace F = torch::nn::functional;
+
+inline torch::Tensor shared_loss(torch::nn::Linear &lm_head, const torch::Tensor &h,
+                                 c10::optional<torch::Tensor> labels, int &aux) {
+  torch::Tensor loss;
+  auto logits = lm_head(h);
+  if (labels.has_value()) {
+#ifdef WITH_AUX
+    aux += 1;
+#endif
+    loss = F::cross_entropy(logits.view({-1, logits.size(-1)}), labels->view(-1));
+  }
+  return loss;
+}
+)cpp";
+
+const char *SharedUserA = "#include \"shared.h\"\nint unit_a() { return 1; }\n";
+const char *SharedUserB = "#include \"shared.h\"\nint unit_b() { return 2; }\n";
+
+const char *BrokenSource = R"cpp(#include <torch/torch.h>
+torch::Tensor broken(const torch::Tensor &x) {
+  return x.no_such_method();
+}
+)cpp";
+
+// ---------------------------------------------------------------------------------------------------
+// Helpers
+// ---------------------------------------------------------------------------------------------------
+
+std::string readFile(llvm::StringRef Path) {
+  auto Buffer = llvm::MemoryBuffer::getFile(Path);
+  if (!Buffer)
+    FAIL("cannot read " << Path.str());
+  return (*Buffer)->getBuffer().str();
+}
+
+bool fileExists(llvm::StringRef Path) { return llvm::sys::fs::exists(Path); }
+
+unsigned countOf(llvm::StringRef Text, llvm::StringRef Needle) { return Text.count(Needle); }
+
+// A fresh folder holding Files; removed at the end of the test.
+class SourceTree {
+public:
+  explicit SourceTree(std::initializer_list<std::pair<const char *, const char *>> Files = {}) {
+    llvm::SmallString<256> Dir;
+    REQUIRE(!llvm::sys::fs::createUniqueDirectory("lmfuse-cli", Dir));
+    llvm::SmallString<256> Real;
+    REQUIRE(!llvm::sys::fs::real_path(Dir, Real));
+    Root = std::string(Real);
+    for (const auto &[Name, Contents] : Files)
+      write(Name, Contents);
+  }
+  SourceTree(const SourceTree &) = delete;
+  ~SourceTree() { llvm::sys::fs::remove_directories(Root); }
+
+  std::string path(llvm::StringRef Name) const {
+    llvm::SmallString<256> Path(Root);
+    llvm::sys::path::append(Path, Name);
+    return std::string(Path);
+  }
+  void write(llvm::StringRef Name, llvm::StringRef Contents) const {
+    std::string Path = path(Name);
+    REQUIRE(!llvm::sys::fs::create_directories(llvm::sys::path::parent_path(Path)));
+    std::error_code EC;
+    llvm::raw_fd_ostream OS(Path, EC);
+    REQUIRE(!EC);
+    OS << Contents;
+  }
+  std::string read(llvm::StringRef Name) const { return readFile(path(Name)); }
+
+  std::string Root;
+};
+
+struct ToolRun {
+  int ExitCode = -1;
+  std::string Out, Err;
+};
+
+// Runs the built lmfuse with Arguments from WorkingDir... (the tool resolves relative paths against its
+// own working directory, so tests pass absolute ones).
+ToolRun runLmfuse(const std::vector<std::string> &Arguments) {
+  llvm::SmallString<256> OutPath, ErrPath;
+  REQUIRE(!llvm::sys::fs::createTemporaryFile("lmfuse-cli-out", "txt", OutPath));
+  REQUIRE(!llvm::sys::fs::createTemporaryFile("lmfuse-cli-err", "txt", ErrPath));
+  std::vector<llvm::StringRef> Argv{LMFUSE_EXECUTABLE};
+  for (const std::string &Argument : Arguments)
+    Argv.push_back(Argument);
+  std::optional<llvm::StringRef> Redirects[] = {std::nullopt, llvm::StringRef(OutPath), llvm::StringRef(ErrPath)};
+  std::string Message;
+  ToolRun Run;
+  Run.ExitCode = llvm::sys::ExecuteAndWait(LMFUSE_EXECUTABLE, Argv, std::nullopt, Redirects, 60, 0, &Message);
+  INFO(Message);
+  REQUIRE(Run.ExitCode >= 0);
+  Run.Out = readFile(OutPath);
+  Run.Err = readFile(ErrPath);
+  llvm::sys::fs::remove(OutPath);
+  llvm::sys::fs::remove(ErrPath);
+  return Run;
+}
+
+// Flags after `--`: C++17, the stubs, the tree itself.
+std::vector<std::string> withFlags(std::vector<std::string> Arguments, const SourceTree &Tree,
+                                   std::vector<std::string> Extra = {}) {
+  Arguments.push_back("--");
+  Arguments.push_back("-std=c++17");
+  for (const std::string &Flag : Extra)
+    Arguments.push_back(Flag);
+  Arguments.push_back("-I" LMFUSE_CLI_STUBS);
+  Arguments.push_back("-I" + Tree.Root);
+  return Arguments;
+}
+
+llvm::json::Value readAudit(llvm::StringRef Path) {
+  auto Parsed = llvm::json::parse(readFile(Path));
+  if (!Parsed)
+    FAIL("the audit is not JSON: " << llvm::toString(Parsed.takeError()));
+  return std::move(*Parsed);
+}
+
+const llvm::json::Array &sitesOf(const llvm::json::Value &Audit) {
+  const llvm::json::Array *Sites = Audit.getAsObject()->getArray("sites");
+  REQUIRE(Sites);
+  return *Sites;
+}
+
+int64_t summaryCount(const llvm::json::Value &Audit, llvm::StringRef Key) {
+  auto Count = Audit.getAsObject()->getObject("summary")->getInteger(Key);
+  REQUIRE(Count);
+  return *Count;
+}
+
+std::string field(const llvm::json::Value &Site, llvm::StringRef Key) {
+  auto Value = Site.getAsObject()->getString(Key);
+  return Value ? Value->str() : "<missing>";
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------------------------------------------
+// Exit codes
+// ---------------------------------------------------------------------------------------------------
+
+TEST_CASE("exit 0: a dry run prints a unified diff and leaves the source alone", "[cli][exit]") {
+  SourceTree Tree({{"model.cpp", ModelSource}});
+  ToolRun Run = runLmfuse(withFlags({Tree.path("model.cpp")}, Tree));
+  INFO(Run.Err);
+  CHECK(Run.ExitCode == 0);
+  CHECK(Tree.read("model.cpp") == ModelSource);
+  CHECK(llvm::StringRef(Run.Out).starts_with("--- " + Tree.path("model.cpp") + "\n+++ "));
+  CHECK(countOf(Run.Out, "\n+#include <lmfuse/torch.h>\n") == 1);
+  CHECK(countOf(Run.Out, "lmfuse::linear_cross_entropy(") == 1);
+  CHECK(countOf(Run.Out, "\n@@ -") >= 1);
+  // Not a terminal: no progress lines.
+  CHECK(countOf(Run.Err, "[1/1]") == 0);
+}
+
+TEST_CASE("exit 1: a translation unit with compile errors is left byte-identical, with a parse-error entry",
+          "[cli][exit]") {
+  SourceTree Tree({{"broken.cpp", BrokenSource}, {"model.cpp", ModelSource}});
+  std::string Audit = Tree.path("audit.json");
+  ToolRun Run = runLmfuse(
+      withFlags({"--in-place", "--audit", Audit, Tree.path("broken.cpp"), Tree.path("model.cpp")}, Tree));
+  CHECK(Run.ExitCode == 1);
+  CHECK(Tree.read("broken.cpp") == BrokenSource);
+  CHECK(countOf(Run.Err, "no_such_method") >= 1);  // the compiler's message reaches the user
+  llvm::json::Value Document = readAudit(Audit);
+  const llvm::json::Array &Sites = sitesOf(Document);
+  REQUIRE(Sites.size() == 2);
+  CHECK(field(Sites[0], "file") == Tree.path("broken.cpp"));
+  CHECK(field(Sites[0], "status") == "failed");
+  CHECK(field(Sites[0], "reason") == "parse-error");
+  CHECK(Sites[0].getAsObject()->getInteger("line") == 3);
+  CHECK(countOf(field(Sites[0], "detail"), "no_such_method") == 1);
+  // The other unit is still rewritten.
+  CHECK(field(Sites[1], "status") == "patched");
+  CHECK(countOf(Tree.read("model.cpp"), "lmfuse::linear_cross_entropy(") == 1);
+}
+
+TEST_CASE("exit 1: a rewrite that does not re-parse is reparse-failed and nothing is written", "[cli][exit]") {
+  // An lmfuse/torch.h found before the real one that lacks the fused call.
+  SourceTree Tree({{"model.cpp", ModelSource}, {"old/lmfuse/torch.h", "#pragma once\nnamespace lmfuse {}\n"}});
+  std::string Audit = Tree.path("audit.json");
+  ToolRun Run = runLmfuse(withFlags({"--in-place", "--audit", Audit, Tree.path("model.cpp")}, Tree,
+                                    {"-I" + Tree.path("old")}));
+  CHECK(Run.ExitCode == 1);
+  CHECK(Tree.read("model.cpp") == ModelSource);
+  llvm::json::Value Document = readAudit(Audit);
+  const llvm::json::Array &Sites = sitesOf(Document);
+  REQUIRE(Sites.size() == 1);
+  CHECK(field(Sites[0], "status") == "failed");
+  CHECK(field(Sites[0], "reason") == "reparse-failed");
+  INFO(field(Sites[0], "detail"));
+  CHECK(countOf(field(Sites[0], "detail"), "does not compile") == 1);
+  CHECK(countOf(field(Sites[0], "detail"), "lmfuse") >= 1);
+}
+
+TEST_CASE("exit 2: files without compile flags or unreadable are skipped", "[cli][exit]") {
+  SourceTree Tree({{"model.cpp", ModelSource}, {"other.cpp", "int other() { return 0; }\n"}});
+
+  SECTION("no -p, no --, no compile_commands.json above the file") {
+    ToolRun Run = runLmfuse({Tree.path("model.cpp")});
+    CHECK(Run.ExitCode == 2);
+    CHECK(countOf(Run.Err, "no compile flags") == 1);
+    CHECK(countOf(Run.Err, "Running without flags") == 0);
+  }
+  SECTION("compile_commands.json that does not list the file") {
+    Tree.write("build/compile_commands.json",
+               "[{\"directory\": \"" + Tree.Root + "\", \"file\": \"" + Tree.path("other.cpp") +
+                   "\", \"command\": \"clang++ -std=c++17 -c other.cpp\"}]");
+    ToolRun Run = runLmfuse({"-p", Tree.path("build"), Tree.path("model.cpp")});
+    CHECK(Run.ExitCode == 2);
+    CHECK(countOf(Run.Err, "model.cpp") >= 1);
+    CHECK(countOf(Run.Err, "does not list it") == 1);
+    CHECK(Tree.read("model.cpp") == ModelSource);
+  }
+  SECTION("a file that does not exist, next to one that is processed") {
+    ToolRun Run = runLmfuse(withFlags({Tree.path("missing.cpp"), Tree.path("model.cpp")}, Tree));
+    CHECK(Run.ExitCode == 2);
+    CHECK(countOf(Run.Err, "missing.cpp: cannot read it") == 1);
+    CHECK(countOf(Run.Out, "lmfuse::linear_cross_entropy(") == 1);
+  }
+}
+
+TEST_CASE("exit 3: --expect-patched not met", "[cli][exit]") {
+  SourceTree Tree({{"model.cpp", ModelSource}, {"refused.cpp", RefusedSource}});
+  std::vector<std::string> Files{Tree.path("model.cpp"), Tree.path("refused.cpp")};
+  auto With = [&](std::vector<std::string> Options) {
+    Options.insert(Options.end(), Files.begin(), Files.end());
+    return withFlags(Options, Tree);
+  };
+  CHECK(runLmfuse(With({"--expect-patched", "1"})).ExitCode == 0);
+  ToolRun Short = runLmfuse(With({"--expect-patched", "2"}));
+  CHECK(Short.ExitCode == 3);
+  CHECK(countOf(Short.Err, "--expect-patched 2") == 1);
+}
+
+// ---------------------------------------------------------------------------------------------------
+// Behaviour
+// ---------------------------------------------------------------------------------------------------
+
+TEST_CASE("idempotence: a second --in-place run makes no edit and finds the site already patched", "[cli]") {
+  SourceTree Tree({{"model.cpp", ModelSource}});
+  std::string Audit = Tree.path("audit.json");
+  ToolRun First = runLmfuse(withFlags({"--in-place", "--audit", Audit, Tree.path("model.cpp")}, Tree));
+  REQUIRE(First.ExitCode == 0);
+  std::string Rewritten = Tree.read("model.cpp");
+  CHECK(Rewritten != ModelSource);
+  CHECK(summaryCount(readAudit(Audit), "patched") == 1);
+
+  ToolRun Second = runLmfuse(withFlags({"--in-place", "--audit", Audit, Tree.path("model.cpp")}, Tree));
+  CHECK(Second.ExitCode == 0);
+  CHECK(Tree.read("model.cpp") == Rewritten);
+  llvm::json::Value Document = readAudit(Audit);
+  CHECK(summaryCount(Document, "patched") == 0);
+  CHECK(summaryCount(Document, "already_patched") == 1);
+  // And the dry run of the rewritten file is empty.
+  CHECK(runLmfuse(withFlags({Tree.path("model.cpp")}, Tree)).Out.empty());
+}
+
+TEST_CASE("a header reached from two translation units is edited once", "[cli]") {
+  SourceTree Tree({{"shared.h", SharedHeader}, {"a.cpp", SharedUserA}, {"b.cpp", SharedUserB}});
+  std::string Audit = Tree.path("audit.json");
+  ToolRun Run = runLmfuse(
+      withFlags({"--in-place", "-j", "2", "--audit", Audit, Tree.path("a.cpp"), Tree.path("b.cpp")}, Tree));
+  INFO(Run.Err);
+  CHECK(Run.ExitCode == 0);
+  std::string Header = Tree.read("shared.h");
+  CHECK(countOf(Header, "#include <lmfuse/torch.h>") == 1);
+  CHECK(countOf(Header, "lmfuse::linear_cross_entropy(") == 1);
+  CHECK(Tree.read("a.cpp") == SharedUserA);
+  llvm::json::Value Document = readAudit(Audit);
+  const llvm::json::Array &Sites = sitesOf(Document);
+  REQUIRE(Sites.size() == 1);
+  CHECK(field(Sites[0], "file") == Tree.path("shared.h"));
+  CHECK(field(Sites[0], "status") == "patched");
+}
+
+TEST_CASE("units that disagree on a header's edits: edit-conflict, header untouched, exit 1", "[cli]") {
+  SourceTree Tree({{"shared.h", SharedHeader}, {"a.cpp", SharedUserA}, {"b.cpp", SharedUserB}});
+  // Per-file flags through -p: a.cpp sees WITH_AUX (refused), b.cpp does not (patched).
+  std::string Stubs = LMFUSE_CLI_STUBS;
+  auto Entry = [&](llvm::StringRef File, llvm::StringRef Define) {
+    return "{\"directory\": \"" + Tree.Root + "\", \"file\": \"" + File.str() +
+           "\", \"command\": \"clang++ -std=c++17 " + Define.str() + " -I" + Stubs + " -I" + Tree.Root +
+           " -c " + File.str() + "\"}";
+  };
+  Tree.write("build/compile_commands.json",
+             "[" + Entry(Tree.path("a.cpp"), "-DWITH_AUX") + ",\n" + Entry(Tree.path("b.cpp"), "") + "]");
+  std::string Audit = Tree.path("audit.json");
+  ToolRun Run = runLmfuse({"--in-place", "-p", Tree.path("build"), "--audit", Audit, Tree.path("a.cpp"),
+                           Tree.path("b.cpp")});
+  INFO(Run.Err);
+  CHECK(Run.ExitCode == 1);
+  CHECK(Tree.read("shared.h") == SharedHeader);
+  llvm::json::Value Document = readAudit(Audit);
+  const llvm::json::Array &Sites = sitesOf(Document);
+  REQUIRE(Sites.size() == 1);
+  CHECK(field(Sites[0], "status") == "failed");
+  CHECK(field(Sites[0], "reason") == "edit-conflict");
+}
+
+TEST_CASE("--out-dir leaves the sources untouched, writes #line copies, and caches the second run", "[cli]") {
+  SourceTree Tree({{"src/model.cpp", ModelSource}, {"src/refused.cpp", RefusedSource}});
+  std::string Out = Tree.path("out");
+  std::vector<std::string> Arguments{"--out-dir", Out, "--summary", Tree.path("src/model.cpp"),
+                                     Tree.path("src/refused.cpp")};
+  ToolRun First = runLmfuse(withFlags(Arguments, Tree));
+  INFO(First.Err);
+  CHECK(First.ExitCode == 0);
+  CHECK(Tree.read("src/model.cpp") == ModelSource);
+  CHECK(Tree.read("src/refused.cpp") == RefusedSource);
+  CHECK(First.Out.empty());
+  // Mirrored relative to the inputs' common folder (src/).
+  std::string Copy = readFile(Out + "/model.cpp");
+  CHECK(llvm::StringRef(Copy).starts_with("#line 1 \"" + Tree.path("src/model.cpp") + "\"\n"));
+  CHECK(countOf(Copy, "lmfuse::linear_cross_entropy(") == 1);
+  // After an edited line, a #line directive brings the numbering back to the original's.
+  CHECK(countOf(Copy, "#line ") >= 2);
+  CHECK(readFile(Out + "/refused.cpp") == "#line 1 \"" + Tree.path("src/refused.cpp") + "\"\n" + RefusedSource);
+  CHECK(countOf(First.Err, "from the cache") == 0);
+
+  ToolRun Second = runLmfuse(withFlags(Arguments, Tree));
+  CHECK(Second.ExitCode == 0);
+  CHECK(countOf(Second.Err, "[2/2 translation units from the cache]") == 1);
+  CHECK(countOf(Second.Err, "1 patched") == 1);
+  CHECK(readFile(Out + "/model.cpp") == Copy);
+
+  // A changed input is parsed again.
+  Tree.write("src/refused.cpp", std::string(RefusedSource) + "// changed\n");
+  ToolRun Third = runLmfuse(withFlags(Arguments, Tree));
+  CHECK(countOf(Third.Err, "[1/2 translation units from the cache]") == 1);
+}
+
+TEST_CASE("--edit-root: nothing is written outside it", "[cli]") {
+  SourceTree Tree({{"src/model.cpp", ModelSource}, {"elsewhere/keep.txt", ""}});
+  std::string Audit = Tree.path("audit.json");
+  ToolRun Outside = runLmfuse(withFlags(
+      {"--in-place", "--edit-root", Tree.path("elsewhere"), "--audit", Audit, Tree.path("src/model.cpp")}, Tree));
+  CHECK(Outside.ExitCode == 1);
+  CHECK(Tree.read("src/model.cpp") == ModelSource);
+  llvm::json::Value Document = readAudit(Audit);
+  const llvm::json::Array &Sites = sitesOf(Document);
+  REQUIRE(Sites.size() == 1);
+  CHECK(field(Sites[0], "reason") == "write-failed");
+  CHECK(countOf(field(Sites[0], "detail"), "outside the edit root") == 1);
+
+  ToolRun Inside = runLmfuse(
+      withFlags({"--in-place", "--edit-root", Tree.path("src"), Tree.path("src/model.cpp")}, Tree));
+  CHECK(Inside.ExitCode == 0);
+  CHECK(countOf(Tree.read("src/model.cpp"), "lmfuse::linear_cross_entropy(") == 1);
+}
+
+TEST_CASE("a malformed pattern file stops the tool with its file, line and key", "[cli]") {
+  SourceTree Tree({{"model.cpp", ModelSource}});
+  // Line 3 gives `version` a value that is not a number.
+  Tree.write("bad.yaml", "# broken\nname: broken\nversion: [not, a, number]\n");
+  ToolRun Run = runLmfuse(withFlags({"--patterns", Tree.path("bad.yaml"), Tree.path("model.cpp")}, Tree));
+  INFO(Run.Err);
+  CHECK(Run.ExitCode == 2);
+  CHECK(countOf(Run.Err, Tree.path("bad.yaml") + ":3:") >= 1);
+  CHECK(countOf(Run.Err, "version") >= 1);
+  CHECK(Run.Out.empty());
+  CHECK(Tree.read("model.cpp") == ModelSource);
+}
+
+TEST_CASE("--export-fixes writes clang-tidy fixes YAML whose replacements produce the rewrite", "[cli]") {
+  SourceTree Tree({{"model.cpp", ModelSource}, {"copy/model.cpp", ModelSource}});
+  std::string Fixes = Tree.path("fixes.yaml");
+  REQUIRE(runLmfuse(withFlags({"--export-fixes", Fixes, Tree.path("model.cpp")}, Tree)).ExitCode == 0);
+  CHECK(Tree.read("model.cpp") == ModelSource);
+
+  std::string Yaml = readFile(Fixes);
+  llvm::yaml::Input Input(Yaml);
+  clang::tooling::TranslationUnitDiagnostics Document;
+  Input >> Document;
+  REQUIRE(!Input.error());
+  CHECK(Document.MainSourceFile == Tree.path("model.cpp"));
+  REQUIRE(Document.Diagnostics.size() == 1);
+  const clang::tooling::DiagnosticMessage &Message = Document.Diagnostics[0].Message;
+  CHECK(Message.FilePath == Tree.path("model.cpp"));
+  auto It = Message.Fix.find(Tree.path("model.cpp"));
+  REQUIRE(It != Message.Fix.end());
+  std::string Applied = clang::tooling::applyAllReplacements(ModelSource, It->second).get();
+
+  // The same edits as --in-place.
+  REQUIRE(runLmfuse(withFlags({"--in-place", Tree.path("copy/model.cpp")}, Tree)).ExitCode == 0);
+  CHECK(Applied == Tree.read("copy/model.cpp"));
+}
+
+TEST_CASE("the audit carries the lmfuse-audit/1 schema, its header, summary and site fields", "[cli]") {
+  SourceTree Tree({{"model.cpp", ModelSource}, {"refused.cpp", RefusedSource}});
+  std::string Audit = Tree.path("audit.json");
+  ToolRun Run = runLmfuse(
+      withFlags({"--audit", Audit, "--summary", Tree.path("refused.cpp"), Tree.path("model.cpp")}, Tree));
+  CHECK(Run.ExitCode == 0);
+  CHECK(countOf(Run.Err, "lmfuse: 1 patched, 0 already_patched, 1 unmatched (logits-rebound: 1), 0 failed, "
+                         "0 suppressed") == 1);
+  llvm::json::Value Document = readAudit(Audit);
+  const llvm::json::Object &Root = *Document.getAsObject();
+  CHECK(Root.getString("schema") == llvm::StringRef("lmfuse-audit/1"));
+  CHECK(Root.getObject("tool")->getString("version").has_value());
+  CHECK(countOf(*Root.getObject("clang")->getString("version"), "clang version 19") == 1);
+  CHECK(fileExists(Root.getObject("clang")->getString("resource_dir")->str() + "/include/stddef.h"));
+  CHECK(Root.getObject("patterns")->getString("name") == llvm::StringRef("libtorch"));
+  for (const char *Key : {"patched", "already_patched", "unmatched", "failed", "suppressed"})
+    CHECK(Root.getObject("summary")->getInteger(Key).has_value());
+
+  const llvm::json::Array &Sites = sitesOf(Document);
+  REQUIRE(Sites.size() == 2);
+  // Sorted by file: model.cpp before refused.cpp, whatever the command-line order.
+  CHECK(field(Sites[0], "file") == Tree.path("model.cpp"));
+  CHECK(field(Sites[1], "file") == Tree.path("refused.cpp"));
+  const llvm::json::Object &Patched = *Sites[0].getAsObject();
+  CHECK(Patched.getInteger("line") == 8);
+  CHECK(Patched.getInteger("column").value_or(0) > 0);
+  CHECK(field(Sites[0], "function") == "GPTImpl::forward");
+  CHECK(field(Sites[0], "status") == "patched");
+  CHECK(field(Sites[0], "reason") == "");
+  CHECK(!field(Sites[0], "head").empty());
+  CHECK(countOf(field(Sites[0], "loss"), "cross_entropy") == 1);
+  const llvm::json::Object *Options = Patched.getObject("options");
+  REQUIRE(Options);
+  CHECK(Options->getInteger("ignore_index") == -1);
+  CHECK(Options->getNumber("label_smoothing") == 0.0);
+  CHECK(Options->getString("reduction") == llvm::StringRef("mean"));
+  CHECK(Options->getBoolean("shift") == false);
+  CHECK(Options->getBoolean("bias").has_value());
+
+  CHECK(field(Sites[1], "status") == "unmatched");
+  CHECK(field(Sites[1], "reason") == "logits-rebound");
+  CHECK(field(Sites[1], "function") == "scaled_loss");
+  CHECK(countOf(field(Sites[1], "detail"), "7") >= 1);  // names the offending line
+  CHECK(Sites[1].getAsObject()->getObject("options") == nullptr);
+}
+
+TEST_CASE("--version names the tool and the Clang it was built with", "[cli]") {
+  ToolRun Run = runLmfuse({"--version"});
+  CHECK(Run.ExitCode == 0);
+  CHECK(countOf(Run.Out, "lmfuse ") == 1);
+  CHECK(countOf(Run.Out, "clang version 19") == 1);
+}

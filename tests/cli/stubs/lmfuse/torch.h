@@ -1,0 +1,19 @@
+// The agreed lmfuse LibTorch call (torch/include/lmfuse/torch.h), declared over the test stubs.
+#pragma once
+#include <torch/torch.h>
+
+namespace lmfuse {
+enum class Reduction { Mean, Sum, None };
+struct LossOptions {
+  LossOptions &ignore_index(int64_t Value);
+  LossOptions &label_smoothing(double Value);
+  LossOptions &reduction(Reduction Value);
+  LossOptions &shift(bool Value);
+};
+torch::Tensor linear_cross_entropy(const torch::Tensor &hidden, const torch::Tensor &weight,
+                                   const torch::Tensor &bias, const torch::Tensor &labels,
+                                   const LossOptions &options = {});
+bool enabled();
+bool return_logits();
+bool skip_logits();
+}  // namespace lmfuse
