@@ -152,6 +152,10 @@ std::vector<LineBlock> lineBlocks(llvm::StringRef Contents, const Replacements &
     unsigned End = std::min(Last + 1, LineCount);
     if (First >= LineCount)
       End = First = LineCount;
+    // Whole lines inserted before a line (the added #include) replace no original line.
+    if (Edit.getLength() == 0 && First < LineCount && Starts[First] == Edit.getOffset() &&
+        Edit.getReplacementText().ends_with("\n"))
+      End = First;
     if (!Blocks.empty() && (First < Blocks.back().first.EndLine ||
                             (First == LineCount && Blocks.back().first.FirstLine == LineCount))) {
       Blocks.back().first.EndLine = std::max(Blocks.back().first.EndLine, End);
