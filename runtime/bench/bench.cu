@@ -215,8 +215,9 @@ int main() {
       std::vector<double> want = referenceLoss(hostH, hostW, hostLabels, subset, d, v);
 
       // parts: 0 = forward+backward, 1 = forward only, 2 = loss + grad_hidden (no grad_weight GEMM).
-      struct Variant { const char* mode; lmfuse::MemoryMode memory; int64_t chunk; int parts; };
+      struct Variant { const char* mode; lmfuse::MemoryMode memory; int64_t chunk; int parts; bool compact = true; };
       std::vector<Variant> variants = {{"default", lmfuse::MemoryMode::Auto, 0, 0},
+                                       {"no compaction", lmfuse::MemoryMode::Auto, 0, 0, false},
                                        {"low-memory", lmfuse::MemoryMode::LowMemory, 0, 0}};
       for (double c : chunks) variants.push_back({"chunk", lmfuse::MemoryMode::Accumulate, int64_t(c), 0});
 
@@ -236,6 +237,7 @@ int main() {
         lmfuse::Options options;
         options.memory = variant.memory;
         options.chunk_tokens = variant.chunk;
+        options.compact = variant.compact;
         lmfuse::Outputs outputs;
         outputs.loss = loss;
         if (variant.parts != 1) outputs.grad_hidden = gh;

@@ -43,6 +43,7 @@ TEST_CASE("two runs give bitwise identical results", "[cuda]") {
     for (MemoryMode mode : {MemoryMode::Accumulate, MemoryMode::LowMemory}) {
       Spec spec = pipelineSpec(dtype);
       spec.options.memory = mode;
+      spec.ignoredFraction = 0.4;
       Scenario scenario(spec);
       Result first = scenario.run();
       Result second = scenario.run();
@@ -54,7 +55,9 @@ TEST_CASE("two runs give bitwise identical results", "[cuda]") {
 TEST_CASE("the call captured in a CUDA graph replays to the eager result", "[cuda]") {
   if (skipWithoutDevice()) return;
   for (auto divisor : {Spec::Divisor::Count, Spec::Divisor::Pointer}) {
+    for (bool compact : {true, false}) {
     Spec spec = pipelineSpec(DType::BFloat16);
+    spec.options.compact = compact;
     spec.divisor = divisor;
     spec.ignoredFraction = 0.3;
     Scenario scenario(spec);
@@ -79,6 +82,7 @@ TEST_CASE("the call captured in a CUDA graph replays to the eager result", "[cud
     TEST_CUDA(cudaGraphExecDestroy(exec));
     TEST_CUDA(cudaGraphDestroy(graph));
     TEST_CUDA(cudaStreamDestroy(stream));
+    }
   }
 }
 
@@ -151,13 +155,16 @@ TEST_CASE("the result does not depend on the chunking or the memory mode beyond 
   if (skipWithoutDevice()) return;
   Spec spec = pipelineSpec(DType::Float32);
   spec.options.softcap = 3.0;
+  spec.ignoredFraction = 0.5;
   Scenario scenario(spec);
   Result sixChunks = scenario.run();
   scenario.editOptions([](Options& o) { o.chunk_tokens = 0; });
   Result oneChunk = scenario.run();
+  scenario.editOptions([](Options& o) { o.chunk_tokens = 96; o.compact = false; });
+  Result uncompacted = scenario.run();
   scenario.editOptions([](Options& o) { o.memory = MemoryMode::LowMemory; o.chunk_tokens = 200; });
   Result lowMemory = scenario.run();
-  for (const Result* other : {&oneChunk, &lowMemory}) {
+  for (const Result* other : {&oneChunk, &lowMemory, &uncompacted}) {
     CHECK(relativeError(other->loss, sixChunks.loss) <= 1e-6);
     CHECK(relativeError(other->gradHidden, sixChunks.gradHidden) <= 1e-5);
     CHECK(relativeError(other->gradWeight, sixChunks.gradWeight) <= 1e-5);

@@ -32,10 +32,16 @@ struct NamedSpec {
 };
 
 // Every case runs at each dtype; chunk_tokens is small so every case goes through several chunks (the
-// two-buffer pipeline), unless the case sets its own chunking.
+// two-buffer pipeline, and by default compaction with conditional graph nodes), unless the case sets its
+// own chunking.
 const std::vector<NamedSpec>& cases() {
   static const std::vector<NamedSpec> table = {
       {"plain mean", [](Spec&) {}},
+      {"half the labels ignored (compaction skips chunks)", [](Spec& s) { s.ignoredFraction = 0.5; s.gradBias = true; }},
+      {"most labels ignored, packed segments", [](Spec& s) { s.ignoredFraction = 0.8; s.segments = 4; }},
+      {"without compaction", [](Spec& s) { s.options.compact = false; s.ignoredFraction = 0.5; s.gradBias = true; }},
+      {"without compaction, reduction none", [](Spec& s) {
+         s.options.compact = false; s.options.reduction = Reduction::None; s.gradScale = true; }},
       {"bias and grad_bias", [](Spec& s) { s.bias = true; s.gradBias = true; }},
       {"vocabulary not a multiple of 8", [](Spec& s) { s.v = 1003; s.bias = true; s.gradBias = true; }},
       {"vocabulary of 1", [](Spec& s) { s.v = 1; s.ignoredFraction = 0.3; }},

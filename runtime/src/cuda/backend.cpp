@@ -18,6 +18,8 @@
 
 #include "backend.h"
 #include "check.h"
+#include "compaction.h"
+#include "conditional.h"
 #include "device_state.h"
 #include "error_report.h"
 #include "gemm.h"
@@ -110,20 +112,29 @@ struct Item {
 
 // Runs items through two logits buffers: forward GEMM on the main stream, row kernel on the side stream,
 // backward GEMMs on the main stream, so the side stream's kernel for item k+1 overlaps the GEMMs of k.
+// With conditions (compaction), the three pieces of item k >= 1 are IF nodes on conditions[3k..3k+2]
+// (conditional.h): they run only when the item holds a token.
 struct Pipeline {
+  using Step = std::function<void(const Item&, void*, cudaStream_t)>;
   DeviceState& state;
   cudaStream_t main;
   char* buffers[2];
-  std::function<void(const Item&, void*)> forward;   // main stream
-  std::function<void(const Item&, void*)> rows;      // side stream
-  std::function<void(const Item&, void*)> backward;  // main stream; empty: forward only
+  Step forward;   // main stream
+  Step rows;      // side stream
+  Step backward;  // main stream; empty: forward only
+  const cudaGraphConditionalHandle* conditions = nullptr;
+
+  void step(const Step& work, const Item& item, void* buffer, cudaStream_t stream, std::size_t k, int which) {
+    if (!conditions || k == 0) return work(item, buffer, stream);
+    enqueueIf(stream, conditions[3 * k + which], state.body, [&](cudaStream_t body) { work(item, buffer, body); });
+  }
 
   void issueFront(const std::vector<Item>& items, std::size_t k) {
     void* buffer = buffers[k % 2];
-    forward(items[k], buffer);
+    step(forward, items[k], buffer, main, k, 0);
     LMFUSE_CUDA_CHECK(cudaEventRecord(state.forked, main));
     LMFUSE_CUDA_CHECK(cudaStreamWaitEvent(state.side, state.forked, 0));
-    rows(items[k], buffer);
+    step(rows, items[k], buffer, state.side, k, 1);
     LMFUSE_CUDA_CHECK(cudaEventRecord(state.rowsDone[k % 2], state.side));
   }
 
@@ -139,7 +150,7 @@ struct Pipeline {
       }
       if (backward) {
         LMFUSE_CUDA_CHECK(cudaStreamWaitEvent(main, state.rowsDone[k % 2], 0));
-        backward(items[k], buffers[k % 2]);
+        step(backward, items[k], buffers[k % 2], main, k, 2);
       }
     }
     if (!backward) {  // join the side stream back into the main stream
@@ -153,6 +164,185 @@ std::vector<Item> tokenChunks(int64_t tokens, int64_t chunk, int64_t firstColumn
   for (int64_t t = 0; t < tokens; t += chunk)
     items.push_back({t, std::min(chunk, tokens - t), firstColumn, columns, t + chunk >= tokens});
   return items;
+}
+
+// Enqueues the whole call on `main` (the caller's stream, or the stream recording it as a graph when
+// compacting) and the side stream.
+void issue(DeviceState& state, const Problem& problem, const Options& options, const Outputs& outputs,
+           Workspace workspace, const Plan& plan, cudaStream_t main) {
+  const bool gradients = outputs.wants_gradients();
+  const int64_t n = problem.tokens, d = problem.hidden_dim, v = problem.vocab;
+  const std::size_t e = elementBytes(problem.dtype);
+  const Strides strides = stridesOf(problem, outputs);
+  const cudaDataType_t type = cudaType(problem.dtype);
+  const char* hidden = static_cast<const char*>(problem.hidden);
+  const char* weight = static_cast<const char*>(problem.weight);
+
+  auto* report = reinterpret_cast<LabelErrorReport*>(at(workspace, plan.report));
+  auto* scalars = reinterpret_cast<Scalars*>(at(workspace, plan.scalars));
+  auto* targets = reinterpret_cast<int32_t*>(at(workspace, plan.targets));
+  auto* rowLoss = reinterpret_cast<float*>(at(workspace, plan.rowLoss));
+  auto* lse = reinterpret_cast<float*>(at(workspace, plan.lse));
+  auto* biasAccumulator = reinterpret_cast<float*>(at(workspace, plan.biasAccumulator));
+  auto* weightAccumulator = reinterpret_cast<float*>(at(workspace, plan.weightAccumulator));
+  auto* order = reinterpret_cast<int64_t*>(at(workspace, plan.order));
+  char* gathered = at(workspace, plan.gathered);
+  char* compactGradHidden = at(workspace, plan.compactGradHidden);
+  void* blasWorkspace = at(workspace, plan.cublas);
+  const bool wantsBias = gradients && outputs.grad_bias;
+  const bool wantsWeight = gradients && (outputs.grad_weight || outputs.grad_weight_accumulate);
+  float* userLoss = options.reduction == Reduction::None ? outputs.loss : nullptr;
+
+  launchPrepare(problem, options, targets, scalars, report, main);
+
+  // Compaction: the order of the tokens with a label, outputs of the others, and the chunk conditions.
+  std::vector<cudaGraphConditionalHandle> conditions;
+  if (plan.compact) {
+    launchCompact(targets, n, order, scalars, rowLoss, lse, outputs.lse, userLoss, main);
+    if (gradients && outputs.grad_hidden)
+      launchZeroIgnoredRows(problem.dtype, targets, n, d, outputs.grad_hidden, strides.gradHidden, main);
+    // Every condition must belong to a node: none for the backward step of a forward-only call.
+    const bool hasBackward = gradients && (outputs.grad_hidden || (wantsWeight && !plan.lowMemory));
+    cudaGraph_t graph = capturingGraph(main);
+    ChunkConditions set{};
+    conditions.resize(3 * plan.chunks);
+    for (int64_t k = 1; k < plan.chunks; ++k)
+      for (int which = 0; which < (hasBackward ? 3 : 2); ++which) {
+        conditions[3 * k + which] = newCondition(graph);
+        set.handles[set.count] = conditions[3 * k + which];
+        set.firstRow[set.count++] = k * plan.chunkTokens;
+      }
+    launchSetConditions(set, scalars, main);
+  }
+
+  RowParams params;
+  params.vocab = v;
+  params.smoothing = float(options.label_smoothing);
+  params.softcap = float(options.softcap);
+  params.logitScale = float(options.logit_scale);
+  params.zLoss = float(options.z_loss);
+  params.bias = problem.bias;
+  params.targets = targets;
+  params.scalars = scalars;
+  params.tokenGradScale = options.reduction == Reduction::None ? options.grad_scale : nullptr;
+  params.rowTokens = plan.compact ? order : nullptr;
+
+  // The hidden rows of an item: in place, or gathered into buffer k % 2 when compacting.
+  auto hiddenRows = [&](const Item& item) -> const char* {
+    if (!plan.compact) return hidden + std::size_t(item.firstToken) * strides.hidden * e;
+    return gathered + (item.firstToken / plan.chunkTokens % 2) * plan.gatheredBytes;
+  };
+  const int64_t hiddenLd = plan.compact ? d : strides.hidden;
+  auto forwardGemm = [&](const Item& item, void* buffer, int64_t ld, cudaStream_t stream) {
+    GemmShape shape{type, type, true, false, item.columns, item.tokens, d, strides.weight, hiddenLd, ld};
+    gemm(state.blas, shape, 1.0f, weight + std::size_t(item.firstColumn) * strides.weight * e, hiddenRows(item), 0.0f,
+         buffer, blasWorkspace, kCublasWorkspaceBytes, stream);
+  };
+  auto weightGemm = [&](const Item& item, const void* buffer, int64_t ld, float* accumulator, float beta,
+                        cudaStream_t stream) {
+    GemmShape shape{type, CUDA_R_32F, false, true, d, item.columns, item.tokens, hiddenLd, ld, d};
+    gemm(state.blas, shape, 1.0f, hiddenRows(item), buffer, beta, accumulator, blasWorkspace, kCublasWorkspaceBytes,
+         stream);
+  };
+
+  // Pass over token chunks of the full vocabulary: loss, lse, dx, grad_hidden, grad_bias (and grad_weight
+  // when its fp32 accumulator fits).
+  char* logits = at(workspace, plan.logits);
+  Pipeline full{state, main, {logits, logits + plan.logitsBufferBytes}, {}, {}, {}};
+  if (plan.compact) full.conditions = conditions.data();
+  full.forward = [&](const Item& item, void* buffer, cudaStream_t stream) {
+    if (plan.compact)
+      launchGatherRows(problem.dtype, hidden, strides.hidden, order, item.firstToken, item.tokens, d,
+                       const_cast<char*>(hiddenRows(item)), stream);
+    forwardGemm(item, buffer, plan.logitsLd, stream);
+  };
+  full.rows = [&](const Item& item, void* buffer, cudaStream_t stream) {
+    RowParams p = params;
+    p.columns = v;
+    p.ld = plan.logitsLd;
+    p.firstToken = item.firstToken;
+    p.rows = item.tokens;
+    launchRowLoss(problem.dtype, buffer, p, gradients, rowLoss, lse, outputs.lse, userLoss, stream);
+    if (wantsBias)
+      launchColumnSum(problem.dtype, buffer, item.tokens, v, plan.logitsLd, biasAccumulator, item.firstToken > 0, stream);
+  };
+  const bool weightInFullPass = wantsWeight && !plan.lowMemory;
+  // The final fp32 -> dtype conversion of grad_weight (memory-bound) runs on the side stream beside the
+  // last grad_hidden GEMM (compute-bound); with compaction the last chunk is a conditional body, so the
+  // conversion waits until after the loop.
+  const bool convertOnSide = weightInFullPass && plan.ownWeightAccumulator && !plan.compact;
+  if (gradients && (outputs.grad_hidden || weightInFullPass)) {
+    full.backward = [&](const Item& item, void* buffer, cudaStream_t stream) {
+      if (weightInFullPass) {
+        if (plan.ownWeightAccumulator)
+          weightGemm(item, buffer, plan.logitsLd, weightAccumulator, item.firstToken == 0 ? 0.0f : 1.0f, stream);
+        else
+          weightGemm(item, buffer, plan.logitsLd, outputs.grad_weight_accumulate, 1.0f, stream);
+        if (item.lastOfSlice && convertOnSide) {
+          LMFUSE_CUDA_CHECK(cudaEventRecord(state.forked, stream));
+          LMFUSE_CUDA_CHECK(cudaStreamWaitEvent(state.side, state.forked, 0));
+          launchConvert(problem.dtype, weightAccumulator, v, d, outputs.grad_weight, strides.gradWeight,
+                        outputs.grad_weight_accumulate, state.side);
+          LMFUSE_CUDA_CHECK(cudaEventRecord(state.converted, state.side));
+        }
+      }
+      if (outputs.grad_hidden) {
+        char* rows = plan.compact ? compactGradHidden
+                                  : static_cast<char*>(outputs.grad_hidden) +
+                                        std::size_t(item.firstToken) * strides.gradHidden * e;
+        const int64_t ld = plan.compact ? d : strides.gradHidden;
+        GemmShape shape{type, type, false, false, d, item.tokens, v, strides.weight, plan.logitsLd, ld};
+        gemm(state.blas, shape, 1.0f, weight, buffer, 0.0f, rows, blasWorkspace, kCublasWorkspaceBytes, stream);
+        if (plan.compact)
+          launchScatterRows(problem.dtype, compactGradHidden, order, item.firstToken, item.tokens, d,
+                            outputs.grad_hidden, strides.gradHidden, stream);
+      }
+    };
+  }
+  full.run(tokenChunks(n, plan.chunkTokens, 0, v));
+
+  // Low memory: grad_weight slice by slice, logits recomputed, dx from the lse of the first pass.
+  if (wantsWeight && plan.lowMemory) {
+    Pipeline sliced{state, main, {logits, logits + plan.sliceBufferBytes}, {}, {}, {}};
+    std::vector<Item> items;
+    for (int64_t s = 0; s < plan.slices; ++s) {
+      const int64_t first = s * plan.sliceVocab, columns = std::min(plan.sliceVocab, v - first);
+      for (const Item& item : tokenChunks(n, plan.sliceChunkTokens, first, columns)) items.push_back(item);
+    }
+    sliced.forward = [&](const Item& item, void* buffer, cudaStream_t stream) {
+      forwardGemm(item, buffer, plan.sliceVocab, stream);
+    };
+    sliced.rows = [&](const Item& item, void* buffer, cudaStream_t stream) {
+      RowParams p = params;
+      p.columnBegin = item.firstColumn;
+      p.columns = item.columns;
+      p.ld = plan.sliceVocab;
+      p.firstToken = item.firstToken;
+      p.rows = item.tokens;
+      launchSliceGradient(problem.dtype, buffer, p, lse, stream);
+    };
+    sliced.backward = [&](const Item& item, void* buffer, cudaStream_t stream) {
+      if (plan.ownWeightAccumulator) {
+        weightGemm(item, buffer, plan.sliceVocab, weightAccumulator, item.firstToken == 0 ? 0.0f : 1.0f, stream);
+        if (item.lastOfSlice)
+          launchConvert(problem.dtype, weightAccumulator, item.columns, d,
+                        static_cast<char*>(outputs.grad_weight) + std::size_t(item.firstColumn) * strides.gradWeight * e,
+                        strides.gradWeight,
+                        outputs.grad_weight_accumulate ? outputs.grad_weight_accumulate + item.firstColumn * d : nullptr,
+                        stream);
+      } else {
+        weightGemm(item, buffer, plan.sliceVocab, outputs.grad_weight_accumulate + item.firstColumn * d, 1.0f, stream);
+      }
+    };
+    sliced.run(items);
+  }
+
+  if (options.reduction != Reduction::None) launchReduceLoss(rowLoss, n, scalars, outputs.loss, main);
+  if (convertOnSide) LMFUSE_CUDA_CHECK(cudaStreamWaitEvent(main, state.converted, 0));  // join
+  if (weightInFullPass && plan.ownWeightAccumulator && !convertOnSide)
+    launchConvert(problem.dtype, weightAccumulator, v, d, outputs.grad_weight, strides.gradWeight,
+                  outputs.grad_weight_accumulate, main);
+  if (wantsBias) launchConvert(problem.dtype, biasAccumulator, 1, v, outputs.grad_bias, v, nullptr, main);
 }
 
 }  // namespace
@@ -178,134 +368,12 @@ void linear_cross_entropy(const Problem& problem, const Options& options, const 
 
   DeviceState& state = deviceState();
   std::lock_guard<std::mutex> lock(state.mutex);
-  cudaStream_t main = static_cast<cudaStream_t>(context.stream);
-  const int64_t n = problem.tokens, d = problem.hidden_dim, v = problem.vocab;
-  const std::size_t e = elementBytes(problem.dtype);
-  const Strides strides = stridesOf(problem, outputs);
-  const cudaDataType_t type = cudaType(problem.dtype);
-  const char* hidden = static_cast<const char*>(problem.hidden);
-  const char* weight = static_cast<const char*>(problem.weight);
-
-  auto* report = reinterpret_cast<LabelErrorReport*>(at(workspace, plan.report));
-  auto* scalars = reinterpret_cast<Scalars*>(at(workspace, plan.scalars));
-  auto* targets = reinterpret_cast<int32_t*>(at(workspace, plan.targets));
-  auto* rowLoss = reinterpret_cast<float*>(at(workspace, plan.rowLoss));
-  auto* lse = reinterpret_cast<float*>(at(workspace, plan.lse));
-  auto* biasAccumulator = reinterpret_cast<float*>(at(workspace, plan.biasAccumulator));
-  auto* weightAccumulator = reinterpret_cast<float*>(at(workspace, plan.weightAccumulator));
-  void* blasWorkspace = at(workspace, plan.cublas);
-  const bool wantsBias = gradients && outputs.grad_bias;
-  const bool wantsWeight = gradients && (outputs.grad_weight || outputs.grad_weight_accumulate);
-
-  launchPrepare(problem, options, targets, scalars, report, main);
-
-  RowParams params;
-  params.vocab = v;
-  params.smoothing = float(options.label_smoothing);
-  params.softcap = float(options.softcap);
-  params.logitScale = float(options.logit_scale);
-  params.zLoss = float(options.z_loss);
-  params.bias = problem.bias;
-  params.targets = targets;
-  params.scalars = scalars;
-  params.tokenGradScale = options.reduction == Reduction::None ? options.grad_scale : nullptr;
-  float* userLoss = options.reduction == Reduction::None ? outputs.loss : nullptr;
-
-  auto forwardGemm = [&](const Item& item, void* buffer, int64_t ld) {
-    GemmShape shape{type, type, true, false, item.columns, item.tokens, d, strides.weight, strides.hidden, ld};
-    gemm(state.blas, shape, 1.0f, weight + std::size_t(item.firstColumn) * strides.weight * e,
-         hidden + std::size_t(item.firstToken) * strides.hidden * e, 0.0f, buffer, blasWorkspace,
-         kCublasWorkspaceBytes, main);
-  };
-  auto weightGemm = [&](const Item& item, const void* buffer, int64_t ld, float* accumulator, float beta) {
-    GemmShape shape{type, CUDA_R_32F, false, true, d, item.columns, item.tokens, strides.hidden, ld, d};
-    gemm(state.blas, shape, 1.0f, hidden + std::size_t(item.firstToken) * strides.hidden * e, buffer, beta,
-         accumulator, blasWorkspace, kCublasWorkspaceBytes, main);
-  };
-
-  // Pass over token chunks of the full vocabulary: loss, lse, dx, grad_hidden, grad_bias (and grad_weight
-  // when its fp32 accumulator fits).
-  char* logits = at(workspace, plan.logits);
-  Pipeline full{state, main, {logits, logits + plan.logitsBufferBytes}, {}, {}, {}};
-  full.forward = [&](const Item& item, void* buffer) { forwardGemm(item, buffer, plan.logitsLd); };
-  full.rows = [&](const Item& item, void* buffer) {
-    RowParams p = params;
-    p.columns = v;
-    p.ld = plan.logitsLd;
-    p.firstToken = item.firstToken;
-    p.rows = item.tokens;
-    launchRowLoss(problem.dtype, buffer, p, gradients, rowLoss, lse, outputs.lse, userLoss, state.side);
-    if (wantsBias)
-      launchColumnSum(problem.dtype, buffer, item.tokens, v, plan.logitsLd, biasAccumulator, item.firstToken > 0,
-                      state.side);
-  };
-  const bool weightInFullPass = wantsWeight && !plan.lowMemory;
-  bool convertedOnSide = false;
-  if (gradients && (outputs.grad_hidden || weightInFullPass)) {
-    full.backward = [&](const Item& item, void* buffer) {
-      // grad_weight first: after the last chunk's, its fp32 -> dtype conversion (memory-bound) runs on the
-      // side stream while the main stream computes the last grad_hidden rows (compute-bound).
-      if (weightInFullPass) {
-        if (plan.ownWeightAccumulator)
-          weightGemm(item, buffer, plan.logitsLd, weightAccumulator, item.firstToken == 0 ? 0.0f : 1.0f);
-        else
-          weightGemm(item, buffer, plan.logitsLd, outputs.grad_weight_accumulate, 1.0f);
-        if (item.lastOfSlice && plan.ownWeightAccumulator) {
-          LMFUSE_CUDA_CHECK(cudaEventRecord(state.forked, main));
-          LMFUSE_CUDA_CHECK(cudaStreamWaitEvent(state.side, state.forked, 0));
-          launchConvert(problem.dtype, weightAccumulator, v, d, outputs.grad_weight, strides.gradWeight,
-                        outputs.grad_weight_accumulate, state.side);
-          LMFUSE_CUDA_CHECK(cudaEventRecord(state.converted, state.side));
-          convertedOnSide = true;
-        }
-      }
-      if (outputs.grad_hidden) {
-        GemmShape shape{type, type, false, false, d, item.tokens, v, strides.weight, plan.logitsLd, strides.gradHidden};
-        gemm(state.blas, shape, 1.0f, weight, buffer, 0.0f,
-             static_cast<char*>(outputs.grad_hidden) + std::size_t(item.firstToken) * strides.gradHidden * e,
-             blasWorkspace, kCublasWorkspaceBytes, main);
-      }
-    };
-  }
-  full.run(tokenChunks(n, plan.chunkTokens, 0, v));
-
-  // Low memory: grad_weight slice by slice, logits recomputed, dx from the lse of the first pass.
-  if (wantsWeight && plan.lowMemory) {
-    Pipeline sliced{state, main, {logits, logits + plan.sliceBufferBytes}, {}, {}, {}};
-    std::vector<Item> items;
-    for (int64_t s = 0; s < plan.slices; ++s) {
-      const int64_t first = s * plan.sliceVocab, columns = std::min(plan.sliceVocab, v - first);
-      for (const Item& item : tokenChunks(n, plan.sliceChunkTokens, first, columns)) items.push_back(item);
-    }
-    sliced.forward = [&](const Item& item, void* buffer) { forwardGemm(item, buffer, plan.sliceVocab); };
-    sliced.rows = [&](const Item& item, void* buffer) {
-      RowParams p = params;
-      p.columnBegin = item.firstColumn;
-      p.columns = item.columns;
-      p.ld = plan.sliceVocab;
-      p.firstToken = item.firstToken;
-      p.rows = item.tokens;
-      launchSliceGradient(problem.dtype, buffer, p, lse, state.side);
-    };
-    sliced.backward = [&](const Item& item, void* buffer) {
-      if (plan.ownWeightAccumulator) {
-        weightGemm(item, buffer, plan.sliceVocab, weightAccumulator, item.firstToken == 0 ? 0.0f : 1.0f);
-        if (item.lastOfSlice)
-          launchConvert(problem.dtype, weightAccumulator, item.columns, d,
-                        static_cast<char*>(outputs.grad_weight) + std::size_t(item.firstColumn) * strides.gradWeight * e,
-                        strides.gradWeight,
-                        outputs.grad_weight_accumulate ? outputs.grad_weight_accumulate + item.firstColumn * d : nullptr,
-                        main);
-      } else {
-        weightGemm(item, buffer, plan.sliceVocab, outputs.grad_weight_accumulate + item.firstColumn * d, 1.0f);
-      }
-    };
-    sliced.run(items);
-  }
-
-  if (options.reduction != Reduction::None) launchReduceLoss(rowLoss, n, scalars, outputs.loss, main);
-  if (convertedOnSide) LMFUSE_CUDA_CHECK(cudaStreamWaitEvent(main, state.converted, 0));  // join
-  if (wantsBias) launchConvert(problem.dtype, biasAccumulator, 1, v, outputs.grad_bias, v, nullptr, main);
+  cudaStream_t callerStream = static_cast<cudaStream_t>(context.stream);
+  if (plan.compact)
+    recordAsGraph(callerStream, state.capture,
+                  [&](cudaStream_t main) { issue(state, problem, options, outputs, workspace, plan, main); });
+  else
+    issue(state, problem, options, outputs, workspace, plan, callerStream);
 }
 
 void scale_grads(const Problem& problem, const Outputs& outputs, const float* upstream, const Context& context) {

@@ -18,7 +18,8 @@ DeviceState& deviceState() {
   if (!slot) {
     auto state = std::make_unique<DeviceState>();
     LMFUSE_CUDA_CHECK(cublasLtCreate(&state->blas));
-    LMFUSE_CUDA_CHECK(cudaStreamCreateWithFlags(&state->side, cudaStreamNonBlocking));
+    for (cudaStream_t* stream : {&state->side, &state->capture, &state->body})
+      LMFUSE_CUDA_CHECK(cudaStreamCreateWithFlags(stream, cudaStreamNonBlocking));
     LMFUSE_CUDA_CHECK(cudaEventCreateWithFlags(&state->forked, cudaEventDisableTiming));
     LMFUSE_CUDA_CHECK(cudaEventCreateWithFlags(&state->converted, cudaEventDisableTiming));
     for (auto& event : state->rowsDone) LMFUSE_CUDA_CHECK(cudaEventCreateWithFlags(&event, cudaEventDisableTiming));

@@ -14,6 +14,8 @@ namespace lmfuse::detail::cuda {
 struct DeviceState {
   cublasLtHandle_t blas = nullptr;
   cudaStream_t side = nullptr;
+  cudaStream_t capture = nullptr;  // records an eager call as a graph (compaction needs graph conditionals)
+  cudaStream_t body = nullptr;     // captures the bodies of conditional nodes
   cudaEvent_t forked = nullptr;        // main -> side: the inputs of the next kernel are ready
   cudaEvent_t rowsDone[2] = {nullptr, nullptr};  // side -> main: logits buffer k is ready for the GEMMs
   cudaEvent_t converted = nullptr;     // side -> main: the final grad_weight conversion is done

@@ -175,8 +175,12 @@ __global__ void __launch_bounds__(kRowThreads) rowLossKernel(T* buffer, RowParam
   __shared__ float warpMax[kRowThreads / 32], warpSum[kRowThreads / 32], warpZ[kRowThreads / 32];
   __shared__ float rowLse;
   const int64_t r = blockIdx.x;
-  const int64_t token = p.firstToken + r;
   T* row = buffer + r * p.ld;
+  const int64_t token = p.rowTokens ? p.rowTokens[p.firstToken + r] : p.firstToken + r;
+  if (token < 0) {  // compaction padding past the last token: a zero gradient row, no outputs
+    if (kGradient) zeroRow(row, p.columns);
+    return;
+  }
   const int32_t target = p.targets[token];
   if (target < 0) {
     if (threadIdx.x == 0) {
@@ -253,9 +257,9 @@ __global__ void __launch_bounds__(kRowThreads) rowLossKernel(T* buffer, RowParam
 template <typename T>
 __global__ void __launch_bounds__(kRowThreads) sliceGradientKernel(T* buffer, RowParams p, const float* lse) {
   const int64_t r = blockIdx.x;
-  const int64_t token = p.firstToken + r;
   T* row = buffer + r * p.ld;
-  const int32_t target = p.targets[token];
+  const int64_t token = p.rowTokens ? p.rowTokens[p.firstToken + r] : p.firstToken + r;
+  const int32_t target = token < 0 ? kIgnored : p.targets[token];
   if (target < 0) { zeroRow(row, p.columns); return; }
   const float g = p.tokenGradScale ? p.tokenGradScale[token] : p.scalars->gradFactor;
   gradientRow(row, p, lse[token], target, g);

@@ -20,6 +20,7 @@ struct Scalars {
   float gradFactor;   // grad_scale (Mean/Sum) times 1/divisor (Mean); 0 for a Mean over nothing
   float lossFactor;   // 1/divisor for Mean (0 for a Mean over nothing), 1 otherwise
   long long validCount;
+  long long compactCount;  // tokens that go through the GEMMs when compacting: valid + out-of-range labels
 };
 
 /// Resolves every token's target (ignore_index, shift by rows or packed segments, range check), counts
@@ -34,7 +35,8 @@ struct RowParams {
   int64_t columnBegin = 0;  // first vocabulary column held in the buffer (vocabulary slices)
   int64_t columns = 0;    // columns held in the buffer
   int64_t ld = 0;         // leading dimension of the buffer (elements)
-  int64_t firstToken = 0; // token of buffer row 0
+  int64_t firstToken = 0; // token of buffer row 0 (with rowTokens: the compacted row of buffer row 0)
+  const int64_t* rowTokens = nullptr;  // compaction: token of each compacted row, -1 past the last
   int64_t rows = 0;
   float smoothing = 0, softcap = 0, logitScale = 1, zLoss = 0;
   const void* bias = nullptr;       // [V] in dtype, or null

@@ -66,7 +66,8 @@ Plan makePlan(const Problem& problem, const Options& options, const Outputs* out
   plan.rowLoss = layout.take(std::size_t(n) * 4);
   plan.lse = layout.take(std::size_t(n) * 4);
   if (wantsBias) plan.biasAccumulator = layout.take(std::size_t(v) * 4);
-  const std::size_t fixed = layout.end() + kCublasWorkspaceBytes + kAlign;
+  // Beyond the regions taken so far: the cuBLASLt workspace, the compaction order, alignment slack.
+  const std::size_t fixed = layout.end() + kCublasWorkspaceBytes + std::size_t(n) * 8 + 8 * kAlign;
   const std::size_t accumulatorBytes = ownsWeight ? std::size_t(v) * std::size_t(d) * 4 : 0;
   const std::size_t rowBytes = std::size_t(plan.logitsLd) * e;
   const std::size_t minChunk = std::size_t(std::min<int64_t>(n, kChunkFloorTokens));
@@ -97,11 +98,16 @@ Plan makePlan(const Problem& problem, const Options& options, const Outputs* out
                        "two logits rows and the fp32 grad_weight accumulator (try MemoryMode::LowMemory)");
       available = budget - fixed - accumulatorBytes;
     }
-    int64_t maxChunk = options.chunk_tokens > 0 ? options.chunk_tokens : int64_t(available / (2 * rowBytes));
+    // Compaction adds per token of a chunk: two gathered hidden rows and one compact grad_hidden row.
+    const std::size_t compactRowBytes = options.compact ? 3 * std::size_t(d) * e : 0;
+    int64_t maxChunk = options.chunk_tokens > 0 ? options.chunk_tokens
+                                                : int64_t(available / (2 * rowBytes + compactRowBytes));
     balance(n, maxChunk, plan.chunkTokens, plan.chunks);
     plan.logitsBufferBytes = alignUp(std::size_t(plan.chunkTokens) * rowBytes, kAlign);
     logitsRegion = 2 * plan.logitsBufferBytes;
     plan.ownWeightAccumulator = ownsWeight;
+    // Chunk 0 always runs, so one chunk leaves nothing to skip.
+    plan.compact = options.compact && plan.chunks >= 2 && plan.chunks <= kMaxCompactChunks;
   } else {
     if (budget < fixed + 2 * rowBytes) budgetTooSmall(budget, fixed + 2 * rowBytes, "two logits rows");
     const std::size_t available = budget - fixed;
@@ -137,6 +143,12 @@ Plan makePlan(const Problem& problem, const Options& options, const Outputs* out
 
   if (plan.ownWeightAccumulator && !plan.lowMemory)
     plan.weightAccumulator = layout.take(std::size_t(v) * std::size_t(d) * 4);
+  if (plan.compact) {
+    plan.order = layout.take(std::size_t(n) * 8);
+    plan.gatheredBytes = alignUp(std::size_t(plan.chunkTokens) * std::size_t(d) * e, kAlign);
+    plan.gathered = layout.take(2 * plan.gatheredBytes);
+    plan.compactGradHidden = layout.take(plan.gatheredBytes);
+  }
   plan.cublas = layout.take(kCublasWorkspaceBytes);
   plan.logits = layout.take(logitsRegion);
   if (plan.ownWeightAccumulator && plan.lowMemory)

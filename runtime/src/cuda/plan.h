@@ -18,6 +18,7 @@ constexpr std::size_t kDefaultBeyondAccumulator = std::size_t(1536) << 20;
 constexpr std::size_t kCublasWorkspaceBytes = std::size_t(32) << 20;
 constexpr int64_t kChunkFloorTokens = 1024;  // below this the grad_weight GEMM stops being compute-bound
 constexpr int64_t kSliceAlignment = 128;     // vocabulary slices start on multiples of this
+constexpr int64_t kMaxCompactChunks = 96;    // chunks whose conditions one kernel sets (compaction.h)
 
 struct Region {
   std::size_t offset = 0;
@@ -27,7 +28,8 @@ struct Region {
 struct Plan {
   bool gradients = false;
   bool lowMemory = false;
-  bool ownWeightAccumulator = false;  // fp32 [V, D] (Accumulate) or [slice, D] (LowMemory) in the workspace
+  bool ownWeightAccumulator = false;
+  bool compact = false;               // only tokens with a label go through the GEMMs (compaction.h)  // fp32 [V, D] (Accumulate) or [slice, D] (LowMemory) in the workspace
   int64_t logitsLd = 0;               // leading dimension of the full-vocabulary logits buffers
   int64_t chunkTokens = 0;            // token chunk of the full-vocabulary passes
   int64_t chunks = 0;
@@ -38,6 +40,8 @@ struct Plan {
   int64_t sliceChunks = 0;
 
   Region report, scalars, targets, rowLoss, lse, biasAccumulator, weightAccumulator, cublas, logits;
+  Region order, gathered, compactGradHidden;  // compaction: token order, 2 gathered [chunk, D], one [chunk, D]
+  std::size_t gatheredBytes = 0;              // one gathered [chunk, D] buffer
   std::size_t logitsBufferBytes = 0;  // one of the two buffers
   std::size_t sliceBufferBytes = 0;   // LowMemory: one of the two slice buffers (same region as the above)
   std::size_t totalBytes = 0;

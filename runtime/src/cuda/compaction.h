@@ -1,0 +1,43 @@
+// Compaction of the CUDA backend (issue 5): only tokens with a label to score go through the GEMMs,
+// without the host ever learning how many there are. The count stays on the device; chunks past it are
+// skipped by CUDA graph conditional nodes (conditional.h) whose conditions setChunkConditions writes.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "kernels.h"
+#include "lmfuse/flce.h"
+
+namespace lmfuse::detail::cuda {
+
+constexpr int kMaxConditionalChunks = 96;  // handles passed by value to one kernel
+
+/// Stable order of the tokens that go through the GEMMs (target != kIgnored): order[j] is the j-th one,
+/// -1 for j >= count (padding); writes scalars->compactCount. For every ignored token it writes what the
+/// skipped row kernel would have: rowLoss 0, lse 0 (and userLse, userLoss when given). One block.
+void launchCompact(const int32_t* targets, int64_t tokens, int64_t* order, Scalars* scalars, float* rowLoss,
+                   float* lse, float* userLse, float* userLoss, cudaStream_t stream);
+
+/// Zeroes the grad_hidden rows of ignored tokens (the compacted GEMMs never write them).
+void launchZeroIgnoredRows(DType dtype, const int32_t* targets, int64_t tokens, int64_t columns, void* out,
+                           int64_t ld, cudaStream_t stream);
+
+/// out[r] = hidden[order[first + r]] (a zero row where order is -1), r < rows; out is dense [rows, D].
+void launchGatherRows(DType dtype, const void* hidden, int64_t ld, const int64_t* order, int64_t first, int64_t rows,
+                      int64_t columns, void* out, cudaStream_t stream);
+
+/// out[order[first + r]] = compact[r] for rows whose order is not -1; compact is dense [rows, D].
+void launchScatterRows(DType dtype, const void* compact, const int64_t* order, int64_t first, int64_t rows,
+                       int64_t columns, void* out, int64_t ld, cudaStream_t stream);
+
+/// Sets handles[k] to (firstRow[k] < scalars->compactCount) for the chunks' conditional nodes.
+struct ChunkConditions {
+  cudaGraphConditionalHandle handles[3 * kMaxConditionalChunks];
+  int64_t firstRow[3 * kMaxConditionalChunks];
+  int count;
+};
+void launchSetConditions(const ChunkConditions& conditions, const Scalars* scalars, cudaStream_t stream);
+
+}  // namespace lmfuse::detail::cuda

@@ -1,0 +1,77 @@
+// CUDA graph conditional nodes (see conditional.h).
+#include "conditional.h"
+
+#include "check.h"
+
+namespace lmfuse::detail::cuda {
+
+cudaGraph_t capturingGraph(cudaStream_t stream) {
+  cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+  cudaGraph_t graph = nullptr;
+  LMFUSE_CUDA_CHECK(cudaStreamGetCaptureInfo(stream, &status, nullptr, &graph, nullptr, nullptr, nullptr));
+  if (status != cudaStreamCaptureStatusActive) throw Error("lmfuse CUDA backend: stream is not being captured");
+  return graph;
+}
+
+cudaGraphConditionalHandle newCondition(cudaGraph_t graph) {
+  cudaGraphConditionalHandle handle;
+  LMFUSE_CUDA_CHECK(cudaGraphConditionalHandleCreate(&handle, graph, 0, cudaGraphCondAssignDefault));
+  return handle;
+}
+
+void enqueueIf(cudaStream_t stream, cudaGraphConditionalHandle condition, cudaStream_t bodyStream,
+               const std::function<void(cudaStream_t)>& body) {
+  cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+  cudaGraph_t graph = nullptr;
+  const cudaGraphNode_t* dependencies = nullptr;
+  std::size_t count = 0;
+  LMFUSE_CUDA_CHECK(cudaStreamGetCaptureInfo(stream, &status, nullptr, &graph, &dependencies, nullptr, &count));
+  cudaGraphNodeParams params{};
+  params.type = cudaGraphNodeTypeConditional;
+  params.conditional.handle = condition;
+  params.conditional.type = cudaGraphCondTypeIf;
+  params.conditional.size = 1;
+  cudaGraphNode_t node;
+  LMFUSE_CUDA_CHECK(cudaGraphAddNode(&node, graph, dependencies, nullptr, count, &params));
+  LMFUSE_CUDA_CHECK(cudaStreamUpdateCaptureDependencies(stream, &node, nullptr, 1, cudaStreamSetCaptureDependencies));
+  cudaGraph_t bodyGraph = params.conditional.phGraph_out[0];
+  LMFUSE_CUDA_CHECK(cudaStreamBeginCaptureToGraph(bodyStream, bodyGraph, nullptr, nullptr, 0,
+                                                  cudaStreamCaptureModeRelaxed));
+  try {
+    body(bodyStream);
+  } catch (...) {
+    cudaGraph_t ignored;
+    (void)cudaStreamEndCapture(bodyStream, &ignored);
+    throw;
+  }
+  LMFUSE_CUDA_CHECK(cudaStreamEndCapture(bodyStream, &bodyGraph));
+}
+
+void recordAsGraph(cudaStream_t stream, cudaStream_t ownStream, const std::function<void(cudaStream_t)>& work) {
+  cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+  LMFUSE_CUDA_CHECK(cudaStreamIsCapturing(stream, &status));
+  if (status == cudaStreamCaptureStatusActive) {
+    work(stream);
+    return;
+  }
+  LMFUSE_CUDA_CHECK(cudaStreamBeginCapture(ownStream, cudaStreamCaptureModeThreadLocal));
+  cudaGraph_t graph = nullptr;
+  try {
+    work(ownStream);
+  } catch (...) {
+    (void)cudaStreamEndCapture(ownStream, &graph);
+    if (graph) cudaGraphDestroy(graph);
+    throw;
+  }
+  LMFUSE_CUDA_CHECK(cudaStreamEndCapture(ownStream, &graph));
+  cudaGraphExec_t exec = nullptr;
+  cudaError_t instantiated = cudaGraphInstantiate(&exec, graph, 0);
+  cudaGraphDestroy(graph);
+  if (instantiated != cudaSuccess) (void)cudaGetLastError();  // not sticky: leave no error for later checks
+  LMFUSE_CUDA_CHECK(instantiated);
+  cudaError_t launched = cudaGraphLaunch(exec, stream);
+  cudaGraphExecDestroy(exec);  // freed once the launch completes
+  LMFUSE_CUDA_CHECK(launched);
+}
+
+}  // namespace lmfuse::detail::cuda

@@ -1,0 +1,28 @@
+// CUDA graph conditional nodes for work whose size is known only on the device (compaction): the call
+// is recorded into a graph (the caller's, when its stream is being captured; otherwise one of our own,
+// launched on the caller's stream at the end), and each skippable piece of work becomes the body of an
+// IF node whose condition a kernel earlier in the same graph sets. No host synchronisation.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <functional>
+
+namespace lmfuse::detail::cuda {
+
+/// The graph `stream` is being captured into (the stream must be capturing).
+cudaGraph_t capturingGraph(cudaStream_t stream);
+
+/// A new condition of `graph`, 0 at every launch until a kernel sets it.
+cudaGraphConditionalHandle newCondition(cudaGraph_t graph);
+
+/// Appends to `stream`'s capture an IF node on `condition` whose body is what `body` enqueues on
+/// `bodyStream` (captured into the node's body graph); later work on `stream` depends on the node.
+void enqueueIf(cudaStream_t stream, cudaGraphConditionalHandle condition, cudaStream_t bodyStream,
+               const std::function<void(cudaStream_t)>& body);
+
+/// Records everything `work` enqueues on `stream`: directly when the caller is capturing `stream`,
+/// else into a graph captured on `ownStream` and then launched on `stream`.
+void recordAsGraph(cudaStream_t stream, cudaStream_t ownStream, const std::function<void(cudaStream_t)>& work);
+
+}  // namespace lmfuse::detail::cuda
