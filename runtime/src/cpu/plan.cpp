@@ -46,9 +46,9 @@ Plan make_plan(const Problem& problem, const Options& options, bool with_gradien
                     vocab = std::size_t(problem.vocab), word = sizeof(double);
   const std::size_t budget = options.workspace_budget ? options.workspace_budget : kDefaultBudget;
 
-  // Bytes per chunk token: its logits row, hidden row, grad_hidden row and four row scalars.
+  // Bytes per chunk token: its logits row, hidden row, grad_hidden row and three row scalars.
   std::size_t per_token = add(multiply(vocab, word), multiply(with_gradients ? 2 * dim : dim, word));
-  per_token = add(per_token, 4 * word);
+  per_token = add(per_token, 3 * word);
   const std::size_t per_vocab_row = multiply(dim + 1, word);  // one row of the [slice, D + 1] accumulator
   const std::size_t full_accumulator = multiply(vocab, per_vocab_row);
   const std::size_t overhead = kErrorReportBytes + 16 * kAlignment;
@@ -84,7 +84,6 @@ Plan make_plan(const Problem& problem, const Options& options, bool with_gradien
   if (with_gradients) plan.grad_hidden = reserve(cursor, multiply(multiply(chunk, dim), word));
   plan.row_token = reserve(cursor, multiply(chunk, word));
   plan.row_label = reserve(cursor, multiply(chunk, word));
-  plan.row_lse = reserve(cursor, multiply(chunk, word));
   plan.row_loss = reserve(cursor, multiply(chunk, word));
   if (with_gradients) {
     if (!plan.fused) plan.lse_store = reserve(cursor, multiply(tokens, word));

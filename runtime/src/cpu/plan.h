@@ -29,7 +29,6 @@ struct Plan {
   std::size_t grad_hidden = 0;      // double [C, D]: the chunk's grad_hidden rows (with gradients)
   std::size_t row_token = 0;        // int64 [C]: token of each chunk row
   std::size_t row_label = 0;        // int64 [C]: its target label
-  std::size_t row_lse = 0;          // double [C]
   std::size_t row_loss = 0;         // double [C]
   std::size_t lse_store = 0;        // double [N]: every token's lse (sliced schedule only)
   std::size_t weight_gradient = 0;  // double [vocab_slice, D]

@@ -43,7 +43,6 @@ public:
     grad_hidden_rows_ = reinterpret_cast<double*>(base + plan_.grad_hidden);
     row_token_ = reinterpret_cast<int64_t*>(base + plan_.row_token);
     row_label_ = reinterpret_cast<int64_t*>(base + plan_.row_label);
-    row_lse_ = reinterpret_cast<double*>(base + plan_.row_lse);
     row_loss_ = reinterpret_cast<double*>(base + plan_.row_loss);
     lse_store_ = reinterpret_cast<double*>(base + plan_.lse_store);
     weight_gradient_ = reinterpret_cast<double*>(base + plan_.weight_gradient);
@@ -213,7 +212,6 @@ private:
       double exp_sum = 0.0;
       for (int64_t j = 0; j < vocab; ++j) exp_sum += std::exp(logits[j] - maximum);
       double lse = maximum + std::log(exp_sum);
-      row_lse_[row] = lse;
       row_loss_[row] = label_in_vocab ? row_loss(lse, logits[label], logit_sum, params_) : kNaN;
       if (outputs_.lse) outputs_.lse[token] = float(lse);
       if (!plan_.fused && wants_vocab_gradients_) lse_store_[token] = lse;
@@ -356,7 +354,6 @@ private:
   double* grad_hidden_rows_ = nullptr;
   int64_t* row_token_ = nullptr;
   int64_t* row_label_ = nullptr;
-  double* row_lse_ = nullptr;
   double* row_loss_ = nullptr;
   double* lse_store_ = nullptr;
   double* weight_gradient_ = nullptr;
