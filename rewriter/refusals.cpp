@@ -3,6 +3,7 @@
 #include "refusals.h"
 
 #include "clang/AST/ParentMapContext.h"
+#include "clang/AST/RecursiveASTVisitor.h"
 
 using namespace clang;
 
@@ -140,8 +141,27 @@ std::optional<Refusal> logitsUsedElsewhere(const CapturedSite &Site, const Patte
   return std::nullopt;
 }
 
+/// Whether a return only hands back values (`return {logits, loss};`) and computes nothing.
+bool onlyReturnsValues(const ReturnStmt *Return) {
+  class CallFinder : public RecursiveASTVisitor<CallFinder> {
+  public:
+    bool VisitCallExpr(CallExpr *Call) {
+      const FunctionDecl *Callee = Call->getDirectCallee();
+      llvm::StringRef Name = Callee && Callee->getDeclName().isIdentifier() ? Callee->getName() : "";
+      if (Name != "make_tuple" && Name != "make_pair" && Name != "forward_as_tuple")
+        Computes = true;
+      return !Computes;
+    }
+    bool Computes = false;
+  } Finder;
+  Finder.TraverseStmt(const_cast<Expr *>(Return->getRetValue()));
+  return !Finder.Computes;
+}
+
 /// Whether a statement of the labels branch belongs to the site (or is a harmless declaration).
 bool belongsToSite(const Stmt *Statement, const CapturedSite &Site, const AstQuery &Query) {
+  if (const auto *Return = dyn_cast<ReturnStmt>(Statement); Return && onlyReturnsValues(Return))
+    return true;
   if (isa<NullStmt>(Statement) || Query.within(Site.Loss, Statement) ||
       (Site.Producer && Query.within(Site.Producer, Statement)))
     return true;

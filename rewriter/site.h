@@ -49,7 +49,14 @@ struct PatchedOptions {
   double LabelSmoothing = 0.0;
   std::string Reduction = "mean";  ///< "mean" or "sum"
   bool Shift = false;              ///< the causal-shift idiom was mapped to the runtime's shift
-  bool Bias = false;               ///< the head has a bias
+  /// The head has a bias. A module head counts as biased unless its construction, where visible
+  /// in this translation unit, says `.bias(false)`; its `bias` member is passed either way (an
+  /// undefined tensor when absent).
+  bool Bias = false;
+  /// Set when the value is known only at run time (a member such as `pad_id_`): the rewrite passes
+  /// the expression as written, and IgnoreIndex / LabelSmoothing above keep LibTorch's default.
+  std::string IgnoreIndexExpression;
+  std::string LabelSmoothingExpression;
 };
 
 struct SiteRecord {

@@ -452,10 +452,14 @@ void setOption(CapturedSite &Site, const std::string &Option, const Expr *Value,
   if (Option == "ignore_index") {
     if (auto Integer = Query.integerValue(Spelled))
       Options.Effective.IgnoreIndex = *Integer;
+    else
+      Options.Effective.IgnoreIndexExpression = Query.text(Spelled);
     Options.IgnoreIndexText = Query.text(Spelled);
   } else if (Option == "label_smoothing") {
     if (auto Float = Query.floatValue(Spelled))
       Options.Effective.LabelSmoothing = *Float;
+    else
+      Options.Effective.LabelSmoothingExpression = Query.text(Spelled);
     Options.LabelSmoothingText = Query.text(Spelled);
   } else if (Option == "reduction") {
     auto Reduction = reductionOf(Value, Patterns, Query);
@@ -533,6 +537,83 @@ void captureOptions(CapturedSite &Site, const PatternSet &Patterns, const AstQue
   }
 }
 
+// ---- module bias --------------------------------------------------------------------------
+
+/// Expressions that construct or assign a module holder: a local's initialiser, a member's
+/// in-class initialiser, its constructor initialisers, and assignments in constructor bodies.
+class HolderConstruction : public RecursiveASTVisitor<HolderConstruction> {
+public:
+  explicit HolderConstruction(const ValueDecl *Holder) : Holder(Holder) {}
+  bool VisitCXXOperatorCallExpr(CXXOperatorCallExpr *Operator) {
+    if (Operator->getOperator() == OO_Equal && Operator->getNumArgs() == 2 && assigns(Operator->getArg(0)))
+      Values.push_back(Operator->getArg(1));
+    return true;
+  }
+  bool assigns(const Expr *Target) const {
+    Target = AstQuery::spelled(Target);
+    if (const auto *Member = dyn_cast<MemberExpr>(Target))
+      return Member->getMemberDecl() == Holder;
+    if (const auto *Ref = dyn_cast<DeclRefExpr>(Target))
+      return Ref->getDecl() == Holder;
+    return false;
+  }
+  const ValueDecl *Holder;
+  std::vector<const Expr *> Values;
+};
+
+/// Whether a value sets the option `bias` to false (`LinearOptions(d, v).bias(false)`).
+bool disablesBias(const Expr *Value, const AstQuery &Query) {
+  class BiasFinder : public RecursiveASTVisitor<BiasFinder> {
+  public:
+    explicit BiasFinder(const AstQuery &Query) : Query(Query) {}
+    bool VisitCXXMemberCallExpr(CXXMemberCallExpr *Call) {
+      const CXXMethodDecl *Method = Call->getMethodDecl();
+      if (Method && Method->getDeclName().isIdentifier() && Method->getName() == "bias" && Call->getNumArgs() == 1)
+        if (auto Value = Query.integerValue(AstQuery::spelled(Call->getArg(0))); Value && *Value == 0)
+          Found = true;
+      return !Found;
+    }
+    const AstQuery &Query;
+    bool Found = false;
+  } Finder(Query);
+  Finder.TraverseStmt(const_cast<Expr *>(Value));
+  return Finder.Found;
+}
+
+bool moduleHasBias(const Expr *Object, const AstQuery &Query) {
+  const Expr *Spelled = AstQuery::spelled(Object);
+  if (const auto *Arrow = dyn_cast_or_null<CXXOperatorCallExpr>(Spelled); Arrow && Arrow->getOperator() == OO_Arrow)
+    Spelled = AstQuery::spelled(Arrow->getArg(0));  // m->forward(x): the holder behind operator->
+  const ValueDecl *Holder = nullptr;
+  if (const auto *Member = dyn_cast_or_null<MemberExpr>(Spelled))
+    Holder = Member->getMemberDecl();
+  else if (const auto *Ref = dyn_cast_or_null<DeclRefExpr>(Spelled))
+    Holder = Ref->getDecl();
+  if (!Holder)
+    return true;
+  HolderConstruction Construction(Holder);
+  if (const auto *Variable = dyn_cast<VarDecl>(Holder); Variable && Variable->getInit())
+    Construction.Values.push_back(Variable->getInit());
+  if (const auto *Field = dyn_cast<FieldDecl>(Holder)) {
+    if (Field->hasInClassInitializer() && Field->getInClassInitializer())
+      Construction.Values.push_back(Field->getInClassInitializer());
+    if (const auto *Record = dyn_cast<CXXRecordDecl>(Field->getParent()))
+      for (const CXXConstructorDecl *Constructor : Record->ctors()) {
+        const FunctionDecl *Definition = nullptr;
+        if (!Constructor->hasBody(Definition))
+          continue;
+        for (const CXXCtorInitializer *Init : cast<CXXConstructorDecl>(Definition)->inits())
+          if (Init->getMember() == Field && Init->isWritten())
+            Construction.Values.push_back(Init->getInit());
+        Construction.TraverseStmt(Definition->getBody());
+      }
+  }
+  for (const Expr *Value : Construction.Values)
+    if (disablesBias(Value, Query))
+      return false;
+  return true;
+}
+
 }  // namespace
 
 std::optional<HeadCall> matchHead(const Expr *E, const PatternSet &Patterns, const AstQuery &Query) {
@@ -564,6 +645,7 @@ std::optional<HeadCall> matchHead(const Expr *E, const PatternSet &Patterns, con
     HeadCall Head;
     Head.Kind = HeadKind::Module;
     Head.Call = E;
+    Head.Object = Call->Object;
     Head.Hidden = Call->Args[0];
     Head.Text = llvm::StringRef(Object).drop_back(Object.back() == '.' ? 1 : 2).str();
     Head.Weight = Object + Rule.Weight;
@@ -613,7 +695,8 @@ CapturedSite captureSite(const CallExpr *Loss, const LossPattern &Rule, const Pa
     Site.HoistHidden = Changed;
   }
   Site.Options.Effective.Shift = Site.LogitsShift;
-  Site.Options.Effective.Bias = Site.Head && !Site.Head->Bias.empty();
+  Site.Options.Effective.Bias = Site.Head && !Site.Head->Bias.empty() &&
+                                (Site.Head->Kind != HeadKind::Module || moduleHasBias(Site.Head->Object, Query));
   return Site;
 }
 

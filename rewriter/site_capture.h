@@ -31,6 +31,7 @@ struct HeadCall {
   HeadKind Kind = HeadKind::Module;
   const clang::Expr *Call = nullptr;    ///< the head call as spelled
   const clang::Expr *Hidden = nullptr;  ///< its input argument
+  const clang::Expr *Object = nullptr;  ///< module heads: the module holder expression
   std::string Text;                     ///< "lm_head" (module) or the call text (function)
   std::string Weight;                   ///< "lm_head->weight", or the weight argument
   std::string Bias;                     ///< "lm_head->bias", the bias argument, or "" when absent

@@ -57,6 +57,7 @@ TEST_CASE("a LibTorch model is rewritten and the result compiles against <lmfuse
   REQUIRE(Forward->Options);
   CHECK(Forward->Options->IgnoreIndex == -1);
   CHECK_FALSE(Forward->Options->Shift);
+  CHECK_FALSE(Forward->Options->Bias);  // LinearOptions(d_model, vocab).bias(false)
 
   const SiteRecord *Tied = siteIn(First, "GPTImpl::tied_loss");
   REQUIRE(Tied);

@@ -524,6 +524,61 @@ const Case Cases[] = {
   }
 )"},
 
+    {"return of logits and loss inside the labels branch, tied functional head", R"(
+  Output forward(torch::Tensor x, c10::optional<torch::Tensor> targets) {
+    if (targets.has_value()) {
+      auto logits = F::linear(x, wte->weight);
+      auto loss = F::cross_entropy(logits.view({-1, logits.size(-1)}), targets.value().view(-1));
+      return {logits, loss};
+    }
+    auto logits = F::linear(x.slice(1, -1), wte->weight);
+    return {logits, torch::Tensor()};
+  }
+)", Verb::RewritesTo, R"(
+  Output forward(torch::Tensor x, c10::optional<torch::Tensor> targets) {
+    if (targets.has_value()) {
+      auto logits = lmfuse::skip_logits() ? torch::Tensor() : F::linear(x, wte->weight);
+      auto loss = lmfuse::enabled() ? lmfuse::linear_cross_entropy(x, wte->weight, torch::Tensor(), targets.value(), lmfuse::LossOptions())
+                                    : F::cross_entropy(logits.view({-1, logits.size(-1)}), targets.value().view(-1));
+      return {logits, loss};
+    }
+    auto logits = F::linear(x.slice(1, -1), wte->weight);
+    return {logits, torch::Tensor()};
+  }
+)"},
+    {"early return on !labels with the head after it", R"(
+  torch::Tensor forward(torch::Tensor h, c10::optional<torch::Tensor> labels) {
+    if (!labels) return {};
+    auto logits = lm_head(h);
+    return F::cross_entropy(logits.view({-1, 32}), labels->view(-1));
+  }
+)", Verb::RewritesTo, R"(
+  torch::Tensor forward(torch::Tensor h, c10::optional<torch::Tensor> labels) {
+    if (!labels) return {};
+    auto logits = lmfuse::skip_logits() ? torch::Tensor() : lm_head(h);
+    return lmfuse::enabled() ? lmfuse::linear_cross_entropy(h, lm_head->weight, lm_head->bias, *labels, lmfuse::LossOptions())
+                             : F::cross_entropy(logits.view({-1, 32}), labels->view(-1));
+  }
+)"},
+    {"a template is rewritten once, in its pattern, not per instantiation", R"(
+  template <int Scale> torch::Tensor scaled(torch::Tensor h, torch::Tensor labels) {
+    auto logits = lm_head(h);
+    torch::Tensor loss;
+    if (labels.defined()) loss = F::cross_entropy(logits.view({-1, 32}), labels.view(-1));
+    return loss;
+  }
+  torch::Tensor both(torch::Tensor h, torch::Tensor labels) { return scaled<1>(h, labels) + scaled<2>(h, labels); }
+)", Verb::RewritesTo, R"(
+  template <int Scale> torch::Tensor scaled(torch::Tensor h, torch::Tensor labels) {
+    auto logits = lmfuse::skip_logits() && labels.defined() ? torch::Tensor() : lm_head(h);
+    torch::Tensor loss;
+    if (labels.defined()) loss = lmfuse::enabled() ? lmfuse::linear_cross_entropy(h, lm_head->weight, lm_head->bias, labels, lmfuse::LossOptions())
+                                                   : F::cross_entropy(logits.view({-1, 32}), labels.view(-1));
+    return loss;
+  }
+  torch::Tensor both(torch::Tensor h, torch::Tensor labels) { return scaled<1>(h, labels) + scaled<2>(h, labels); }
+)"},
+
     // ---- refused: logits-rebound ----------------------------------------------------------------
     {"logits scaled after the head", R"(
   torch::Tensor forward(torch::Tensor h, torch::Tensor labels) {
@@ -887,4 +942,66 @@ TEST_CASE("every refusal reason has at least two cases", "[rewriter]") {
     INFO(reasonCode(Reason).str());
     CHECK(Counts[reasonCode(Reason).str()] >= 2);
   }
+}
+
+TEST_CASE("patched sites record the effective options for the audit", "[rewriter]") {
+  const std::string Members = R"(
+  torch::nn::Linear biasless{torch::nn::LinearOptions(64, 32).bias(false)};
+  torch::Tensor smoothed(torch::Tensor h, torch::Tensor labels) {
+    auto logits = lm_head(h);
+    torch::Tensor loss;
+    if (labels.defined())
+      loss = F::cross_entropy(logits.view({-1, 32}), labels.view(-1),
+                              F::CrossEntropyFuncOptions().ignore_index(-1).label_smoothing(0.25).reduction(torch::kSum));
+    return loss;
+  }
+  torch::Tensor padded(torch::Tensor h, c10::optional<torch::Tensor> labels) {
+    auto logits = biasless(h);
+    auto shifted = logits.slice(1, 0, -1);
+    torch::Tensor loss;
+    if (labels) loss = F::cross_entropy(shifted.reshape({-1, 32}), labels->slice(1, 1).reshape({-1}),
+                                        F::CrossEntropyFuncOptions().ignore_index(pad_id_));
+    return loss;
+  }
+)";
+  RewriteResult Result = rewriteWithStubs(source(Members.c_str(), false));
+  INFO(Result.Diagnostics);
+  REQUIRE(Result.Parsed);
+  REQUIRE(Result.Sites.size() == 2);
+  const SiteRecord &Smoothed = Result.Sites[0];
+  const SiteRecord &Padded = Result.Sites[1];
+  REQUIRE(Smoothed.Function == "Model::smoothed");
+  REQUIRE(Smoothed.Options);
+  CHECK(Smoothed.Options->IgnoreIndex == -1);
+  CHECK(Smoothed.Options->LabelSmoothing == Approx(0.25));
+  CHECK(Smoothed.Options->Reduction == "sum");
+  CHECK_FALSE(Smoothed.Options->Shift);
+  CHECK(Smoothed.Options->Bias);
+  CHECK(Smoothed.Head == "lm_head");
+  CHECK(Smoothed.Loss == "torch::nn::functional::cross_entropy");
+  REQUIRE(Padded.Function == "Model::padded");
+  REQUIRE(Padded.Options);
+  CHECK(Padded.Options->IgnoreIndex == -100);
+  CHECK(Padded.Options->IgnoreIndexExpression == "pad_id_");
+  CHECK(Padded.Options->Reduction == "mean");
+  CHECK(Padded.Options->Shift);
+  CHECK_FALSE(Padded.Options->Bias);
+  CHECK(Padded.Head == "biasless");
+  // The site is reported at the head call, 1-based.
+  CHECK(Padded.Line > Smoothed.Line);
+  CHECK(Smoothed.Column > 1);
+}
+
+TEST_CASE("a source with compile errors is not analysed", "[rewriter]") {
+  const std::string Broken = source(R"(
+  torch::Tensor forward(torch::Tensor h, torch::Tensor labels) {
+    auto logits = lm_head(h)
+    return F::cross_entropy(logits.view({-1, 32}), labels.view(-1));
+  }
+)", false);
+  RewriteResult Result = rewriteWithStubs(Broken);
+  CHECK_FALSE(Result.Parsed);
+  CHECK(Result.Sites.empty());
+  CHECK(Result.Code == Broken);
+  CHECK(Result.Diagnostics.find("error") != std::string::npos);
 }
