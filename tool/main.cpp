@@ -61,7 +61,7 @@ cl::opt<int> ExpectPatched("expect-patched", cl::desc("Exit 3 when fewer than N 
 cl::opt<std::string> EditRoot("edit-root", cl::desc("Never write a file outside DIR (with --out-dir: the tree mirrored)"),
                               cl::value_desc("DIR"), cl::cat(LmfuseCategory));
 cl::opt<unsigned> Jobs("j", cl::desc("Translation units parsed in parallel (default: all cores)"),
-                       cl::value_desc("N"), cl::init(0), cl::cat(LmfuseCategory));
+                       cl::value_desc("N"), cl::init(0), cl::Prefix, cl::cat(LmfuseCategory));
 cl::opt<std::string> PatternsPath("patterns", cl::desc("Rule set to use instead of the built-in patterns/libtorch.yaml"),
                                   cl::value_desc("FILE"), cl::cat(LmfuseCategory));
 cl::opt<bool> Summary("summary", cl::desc("Print the audit's summary counts on stderr"), cl::cat(LmfuseCategory));
