@@ -208,6 +208,21 @@ TEST_CASE("workspace_size, scale_grads and check name their bad arguments", "[ru
             .find("workspace.bytes (16) is smaller than the 256-byte label report") != std::string::npos);
 }
 
+TEST_CASE("A problem whose workspace cannot be addressed is an error, not a wrapped size", "[runtime][cpu][errors]") {
+  Problem problem;
+  problem.tokens = int64_t(1) << 40;
+  problem.hidden_dim = 4096;
+  problem.vocab = int64_t(1) << 30;
+  Options options;
+  options.chunk_tokens = problem.tokens;  // N × V logits at once: 2^73 bytes
+  std::string message = error_of([&] { workspace_size(problem, options, true, Context{}); });
+  INFO(message);
+  CHECK(message.find("does not fit in size_t") != std::string::npos);
+  problem.hidden_stride = int64_t(1) << 40;  // 2^80 bytes of hidden
+  message = error_of([&] { workspace_size(problem, Options{}, false, Context{}); });
+  CHECK(message.find("problem.hidden_stride (1099511627776) times 1099511627776 rows overflows") != std::string::npos);
+}
+
 TEST_CASE("Out-of-range labels give NaN rows, no out-of-bounds read, and check() names the token",
           "[runtime][cpu][errors]") {
   uint64_t seed = fresh_seed();
