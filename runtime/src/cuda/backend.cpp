@@ -112,8 +112,9 @@ struct Item {
 
 // Runs items through two logits buffers: forward GEMM on the main stream, row kernel on the side stream,
 // backward GEMMs on the main stream, so the side stream's kernel for item k+1 overlaps the GEMMs of k.
-// With conditions (compaction), the three pieces of item k >= 1 are IF nodes on conditions[3k..3k+2]
-// (conditional.h): they run only when the item holds a token.
+// With conditions (compaction), the three pieces of item k are SWITCH nodes on conditions[3k..3k+2]
+// (conditional.h) whose bodies are the same work on the first 1/4, 2/4, 3/4 or all of the item's rows:
+// the device picks the smallest that holds the item's tokens, or none past the last token.
 struct Pipeline {
   using Step = std::function<void(const Item&, void*, cudaStream_t)>;
   DeviceState& state;
@@ -125,8 +126,12 @@ struct Pipeline {
   const cudaGraphConditionalHandle* conditions = nullptr;
 
   void step(const Step& work, const Item& item, void* buffer, cudaStream_t stream, std::size_t k, int which) {
-    if (!conditions || k == 0) return work(item, buffer, stream);
-    enqueueIf(stream, conditions[3 * k + which], state.body, [&](cudaStream_t body) { work(item, buffer, body); });
+    if (!conditions) return work(item, buffer, stream);
+    enqueueSwitch(stream, conditions[3 * k + which], kChunkParts, state.body, [&](int part, cudaStream_t body) {
+      Item rows = item;
+      rows.tokens = partRows(item.tokens, part);
+      work(rows, buffer, body);
+    });
   }
 
   void issueFront(const std::vector<Item>& items, std::size_t k) {
@@ -206,11 +211,12 @@ void issue(DeviceState& state, const Problem& problem, const Options& options, c
     cudaGraph_t graph = capturingGraph(main);
     ChunkConditions set{};
     conditions.resize(3 * plan.chunks);
-    for (int64_t k = 1; k < plan.chunks; ++k)
+    for (int64_t k = 0; k < plan.chunks; ++k)
       for (int which = 0; which < (hasBackward ? 3 : 2); ++which) {
         conditions[3 * k + which] = newCondition(graph);
         set.handles[set.count] = conditions[3 * k + which];
-        set.firstRow[set.count++] = k * plan.chunkTokens;
+        set.firstRow[set.count] = k * plan.chunkTokens;
+        set.rows[set.count++] = std::min(plan.chunkTokens, n - k * plan.chunkTokens);
       }
     launchSetConditions(set, scalars, main);
   }

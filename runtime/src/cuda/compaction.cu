@@ -90,8 +90,17 @@ __global__ void scatterKernel(const T* compact, const int64_t* order, int64_t fi
 
 __global__ void setConditionsKernel(ChunkConditions conditions, const Scalars* scalars) {
   const long long count = scalars->compactCount;
-  for (int k = threadIdx.x; k < conditions.count; k += blockDim.x)
-    cudaGraphSetConditional(conditions.handles[k], conditions.firstRow[k] < count ? 1u : 0u);
+  for (int k = threadIdx.x; k < conditions.count; k += blockDim.x) {
+    const long long rows = conditions.rows[k];
+    const long long remaining = count - conditions.firstRow[k];
+    const long long held = remaining < 0 ? 0 : remaining < rows ? remaining : rows;
+    unsigned part = kChunkParts;  // past the count: no body
+    if (held > 0 || conditions.firstRow[k] == 0) {
+      part = 0;
+      while (part + 1 < kChunkParts && partRows(rows, int(part)) < held) ++part;
+    }
+    cudaGraphSetConditional(conditions.handles[k], part);
+  }
 }
 
 unsigned rowGrid(int64_t rows) { return unsigned(rows < 1 ? 1 : rows > 8192 ? 8192 : rows); }

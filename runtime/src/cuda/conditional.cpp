@@ -19,8 +19,10 @@ cudaGraphConditionalHandle newCondition(cudaGraph_t graph) {
   return handle;
 }
 
-void enqueueIf(cudaStream_t stream, cudaGraphConditionalHandle condition, cudaStream_t bodyStream,
-               const std::function<void(cudaStream_t)>& body) {
+namespace {
+
+void enqueueConditional(cudaStream_t stream, cudaGraphConditionalHandle condition, cudaGraphConditionalNodeType type,
+                        int parts, cudaStream_t bodyStream, const std::function<void(int, cudaStream_t)>& body) {
   cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
   cudaGraph_t graph = nullptr;
   const cudaGraphNode_t* dependencies = nullptr;
@@ -29,22 +31,37 @@ void enqueueIf(cudaStream_t stream, cudaGraphConditionalHandle condition, cudaSt
   cudaGraphNodeParams params{};
   params.type = cudaGraphNodeTypeConditional;
   params.conditional.handle = condition;
-  params.conditional.type = cudaGraphCondTypeIf;
-  params.conditional.size = 1;
+  params.conditional.type = type;
+  params.conditional.size = unsigned(parts);
   cudaGraphNode_t node;
   LMFUSE_CUDA_CHECK(cudaGraphAddNode(&node, graph, dependencies, nullptr, count, &params));
   LMFUSE_CUDA_CHECK(cudaStreamUpdateCaptureDependencies(stream, &node, nullptr, 1, cudaStreamSetCaptureDependencies));
-  cudaGraph_t bodyGraph = params.conditional.phGraph_out[0];
-  LMFUSE_CUDA_CHECK(cudaStreamBeginCaptureToGraph(bodyStream, bodyGraph, nullptr, nullptr, 0,
-                                                  cudaStreamCaptureModeRelaxed));
-  try {
-    body(bodyStream);
-  } catch (...) {
-    cudaGraph_t ignored;
-    (void)cudaStreamEndCapture(bodyStream, &ignored);
-    throw;
+  for (int part = 0; part < parts; ++part) {
+    cudaGraph_t bodyGraph = params.conditional.phGraph_out[part];
+    LMFUSE_CUDA_CHECK(cudaStreamBeginCaptureToGraph(bodyStream, bodyGraph, nullptr, nullptr, 0,
+                                                    cudaStreamCaptureModeRelaxed));
+    try {
+      body(part, bodyStream);
+    } catch (...) {
+      cudaGraph_t ignored;
+      (void)cudaStreamEndCapture(bodyStream, &ignored);
+      throw;
+    }
+    LMFUSE_CUDA_CHECK(cudaStreamEndCapture(bodyStream, &bodyGraph));
   }
-  LMFUSE_CUDA_CHECK(cudaStreamEndCapture(bodyStream, &bodyGraph));
+}
+
+}  // namespace
+
+void enqueueIf(cudaStream_t stream, cudaGraphConditionalHandle condition, cudaStream_t bodyStream,
+               const std::function<void(cudaStream_t)>& body) {
+  enqueueConditional(stream, condition, cudaGraphCondTypeIf, 1, bodyStream,
+                     [&](int, cudaStream_t s) { body(s); });
+}
+
+void enqueueSwitch(cudaStream_t stream, cudaGraphConditionalHandle condition, int parts, cudaStream_t bodyStream,
+                   const std::function<void(int, cudaStream_t)>& body) {
+  enqueueConditional(stream, condition, cudaGraphCondTypeSwitch, parts, bodyStream, body);
 }
 
 void recordAsGraph(cudaStream_t stream, cudaStream_t ownStream, const std::function<void(cudaStream_t)>& work) {

@@ -21,6 +21,11 @@ cudaGraphConditionalHandle newCondition(cudaGraph_t graph);
 void enqueueIf(cudaStream_t stream, cudaGraphConditionalHandle condition, cudaStream_t bodyStream,
                const std::function<void(cudaStream_t)>& body);
 
+/// Appends a SWITCH node on `condition` with `parts` bodies; body j is what `body(j, bodyStream)`
+/// enqueues. A condition of `parts` or more runs no body.
+void enqueueSwitch(cudaStream_t stream, cudaGraphConditionalHandle condition, int parts, cudaStream_t bodyStream,
+                   const std::function<void(int, cudaStream_t)>& body);
+
 /// Records everything `work` enqueues on `stream`: directly when the caller is capturing `stream`,
 /// else into a graph captured on `ownStream` and then launched on `stream`.
 void recordAsGraph(cudaStream_t stream, cudaStream_t ownStream, const std::function<void(cudaStream_t)>& work);

@@ -106,8 +106,7 @@ Plan makePlan(const Problem& problem, const Options& options, const Outputs* out
     plan.logitsBufferBytes = alignUp(std::size_t(plan.chunkTokens) * rowBytes, kAlign);
     logitsRegion = 2 * plan.logitsBufferBytes;
     plan.ownWeightAccumulator = ownsWeight;
-    // Chunk 0 always runs, so one chunk leaves nothing to skip.
-    plan.compact = options.compact && plan.chunks >= 2 && plan.chunks <= kMaxCompactChunks;
+    plan.compact = options.compact && plan.chunks <= kMaxCompactChunks;
   } else {
     if (budget < fixed + 2 * rowBytes) budgetTooSmall(budget, fixed + 2 * rowBytes, "two logits rows");
     const std::size_t available = budget - fixed;
