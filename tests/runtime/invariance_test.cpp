@@ -9,10 +9,9 @@
 namespace lmfuse::test {
 namespace {
 
-Case invariance_case(std::mt19937_64& rng) {
-  std::uniform_int_distribution<int64_t> tokens(7, 20), dim(3, 17), vocab(5, 40);
-  int64_t n = tokens(rng);
-  Case c = random_case(rng, n, dim(rng), vocab(rng), DType::Float32, true, 0.3);
+Case invariance_case(std::mt19937_64& rng, int64_t tokens, int64_t dim, int64_t vocab) {
+  int64_t n = tokens;
+  Case c = random_case(rng, n, dim, vocab, DType::Float32, true, 0.3);
   c.options.softcap = 1.7;
   c.options.label_smoothing = 0.05;
   c.options.z_loss = 1e-3;
@@ -21,6 +20,11 @@ Case invariance_case(std::mt19937_64& rng) {
   c.accumulate_init.assign(std::size_t(c.vocab * c.dim), 0.25f);
   c.store();
   return c;
+}
+
+Case invariance_case(std::mt19937_64& rng) {
+  std::uniform_int_distribution<int64_t> tokens(7, 20), dim(3, 17), vocab(5, 40);
+  return invariance_case(rng, tokens(rng), dim(rng), vocab(rng));
 }
 
 const Wants kAll{true, true, true, true, true};
@@ -66,12 +70,15 @@ TEST_CASE("Thread count does not change a single bit", "[runtime][cpu]") {
   uint64_t seed = fresh_seed();
   INFO("seed " << seed);
   std::mt19937_64 rng(seed);
-  Case c = invariance_case(rng);
+  // Large enough that every loop of the reference passes the work threshold of a parallel region
+  // (cpu/parallel.h) in the fused schedule; with 48-token chunks and a 128 KiB budget the sliced
+  // schedule takes vocabulary slices of about 54 rows, whose logits and accumulator loops pass it too.
+  Case c = invariance_case(rng, 48, 40, 200);
   Result one = run_runtime(c, RunConfig{kAll, 1});
   for (int threads : {2, 3, 0}) {
     INFO("threads " << threads);
     require_bitwise(run_runtime(c, RunConfig{kAll, threads}), one);
-    require_bitwise(run_runtime(c, RunConfig{kAll, threads, 2, MemoryMode::LowMemory, 1}), one);
+    require_bitwise(run_runtime(c, RunConfig{kAll, threads, 48, MemoryMode::LowMemory, std::size_t(1) << 17}), one);
   }
 }
 

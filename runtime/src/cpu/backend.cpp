@@ -17,7 +17,7 @@ namespace {
 template <class T>
 void scale_rows(void* data, int64_t rows, int64_t dim, int64_t stride, double factor, int threads) {
   if (!data) return;
-  parallel_for(0, rows, threads, [&](int64_t row) {
+  parallel_for(0, rows, threads, dim, [&](int64_t row) {
     T* values = static_cast<T*>(data) + row * stride;
     for (int64_t d = 0; d < dim; ++d)
       values[d] = StorageTraits<T>::store(StorageTraits<T>::load(values[d]) * factor);

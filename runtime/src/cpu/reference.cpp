@@ -158,7 +158,7 @@ private:
 
   void load_hidden(int64_t rows) {
     const int64_t dim = problem_.hidden_dim;
-    parallel_for(0, rows, threads_, [&](int64_t row) {
+    parallel_for(0, rows, threads_, dim, [&](int64_t row) {
       const T* source = hidden_ + row_token_[row] * problem_.hidden_stride;
       double* target = hidden_rows_ + row * dim;
       for (int64_t d = 0; d < dim; ++d) target[d] = Traits::load(source[d]);
@@ -171,7 +171,7 @@ private:
   void compute_logits(int64_t rows, int64_t first, int64_t count) {
     const int64_t dim = problem_.hidden_dim;
     const int64_t vocab_blocks = (count + kVocabBlock - 1) / kVocabBlock;
-    parallel_for(0, vocab_blocks, threads_, [&](int64_t vocab_block) {
+    parallel_for(0, vocab_blocks, threads_, rows * dim * kVocabBlock, [&](int64_t vocab_block) {
       const int64_t j0 = vocab_block * kVocabBlock, vocab_rows = std::min(kVocabBlock, count - j0);
       const T* w[kVocabBlock];
       for (int64_t jj = 0; jj < kVocabBlock; ++jj)
@@ -198,7 +198,7 @@ private:
   // Per row: z in place of x, lse, loss, the lse output, then dx in place of z when gradients are asked.
   void row_statistics(int64_t rows) {
     const int64_t vocab = problem_.vocab;
-    parallel_for(0, rows, threads_, [&](int64_t row) {
+    parallel_for(0, rows, threads_, 8 * vocab, [&](int64_t row) {
       double* logits = logits_ + row * vocab;
       int64_t token = row_token_[row], label = row_label_[row];
       bool label_in_vocab = in_vocab(label);
@@ -225,7 +225,7 @@ private:
   void grad_hidden_rows(int64_t rows) {
     const int64_t dim = problem_.hidden_dim, vocab = problem_.vocab;
     int64_t blocks = (rows + kRowBlock - 1) / kRowBlock;
-    parallel_for(0, blocks, threads_, [&](int64_t block_index) {
+    parallel_for(0, blocks, threads_, kRowBlock * vocab * dim, [&](int64_t block_index) {
       int64_t row0 = block_index * kRowBlock, block = std::min(kRowBlock, rows - row0);
       double* sums = grad_hidden_rows_ + row0 * dim;
       std::memset(sums, 0, sizeof(double) * std::size_t(block * dim));
@@ -271,7 +271,7 @@ private:
   // Accumulator row j += Σ_row dx[row, j] · h_row (rows in token order); dx rows hold `count` logits.
   void accumulate_vocab_gradients(int64_t rows, int64_t count) {
     const int64_t dim = problem_.hidden_dim;
-    parallel_for(0, count, threads_, [&](int64_t j) {
+    parallel_for(0, count, threads_, rows * (dim + 1), [&](int64_t j) {
       double* weight_sum = weight_gradient_ + j * dim;
       for (int64_t row = 0; row < rows; ++row) bias_gradient_[j] += logits_[row * count + j];
       if (!wants_weight_gradient_) return;
@@ -307,7 +307,7 @@ private:
     while (int64_t rows = gather_chunk(cursor)) {
       load_hidden(rows);
       compute_logits(rows, first, count);
-      parallel_for(0, rows, threads_, [&](int64_t row) {
+      parallel_for(0, rows, threads_, 8 * count, [&](int64_t row) {
         double* logits = logits_ + row * count;
         int64_t token = row_token_[row], label = row_label_[row];
         bool label_in_vocab = in_vocab(label);
@@ -324,7 +324,7 @@ private:
 
   void write_vocab_gradients(int64_t first, int64_t count) {
     const int64_t dim = problem_.hidden_dim;
-    parallel_for(0, count, threads_, [&](int64_t j) {
+    parallel_for(0, count, threads_, dim, [&](int64_t j) {
       const double* sums = weight_gradient_ + j * dim;
       if (outputs_.grad_weight) {
         T* out = static_cast<T*>(outputs_.grad_weight) + (first + j) * outputs_.grad_weight_stride;
