@@ -38,14 +38,11 @@ std::string skipCondition(const Stmt *Statement, const CapturedSite &Site, const
   case GuardKind::None:
     return Skip;
   case GuardKind::Branch:
-    return Query.within(Statement, Guard.If->getThen()) ? Skip : Skip + " && " + operand(Guard.Positive);
+  case GuardKind::Unrelated:
+    return Query.within(Statement, Guard.Taken) ? Skip : Skip + " && " + operand(Guard.Positive);
   case GuardKind::EarlyReturn:
     return Query.before(Guard.If->getEndLoc(), Statement->getBeginLoc()) ? Skip
                                                                           : Skip + " && " + operand(Guard.Positive);
-  case GuardKind::Unrelated:
-    return Query.within(Statement, Guard.If->getThen())
-               ? Skip
-               : Skip + " && " + operand(Query.text(AstQuery::spelled(Guard.If->getCond())));
   }
   return Skip;
 }
@@ -124,7 +121,9 @@ std::vector<tooling::Replacement> planSiteEdits(const CapturedSite &Site, const 
                       lossOptionsText(Site, Patterns) + ")";
   for (const std::string &Cast : Site.Casts)
     Fused += Cast;
-  std::string Loss = Replacement.Enabled + " ? " + Fused + " : " + Query.text(Site.Loss);
+  // The fused call and the original on lines of their own, so a diff reads as "new | old".
+  std::string Continuation = "\n" + Query.indentation(Site.Loss->getBeginLoc()) + "    ";
+  std::string Loss = Replacement.Enabled + Continuation + "? " + Fused + Continuation + ": " + Query.text(Site.Loss);
   if (!standsAlone(Site.Loss, Query))
     Loss = "(" + Loss + ")";
   Edits.push_back(replace(Site.Loss, Loss, Query));

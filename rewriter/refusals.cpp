@@ -126,8 +126,8 @@ std::optional<Refusal> logitsUsedElsewhere(const CapturedSite &Site, const Patte
       if (InChain)
         continue;
       // Where the labels are absent the original code runs unchanged.
-      if (Site.Guard.Kind == GuardKind::Branch && Site.Guard.If->getElse() &&
-          Query.within(Read, Site.Guard.If->getElse()))
+      if ((Site.Guard.Kind == GuardKind::Branch || Site.Guard.Kind == GuardKind::Unrelated) &&
+          Site.Guard.NotTaken && Query.within(Read, Site.Guard.NotTaken))
         continue;
       if (Site.Guard.Kind == GuardKind::EarlyReturn && Query.within(Read, Site.Guard.If))
         continue;
@@ -186,7 +186,7 @@ std::optional<Refusal> labelsBranchNontrivial(const CapturedSite &Site, const Pa
                                               const VariableUses &) {
   std::vector<const Stmt *> Statements;
   if (Site.Guard.Kind == GuardKind::Branch) {
-    const Stmt *Then = Site.Guard.If->getThen();
+    const Stmt *Then = Site.Guard.Taken;
     if (const auto *Block = dyn_cast<CompoundStmt>(Then))
       Statements.assign(Block->body_begin(), Block->body_end());
     else
@@ -216,7 +216,7 @@ std::optional<Refusal> labelsMismatch(const CapturedSite &Site, const PatternSet
     return Refusal{ReasonKind::LabelsMismatch, Site.Target,
                    "the loss target `" + Query.text(Site.Target) + "` does not come from the guarded `" +
                        Guard.Labels->getNameAsString() + "`"};
-  if (Guard.Kind == GuardKind::Unrelated && Site.Producer && !Query.within(Site.Producer, Guard.If->getThen()) &&
+  if (Guard.Kind == GuardKind::Unrelated && Site.Producer && !Query.within(Site.Producer, Guard.Taken) &&
       Guard.If->getCond()->HasSideEffects(Query.context()))
     return Refusal{ReasonKind::LabelsMismatch, Guard.If->getCond(),
                    "the loss is under a condition that does not test the labels and cannot be evaluated twice"};

@@ -309,12 +309,14 @@ LabelsGuard findGuard(const CallExpr *Loss, const Stmt *Body, const PatternSet &
       if (Previous == If->getCond() || Previous == If->getInit() || Previous == If->getConditionVariableDeclStmt())
         continue;
       bool InThen = Previous == If->getThen();
+      const Stmt *Taken = InThen ? If->getThen() : If->getElse();
+      const Stmt *NotTaken = InThen ? If->getElse() : If->getThen();
       auto Test = parseGuard(If->getCond(), Patterns, Query);
-      if (Test && Test->Present == InThen) {
-        std::string Positive = Test->Positive;
-        return LabelsGuard{GuardKind::Branch, If, Test->Labels, Positive};
-      }
-      return LabelsGuard{GuardKind::Unrelated, If, nullptr, ""};
+      if (Test && Test->Present == InThen)
+        return LabelsGuard{GuardKind::Branch, If, Taken, NotTaken, Test->Labels, Test->Positive};
+      std::string Condition = Query.text(AstQuery::spelled(If->getCond()));
+      return LabelsGuard{GuardKind::Unrelated, If, Taken, NotTaken, nullptr,
+                         InThen ? Condition : "!(" + Condition + ")"};
     }
     if (const auto *Block = dyn_cast<CompoundStmt>(Parent)) {
       // An earlier `if (!labels) return ...;` in this block guards everything after it.
@@ -326,7 +328,7 @@ LabelsGuard findGuard(const CallExpr *Loss, const Stmt *Body, const PatternSet &
           continue;
         auto Test = parseGuard(If->getCond(), Patterns, Query);
         if (Test && !Test->Present)
-          return LabelsGuard{GuardKind::EarlyReturn, If, Test->Labels, Test->Positive};
+          return LabelsGuard{GuardKind::EarlyReturn, If, nullptr, nullptr, Test->Labels, Test->Positive};
       }
     }
     if (Parent == Body || isa<LambdaExpr>(Parent))

@@ -56,8 +56,10 @@ enum class GuardKind {
 struct LabelsGuard {
   GuardKind Kind = GuardKind::None;
   const clang::IfStmt *If = nullptr;
+  const clang::Stmt *Taken = nullptr;      ///< Branch/Unrelated: the branch of If that holds the loss
+  const clang::Stmt *NotTaken = nullptr;   ///< Branch/Unrelated: the other branch (may be null)
   const clang::VarDecl *Labels = nullptr;  ///< the guarded variable
-  std::string Positive;                    ///< the condition "labels are present", as source text
+  std::string Positive;                    ///< the condition under which the loss runs, as source text
 };
 
 struct LossOptionValues {

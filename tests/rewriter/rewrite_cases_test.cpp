@@ -579,6 +579,49 @@ const Case Cases[] = {
   torch::Tensor both(torch::Tensor h, torch::Tensor labels) { return scaled<1>(h, labels) + scaled<2>(h, labels); }
 )"},
 
+    {"labels tested negatively, loss in the else branch", R"(
+  Output forward(torch::Tensor h, c10::optional<torch::Tensor> labels) {
+    auto logits = lm_head(h);
+    torch::Tensor loss;
+    if (!labels.has_value()) {
+      loss = torch::zeros({1});
+    } else {
+      loss = F::cross_entropy(logits.view({-1, 32}), labels->view(-1));
+    }
+    return {logits, loss};
+  }
+)", Verb::RewritesTo, R"(
+  Output forward(torch::Tensor h, c10::optional<torch::Tensor> labels) {
+    auto logits = lmfuse::skip_logits() && labels.has_value() ? torch::Tensor() : lm_head(h);
+    torch::Tensor loss;
+    if (!labels.has_value()) {
+      loss = torch::zeros({1});
+    } else {
+      loss = lmfuse::enabled() ? lmfuse::linear_cross_entropy(h, lm_head->weight, lm_head->bias, *labels, lmfuse::LossOptions())
+                               : F::cross_entropy(logits.view({-1, 32}), labels->view(-1));
+    }
+    return {logits, loss};
+  }
+)"},
+    {"loss under a condition that does not test the labels: the logits are skipped only under it", R"(
+  bool training_ = true;
+  Output forward(torch::Tensor h, torch::Tensor labels) {
+    auto logits = lm_head(h);
+    torch::Tensor loss;
+    if (training_) loss = F::cross_entropy(logits.view({-1, 32}), labels.view(-1));
+    return {logits, loss};
+  }
+)", Verb::RewritesTo, R"(
+  bool training_ = true;
+  Output forward(torch::Tensor h, torch::Tensor labels) {
+    auto logits = lmfuse::skip_logits() && training_ ? torch::Tensor() : lm_head(h);
+    torch::Tensor loss;
+    if (training_) loss = lmfuse::enabled() ? lmfuse::linear_cross_entropy(h, lm_head->weight, lm_head->bias, labels, lmfuse::LossOptions())
+                                            : F::cross_entropy(logits.view({-1, 32}), labels.view(-1));
+    return {logits, loss};
+  }
+)"},
+
     // ---- refused: logits-rebound ----------------------------------------------------------------
     {"logits scaled after the head", R"(
   torch::Tensor forward(torch::Tensor h, torch::Tensor labels) {
@@ -789,6 +832,16 @@ const Case Cases[] = {
     torch::Tensor loss;
     if (labels.defined()) loss = F::cross_entropy(logits.view({-1, 32}), (labels + labels).view(-1));
     return loss;
+  }
+)", Verb::RefusesWith, "labels-mismatch"},
+
+    {"loss under a condition with side effects while the head runs outside it", R"(
+  bool should_score();
+  Output forward(torch::Tensor h, c10::optional<torch::Tensor> labels) {
+    auto logits = lm_head(h);
+    torch::Tensor loss;
+    if (should_score()) loss = F::cross_entropy(logits.view({-1, 32}), labels->view(-1));
+    return {logits, loss};
   }
 )", Verb::RefusesWith, "labels-mismatch"},
 
