@@ -8,10 +8,19 @@
 // (main stream) while the side stream already works on the next chunk. Without room for the fp32
 // [V, D] accumulator (MemoryMode::LowMemory), a first pass computes loss, lse, grad_hidden and grad_bias,
 // and a second pass over vocabulary slices recomputes the logits of each slice to accumulate grad_weight.
+// Compaction (Options::compact, the default): a device-side stable order of the tokens with a label;
+// each chunk gathers its hidden rows, and its three steps are SWITCH nodes of a CUDA graph whose bodies
+// do the work on 1/4, 2/4, 3/4 or all of the chunk's rows; a kernel picks the body from the device-side
+// count, so the GEMMs cost what the labelled tokens need and the host never learns the count. An eager
+// call is recorded as a graph and launched (the graph is kept while the arguments repeat); a call under
+// the caller's capture adds its nodes to the caller's graph.
 // Results are bitwise reproducible: fixed chunking, fixed cuBLASLt algorithms, no float atomics.
 #include <cuda_runtime.h>
 
 #include <climits>
+#include <cstring>
+#include <type_traits>
+#include <utility>
 #include <functional>
 #include <string>
 #include <vector>
@@ -169,6 +178,22 @@ std::vector<Item> tokenChunks(int64_t tokens, int64_t chunk, int64_t firstColumn
   for (int64_t t = 0; t < tokens; t += chunk)
     items.push_back({t, std::min(chunk, tokens - t), firstColumn, columns, t + chunk >= tokens});
   return items;
+}
+
+// Everything the recorded graph of a call depends on: sizes, options, every pointer (as bytes).
+std::vector<unsigned char> callKey(const Problem& problem, const Options& options, const Outputs& outputs,
+                                   Workspace workspace) {
+  static_assert(std::is_trivially_copyable<Problem>::value && std::is_trivially_copyable<Options>::value &&
+                    std::is_trivially_copyable<Outputs>::value && std::is_trivially_copyable<Workspace>::value,
+                "the key copies the argument structs");
+  std::vector<unsigned char> key(sizeof problem + sizeof options + sizeof outputs + sizeof workspace, 0);
+  unsigned char* at = key.data();
+  for (auto [data, size] : {std::pair<const void*, std::size_t>{&problem, sizeof problem}, {&options, sizeof options},
+                            {&outputs, sizeof outputs}, {&workspace, sizeof workspace}}) {
+    std::memcpy(at, data, size);
+    at += size;
+  }
+  return key;
 }
 
 // Enqueues the whole call on `main` (the caller's stream, or the stream recording it as a graph when
@@ -376,7 +401,7 @@ void linear_cross_entropy(const Problem& problem, const Options& options, const 
   std::lock_guard<std::mutex> lock(state.mutex);
   cudaStream_t callerStream = static_cast<cudaStream_t>(context.stream);
   if (plan.compact)
-    recordAsGraph(callerStream, state.capture,
+    recordAsGraph(callerStream, state.capture, state.recorded, callKey(problem, options, outputs, workspace),
                   [&](cudaStream_t main) { issue(state, problem, options, outputs, workspace, plan, main); });
   else
     issue(state, problem, options, outputs, workspace, plan, callerStream);

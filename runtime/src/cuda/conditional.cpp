@@ -64,31 +64,36 @@ void enqueueSwitch(cudaStream_t stream, cudaGraphConditionalHandle condition, in
   enqueueConditional(stream, condition, cudaGraphCondTypeSwitch, parts, bodyStream, body);
 }
 
-void recordAsGraph(cudaStream_t stream, cudaStream_t ownStream, const std::function<void(cudaStream_t)>& work) {
+void recordAsGraph(cudaStream_t stream, cudaStream_t ownStream, RecordedGraph& cache,
+                   const std::vector<unsigned char>& key, const std::function<void(cudaStream_t)>& work) {
   cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
   LMFUSE_CUDA_CHECK(cudaStreamIsCapturing(stream, &status));
   if (status == cudaStreamCaptureStatusActive) {
     work(stream);
     return;
   }
-  LMFUSE_CUDA_CHECK(cudaStreamBeginCapture(ownStream, cudaStreamCaptureModeThreadLocal));
-  cudaGraph_t graph = nullptr;
-  try {
-    work(ownStream);
-  } catch (...) {
-    (void)cudaStreamEndCapture(ownStream, &graph);
-    if (graph) cudaGraphDestroy(graph);
-    throw;
+  if (!cache.exec || cache.key != key) {
+    LMFUSE_CUDA_CHECK(cudaStreamBeginCapture(ownStream, cudaStreamCaptureModeThreadLocal));
+    cudaGraph_t graph = nullptr;
+    try {
+      work(ownStream);
+    } catch (...) {
+      (void)cudaStreamEndCapture(ownStream, &graph);
+      if (graph) cudaGraphDestroy(graph);
+      (void)cudaGetLastError();
+      throw;
+    }
+    LMFUSE_CUDA_CHECK(cudaStreamEndCapture(ownStream, &graph));
+    cudaGraphExec_t exec = nullptr;
+    cudaError_t instantiated = cudaGraphInstantiate(&exec, graph, 0);
+    cudaGraphDestroy(graph);
+    if (instantiated != cudaSuccess) (void)cudaGetLastError();  // not sticky: leave no error for later checks
+    LMFUSE_CUDA_CHECK(instantiated);
+    if (cache.exec) cudaGraphExecDestroy(cache.exec);  // freed once its launches complete
+    cache.exec = exec;
+    cache.key = key;
   }
-  LMFUSE_CUDA_CHECK(cudaStreamEndCapture(ownStream, &graph));
-  cudaGraphExec_t exec = nullptr;
-  cudaError_t instantiated = cudaGraphInstantiate(&exec, graph, 0);
-  cudaGraphDestroy(graph);
-  if (instantiated != cudaSuccess) (void)cudaGetLastError();  // not sticky: leave no error for later checks
-  LMFUSE_CUDA_CHECK(instantiated);
-  cudaError_t launched = cudaGraphLaunch(exec, stream);
-  cudaGraphExecDestroy(exec);  // freed once the launch completes
-  LMFUSE_CUDA_CHECK(launched);
+  LMFUSE_CUDA_CHECK(cudaGraphLaunch(cache.exec, stream));
 }
 
 }  // namespace lmfuse::detail::cuda

@@ -7,6 +7,7 @@
 #include <cuda_runtime.h>
 
 #include <functional>
+#include <vector>
 
 namespace lmfuse::detail::cuda {
 
@@ -26,8 +27,16 @@ void enqueueIf(cudaStream_t stream, cudaGraphConditionalHandle condition, cudaSt
 void enqueueSwitch(cudaStream_t stream, cudaGraphConditionalHandle condition, int parts, cudaStream_t bodyStream,
                    const std::function<void(int, cudaStream_t)>& body);
 
+/// The last graph recorded for an eager call, reused while the call's arguments (key) stay the same:
+/// training loops repeat one call with the same buffers, and instantiation costs host time per call.
+struct RecordedGraph {
+  std::vector<unsigned char> key;
+  cudaGraphExec_t exec = nullptr;
+};
+
 /// Records everything `work` enqueues on `stream`: directly when the caller is capturing `stream`,
-/// else into a graph captured on `ownStream` and then launched on `stream`.
-void recordAsGraph(cudaStream_t stream, cudaStream_t ownStream, const std::function<void(cudaStream_t)>& work);
+/// else into a graph captured on `ownStream` (or the cached one when `key` matches) launched on `stream`.
+void recordAsGraph(cudaStream_t stream, cudaStream_t ownStream, RecordedGraph& cache,
+                   const std::vector<unsigned char>& key, const std::function<void(cudaStream_t)>& work);
 
 }  // namespace lmfuse::detail::cuda
