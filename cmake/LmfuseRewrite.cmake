@@ -96,6 +96,7 @@ function(lmfuse_rewrite)
       endif()
       list(APPEND carried "${from}")
     endforeach()
+    file(GLOB_RECURSE carried LIST_DIRECTORIES false "${LMFUSE_REWRITTEN_DIR}/${target}/*")
     set(carried_audit "${LMFUSE_REWRITTEN_DIR}/${target}/audit.json")
     set(audit_arguments "")
     if(EXISTS "${carried_audit}")
@@ -103,7 +104,8 @@ function(lmfuse_rewrite)
     endif()
     add_custom_command(
       OUTPUT ${copies} "${audit}"
-      COMMAND "${CMAKE_COMMAND}" "-DMODE=carried" "-DTARGET=${target}" "-DFROM=${carried}" "-DCOPIES=${copies}"
+      COMMAND "${CMAKE_COMMAND}" "-DMODE=carried" "-DTARGET=${target}" "-DFROM_DIR=${LMFUSE_REWRITTEN_DIR}/${target}"
+              "-DOUT_DIR=${out_dir}" "-DCOPIES=${copies}"
               "-DAUDIT=${audit}" ${audit_arguments} "-DEXPECT_PATCHED=${ARG_EXPECT_PATCHED}"
               -P "${_LMFUSE_REWRITE_STEP}"
       DEPENDS ${carried} ${originals} "${_LMFUSE_REWRITE_STEP}"
@@ -118,7 +120,8 @@ function(lmfuse_rewrite)
     if(NOT patterns OR NOT EXISTS "${patterns}")
       message(FATAL_ERROR "lmfuse_rewrite(TARGET ${target}): pattern set '${patterns}' not found (LMFUSE_PATTERNS)")
     endif()
-    # The target's own flags, evaluated at generate time (transitively over what it links), one per line.
+    # The tool gets the target's own flags: from compile_commands.json (the command of the first copy),
+    # else from this file, evaluated at generate time (transitively over what it links), one per line.
     set(includes "$<TARGET_PROPERTY:${target},INCLUDE_DIRECTORIES>")
     set(definitions "$<TARGET_PROPERTY:${target},COMPILE_DEFINITIONS>")
     set(options "$<TARGET_PROPERTY:${target},COMPILE_OPTIONS>")
@@ -126,7 +129,7 @@ function(lmfuse_rewrite)
     set(flags_file "${out_dir}/flags-$<CONFIG>.txt")
     string(REPLACE " " ";" global_flags "${CMAKE_CXX_FLAGS}")
     list(FILTER global_flags EXCLUDE REGEX "^$")
-    file(GENERATE OUTPUT "${flags_file}" TARGET "${target}" CONTENT
+    file(GENERATE OUTPUT "${flags_file}" CONTENT
 "-std=c++$<IF:$<BOOL:${standard}>,${standard},17>
 $<$<BOOL:${includes}>:-I$<JOIN:${includes},
 -I>>
@@ -145,6 +148,7 @@ $<JOIN:${global_flags},
     add_custom_command(
       OUTPUT ${copies} "${audit}"
       COMMAND "${CMAKE_COMMAND}" "-DMODE=tool" "-DTARGET=${target}" "-DTOOL=${tool}" "-DPATTERNS=${patterns}"
+              "-DCOMPILE_COMMANDS=${CMAKE_BINARY_DIR}/compile_commands.json"
               "-DFLAGS_FILE=${flags_file}" "-DSOURCES=${originals}" "-DCOPIES=${copies}"
               "-DSOURCE_ROOT=${CMAKE_CURRENT_SOURCE_DIR}" "-DOUT_DIR=${out_dir}" "-DAUDIT=${audit}"
               "-DEXPECT_PATCHED=${ARG_EXPECT_PATCHED}" "-DCXX=${CMAKE_CXX_COMPILER}" "-DDEPFILE=${depfile}"
@@ -170,5 +174,6 @@ $<JOIN:${global_flags},
     target_compile_options("${target}" PRIVATE "SHELL:-iquote \"${folder}\"")
   endforeach()
   target_link_libraries("${target}" PRIVATE lmfuse::torch)
+  set_property(TARGET "${target}" PROPERTY EXPORT_COMPILE_COMMANDS ON)
   set_property(TARGET "${target}" APPEND PROPERTY LMFUSE_AUDIT "${audit}")
 endfunction()

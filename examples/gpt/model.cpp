@@ -8,8 +8,8 @@
 namespace F = torch::nn::functional;
 
 CausalSelfAttentionImpl::CausalSelfAttentionImpl(const GPTConfig& config) : n_head(config.n_head) {
-  c_attn = register_module("c_attn", torch::nn::Linear(config.n_embd, 3 * config.n_embd));
-  c_proj = register_module("c_proj", torch::nn::Linear(config.n_embd, config.n_embd));
+  c_attn = register_module("c_attn", torch::nn::Linear(torch::nn::LinearOptions(config.n_embd, 3 * config.n_embd).bias(config.bias)));
+  c_proj = register_module("c_proj", torch::nn::Linear(torch::nn::LinearOptions(config.n_embd, config.n_embd).bias(config.bias)));
 }
 
 torch::Tensor CausalSelfAttentionImpl::forward(const torch::Tensor& x) {
@@ -28,8 +28,8 @@ torch::Tensor CausalSelfAttentionImpl::forward(const torch::Tensor& x) {
 }
 
 MLPImpl::MLPImpl(const GPTConfig& config) {
-  c_fc = register_module("c_fc", torch::nn::Linear(config.n_embd, 4 * config.n_embd));
-  c_proj = register_module("c_proj", torch::nn::Linear(4 * config.n_embd, config.n_embd));
+  c_fc = register_module("c_fc", torch::nn::Linear(torch::nn::LinearOptions(config.n_embd, 4 * config.n_embd).bias(config.bias)));
+  c_proj = register_module("c_proj", torch::nn::Linear(torch::nn::LinearOptions(4 * config.n_embd, config.n_embd).bias(config.bias)));
 }
 
 torch::Tensor MLPImpl::forward(const torch::Tensor& x) { return c_proj(F::gelu(c_fc(x))); }
@@ -86,9 +86,13 @@ std::pair<torch::Tensor, torch::Tensor> GPTImpl::forward(const torch::Tensor& id
 
 std::pair<torch::Tensor, torch::Tensor> GPTImpl::tiedForward(const torch::Tensor& x,
                                                              const c10::optional<torch::Tensor>& targets) {
-  auto logits = F::linear(x, wte->weight);
-  if (!targets.has_value()) return {logits, torch::Tensor()};
-  auto loss = F::cross_entropy(logits.view({-1, logits.size(-1)}), targets.value().view(-1),
-                               F::CrossEntropyFuncOptions().ignore_index(-1));
-  return {logits, loss};
+  if (targets.has_value()) {
+    auto logits = F::linear(x, wte->weight);
+    auto loss = F::cross_entropy(logits.view({-1, logits.size(-1)}), targets.value().view(-1),
+                                 F::CrossEntropyFuncOptions().ignore_index(-1));
+    return {logits, loss};
+  }
+  // Inference: only the last position's logits are needed.
+  auto logits = F::linear(x.slice(1, -1), wte->weight);
+  return {logits, torch::Tensor()};
 }

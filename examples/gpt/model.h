@@ -15,6 +15,10 @@ struct GPTConfig {
   int64_t n_layer = 2;
   int64_t n_head = 4;
   int64_t n_embd = 64;
+  /// Biases in the attention and MLP Linears (GPT-2: true). Off by default, as in nanoGPT's `bias=False`:
+  /// the key bias has a zero gradient in exact arithmetic (softmax ignores a per-row constant), so with
+  /// it AdamW turns rounding noise into updates and no two correct implementations agree on it.
+  bool bias = false;
   bool head_bias = false;   ///< lm_head with a bias
   bool tie_weights = false; ///< logits through the token embedding (no lm_head)
 };

@@ -4,7 +4,7 @@
 // sources: plain (gpt_train) and through lmfuse_rewrite (gpt_train_fused).
 //
 //   gpt_train [--steps N] [--device cpu|cuda] [--dtype fp32|bf16] [--vocab V] [--dim D] [--layers L]
-//             [--heads H] [--seq T] [--batch B] [--lr X] [--seed S] [--head-bias] [--tied]
+//             [--heads H] [--seq T] [--batch B] [--lr X] [--seed S] [--bias] [--head-bias] [--tied]
 //             [--params FILE]
 // Every option can also come from the environment as GPT_<NAME> (GPT_STEPS=50, GPT_DEVICE=cuda, ...);
 // the command line wins. --params writes the final parameters (name, then fp32 values) for comparison.
@@ -46,7 +46,7 @@ struct Settings {
 };
 
 Settings parseArguments(int argc, char** argv) {
-  static const char* flags[] = {"head-bias", "tied"};
+  static const char* flags[] = {"bias", "head-bias", "tied"};
   Settings settings;
   for (int i = 1; i < argc; ++i) {
     std::string arg = argv[i];
@@ -119,6 +119,7 @@ int main(int argc, char** argv) try {
   config.n_layer = settings.integer("layers", 2);
   config.n_head = settings.integer("heads", 4);
   config.block_size = settings.integer("seq", 32);
+  config.bias = settings.flag("bias");
   config.head_bias = settings.flag("head-bias");
   config.tie_weights = settings.flag("tied");
   const int64_t steps = settings.integer("steps", 20);
