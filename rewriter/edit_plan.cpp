@@ -110,6 +110,8 @@ std::vector<tooling::Replacement> planSiteEdits(const CapturedSite &Site, const 
     // Rebindings and aliases would read the undefined logits: they get the same condition.
     for (const ChainStep &Step : Site.Chain) {
       const Expr *StepValue = AstQuery::spelled(Step.Value);
+      if (isa<DeclRefExpr>(StepValue))
+        continue;  // a plain alias (`auto &flat = logits;`) computes nothing on the undefined tensor
       Edits.push_back(replace(StepValue, skipCondition(Step.Statement, Site, Patterns, Query) + " ? " +
                                              Replacement.UndefinedTensor + " : " + Query.text(StepValue),
                               Query));

@@ -664,7 +664,8 @@ std::optional<HeadCall> matchHead(const Expr *E, const PatternSet &Patterns, con
     Head.Hidden = Call->Args[Rule.Input];
     Head.Text = Query.text(E);
     Head.Weight = Query.text(AstQuery::spelled(Call->Args[Rule.Weight]));
-    if (Rule.Bias < Call->Args.size() && !isDefaultArgument(Call->Args[Rule.Bias]))
+    if (Rule.Bias < Call->Args.size() && !isDefaultArgument(Call->Args[Rule.Bias]) &&
+        !isNullConstant(Call->Args[Rule.Bias], Patterns, Query))
       Head.Bias = Query.text(AstQuery::spelled(Call->Args[Rule.Bias]));
     return Head;
   }

@@ -622,6 +622,29 @@ const Case Cases[] = {
   }
 )"},
 
+    {"at::linear with an explicit nullopt bias, logits bound to a reference", R"(
+  torch::Tensor forward(torch::Tensor h, torch::Tensor labels) {
+    auto logits = at::linear(h, wte->weight, c10::nullopt);
+    torch::Tensor loss;
+    if (labels.defined()) {
+      const torch::Tensor &scores = logits;
+      loss = F::cross_entropy(scores.view({-1, 32}), labels.view(-1));
+    }
+    return loss;
+  }
+)", Verb::RewritesTo, R"(
+  torch::Tensor forward(torch::Tensor h, torch::Tensor labels) {
+    auto logits = lmfuse::skip_logits() && labels.defined() ? torch::Tensor() : at::linear(h, wte->weight, c10::nullopt);
+    torch::Tensor loss;
+    if (labels.defined()) {
+      const torch::Tensor &scores = logits;
+      loss = lmfuse::enabled() ? lmfuse::linear_cross_entropy(h, wte->weight, torch::Tensor(), labels, lmfuse::LossOptions())
+                               : F::cross_entropy(scores.view({-1, 32}), labels.view(-1));
+    }
+    return loss;
+  }
+)"},
+
     // ---- refused: logits-rebound ----------------------------------------------------------------
     {"logits scaled after the head", R"(
   torch::Tensor forward(torch::Tensor h, torch::Tensor labels) {
@@ -1057,4 +1080,41 @@ TEST_CASE("a source with compile errors is not analysed", "[rewriter]") {
   CHECK(Result.Sites.empty());
   CHECK(Result.Code == Broken);
   CHECK(Result.Diagnostics.find("error") != std::string::npos);
+}
+
+TEST_CASE("std::optional labels, tested as bool and unwrapped with value()", "[rewriter]") {
+  const std::string Before = R"(#include <optional>
+#include <torch/torch.h>
+struct Model : torch::nn::Module {
+  torch::nn::Linear head{nullptr};
+  torch::Tensor forward(torch::Tensor h, std::optional<torch::Tensor> labels) {
+    auto logits = head(h);
+    if (!labels) return logits;
+    return torch::nn::functional::cross_entropy(logits.view({-1, 32}), labels.value().view(-1));
+  }
+};
+)";
+  const std::string After = R"(#include <optional>
+#include <torch/torch.h>
+#include <lmfuse/torch.h>
+struct Model : torch::nn::Module {
+  torch::nn::Linear head{nullptr};
+  torch::Tensor forward(torch::Tensor h, std::optional<torch::Tensor> labels) {
+    auto logits = lmfuse::skip_logits() && labels ? torch::Tensor() : head(h);
+    if (!labels) return logits;
+    return lmfuse::enabled()
+        ? lmfuse::linear_cross_entropy(h, head->weight, head->bias, labels.value(), lmfuse::LossOptions())
+        : torch::nn::functional::cross_entropy(logits.view({-1, 32}), labels.value().view(-1));
+  }
+};
+)";
+  RewriteResult Result = rewriteWithStubs(Before);
+  INFO(Result.Diagnostics << Result.Code);
+  REQUIRE(Result.Parsed);
+  REQUIRE(Result.Sites.size() == 1);
+  CHECK(Result.Sites[0].Status == SiteStatus::Patched);
+  CHECK(normalizeWhitespace(Result.Code) == normalizeWhitespace(After));
+  RewriteResult Again = rewriteWithStubs(Result.Code);
+  REQUIRE(Again.Parsed);
+  CHECK(Again.Code == Result.Code);
 }
