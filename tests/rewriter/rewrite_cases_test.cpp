@@ -645,6 +645,23 @@ const Case Cases[] = {
   }
 )"},
 
+    {"loss in a lambda, head inline", R"(
+  torch::Tensor forward(torch::Tensor h, torch::Tensor y) {
+    auto score = [&](const torch::Tensor &targets) {
+      return F::cross_entropy(lm_head(h).view({-1, 32}), targets.view(-1));
+    };
+    return score(y);
+  }
+)", Verb::RewritesTo, R"(
+  torch::Tensor forward(torch::Tensor h, torch::Tensor y) {
+    auto score = [&](const torch::Tensor &targets) {
+      return lmfuse::enabled() ? lmfuse::linear_cross_entropy(h, lm_head->weight, lm_head->bias, targets, lmfuse::LossOptions())
+                               : F::cross_entropy(lm_head(h).view({-1, 32}), targets.view(-1));
+    };
+    return score(y);
+  }
+)"},
+
     // ---- refused: logits-rebound ----------------------------------------------------------------
     {"logits scaled after the head", R"(
   torch::Tensor forward(torch::Tensor h, torch::Tensor labels) {
@@ -758,6 +775,12 @@ const Case Cases[] = {
     torch::Tensor loss;
     if (labels.defined()) loss = F::cross_entropy(logits.view({-1, 32}), labels.view(-1));
     return loss;
+  }
+)", Verb::RefusesWith, "head-not-linear"},
+
+    {"a loss helper whose logits arrive as a parameter", R"(
+  static torch::Tensor loss_of(const torch::Tensor &logits, const torch::Tensor &targets) {
+    return F::cross_entropy(logits.view({-1, 32}), targets.view(-1));
   }
 )", Verb::RefusesWith, "head-not-linear"},
 
@@ -1117,4 +1140,26 @@ struct Model : torch::nn::Module {
   RewriteResult Again = rewriteWithStubs(Result.Code);
   REQUIRE(Again.Parsed);
   CHECK(Again.Code == Result.Code);
+}
+
+TEST_CASE("sites in a user header are found and planned; the main file is left alone", "[rewriter]") {
+  const std::map<std::string, std::string> Headers = {{"/virtual/gpt.h", source(R"(
+  torch::Tensor forward(torch::Tensor h, torch::Tensor labels) {
+    auto logits = lm_head(h);
+    torch::Tensor loss;
+    if (labels.defined()) loss = F::cross_entropy(logits.view({-1, 32}), labels.view(-1));
+    return loss;
+  }
+)", false)}};
+  const std::string Main = "#include \"gpt.h\"\nint main() { return 0; }\n";
+  std::vector<std::string> Args = stubArgs();
+  Args.push_back("-I/virtual");
+  RewriteResult Result = rewriteSource(Main, Args, defaultPatterns(), "/virtual/main.cpp", Headers);
+  INFO(Result.Diagnostics);
+  REQUIRE(Result.Parsed);
+  REQUIRE(Result.Sites.size() == 1);
+  CHECK(Result.Sites[0].File == "/virtual/gpt.h");
+  CHECK(Result.Sites[0].Status == SiteStatus::Patched);
+  CHECK(Result.Sites[0].Function == "Model::forward");
+  CHECK(Result.Code == Main);
 }
