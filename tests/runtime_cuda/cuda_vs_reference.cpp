@@ -1,4 +1,4 @@
-// The CUDA backend against the fp64 brute force, case by case: every option of flce.h, each dtype, odd
+// The CUDA backend against the fp64 brute force and against the CPU reference backend, case by case: every option of flce.h, each dtype, odd
 // vocabulary sizes, strided layouts, both memory modes. Fresh random inputs on every run (the seed is not
 // fixed); outputs are poisoned first. Bounds are per dtype: the reference sees the same rounded inputs,
 // so what remains is the GPU's fp32 arithmetic and the rounding of logits and gradients to the dtype.
@@ -112,6 +112,13 @@ TEST_CASE("CUDA matches the fp64 reference for every option and dtype", "[cuda]"
       if (spec.gradWeight) compare("grad_weight", got.gradWeight, want.gradWeight, tol.gradient);
       if (spec.gradBias) compare("grad_bias", got.gradBias, want.gradBias, tol.gradient);
       if (spec.accumulate) compare("grad_weight_accumulate increment", got.accumulate, want.gradWeight, tol.gradient);
+      // The same call on the CPU reference backend, within the same bounds (it stores in the dtype too).
+      Result cpu = scenario.runOnCpu();
+      compare("loss vs CPU backend", got.loss, cpu.loss, tol.loss);
+      if (spec.gradHidden) compare("grad_hidden vs CPU backend", got.gradHidden, cpu.gradHidden, tol.gradient);
+      if (spec.gradWeight) compare("grad_weight vs CPU backend", got.gradWeight, cpu.gradWeight, tol.gradient);
+      if (spec.gradBias) compare("grad_bias vs CPU backend", got.gradBias, cpu.gradBias, tol.gradient);
+      if (spec.accumulate) compare("accumulate vs CPU backend", got.accumulate, cpu.accumulate, tol.gradient);
       if (spec.ignoredFraction == 1.0 && spec.options.ignore_index == -100) {
         // Documented: a mean over nothing is 0 with zero gradients, exactly.
         CHECK(got.loss[0] == 0.0);

@@ -179,6 +179,50 @@ public:
     return r;
   }
 
+  /// The same call through the CPU reference backend (lmfuse's own oracle) on host copies of the inputs.
+  Result runOnCpu() const {
+    const int64_t n = spec_.n, d = spec_.d, v = spec_.v;
+    const std::size_t e = dtypeBytes(spec_.dtype);
+    std::vector<int64_t> labels64 = labels_, cu64 = cuSeqlens_;
+    std::vector<int32_t> labels32(labels_.begin(), labels_.end()), cu32(cuSeqlens_.begin(), cuSeqlens_.end());
+    Problem p = problem();
+    p.hidden = h_.raw.data();
+    p.weight = w_.raw.data();
+    p.bias = spec_.bias ? b_.raw.data() : nullptr;
+    p.labels = spec_.labelType == IndexType::Int64 ? static_cast<const void*>(labels64.data()) : labels32.data();
+    Options o = options();
+    if (spec_.segments > 0)
+      o.shift.cu_seqlens = spec_.cuSeqlensType == IndexType::Int64 ? static_cast<const void*>(cu64.data()) : cu32.data();
+    float nItems = float(nItems_);
+    if (spec_.divisor == Spec::Divisor::Pointer) o.n_items = &nItems;
+    if (!gradScale_.empty()) o.grad_scale = gradScale_.data();
+    Context cpu;
+    cpu.device = DeviceKind::Cpu;
+    std::vector<float> loss(options_.reduction == Reduction::None ? n : 1), lse(n);
+    std::vector<unsigned char> gh(e * std::size_t(n * hiddenStride_)), gw(e * std::size_t(v * d)), gb(e * std::size_t(v));
+    std::vector<float> accumulate = accumulateStart_;
+    Outputs out = outputs();
+    out.loss = loss.data();
+    if (out.lse) out.lse = lse.data();
+    if (out.grad_hidden) out.grad_hidden = gh.data();
+    if (out.grad_weight) out.grad_weight = gw.data();
+    if (out.grad_bias) out.grad_bias = gb.data();
+    if (out.grad_weight_accumulate) out.grad_weight_accumulate = accumulate.data();
+    std::vector<unsigned char> workspace(lmfuse::workspace_size(p, o, out.wants_gradients(), cpu));
+    lmfuse::linear_cross_entropy(p, o, out, {workspace.data(), workspace.size()}, cpu);
+    Result r;
+    r.loss.assign(loss.begin(), loss.end());
+    if (spec_.lse) r.lse.assign(lse.begin(), lse.end());
+    if (spec_.gradHidden) r.gradHidden = toDoubles(gh, spec_.dtype, std::size_t(n * d), std::size_t(d), std::size_t(hiddenStride_));
+    if (spec_.gradWeight) r.gradWeight = toDoubles(gw, spec_.dtype, std::size_t(v * d));
+    if (spec_.gradBias) r.gradBias = toDoubles(gb, spec_.dtype, std::size_t(v));
+    if (spec_.accumulate) {
+      r.accumulate.resize(accumulate.size());
+      for (std::size_t i = 0; i < accumulate.size(); ++i) r.accumulate[i] = double(accumulate[i]) - accumulateStart_[i];
+    }
+    return r;
+  }
+
   Reference expected() const {
     std::vector<double> scale(gradScale_.begin(), gradScale_.end());
     double nItems = spec_.divisor == Spec::Divisor::Count ? 0.0 : double(float(nItems_));
