@@ -175,6 +175,20 @@ llvm::Expected<PatternSet> lmfuse::rewriter::parsePatterns(llvm::StringRef Yaml,
     return llvm::createStringError(llvm::inconvertibleErrorCode(), "%s",
                                    llvm::StringRef(Messages).rtrim().str().c_str());
   }
+  // Names are matched as fully qualified; a leading "::" in the file is accepted and dropped.
+  auto Unqualify = [](std::string &Name) {
+    if (llvm::StringRef(Name).starts_with("::"))
+      Name.erase(0, 2);
+  };
+  for (ModuleHeadPattern &Head : Patterns.ModuleHeads)
+    Unqualify(Head.Holder), Unqualify(Head.Impl);
+  for (FunctionHeadPattern &Head : Patterns.FunctionHeads)
+    Unqualify(Head.Callee);
+  for (LossPattern &Loss : Patterns.Losses)
+    Unqualify(Loss.Callee);
+  for (ReductionPattern &Reduction : Patterns.Reductions)
+    Unqualify(Reduction.Type);
+  Unqualify(Patterns.Replacement.Call);
   Patterns.Source = BufferName.str();
   return Patterns;
 }

@@ -106,6 +106,8 @@ TranslationUnitResult analyzeTranslationUnit(ASTContext &Context, const PatternS
     const CallExpr *Loss = Found.Loss;
     if (!Seen.insert(Loss).second || SM.isInSystemHeader(SM.getExpansionLoc(Loss->getBeginLoc())))
       continue;
+    if (Loss->getNumArgs() <= std::max(Found.Rule->Input, Found.Rule->Target))
+      continue;  // an overload the pattern does not describe
     const FunctionDecl *Function = Query.enclosingFunction(Loss);
     if (!Function || !Function->getBody())
       continue;

@@ -528,6 +528,10 @@ void captureOptions(CapturedSite &Site, const PatternSet &Patterns, const AstQue
                                        "the options `" + Query.text(E) + "` are not visible where the loss is called"};
       return;
     }
+    if (const auto *Cast = dyn_cast<CXXFunctionalCastExpr>(E)) {  // Options{} of an aggregate
+      E = Cast->getSubExpr();
+      continue;
+    }
     if (const auto *Construct = dyn_cast<CXXConstructExpr>(E); Construct && Construct->getNumArgs() == 0)
       return;
     if (const auto *List = dyn_cast<InitListExpr>(E); List && List->getNumInits() == 0)

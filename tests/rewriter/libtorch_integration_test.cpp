@@ -64,6 +64,8 @@ TEST_CASE("a LibTorch model is rewritten and the result compiles against <lmfuse
   CHECK(Tied->Status == SiteStatus::Patched);
   REQUIRE(Tied->Options);
   CHECK(Tied->Options->Shift);
+  CHECK(Tied->Options->Reduction == "sum");
+  CHECK(Tied->Options->LabelSmoothing == Approx(0.1));
   CHECK_FALSE(Tied->Options->Bias);
 
   const SiteRecord *Capped = siteIn(First, "GPTImpl::capped_loss");
@@ -76,7 +78,8 @@ TEST_CASE("a LibTorch model is rewritten and the result compiles against <lmfuse
   CHECK(First.Code.find("lmfuse::linear_cross_entropy(x, lm_head->weight, lm_head->bias, *targets") !=
         std::string::npos);
   CHECK(First.Code.find("lmfuse::linear_cross_entropy(hidden, wte->weight, torch::Tensor(), "
-                        "labels.to(torch::kLong), lmfuse::LossOptions().shift(true))") != std::string::npos);
+                        "labels.to(torch::kLong), "
+                        "lmfuse::LossOptions().label_smoothing(0.1).reduction(lmfuse::Reduction::Sum).shift(true))") != std::string::npos);
 
   RewriteResult Second = rewriteSource(First.Code, libtorchArgs(), *Patterns, LMFUSE_REWRITER_EXAMPLE);
   INFO("second run diagnostics:\n" << Second.Diagnostics);

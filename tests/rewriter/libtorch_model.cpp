@@ -44,7 +44,8 @@ struct GPTImpl : torch::nn::Module {
     auto logits = F::linear(hidden, wte->weight);
     auto shift_logits = logits.slice(1, 0, -1).contiguous();
     auto shift_labels = labels.slice(1, 1).contiguous();
-    return F::cross_entropy(shift_logits.view({-1, shift_logits.size(-1)}), shift_labels.view(-1).to(torch::kLong));
+    return F::cross_entropy(shift_logits.view({-1, shift_logits.size(-1)}), shift_labels.view(-1).to(torch::kLong),
+                            F::CrossEntropyFuncOptions().label_smoothing(0.1).reduction(torch::kSum));
   }
 
   // Gemma-style soft cap: must be refused.

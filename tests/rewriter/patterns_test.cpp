@@ -157,3 +157,15 @@ TEST_CASE("reason codes round-trip through their spelling", "[site]") {
   CHECK(statusName(SiteStatus::AlreadyPatched) == "already_patched");
   CHECK(statusName(SiteStatus::Suppressed) == "suppressed");
 }
+
+TEST_CASE("qualified names may be written with a leading ::", "[patterns]") {
+  const std::string Yaml = readFile(LMFUSE_PATTERNS_FILE);
+  std::string Rooted = withLineReplaced(Yaml, "  - callee: torch::nn::functional::cross_entropy",
+                                        "  - callee: ::torch::nn::functional::cross_entropy");
+  auto Loaded = parsePatterns(Rooted, "rooted.yaml");
+  REQUIRE(static_cast<bool>(Loaded));
+  bool Found = false;
+  for (const LossPattern &Loss : Loaded->Losses)
+    Found = Found || Loss.Callee == "torch::nn::functional::cross_entropy";
+  CHECK(Found);
+}
