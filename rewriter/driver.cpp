@@ -162,9 +162,12 @@ DriverResult runDriver(const clang::tooling::CompilationDatabase &Compilations,
       Result.Skipped.push_back(Input + ": cannot read it: " + Buffer.getError().message());
       continue;
     }
+    // The database may spell the file through a symlink that canonicalPath() resolved.
     std::vector<CompileCommand> Commands = Compilations.getCompileCommands(File);
-    if (Commands.empty() && File != Input)
-      Commands = Compilations.getCompileCommands(Input);
+    if ((Commands.empty() || !Commands.front().Heuristic.empty()) && File != Input)
+      if (std::vector<CompileCommand> AsGiven = Compilations.getCompileCommands(Input);
+          !AsGiven.empty() && AsGiven.front().Heuristic.empty())
+        Commands = std::move(AsGiven);
     if (Commands.empty()) {
       Result.Skipped.push_back(Input + ": no compile command for it (give -p <build dir> with a "
                                        "compile_commands.json that lists it, or the flags after --)");

@@ -504,3 +504,35 @@ TEST_CASE("--version names the tool and the Clang it was built with", "[cli]") {
   CHECK(countOf(Run.Out, "lmfuse ") == 1);
   CHECK(countOf(Run.Out, "clang version 19") == 1);
 }
+
+TEST_CASE("a copy that cannot be written makes its sites write-failed, exit 1", "[cli][exit]") {
+  SourceTree Tree({{"src/model.cpp", ModelSource}, {"out/model.cpp/occupied", "a folder where the copy goes"}});
+  std::string Audit = Tree.path("audit.json");
+  ToolRun Run = runLmfuse(
+      withFlags({"--out-dir", Tree.path("out"), "--audit", Audit, Tree.path("src/model.cpp")}, Tree));
+  CHECK(Run.ExitCode == 1);
+  CHECK(countOf(Run.Err, "cannot write") == 1);
+  CHECK(Tree.read("src/model.cpp") == ModelSource);
+  llvm::json::Value Document = readAudit(Audit);
+  const llvm::json::Array &Sites = sitesOf(Document);
+  REQUIRE(Sites.size() == 1);
+  CHECK(field(Sites[0], "status") == "failed");
+  CHECK(field(Sites[0], "reason") == "write-failed");
+}
+
+TEST_CASE("the dry-run diff applies with patch and gives the --in-place result", "[cli]") {
+  llvm::ErrorOr<std::string> Patch = llvm::sys::findProgramByName("patch");
+  if (!Patch) {
+    WARN("patch(1) not installed: diff application not checked");
+    return;
+  }
+  SourceTree Tree({{"model.cpp", ModelSource}, {"copy/model.cpp", ModelSource}});
+  ToolRun Dry = runLmfuse(withFlags({Tree.path("copy/model.cpp")}, Tree));
+  REQUIRE(Dry.ExitCode == 0);
+  Tree.write("fix.diff", Dry.Out);
+  std::string Diff = Tree.path("fix.diff"), Target = Tree.path("copy/model.cpp");
+  llvm::StringRef PatchArgv[] = {*Patch, "-s", Target, Diff};
+  REQUIRE(llvm::sys::ExecuteAndWait(*Patch, PatchArgv) == 0);
+  REQUIRE(runLmfuse(withFlags({"--in-place", Tree.path("model.cpp")}, Tree)).ExitCode == 0);
+  CHECK(Tree.read("copy/model.cpp") == Tree.read("model.cpp"));
+}
