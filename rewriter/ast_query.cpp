@@ -14,12 +14,17 @@ namespace lmfuse::rewriter {
 
 AstQuery::AstQuery(ASTContext &Context) : Context(Context) {}
 
+CharSourceRange AstQuery::fileRange(SourceRange Range) const {
+  if (Range.isInvalid())
+    return CharSourceRange();
+  return Lexer::makeFileCharRange(CharSourceRange::getTokenRange(Range), sourceManager(), Context.getLangOpts());
+}
+
 std::string AstQuery::text(SourceRange Range) const {
-  if (Range.isInvalid() || Range.getBegin().isMacroID() || Range.getEnd().isMacroID())
+  CharSourceRange File = fileRange(Range);
+  if (File.isInvalid())
     return "";
-  return Lexer::getSourceText(CharSourceRange::getTokenRange(Range), sourceManager(),
-                              Context.getLangOpts())
-      .str();
+  return Lexer::getSourceText(File, sourceManager(), Context.getLangOpts()).str();
 }
 
 unsigned AstQuery::line(SourceLocation Location) const {

@@ -35,7 +35,10 @@ public:
   clang::ASTContext &context() const { return Context; }
   const clang::SourceManager &sourceManager() const { return Context.getSourceManager(); }
 
-  /// The source text of a node as written (empty when it lies in a macro expansion).
+  /// The file characters a node was written with: a macro argument maps to its spelling, a whole
+  /// macro invocation to the invocation; invalid when the node is only part of an expansion.
+  clang::CharSourceRange fileRange(clang::SourceRange Range) const;
+  /// The source text of a node as written (empty when it is only part of a macro expansion).
   std::string text(clang::SourceRange Range) const;
   std::string text(const clang::Stmt *Node) const { return text(Node->getSourceRange()); }
   /// The 1-based line of a location (expansion location for macros).

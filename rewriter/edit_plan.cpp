@@ -13,8 +13,8 @@ namespace {
 /// Half-open file offsets of an expression's tokens.
 std::pair<unsigned, unsigned> offsets(const Stmt *Node, const AstQuery &Query) {
   const SourceManager &SM = Query.sourceManager();
-  SourceLocation End = Lexer::getLocForEndOfToken(Node->getEndLoc(), 0, SM, Query.context().getLangOpts());
-  return {SM.getFileOffset(Node->getBeginLoc()), SM.getFileOffset(End)};
+  CharSourceRange Range = Query.fileRange(Node->getSourceRange());
+  return {SM.getFileOffset(Range.getBegin()), SM.getFileOffset(Range.getEnd())};
 }
 
 tooling::Replacement replace(const Stmt *Node, const std::string &Text, const AstQuery &Query) {

@@ -31,6 +31,10 @@ std::optional<Refusal> inMacro(const CapturedSite &Site, const PatternSet &, con
   for (const Stmt *Part : Parts)
     if (Part && Query.inMacro(Part))
       return Refusal{ReasonKind::InMacro, Part, "this part of the site comes from a macro expansion"};
+  // Pieces the rewrite copies (the head's input, the hoisted value) must be written in the file,
+  // possibly as a whole macro invocation, never as part of one.
+  if (Site.Head && Query.fileRange(AstQuery::spelled(Site.Head->Hidden)->getSourceRange()).isInvalid())
+    return Refusal{ReasonKind::InMacro, Site.Head->Call, "the head's input is part of a macro expansion"};
   return std::nullopt;
 }
 

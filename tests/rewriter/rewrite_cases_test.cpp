@@ -662,6 +662,30 @@ const Case Cases[] = {
   }
 )"},
 
+    {"macros used as whole values inside the site are kept as written", R"(
+#define PAD_ID 0
+#define FINAL_NORM(x) ln_f(x)
+  torch::Tensor forward(torch::Tensor x, torch::Tensor labels) {
+    auto logits = lm_head(FINAL_NORM(x));
+    torch::Tensor loss;
+    if (labels.defined())
+      loss = F::cross_entropy(logits.view({-1, 32}), labels.view(-1), F::CrossEntropyFuncOptions().ignore_index(PAD_ID));
+    return loss;
+  }
+)", Verb::RewritesTo, R"(
+#define PAD_ID 0
+#define FINAL_NORM(x) ln_f(x)
+  torch::Tensor forward(torch::Tensor x, torch::Tensor labels) {
+    auto lmfuse_hidden = FINAL_NORM(x);
+    auto logits = lmfuse::skip_logits() && labels.defined() ? torch::Tensor() : lm_head(lmfuse_hidden);
+    torch::Tensor loss;
+    if (labels.defined())
+      loss = lmfuse::enabled() ? lmfuse::linear_cross_entropy(lmfuse_hidden, lm_head->weight, lm_head->bias, labels, lmfuse::LossOptions().ignore_index(PAD_ID))
+                               : F::cross_entropy(logits.view({-1, 32}), labels.view(-1), F::CrossEntropyFuncOptions().ignore_index(PAD_ID));
+    return loss;
+  }
+)"},
+
     // ---- refused: logits-rebound ----------------------------------------------------------------
     {"logits scaled after the head", R"(
   torch::Tensor forward(torch::Tensor h, torch::Tensor labels) {
