@@ -14,7 +14,7 @@ function(step)
 endfunction()
 step("${CMAKE_COMMAND}" --install "${BUILD_DIR}" --prefix "${prefix}")
 step("${CMAKE_COMMAND}" -S "${CONSUMER}" -B "${WORK}/build" -G "${GENERATOR}" -DCMAKE_BUILD_TYPE=Release
-     "-DCMAKE_PREFIX_PATH=${prefix};${TORCH_PREFIX}")
+     "-DCMAKE_PREFIX_PATH=${prefix}" "-DTorch_DIR=${TORCH_PREFIX}")
 step("${CMAKE_COMMAND}" --build "${WORK}/build")
 file(READ "${WORK}/build/lmfuse_rewritten/consumer/audit.json" audit)
 string(JSON patched GET "${audit}" summary patched)
