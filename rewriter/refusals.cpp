@@ -71,9 +71,33 @@ std::optional<Refusal> headNotLinear(const CapturedSite &Site, const PatternSet 
   return std::nullopt;
 }
 
-std::optional<Refusal> logitsRebound(const CapturedSite &Site, const PatternSet &, const AstQuery &,
-                                     const VariableUses &) {
-  return fromBreak(Site.Break, ReasonKind::LogitsRebound);
+std::optional<Refusal> logitsRebound(const CapturedSite &Site, const PatternSet &, const AstQuery &Query,
+                                     const VariableUses &Uses) {
+  if (auto Found = fromBreak(Site.Break, ReasonKind::LogitsRebound))
+    return Found;
+  if (!Site.Head || !Site.Producer)
+    return std::nullopt;
+  // The head's assignment must run whenever the loss does: an assignment under a condition or in
+  // a loop that the loss is outside of leaves other values in the logits on some paths.
+  for (const Stmt *Ancestor = Query.parentStmt(Site.Producer);; Ancestor = Query.parentStmt(Ancestor)) {
+    bool Unconditional = Ancestor && (isa<CompoundStmt>(Ancestor) || isa<ExprWithCleanups>(Ancestor) ||
+                                      isa<ImplicitCastExpr>(Ancestor) || isa<MaterializeTemporaryExpr>(Ancestor) ||
+                                      isa<CXXBindTemporaryExpr>(Ancestor));
+    if (!Unconditional)
+      return Refusal{ReasonKind::LogitsRebound, Site.Producer,
+                     "the head's assignment does not run on every path that reaches the loss"};
+    if (isa<CompoundStmt>(Ancestor) && Query.within(Site.Loss, Ancestor))
+      break;
+  }
+  // A hoisted input is a handle to the same storage: changed in place, the fused loss would see it.
+  if (const VarDecl *Hidden = AstQuery::namedVariable(Site.Head->Hidden))
+    for (const VariableWrite &Write : Uses.writes(Hidden))
+      if (Write.Kind == VariableWrite::WriteKind::InPlaceCall &&
+          Query.before(Site.Producer->getBeginLoc(), Write.Node->getBeginLoc()) &&
+          Query.before(Write.Node->getBeginLoc(), Site.Loss->getBeginLoc()))
+        return Refusal{ReasonKind::LogitsRebound, Write.Node,
+                       "the head's input `" + Hidden->getNameAsString() + "` is changed in place before the loss"};
+  return std::nullopt;
 }
 
 std::optional<Refusal> logitsIndexed(const CapturedSite &Site, const PatternSet &, const AstQuery &,

@@ -714,6 +714,25 @@ const Case Cases[] = {
   }
 )", Verb::RefusesWith, "logits-rebound"},
 
+    {"head assigned only under a condition the loss is outside of", R"(
+  torch::Tensor forward(torch::Tensor h, torch::Tensor labels, bool use_head) {
+    torch::Tensor logits = mlp->forward(h);
+    if (use_head) logits = lm_head(h);
+    torch::Tensor loss;
+    if (labels.defined()) loss = F::cross_entropy(logits.view({-1, 32}), labels.view(-1));
+    return loss;
+  }
+)", Verb::RefusesWith, "logits-rebound"},
+    {"head input changed in place between head and loss", R"(
+  torch::Tensor forward(torch::Tensor h, torch::Tensor labels) {
+    auto logits = lm_head(h);
+    h.mul_(2.0);
+    torch::Tensor loss;
+    if (labels.defined()) loss = F::cross_entropy(logits.view({-1, 32}), labels.view(-1));
+    return loss;
+  }
+)", Verb::RefusesWith, "logits-rebound"},
+
     // ---- refused: logits-softcapped -------------------------------------------------------------
     {"Gemma softcap between head and loss", R"(
   torch::Tensor forward(torch::Tensor h, torch::Tensor labels) {
