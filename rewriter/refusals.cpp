@@ -56,9 +56,24 @@ std::optional<Refusal> headWrapped(const CapturedSite &Site, const PatternSet &,
                                    const VariableUses &) {
   if (auto Found = fromBreak(Site.Break, ReasonKind::HeadWrapped))
     return Found;
-  if (Site.HoistHidden && Site.Producer && !Query.enclosingStatement(Site.Producer))
+  if (!Site.Head || !Site.Producer)
+    return std::nullopt;
+  // The fused call at the loss names the head's input: a variable, or the local it is hoisted
+  // into just before the logits statement; either must still be in scope at the loss.
+  const Stmt *Statement = Query.enclosingStatement(Site.Producer);
+  const Stmt *Block = Statement ? Query.parentStmt(Statement) : nullptr;
+  if (Site.HoistHidden && (!Block || !Query.within(Site.Loss, Block)))
     return Refusal{ReasonKind::HeadWrapped, Site.Producer,
-                   "the head's input cannot be computed once before the logits statement"};
+                   "the head's input cannot be computed once where the loss can see it"};
+  const VarDecl *Hidden = AstQuery::namedVariable(Site.Head->Hidden);
+  if (!Site.HoistHidden && Hidden && Hidden->hasLocalStorage() && !isa<ParmVarDecl>(Hidden)) {
+    auto Parents = Query.context().getParents(*Hidden);
+    const Stmt *Declaration = Parents.empty() ? nullptr : Parents[0].get<DeclStmt>();
+    const Stmt *Scope = Declaration ? Query.parentStmt(Declaration) : nullptr;
+    if (!Scope || !Query.within(Site.Loss, Scope))
+      return Refusal{ReasonKind::HeadWrapped, Site.Producer,
+                     "the head's input `" + Hidden->getNameAsString() + "` is out of scope at the loss"};
+  }
   return std::nullopt;
 }
 
@@ -251,6 +266,42 @@ std::optional<Refusal> labelsMismatch(const CapturedSite &Site, const PatternSet
   return std::nullopt;
 }
 
+/// Whether the skip condition placed at Statement needs the guard's own test.
+bool needsGuardTest(const Stmt *Statement, const LabelsGuard &Guard, const AstQuery &Query) {
+  switch (Guard.Kind) {
+  case GuardKind::None:
+    return false;
+  case GuardKind::Branch:
+  case GuardKind::Unrelated:
+    return !Query.within(Statement, Guard.Taken);
+  case GuardKind::EarlyReturn:
+    return !Query.before(Guard.If->getEndLoc(), Statement->getBeginLoc());
+  }
+  return false;
+}
+
+std::optional<Refusal> guardOutOfReach(const CapturedSite &Site, const PatternSet &, const AstQuery &Query,
+                                       const VariableUses &) {
+  if (!Site.Producer || !needsGuardTest(Site.Producer, Site.Guard, Query))
+    return std::nullopt;
+  // The logits statement repeats the guard's test; every local it reads must already exist there.
+  class LocalFinder : public RecursiveASTVisitor<LocalFinder> {
+  public:
+    bool VisitDeclRefExpr(DeclRefExpr *Ref) {
+      if (auto *Variable = dyn_cast<VarDecl>(Ref->getDecl()); Variable && Variable->isLocalVarDecl())
+        Locals.push_back(Variable);
+      return true;
+    }
+    std::vector<const VarDecl *> Locals;
+  } Finder;
+  Finder.TraverseStmt(const_cast<Expr *>(Site.Guard.If->getCond()));
+  for (const VarDecl *Local : Finder.Locals)
+    if (!Query.before(Local->getLocation(), Site.Producer->getBeginLoc()))
+      return Refusal{ReasonKind::LabelsMismatch, Site.Guard.If->getCond(),
+                     "the labels test reads `" + Local->getNameAsString() + "`, declared after the head"};
+  return std::nullopt;
+}
+
 std::optional<Refusal> lossUnsupported(const CapturedSite &Site, const PatternSet &, const AstQuery &,
                                        const VariableUses &) {
   return fromBreak(Site.OptionsBreak, ReasonKind::LossUnsupported);
@@ -260,7 +311,7 @@ std::optional<Refusal> lossUnsupported(const CapturedSite &Site, const PatternSe
 // every other change to the logits, and option problems only matter for an otherwise good site.
 constexpr Check Checks[] = {inMacro,        softcapped,           headWrapped,            headNotLinear,
                             logitsRebound,  logitsIndexed,        logitsUsedElsewhere,    labelsBranchNontrivial,
-                            labelsMismatch, lossUnsupported};
+                            labelsMismatch, guardOutOfReach, lossUnsupported};
 
 }  // namespace
 

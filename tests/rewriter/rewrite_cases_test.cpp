@@ -778,6 +778,19 @@ const Case Cases[] = {
   }
 )", Verb::RefusesWith, "head-wrapped"},
 
+    {"head input declared in a block the loss is outside of", R"(
+  torch::Tensor forward(torch::Tensor x, torch::Tensor labels) {
+    torch::Tensor logits;
+    {
+      auto h = ln_f(x);
+      logits = lm_head(h);
+    }
+    torch::Tensor loss;
+    if (labels.defined()) loss = F::cross_entropy(logits.view({-1, 32}), labels.view(-1));
+    return loss;
+  }
+)", Verb::RefusesWith, "head-wrapped"},
+
     // ---- refused: head-not-linear ---------------------------------------------------------------
     {"Sequential head", R"(
   torch::Tensor forward(torch::Tensor h, torch::Tensor labels) {
@@ -931,6 +944,16 @@ const Case Cases[] = {
     torch::Tensor loss;
     if (should_score()) loss = F::cross_entropy(logits.view({-1, 32}), labels->view(-1));
     return {logits, loss};
+  }
+)", Verb::RefusesWith, "labels-mismatch"},
+
+    {"labels test reads a local declared after the head", R"(
+  torch::Tensor forward(torch::Tensor h, c10::optional<torch::Tensor> batch_labels) {
+    auto logits = lm_head(h);
+    auto labels = batch_labels;
+    torch::Tensor loss;
+    if (labels.has_value()) loss = F::cross_entropy(logits.view({-1, 32}), labels->view(-1));
+    return loss;
   }
 )", Verb::RefusesWith, "labels-mismatch"},
 
