@@ -143,17 +143,17 @@ struct ToolRun {
 
 // Runs the built lmfuse with Arguments from WorkingDir... (the tool resolves relative paths against its
 // own working directory, so tests pass absolute ones).
-ToolRun runLmfuse(const std::vector<std::string> &Arguments) {
+ToolRun runLmfuseAt(llvm::StringRef Executable, const std::vector<std::string> &Arguments) {
   llvm::SmallString<256> OutPath, ErrPath;
   REQUIRE(!llvm::sys::fs::createTemporaryFile("lmfuse-cli-out", "txt", OutPath));
   REQUIRE(!llvm::sys::fs::createTemporaryFile("lmfuse-cli-err", "txt", ErrPath));
-  std::vector<llvm::StringRef> Argv{LMFUSE_EXECUTABLE};
+  std::vector<llvm::StringRef> Argv{Executable};
   for (const std::string &Argument : Arguments)
     Argv.push_back(Argument);
   std::optional<llvm::StringRef> Redirects[] = {std::nullopt, llvm::StringRef(OutPath), llvm::StringRef(ErrPath)};
   std::string Message;
   ToolRun Run;
-  Run.ExitCode = llvm::sys::ExecuteAndWait(LMFUSE_EXECUTABLE, Argv, std::nullopt, Redirects, 60, 0, &Message);
+  Run.ExitCode = llvm::sys::ExecuteAndWait(Executable, Argv, std::nullopt, Redirects, 60, 0, &Message);
   INFO(Message);
   REQUIRE(Run.ExitCode >= 0);
   Run.Out = readFile(OutPath);
@@ -162,6 +162,8 @@ ToolRun runLmfuse(const std::vector<std::string> &Arguments) {
   llvm::sys::fs::remove(ErrPath);
   return Run;
 }
+
+ToolRun runLmfuse(const std::vector<std::string> &Arguments) { return runLmfuseAt(LMFUSE_EXECUTABLE, Arguments); }
 
 // Flags after `--`: C++17, the stubs, the tree itself.
 std::vector<std::string> withFlags(std::vector<std::string> Arguments, const SourceTree &Tree,
@@ -535,4 +537,19 @@ TEST_CASE("the dry-run diff applies with patch and gives the --in-place result",
   REQUIRE(llvm::sys::ExecuteAndWait(*Patch, PatchArgv) == 0);
   REQUIRE(runLmfuse(withFlags({"--in-place", Tree.path("model.cpp")}, Tree)).ExitCode == 0);
   CHECK(Tree.read("copy/model.cpp") == Tree.read("model.cpp"));
+}
+
+TEST_CASE("the resource directory is pinned: a copy of the binary elsewhere still finds stddef.h", "[cli]") {
+  SourceTree Tree({{"model.cpp", ModelSource}});
+  Tree.write("uses_stddef.cpp", std::string("#include <stddef.h>\nsize_t width = sizeof(max_align_t);\n") +
+                                    ModelSource);
+  std::string Copy = Tree.path("elsewhere/bin/lmfuse");
+  REQUIRE(!llvm::sys::fs::create_directories(Tree.path("elsewhere/bin")));
+  REQUIRE(!llvm::sys::fs::copy_file(LMFUSE_EXECUTABLE, Copy));
+  REQUIRE(!llvm::sys::fs::setPermissions(Copy, llvm::sys::fs::all_read | llvm::sys::fs::all_exe |
+                                                   llvm::sys::fs::owner_write));
+  ToolRun Run = runLmfuseAt(Copy, withFlags({"--summary", Tree.path("uses_stddef.cpp")}, Tree));
+  INFO(Run.Err);
+  CHECK(Run.ExitCode == 0);
+  CHECK(countOf(Run.Err, "1 patched") == 1);
 }
