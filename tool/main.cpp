@@ -109,6 +109,47 @@ std::vector<std::string> findHeaderDirs(StringRef ExeDir) {
   return {LMFUSE_SOURCE_TORCH_INCLUDE_DIR, LMFUSE_SOURCE_RUNTIME_INCLUDE_DIR};
 }
 
+// The rewritten sources: an output tree, in-place writes, or a diff on stdout. A file that cannot be
+// written turns its patched sites into failed/write-failed.
+void writeSources(DriverResult &Result, const std::vector<std::string> &Inputs, StringRef Root, StringRef OutRoot) {
+  if (!OutDir.empty()) {
+    lmfuse::tool::OutTreeResult Tree = lmfuse::tool::writeOutTree(Result, Inputs, Root, OutRoot);
+    for (const auto &[File, Message] : Tree.Failures) {
+      errs() << "lmfuse: error: " << Message << "\n";
+      failPatchedSites(Result.Sites, File, ReasonKind::WriteFailed, Message);
+    }
+  } else if (InPlace) {
+    for (const FileRewrite &Rewrite : Result.Rewrites) {
+      bool Changed = false;
+      if (Error Err = lmfuse::tool::writeIfChanged(Rewrite.Path, Rewrite.Rewritten, Changed)) {
+        std::string Message = toString(std::move(Err));
+        errs() << "lmfuse: error: " << Message << "\n";
+        failPatchedSites(Result.Sites, Rewrite.Path, ReasonKind::WriteFailed, Message);
+      }
+    }
+  } else {
+    for (const FileRewrite &Rewrite : Result.Rewrites)
+      outs() << unifiedDiff(Rewrite.Path, Rewrite.Original, Rewrite.Edits);
+    outs().flush();
+  }
+}
+
+// Everything besides the command and its inputs that changes a unit's outcome: a cache entry made under a
+// different fingerprint is a miss.
+std::string cacheFingerprint(StringRef PatternText, const DriverOptions &Options) {
+  std::string Fingerprint = std::string("lmfuse ") + LMFUSE_VERSION + "\npatterns " +
+                            lmfuse::tool::hashText(PatternText) + "\nresource-dir " + Options.ResourceDir +
+                            "\nedit-root " + Options.EditRoot;
+  // The re-parse check reads the lmfuse headers: a changed header must check the rewrites again.
+  for (const std::string &Dir : Options.HeaderDirs)
+    for (StringRef Header : {"lmfuse/torch.h", "lmfuse/flce.h"}) {
+      SmallString<256> Path(Dir);
+      sys::path::append(Path, Header);
+      Fingerprint += "\n" + std::string(Path) + " " + lmfuse::tool::hashFile(Path);
+    }
+  return Fingerprint;
+}
+
 }  // namespace
 
 int main(int argc, const char **argv) {
@@ -180,11 +221,7 @@ int main(int argc, const char **argv) {
     OutRoot = canonicalPath(OutDir, CurrentDir);
     SmallString<256> CacheDir(OutRoot);
     sys::path::append(CacheDir, ".lmfuse-cache");
-    std::string Fingerprint = std::string("lmfuse ") + LMFUSE_VERSION + "\n" + lmfuse::tool::hashText(PatternText) +
-                              "\n" + Options.ResourceDir + "\n" + Options.EditRoot;
-    for (const std::string &Dir : Options.HeaderDirs)
-      Fingerprint += "\n" + Dir;
-    Cache.emplace(std::string(CacheDir), Fingerprint);
+    Cache.emplace(std::string(CacheDir), cacheFingerprint(PatternText, Options));
     Options.Cache = &*Cache;
   }
 
@@ -192,27 +229,7 @@ int main(int argc, const char **argv) {
   for (const std::string &Message : Result.Skipped)
     errs() << "lmfuse: skipped " << Message << "\n";
 
-  // Outputs: a diff, in-place writes, or the output tree.
-  if (!OutDir.empty()) {
-    lmfuse::tool::OutTreeResult Tree = lmfuse::tool::writeOutTree(Result, Inputs, Root, OutRoot);
-    for (const auto &[File, Message] : Tree.Failures) {
-      errs() << "lmfuse: error: " << Message << "\n";
-      failPatchedSites(Result.Sites, File, ReasonKind::WriteFailed, Message);
-    }
-  } else if (InPlace) {
-    for (const FileRewrite &Rewrite : Result.Rewrites) {
-      bool Changed = false;
-      if (Error Err = lmfuse::tool::writeIfChanged(Rewrite.Path, Rewrite.Rewritten, Changed)) {
-        std::string Message = toString(std::move(Err));
-        errs() << "lmfuse: error: " << Message << "\n";
-        failPatchedSites(Result.Sites, Rewrite.Path, ReasonKind::WriteFailed, Message);
-      }
-    }
-  } else {
-    for (const FileRewrite &Rewrite : Result.Rewrites)
-      outs() << unifiedDiff(Rewrite.Path, Rewrite.Original, Rewrite.Edits);
-    outs().flush();
-  }
+  writeSources(Result, Inputs, Root, OutRoot);
 
   int Status = ExitOk;
   if (!ExportFixes.empty())
@@ -242,14 +259,15 @@ int main(int argc, const char **argv) {
   }
 
   AuditSummary Counts = summarize(Result.Sites);
+  bool ExpectationMet = ExpectPatched < 0 || int(Counts.Patched + Counts.AlreadyPatched) >= ExpectPatched;
+  if (!ExpectationMet)
+    errs() << "lmfuse: error: " << Counts.Patched + Counts.AlreadyPatched << " site(s) patched or already "
+           << "patched, --expect-patched " << ExpectPatched << "\n";
   if (Status == ExitOk && Counts.Failed)
     Status = ExitFailed;
   if (Status == ExitOk && !Result.Skipped.empty())
     Status = ExitSkipped;
-  if (Status == ExitOk && ExpectPatched >= 0 && int(Counts.Patched + Counts.AlreadyPatched) < ExpectPatched) {
-    errs() << "lmfuse: error: " << Counts.Patched + Counts.AlreadyPatched << " site(s) patched or already "
-           << "patched, --expect-patched " << ExpectPatched << "\n";
+  if (Status == ExitOk && !ExpectationMet)
     Status = ExitExpectationNotMet;
-  }
   return Status;
 }
