@@ -126,9 +126,11 @@ std::optional<Refusal> logitsIndexed(const CapturedSite &Site, const PatternSet 
   return std::nullopt;
 }
 
-/// Whether Ref is the whole of a returned value (`return logits;`, `return {logits, loss};`,
-/// `return std::make_tuple(logits, loss);`): the model's output, undefined on the fused path.
-bool isReturnedAsIs(const DeclRefExpr *Ref, const AstQuery &Query) {
+/// Whether Ref is handed out unchanged: the whole of a returned value (`return logits;`,
+/// `return {logits, loss};`, `return std::make_tuple(logits, loss);`) or the whole right-hand side
+/// of a store (`last_logits_ = logits;`). That is the model's output, undefined on the fused path
+/// unless lmfuse::return_logits().
+bool isHandedOutAsIs(const DeclRefExpr *Ref, const AstQuery &Query) {
   DynTypedNode Current = DynTypedNode::create(*static_cast<const Stmt *>(Ref));
   for (int Depth = 0; Depth < 16; ++Depth) {
     auto Parents = Query.context().getParents(Current);
@@ -139,6 +141,11 @@ bool isReturnedAsIs(const DeclRefExpr *Ref, const AstQuery &Query) {
       return false;
     if (isa<ReturnStmt>(Parent))
       return true;
+    if (const auto *Assign = dyn_cast<BinaryOperator>(Parent); Assign && Assign->getOpcode() == BO_Assign)
+      return AstQuery::spelled(Assign->getRHS()) == Ref;
+    if (const auto *Assign = dyn_cast<CXXOperatorCallExpr>(Parent);
+        Assign && Assign->getOperator() == OO_Equal && Assign->getNumArgs() == 2)
+      return AstQuery::spelled(Assign->getArg(1)) == Ref;
     bool Transparent = isa<ImplicitCastExpr>(Parent) || isa<MaterializeTemporaryExpr>(Parent) ||
                        isa<CXXBindTemporaryExpr>(Parent) || isa<ExprWithCleanups>(Parent) ||
                        isa<InitListExpr>(Parent) || isa<CXXConstructExpr>(Parent) || isa<ParenExpr>(Parent);
@@ -175,7 +182,7 @@ std::optional<Refusal> logitsUsedElsewhere(const CapturedSite &Site, const Patte
       if (Site.Guard.Kind == GuardKind::EarlyReturn && Query.within(Read, Site.Guard.If))
         continue;
       if (Variable == Site.Logits && Query.before(Site.Loss->getBeginLoc(), Read->getBeginLoc()) &&
-          isReturnedAsIs(Read, Query))
+          isHandedOutAsIs(Read, Query))
         continue;
       return Refusal{ReasonKind::LogitsUsedElsewhere, Query.enclosingStatement(Read) ? Query.enclosingStatement(Read) : Read,
                      "`" + Variable->getNameAsString() + "` is read by something other than the loss"};

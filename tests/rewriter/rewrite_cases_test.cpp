@@ -686,6 +686,25 @@ const Case Cases[] = {
   }
 )"},
 
+    {"logits stored unchanged after the loss (a model output, like a return)", R"(
+  torch::Tensor forward(torch::Tensor h, torch::Tensor labels) {
+    auto logits = lm_head(h);
+    torch::Tensor loss;
+    if (labels.defined()) loss = F::cross_entropy(logits.view({-1, 32}), labels.view(-1));
+    last_logits = logits;
+    return loss;
+  }
+)", Verb::RewritesTo, R"(
+  torch::Tensor forward(torch::Tensor h, torch::Tensor labels) {
+    auto logits = lmfuse::skip_logits() && labels.defined() ? torch::Tensor() : lm_head(h);
+    torch::Tensor loss;
+    if (labels.defined()) loss = lmfuse::enabled() ? lmfuse::linear_cross_entropy(h, lm_head->weight, lm_head->bias, labels, lmfuse::LossOptions())
+                                                   : F::cross_entropy(logits.view({-1, 32}), labels.view(-1));
+    last_logits = logits;
+    return loss;
+  }
+)"},
+
     // ---- refused: logits-rebound ----------------------------------------------------------------
     {"logits scaled after the head", R"(
   torch::Tensor forward(torch::Tensor h, torch::Tensor labels) {
