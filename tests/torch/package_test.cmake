@@ -25,3 +25,18 @@ execute_process(COMMAND "${WORK}/build/consumer" RESULT_VARIABLE status)
 if(NOT status EQUAL 0)
   message(FATAL_ERROR "the consumer's fused and unfused losses differ")
 endif()
+
+# EXPECT_PATCHED above what the sources allow: the build must fail, name the refused site and its
+# reason, and leave no rewritten copy behind.
+step("${CMAKE_COMMAND}" "${WORK}/build" -DCONSUMER_EXPECT_PATCHED=2)
+execute_process(COMMAND "${CMAKE_COMMAND}" --build "${WORK}/build" RESULT_VARIABLE status
+                OUTPUT_VARIABLE output ERROR_VARIABLE output)
+if(status EQUAL 0)
+  message(FATAL_ERROR "EXPECT_PATCHED 2 with one patchable site built without an error")
+endif()
+if(NOT output MATCHES "fewer than EXPECT_PATCHED 2" OR NOT output MATCHES "main.cpp:[0-9]+: unmatched logits-softcapped")
+  message(FATAL_ERROR "the failed build does not name the refused site and its reason:\n${output}")
+endif()
+if(EXISTS "${WORK}/build/lmfuse_rewritten/consumer/main.cpp")
+  message(FATAL_ERROR "a failed rewrite left its copy behind")
+endif()

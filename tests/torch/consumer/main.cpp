@@ -1,4 +1,5 @@
-// The consumer project's model and check: a head with a loss site that lmfuse_rewrite() patches; the
+// The consumer project's model and check: a head with a loss site that lmfuse_rewrite() patches (and one
+// it refuses, for the EXPECT_PATCHED failure of the package test); the
 // program computes the loss and the head's gradient with the fused path and with LMFUSE's switch off
 // (the original code) and exits 1 unless they agree.
 #include <torch/torch.h>
@@ -24,6 +25,23 @@ struct HeadImpl : torch::nn::Module {
   torch::nn::Linear lm_head{nullptr};
 };
 TORCH_MODULE(Head);
+
+// A site lmfuse must refuse (logits-softcapped): the fused call would not see the cap.
+struct CappedHeadImpl : torch::nn::Module {
+  CappedHeadImpl() : lm_head(register_module("lm_head", torch::nn::Linear(32, 101))) {}
+
+  std::pair<torch::Tensor, torch::Tensor> forward(const torch::Tensor& x, c10::optional<torch::Tensor> labels) {
+    auto logits = lm_head(x);
+    logits = 30.0 * torch::tanh(logits / 30.0);
+    torch::Tensor loss;
+    if (labels.has_value()) {
+      loss = F::cross_entropy(logits.view({-1, logits.size(-1)}), labels->view(-1));
+    }
+    return {logits, loss};
+  }
+
+  torch::nn::Linear lm_head{nullptr};
+};
 
 int main() {
   torch::manual_seed(7);
