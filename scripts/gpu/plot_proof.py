@@ -26,6 +26,7 @@ def main():
     parser.add_argument("png")
     parser.add_argument("--model", default="")
     parser.add_argument("--dims", default="")
+    parser.add_argument("--logits-bytes", type=float, default=0, help="size of one step's logits, for the table")
     args = parser.parse_args()
     plain, fused = read(args.plain), read(args.fused)
     assert plain["step"] == fused["step"], "the two runs have different steps"
@@ -36,11 +37,12 @@ def main():
     warm = slice(min(5, len(plain["ms"]) - 1), None)
     table = [
         "| model | dims | peak mem plain | peak mem fused | step plain (median) | step fused (median) "
-        "| step-1 loss plain / fused | step-1 diff | max loss diff |",
-        "| --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+        "| step-1 loss plain / fused | step-1 diff | max loss diff | memory saved | logits size |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
         f"| {args.model} | {args.dims} | {max(plain['peak_mem']) / gib:.2f} GiB | {max(fused['peak_mem']) / gib:.2f} GiB "
         f"| {statistics.median(plain['ms'][warm]):.1f} ms | {statistics.median(fused['ms'][warm]):.1f} ms "
-        f"| {plain['loss'][0]:.5f} / {fused['loss'][0]:.5f} | {diffs[0]:.2e} | {max(diffs):.2e} |",
+        f"| {plain['loss'][0]:.5f} / {fused['loss'][0]:.5f} | {diffs[0]:.2e} | {max(diffs):.2e} "
+        f"| {(max(plain['peak_mem']) - max(fused['peak_mem'])) / gib:.2f} GiB | {args.logits_bytes / gib:.2f} GiB |",
     ]
     print("\n".join(table))
 

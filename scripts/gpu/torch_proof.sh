@@ -48,4 +48,5 @@ echo "== training: ${args[*]}"
 "$build/examples/gpt/gpt_train" "${args[@]}" >"$out/plain.csv"
 "$build/examples/gpt/gpt_train_fused" "${args[@]}" >"$out/fused.csv"
 python3 scripts/gpu/plot_proof.py "$out/plain.csv" "$out/fused.csv" "$out/proof.png" \
-  --model "GPT 2 layers x 16 heads, bf16, AdamW" --dims "D=1024 V=32000 tokens/step=8192" | tee "$out/table.md"
+  --model "GPT 2 layers x 16 heads, bf16, AdamW" --dims "D=1024 V=32000 tokens/step=8192" \
+  --logits-bytes $((8192 * 32000 * 2)) | tee "$out/table.md"

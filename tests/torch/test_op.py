@@ -109,6 +109,37 @@ def test_bf16_and_no_grad(device):
         assert not torch.ops.lmfuse.linear_cross_entropy(h, w, None, labels).requires_grad
 
 
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+def test_cuda_graph_capture_and_replay():
+    """Forward and backward captured in a CUDA graph, replayed on new data: no host synchronisation and
+    no allocation outside the graph's pool may happen inside the call."""
+    h = torch.randn(4, 64, D, device="cuda", requires_grad=True)
+    w = (torch.randn(V, D, device="cuda") * 0.5).requires_grad_()
+    labels = torch.randint(0, V, (4, 64), device="cuda")
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):  # warm-up outside the capture, as PyTorch requires
+        for _ in range(2):
+            torch.ops.lmfuse.linear_cross_entropy(h, w, None, labels, ignore_index=-1).backward()
+            h.grad, w.grad = None, None
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        static_loss = torch.ops.lmfuse.linear_cross_entropy(h, w, None, labels, ignore_index=-1)
+        static_loss.backward()
+    with torch.no_grad():
+        h.copy_(torch.randn_like(h))
+        labels.copy_(torch.randint(-1, V, labels.shape, device="cuda"))
+    graph.replay()
+    torch.cuda.synchronize()
+    h64, w64 = h.detach().double().requires_grad_(), w.detach().double().requires_grad_()
+    expected = reference(h64, w64, None, labels, ignore_index=-1)
+    expected.backward()
+    assert relative_error(static_loss, expected) < 1e-5
+    assert relative_error(h.grad, h64.grad) < 1e-4
+    assert relative_error(w.grad, w64.grad) < 1e-4
+
+
 def test_bad_reduction_is_named():
     h, w = torch.randn(2, D), torch.randn(V, D)
     with pytest.raises(RuntimeError, match="reduction"):
