@@ -33,18 +33,7 @@ std::string operand(const std::string &Text) {
 std::string skipCondition(const Stmt *Statement, const CapturedSite &Site, const PatternSet &Patterns,
                           const AstQuery &Query) {
   const std::string &Skip = Patterns.Replacement.SkipLogits;
-  const LabelsGuard &Guard = Site.Guard;
-  switch (Guard.Kind) {
-  case GuardKind::None:
-    return Skip;
-  case GuardKind::Branch:
-  case GuardKind::Unrelated:
-    return Query.within(Statement, Guard.Taken) ? Skip : Skip + " && " + operand(Guard.Positive);
-  case GuardKind::EarlyReturn:
-    return Query.before(Guard.If->getEndLoc(), Statement->getBeginLoc()) ? Skip
-                                                                          : Skip + " && " + operand(Guard.Positive);
-  }
-  return Skip;
+  return runsWithoutLoss(Statement, Site.Guard, Query) ? Skip + " && " + operand(Site.Guard.Positive) : Skip;
 }
 
 /// Whether the loss call can take a conditional expression without parentheses.

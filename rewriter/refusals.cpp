@@ -273,23 +273,9 @@ std::optional<Refusal> labelsMismatch(const CapturedSite &Site, const PatternSet
   return std::nullopt;
 }
 
-/// Whether the skip condition placed at Statement needs the guard's own test.
-bool needsGuardTest(const Stmt *Statement, const LabelsGuard &Guard, const AstQuery &Query) {
-  switch (Guard.Kind) {
-  case GuardKind::None:
-    return false;
-  case GuardKind::Branch:
-  case GuardKind::Unrelated:
-    return !Query.within(Statement, Guard.Taken);
-  case GuardKind::EarlyReturn:
-    return !Query.before(Guard.If->getEndLoc(), Statement->getBeginLoc());
-  }
-  return false;
-}
-
 std::optional<Refusal> guardOutOfReach(const CapturedSite &Site, const PatternSet &, const AstQuery &Query,
                                        const VariableUses &) {
-  if (!Site.Producer || !needsGuardTest(Site.Producer, Site.Guard, Query))
+  if (!Site.Producer || !runsWithoutLoss(Site.Producer, Site.Guard, Query))
     return std::nullopt;
   // The logits statement repeats the guard's test; every local it reads must already exist there.
   class LocalFinder : public RecursiveASTVisitor<LocalFinder> {

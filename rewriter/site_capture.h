@@ -13,6 +13,8 @@
 #include "clang/AST/Stmt.h"
 
 #include "ast_query.h"
+#include "head_match.h"
+#include "labels_guard.h"
 #include "patterns.h"
 #include "site.h"
 
@@ -25,18 +27,6 @@ struct TraceBreak {
   std::string Why;                    ///< what it does, e.g. "multiplies the logits"
 };
 
-enum class HeadKind { Module, Function };
-
-struct HeadCall {
-  HeadKind Kind = HeadKind::Module;
-  const clang::Expr *Call = nullptr;    ///< the head call as spelled
-  const clang::Expr *Hidden = nullptr;  ///< its input argument
-  const clang::Expr *Object = nullptr;  ///< module heads: the module holder expression
-  std::string Text;                     ///< "lm_head" (module) or the call text (function)
-  std::string Weight;                   ///< "lm_head->weight", or the weight argument
-  std::string Bias;                     ///< "lm_head->bias", the bias argument, or "" when absent
-};
-
 /// A statement that rebinds or aliases the logits on the way to the loss (`logits =
 /// logits.view(...)`, `auto flat = logits.view(...)`): on the fused path it must not run on the
 /// undefined logits, so its value gets the same condition as the head.
@@ -44,22 +34,6 @@ struct ChainStep {
   const clang::Stmt *Statement = nullptr;
   const clang::Expr *Value = nullptr;
   const clang::VarDecl *Variable = nullptr;
-};
-
-enum class GuardKind {
-  None,         ///< the loss is not under any condition
-  Branch,       ///< the loss is in the then-branch of an if that tests the labels
-  EarlyReturn,  ///< an earlier `if (!labels) return ...;` in the same block
-  Unrelated,    ///< the loss is under a condition that does not test the labels
-};
-
-struct LabelsGuard {
-  GuardKind Kind = GuardKind::None;
-  const clang::IfStmt *If = nullptr;
-  const clang::Stmt *Taken = nullptr;      ///< Branch/Unrelated: the branch of If that holds the loss
-  const clang::Stmt *NotTaken = nullptr;   ///< Branch/Unrelated: the other branch (may be null)
-  const clang::VarDecl *Labels = nullptr;  ///< the guarded variable
-  std::string Positive;                    ///< the condition under which the loss runs, as source text
 };
 
 struct LossOptionValues {
@@ -103,10 +77,7 @@ struct CapturedSite {
   std::optional<TraceBreak> OptionsBreak;
 };
 
-/// Whether Call is a head under Patterns (a torch::nn::Linear call or a functional linear).
-std::optional<HeadCall> matchHead(const clang::Expr *Call, const PatternSet &Patterns,
-                                  const AstQuery &Query);
-
+/// Captures the site of one candidate loss call.
 CapturedSite captureSite(const clang::CallExpr *Loss, const LossPattern &Rule,
                          const PatternSet &Patterns, const AstQuery &Query, const VariableUses &Uses);
 

@@ -1,0 +1,37 @@
+// Head matching: whether an expression is a plain linear head under the pattern set (a
+// torch::nn::Linear called as m(x) or m->forward(x), or a functional linear), by the resolved
+// declaration and the holder's type, never by the variable's name.
+#pragma once
+
+#include <optional>
+#include <string>
+
+#include "clang/AST/Expr.h"
+#include "clang/AST/Stmt.h"
+
+#include "ast_query.h"
+#include "patterns.h"
+
+namespace lmfuse::rewriter {
+
+enum class HeadKind { Module, Function };
+
+struct HeadCall {
+  HeadKind Kind = HeadKind::Module;
+  const clang::Expr *Call = nullptr;    ///< the head call as spelled
+  const clang::Expr *Hidden = nullptr;  ///< its input argument
+  const clang::Expr *Object = nullptr;  ///< module heads: the module holder expression
+  std::string Text;                     ///< "lm_head" (module) or the call text (function)
+  std::string Weight;                   ///< "lm_head->weight", or the weight argument
+  std::string Bias;                     ///< "lm_head->bias", the bias argument, or "" when absent
+};
+
+/// Whether E is a head under Patterns.
+std::optional<HeadCall> matchHead(const clang::Expr *E, const PatternSet &Patterns, const AstQuery &Query);
+/// Whether S contains a head call anywhere.
+bool containsHead(const clang::Stmt *S, const PatternSet &Patterns, const AstQuery &Query);
+/// Whether a module head has a bias: false only when its construction, visible in this
+/// translation unit, says `.bias(false)`.
+bool moduleHasBias(const clang::Expr *Object, const AstQuery &Query);
+
+}  // namespace lmfuse::rewriter

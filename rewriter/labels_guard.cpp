@@ -1,0 +1,119 @@
+// Finds and parses the guard of a loss call: walks up from the loss to the innermost if, or back
+// through the enclosing blocks to an early return on absent labels.
+#include "labels_guard.h"
+
+#include "pattern_match.h"
+
+using namespace clang;
+
+namespace lmfuse::rewriter {
+namespace {
+
+struct GuardTest {
+  const VarDecl *Labels = nullptr;
+  bool Present = true;   ///< the condition is true when the labels are present
+  std::string Positive;  ///< source text of the presence test
+};
+
+std::optional<GuardTest> parseGuard(const Expr *Condition, const PatternSet &Patterns, const AstQuery &Query) {
+  const Expr *E = AstQuery::spelled(Condition);
+  if (const auto *Not = dyn_cast<UnaryOperator>(E); Not && Not->getOpcode() == UO_LNot) {
+    auto Inner = parseGuard(Not->getSubExpr(), Patterns, Query);
+    if (Inner)
+      Inner->Present = !Inner->Present;
+    return Inner;
+  }
+  // labels != nullptr, labels == c10::nullopt
+  const Expr *Left = nullptr, *Right = nullptr;
+  bool Equal = false;
+  if (const auto *Binary = dyn_cast<BinaryOperator>(E); Binary && Binary->isEqualityOp()) {
+    Left = Binary->getLHS(), Right = Binary->getRHS(), Equal = Binary->getOpcode() == BO_EQ;
+  } else if (const auto *Operator = dyn_cast<CXXOperatorCallExpr>(E);
+             Operator && Operator->getNumArgs() == 2 &&
+             (Operator->getOperator() == OO_EqualEqual || Operator->getOperator() == OO_ExclaimEqual)) {
+    Left = Operator->getArg(0), Right = Operator->getArg(1), Equal = Operator->getOperator() == OO_EqualEqual;
+  }
+  if (Left && Right) {
+    if (isNullConstant(Left, Patterns, Query))
+      std::swap(Left, Right);
+    const VarDecl *Labels = AstQuery::namedVariable(Left);
+    if (!Labels || !isNullConstant(Right, Patterns, Query))
+      return std::nullopt;
+    std::string Positive = Query.text(AstQuery::spelled(Left)) + " != " + Query.text(AstQuery::spelled(Right));
+    return GuardTest{Labels, !Equal, Positive};
+  }
+  // labels.has_value(), labels.defined()
+  if (auto Call = AstQuery::asCall(E); Call && Call->Object && Call->Args.empty() &&
+                                       contains(Patterns.Guards.Methods, Call->Name)) {
+    if (const VarDecl *Labels = AstQuery::namedVariable(Call->Object))
+      return GuardTest{Labels, true, Query.text(E)};
+    return std::nullopt;
+  }
+  // if (labels) on an optional or a pointer
+  if (const VarDecl *Labels = AstQuery::namedVariable(E)) {
+    QualType Type = Labels->getType().getNonReferenceType();
+    if (!Type->isBooleanType() && !Type->isIntegralOrEnumerationType())
+      return GuardTest{Labels, true, Query.text(E)};
+  }
+  return std::nullopt;
+}
+
+bool endsInReturn(const Stmt *S) {
+  if (isa_and_nonnull<ReturnStmt>(S))
+    return true;
+  if (const auto *Block = dyn_cast_or_null<CompoundStmt>(S))
+    return !Block->body_empty() && isa<ReturnStmt>(Block->body_back());
+  return false;
+}
+
+}  // namespace
+
+LabelsGuard findGuard(const CallExpr *Loss, const Stmt *Body, const PatternSet &Patterns, const AstQuery &Query) {
+  const Stmt *Previous = Loss;
+  for (const Stmt *Parent = Query.parentStmt(Loss); Parent; Previous = Parent, Parent = Query.parentStmt(Parent)) {
+    if (const auto *If = dyn_cast<IfStmt>(Parent)) {
+      if (Previous == If->getCond() || Previous == If->getInit() || Previous == If->getConditionVariableDeclStmt())
+        continue;
+      bool InThen = Previous == If->getThen();
+      const Stmt *Taken = InThen ? If->getThen() : If->getElse();
+      const Stmt *NotTaken = InThen ? If->getElse() : If->getThen();
+      auto Test = parseGuard(If->getCond(), Patterns, Query);
+      if (Test && Test->Present == InThen)
+        return LabelsGuard{GuardKind::Branch, If, Taken, NotTaken, Test->Labels, Test->Positive};
+      std::string Condition = Query.text(AstQuery::spelled(If->getCond()));
+      return LabelsGuard{GuardKind::Unrelated, If, Taken, NotTaken, nullptr,
+                         InThen ? Condition : "!(" + Condition + ")"};
+    }
+    if (const auto *Block = dyn_cast<CompoundStmt>(Parent)) {
+      // An earlier `if (!labels) return ...;` in this block guards everything after it.
+      for (const Stmt *Statement : Block->body()) {
+        if (Statement == Previous)
+          break;
+        const auto *If = dyn_cast<IfStmt>(Statement);
+        if (!If || If->getElse() || !endsInReturn(If->getThen()))
+          continue;
+        auto Test = parseGuard(If->getCond(), Patterns, Query);
+        if (Test && !Test->Present)
+          return LabelsGuard{GuardKind::EarlyReturn, If, nullptr, nullptr, Test->Labels, Test->Positive};
+      }
+    }
+    if (Parent == Body || isa<LambdaExpr>(Parent))
+      break;
+  }
+  return LabelsGuard{};
+}
+
+bool runsWithoutLoss(const Stmt *Statement, const LabelsGuard &Guard, const AstQuery &Query) {
+  switch (Guard.Kind) {
+  case GuardKind::None:
+    return false;
+  case GuardKind::Branch:
+  case GuardKind::Unrelated:
+    return !Query.within(Statement, Guard.Taken);
+  case GuardKind::EarlyReturn:
+    return !Query.before(Guard.If->getEndLoc(), Statement->getBeginLoc());
+  }
+  return false;
+}
+
+}  // namespace lmfuse::rewriter

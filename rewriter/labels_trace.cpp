@@ -1,0 +1,101 @@
+// Traces the loss target back to the labels variable.
+#include "labels_trace.h"
+
+#include "pattern_match.h"
+
+using namespace clang;
+
+namespace lmfuse::rewriter {
+namespace {
+
+/// The labels as the loss reached them, traced to the variable they come from.
+struct LabelsTrace {
+  const VarDecl *Root = nullptr;
+  std::string Text;  ///< what to pass to the runtime
+  bool Shift = false;
+};
+
+std::optional<LabelsTrace> traceLabelsFrom(const Expr *E, CapturedSite &Site, const PatternSet &Patterns,
+                                           const AstQuery &Query, const VariableUses &Uses, int Depth = 0) {
+  const BenignPatterns &Benign = Patterns.Benign;
+  LabelsTrace Trace;
+  std::string Cast;
+  bool ThroughPointer = false;
+  while (true) {
+    E = AstQuery::spelled(E);
+    auto Call = AstQuery::asCall(E);
+    if (!Call || !Call->Object)
+      break;
+    bool Arrow = false;
+    if (const auto *Member = dyn_cast<CXXMemberCallExpr>(E))
+      if (const auto *Callee = dyn_cast<MemberExpr>(Member->getCallee()->IgnoreParens()))
+        Arrow = Callee->isArrow();
+    if (contains(Benign.Reshapes, Call->Name)) {
+    } else if (Call->Name == Benign.CastMethod && !Call->Args.empty() &&
+               contains(Benign.LabelCastTypes, lastIdentifier(Query.text(AstQuery::spelled(Call->Args[0]))))) {
+      if (Cast.empty())
+        Cast = "." + Call->Name + "(" + Query.text(AstQuery::spelled(Call->Args[0])) + ")";
+    } else if (Call->Name == Benign.ShiftMethod && !Trace.Shift &&
+               argumentsAre(Call->Args, Benign.ShiftLabelsArguments, Query)) {
+      Trace.Shift = true;
+    } else {
+      break;
+    }
+    E = Call->Object;
+    ThroughPointer = Arrow;
+  }
+
+  // The root: *labels, labels->..., labels.value(), a labels tensor, or a local unwrapped from them.
+  const Expr *Core = AstQuery::spelled(E);
+  if (const auto *Deref = dyn_cast<UnaryOperator>(Core); Deref && Deref->getOpcode() == UO_Deref) {
+    Trace.Root = AstQuery::namedVariable(Deref->getSubExpr());
+    Trace.Text = Query.text(Core);
+  } else if (const auto *Operator = dyn_cast<CXXOperatorCallExpr>(Core);
+             Operator && (Operator->getOperator() == OO_Star || Operator->getOperator() == OO_Arrow) &&
+             Operator->getNumArgs() == 1) {
+    Trace.Root = AstQuery::namedVariable(Operator->getArg(0));
+    Trace.Text = "*" + Query.text(AstQuery::spelled(Operator->getArg(0)));
+  } else if (auto Call = AstQuery::asCall(Core); Call && Call->Object && Call->Name == "value" && Call->Args.empty()) {
+    Trace.Root = AstQuery::namedVariable(Call->Object);
+    Trace.Text = Query.text(Core);
+  } else if (const VarDecl *Variable = AstQuery::namedVariable(Core)) {
+    Trace.Root = Variable;
+    Trace.Text = ThroughPointer ? "*" + Query.text(Core) : Query.text(Core);
+    llvm::ArrayRef<VariableWrite> Writes = Uses.writes(Variable);
+    // A local unwrapped from the labels (`auto y = *labels;`): keep the local, but trace where it
+    // came from; a local that holds shifted labels is replaced by the unshifted labels.
+    if (Depth < 8 && Variable != Site.Guard.Labels && Variable->hasLocalStorage() && !isa<ParmVarDecl>(Variable) &&
+        Writes.size() == 1 && Writes[0].Kind == VariableWrite::WriteKind::Declaration) {
+      auto Inner = traceLabelsFrom(Writes[0].Value, Site, Patterns, Query, Uses, Depth + 1);
+      if (!Inner)
+        return std::nullopt;
+      Site.LabelLocals.push_back(Variable);
+      Trace.Root = Inner->Root;
+      if (Inner->Shift) {
+        Trace.Shift = true;
+        Trace.Text = Inner->Text;
+      }
+    }
+  }
+  if (!Trace.Root || Trace.Text.empty())
+    return std::nullopt;
+  if (!Cast.empty())
+    Trace.Text = (Trace.Text[0] == '*' ? "(" + Trace.Text + ")" : Trace.Text) + Cast;
+  return Trace;
+}
+
+}  // namespace
+
+void traceLabels(CapturedSite &Site, const PatternSet &Patterns, const AstQuery &Query, const VariableUses &Uses) {
+  auto Trace = traceLabelsFrom(Site.Target, Site, Patterns, Query, Uses);
+  if (!Trace) {
+    Site.LabelsBreak = TraceBreak{ReasonKind::LabelsMismatch, Site.Target,
+                                  "the loss target `" + Query.text(Site.Target) + "` is not a labels variable"};
+    return;
+  }
+  Site.LabelsRoot = Trace->Root;
+  Site.LabelsText = Trace->Text;
+  Site.LabelsShift = Trace->Shift;
+}
+
+}  // namespace lmfuse::rewriter

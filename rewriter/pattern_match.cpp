@@ -1,0 +1,40 @@
+// Matching helpers shared by head, guard, labels and options capture.
+#include "pattern_match.h"
+
+#include "clang/AST/ExprCXX.h"
+
+using namespace clang;
+
+namespace lmfuse::rewriter {
+
+std::string qualifiedName(const NamedDecl *Decl) { return Decl ? Decl->getQualifiedNameAsString() : ""; }
+
+llvm::StringRef lastIdentifier(llvm::StringRef Text) {
+  Text = Text.trim();
+  size_t Start = Text.find_last_of(":. >");
+  return Start == llvm::StringRef::npos ? Text : Text.drop_front(Start + 1);
+}
+
+bool argumentsAre(llvm::ArrayRef<const Expr *> Args, llvm::ArrayRef<int64_t> Expected, const AstQuery &Query) {
+  if (Args.size() < Expected.size())
+    return false;
+  for (size_t I = 0; I < Args.size(); ++I) {
+    if (I < Expected.size()) {
+      auto Value = Query.integerValue(AstQuery::spelled(Args[I]));
+      if (!Value || *Value != Expected[I])
+        return false;
+    } else if (!isa<CXXDefaultArgExpr>(Args[I])) {
+      return false;
+    }
+  }
+  return true;
+}
+
+bool isDefaultArgument(const Expr *Arg) { return !Arg || isa<CXXDefaultArgExpr>(Arg); }
+
+bool isNullConstant(const Expr *E, const PatternSet &Patterns, const AstQuery &Query) {
+  E = AstQuery::spelled(E);
+  return isa<CXXNullPtrLiteralExpr>(E) || contains(Patterns.Guards.NullConstants, Query.text(E));
+}
+
+}  // namespace lmfuse::rewriter

@@ -1,0 +1,29 @@
+// Small matching helpers the capture stages share: qualified names, spellings, constant argument
+// lists and the null constants of the pattern set.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "clang/AST/Decl.h"
+#include "clang/AST/Expr.h"
+#include "llvm/ADT/ArrayRef.h"
+#include "llvm/ADT/StringRef.h"
+
+#include "ast_query.h"
+#include "patterns.h"
+
+namespace lmfuse::rewriter {
+
+/// "torch::nn::LinearImpl" for the declaration, "" for none.
+std::string qualifiedName(const clang::NamedDecl *Decl);
+/// The last identifier of a spelling: "torch::kFloat" -> "kFloat".
+llvm::StringRef lastIdentifier(llvm::StringRef Text);
+/// Whether the arguments from the first on are the given constants and the rest are defaults.
+bool argumentsAre(llvm::ArrayRef<const clang::Expr *> Args, llvm::ArrayRef<int64_t> Expected, const AstQuery &Query);
+/// Whether an argument was left to its default.
+bool isDefaultArgument(const clang::Expr *Arg);
+/// Whether E is `nullptr` or one of the pattern set's null constants (`c10::nullopt`, ...).
+bool isNullConstant(const clang::Expr *E, const PatternSet &Patterns, const AstQuery &Query);
+
+}  // namespace lmfuse::rewriter
