@@ -50,12 +50,11 @@ LossOptions loadOptions(AutogradContext* ctx, const torch::Tensor& n_items) {
       .n_items(n_items);
 }
 
-variable_list inputGradients(const Operands& operands, const CallResult& result, const torch::Tensor& hidden) {
+variable_list inputGradients(const CallResult& result, const torch::Tensor& hidden) {
   variable_list grads(7);  // one per forward argument: hidden, weight, bias, hasBias, labels, n_items, options
   if (result.grad_hidden.defined()) grads[0] = result.grad_hidden.view(hidden.sizes());
   grads[1] = result.grad_weight;
   grads[2] = result.grad_bias;
-  (void)operands;
   return grads;
 }
 
@@ -107,7 +106,7 @@ public:
       result.grad_bias = ctx->saved_data["grad_bias"].toTensor();
       for (const char* key : {"grad_hidden", "grad_weight", "grad_bias"}) ctx->saved_data.erase(key);
       torch_detail::scaleGradients(operands, result, upstream);
-      return inputGradients(operands, result, hidden);
+      return inputGradients(result, hidden);
     }
     Gradients wanted;
     wanted.hidden = ctx->needs_input_grad(0);
@@ -115,7 +114,7 @@ public:
     wanted.bias = bias.defined() && ctx->needs_input_grad(2);  // index 3 is hasBias
     const torch::Tensor scale = options.reduction() == Reduction::None ? upstream.reshape({-1}) : upstream.reshape({1});
     const CallResult result = torch_detail::runFused(operands, wanted, scale);
-    return inputGradients(operands, result, hidden);
+    return inputGradients(result, hidden);
   }
 };
 

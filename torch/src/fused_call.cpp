@@ -4,9 +4,10 @@
 #include <ATen/Parallel.h>
 #include <c10/core/DeviceGuard.h>
 
+#include <algorithm>
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
-#include <optional>
 
 #ifdef LMFUSE_TORCH_CUDA
 #include <c10/cuda/CUDAStream.h>  // defines: getCurrentCUDAStream (the stream the call runs on)
