@@ -1056,6 +1056,31 @@ const Case Cases[] = {
   }
   // NOLINTEND(bugprone-*, lmfuse)
 )", Verb::Suppresses, ""},
+    {"NOLINTNEXTLINE(lmfuse) before the if line", R"(
+  torch::Tensor forward(torch::Tensor h, torch::Tensor labels) {
+    auto logits = lm_head(h);
+    torch::Tensor loss;
+    // NOLINTNEXTLINE(lmfuse)
+    if (labels.defined()) loss = F::cross_entropy(logits.view({-1, 32}), labels.view(-1));
+    return loss;
+  }
+)", Verb::Suppresses, ""},
+    {"a bare NOLINT belongs to other tools and does not suppress", R"(
+  torch::Tensor forward(torch::Tensor h, torch::Tensor labels) {
+    auto logits = lm_head(h);  // NOLINT
+    torch::Tensor loss;
+    if (labels.defined()) loss = F::cross_entropy(logits.view({-1, 32}), labels.view(-1));
+    return loss;
+  }
+)", Verb::RewritesTo, R"(
+  torch::Tensor forward(torch::Tensor h, torch::Tensor labels) {
+    auto logits = lmfuse::skip_logits() && labels.defined() ? torch::Tensor() : lm_head(h);  // NOLINT
+    torch::Tensor loss;
+    if (labels.defined()) loss = lmfuse::enabled() ? lmfuse::linear_cross_entropy(h, lm_head->weight, lm_head->bias, labels, lmfuse::LossOptions())
+                                                   : F::cross_entropy(logits.view({-1, 32}), labels.view(-1));
+    return loss;
+  }
+)"},
 };
 
 std::string describeSites(const RewriteResult &Result) {
