@@ -168,15 +168,27 @@ std::vector<LineBlock> lineBlocks(llvm::StringRef Contents, const Replacements &
     Blocks.push_back({Block, {Edit}});
   }
   std::vector<LineBlock> Result;
-  for (auto &[Block, BlockEdits] : Blocks) {
-    Block.BeginOffset = StartOf(Block.FirstLine);
-    Block.EndOffset = StartOf(Block.EndLine);
-    std::string Text = Contents.slice(Block.BeginOffset, Block.EndOffset).str();
-    // Apply back to front so earlier offsets stay valid.
-    for (auto It = BlockEdits.rbegin(); It != BlockEdits.rend(); ++It)
-      Text.replace(It->getOffset() - Block.BeginOffset, It->getLength(), It->getReplacementText().str());
-    Block.NewText = std::move(Text);
-    Result.push_back(std::move(Block));
+  for (size_t I = 0; I < Blocks.size(); ++I) {
+    auto &[Block, BlockEdits] = Blocks[I];
+    while (true) {
+      Block.BeginOffset = StartOf(Block.FirstLine);
+      Block.EndOffset = StartOf(Block.EndLine);
+      std::string Text = Contents.slice(Block.BeginOffset, Block.EndOffset).str();
+      // Apply back to front so earlier offsets stay valid.
+      for (auto It = BlockEdits.rbegin(); It != BlockEdits.rend(); ++It)
+        Text.replace(It->getOffset() - Block.BeginOffset, It->getLength(), It->getReplacementText().str());
+      Block.NewText = std::move(Text);
+      // An edit that swallowed a line break joins the next line to this block.
+      if (Block.NewText.empty() || llvm::StringRef(Block.NewText).ends_with("\n") || Block.EndLine >= LineCount)
+        break;
+      ++Block.EndLine;
+      while (I + 1 < Blocks.size() && Blocks[I + 1].first.FirstLine < Block.EndLine) {
+        Block.EndLine = std::max(Block.EndLine, Blocks[I + 1].first.EndLine);
+        BlockEdits.insert(BlockEdits.end(), Blocks[I + 1].second.begin(), Blocks[I + 1].second.end());
+        Blocks.erase(Blocks.begin() + I + 1);
+      }
+    }
+    Result.push_back(Block);
   }
   return Result;
 }
@@ -252,9 +264,7 @@ std::string rewrittenWithLineDirectives(llvm::StringRef File, llvm::StringRef Co
     Out += Contents.slice(Cursor, Block.BeginOffset);
     Out += Block.NewText;
     Cursor = Block.EndOffset;
-    if (Cursor < Contents.size()) {
-      if (!llvm::StringRef(Out).ends_with("\n"))
-        Out += "\n";
+    if (Cursor < Contents.size()) {  // a block that ends before the end of the file ends with a newline
       Out += "#line " + std::to_string(Block.EndLine + 1) + " " + Quoted + "\n";
     }
   }

@@ -1,0 +1,216 @@
+// Edit merging across translation units and the two presentations of edits (unified diff, #line copy),
+// checked on a table of merge cases and on random files with random edits.
+#include <catch2/catch.hpp>
+
+#include <map>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "edit_set.h"
+
+#include "llvm/ADT/StringRef.h"
+
+using clang::tooling::Replacement;
+using clang::tooling::Replacements;
+using lmfuse::rewriter::EditSet;
+
+namespace {
+
+const char *File = "/src/model.h";
+
+struct MergeCase {
+  const char *Name;
+  std::vector<std::tuple<unsigned, unsigned, std::string>> FirstUnit, SecondUnit;
+  bool Conflict;
+  size_t MergedEdits;  // when there is no conflict
+};
+
+// Contents: ten lines of "line N\n" (7 bytes each), so offset 7*k starts line k+1.
+std::string tenLines() {
+  std::string Text;
+  for (int I = 1; I <= 10; ++I)
+    Text += "line " + std::to_string(I % 10) + "\n";
+  return Text;
+}
+
+}  // namespace
+
+TEST_CASE("edits of one file from two units: identical merge, different overlapping conflict", "[edit_set]") {
+  const MergeCase Cases[] = {
+      {"identical edits merge", {{7, 6, "LINE 2"}, {0, 0, "#include <x>\n"}}, {{7, 6, "LINE 2"}, {0, 0, "#include <x>\n"}}, false, 2},
+      {"disjoint edits both kept", {{7, 6, "LINE 2"}}, {{21, 6, "LINE 4"}}, false, 2},
+      {"adjacent ranges do not overlap", {{7, 3, "LIN"}}, {{10, 3, "E 2"}}, false, 2},
+      {"insertion before a replaced range", {{7, 0, "// note\n"}}, {{7, 6, "LINE 2"}}, false, 2},
+      {"different insertions at one offset", {{0, 0, "#include <a>\n"}}, {{0, 0, "#include <b>\n"}}, true, 0},
+      {"overlapping different replacements", {{7, 6, "LINE 2"}}, {{9, 6, "xx"}}, true, 0},
+      {"insertion inside a replaced range", {{7, 6, "LINE 2"}}, {{9, 0, "zz"}}, true, 0},
+      {"same range, different text", {{7, 6, "LINE 2"}}, {{7, 6, "line two"}}, true, 0},
+  };
+  std::string Contents = tenLines();
+  for (const MergeCase &Case : Cases) {
+    SECTION(Case.Name) {
+      EditSet Edits;
+      for (const auto &[Offset, Length, Text] : Case.FirstUnit)
+        Edits.add(Replacement(File, Offset, Length, Text));
+      for (const auto &[Offset, Length, Text] : Case.SecondUnit)
+        Edits.add(Replacement(File, Offset, Length, Text));
+      std::string Conflict = Edits.conflictFor(File, Contents);
+      CHECK(!Conflict.empty() == Case.Conflict);
+      if (Case.Conflict) {
+        CHECK(llvm::StringRef(Conflict).contains(" at line "));  // names the lines
+      } else {
+        CHECK(Edits.editsFor(File).size() == Case.MergedEdits);
+      }
+      Edits.drop(File);
+      CHECK(Edits.empty());
+    }
+  }
+}
+
+namespace {
+
+std::vector<std::string> lines(llvm::StringRef Text) {
+  std::vector<std::string> Lines;
+  while (!Text.empty()) {
+    auto [Line, Rest] = Text.split('\n');
+    Lines.push_back(Line.str());
+    Text = Rest;
+  }
+  return Lines;
+}
+
+// Applies a unified diff to Old (as `patch` would, without fuzz); fails the test on any mismatch.
+std::string applyUnifiedDiff(const std::string &Old, const std::string &Diff) {
+  std::vector<std::string> OldLines = lines(Old), DiffLines = lines(Diff), Result;
+  size_t Next = 0;  // next old line (0-based) not yet copied
+  for (size_t I = 2; I < DiffLines.size();) {
+    unsigned OldStart, OldCount, NewStart, NewCount;
+    REQUIRE(sscanf(DiffLines[I].c_str(), "@@ -%u,%u +%u,%u @@", &OldStart, &OldCount, &NewStart, &NewCount) == 4);
+    size_t Begin = OldCount ? OldStart - 1 : OldStart;
+    REQUIRE(Begin >= Next);
+    Result.insert(Result.end(), OldLines.begin() + Next, OldLines.begin() + Begin);
+    Next = Begin;
+    unsigned SeenOld = 0, SeenNew = 0;
+    for (++I; I < DiffLines.size() && DiffLines[I].rfind("@@", 0) != 0; ++I) {
+      char Marker = DiffLines[I][0];
+      std::string Line = DiffLines[I].substr(1);
+      if (Marker == ' ' || Marker == '-') {
+        REQUIRE(Next < OldLines.size());
+        CHECK(OldLines[Next] == Line);
+        ++Next;
+        ++SeenOld;
+      }
+      if (Marker == ' ' || Marker == '+') {
+        Result.push_back(Line);
+        ++SeenNew;
+      }
+    }
+    CHECK(SeenOld == OldCount);
+    CHECK(SeenNew == NewCount);
+  }
+  Result.insert(Result.end(), OldLines.begin() + Next, OldLines.end());
+  std::string Text;
+  for (const std::string &Line : Result)
+    Text += Line + "\n";
+  return Text;
+}
+
+// Follows #line directives: every line that is not one gets the (line, file) a compiler would report.
+std::vector<std::pair<unsigned, std::string>> presumedLines(const std::string &Copy,
+                                                            std::vector<std::string> &Text) {
+  std::vector<std::pair<unsigned, std::string>> Presumed;
+  unsigned Line = 1;
+  for (const std::string &Raw : lines(Copy)) {
+    unsigned Directive;
+    if (sscanf(Raw.c_str(), "#line %u", &Directive) == 1) {
+      Line = Directive;
+      continue;
+    }
+    Presumed.push_back({Line++, Raw});
+    Text.push_back(Raw);
+  }
+  return Presumed;
+}
+
+}  // namespace
+
+TEST_CASE("random edits: the diff rebuilds the rewrite and #line keeps every untouched line's number",
+          "[edit_set]") {
+  std::mt19937 Random(std::random_device{}());
+  unsigned TotalChecked = 0;
+  for (int Round = 0; Round < 200; ++Round) {
+    // A file of 1..40 lines with distinct contents, ending in a newline.
+    std::uniform_int_distribution<int> LineCount(1, 40);
+    int N = LineCount(Random);
+    std::string Old;
+    for (int I = 0; I < N; ++I)
+      Old += "  statement_" + std::to_string(I + 1) + "(x);\n";
+    // 1..4 non-overlapping edits: replacements inside a line, multi-line replacements, whole-line insertions.
+    Replacements Edits;
+    std::uniform_int_distribution<int> EditCount(1, 4), Kind(0, 2);
+    std::uniform_int_distribution<unsigned> Offset(0, Old.size() - 1);
+    for (int E = EditCount(Random); E > 0; --E) {
+      unsigned At = Offset(Random);
+      Replacement Edit;
+      switch (Kind(Random)) {
+      case 0:  // a few bytes inside the text, replaced by text with a newline
+        Edit = Replacement(File, At, std::min<unsigned>(3, Old.size() - At), "A\nB");
+        break;
+      case 1: {  // a whole line inserted before the line holding At
+        unsigned LineStart = llvm::StringRef(Old).take_front(At).rfind('\n') + 1;
+        Edit = Replacement(File, LineStart, 0, "#include <lmfuse/torch.h>\n");
+        break;
+      }
+      default:  // a span across lines, replaced by one line's worth
+        Edit = Replacement(File, At, std::min<unsigned>(20, Old.size() - At), "fused()");
+        break;
+      }
+      llvm::consumeError(Edits.add(Edit));  // overlapping picks are skipped
+    }
+    INFO("round " << Round << "\n" << Old);
+    std::string New = lmfuse::rewriter::applyEdits(File, Old, Edits).get();
+    std::string Diff = lmfuse::rewriter::unifiedDiff(File, Old, Edits);
+    if (New != Old) {
+      REQUIRE(llvm::StringRef(Diff).starts_with(std::string("--- ") + File + "\n+++ " + File + "\n"));
+      std::string Rebuilt = applyUnifiedDiff(Old, Diff);
+      // The diff works on whole lines; a rewrite without a final newline gets one from lines().
+      CHECK(Rebuilt == (llvm::StringRef(New).ends_with("\n") ? New : New + "\n"));
+    }
+
+    std::vector<std::string> CopyText;
+    auto Presumed = presumedLines(lmfuse::rewriter::rewrittenWithLineDirectives(File, Old, Edits), CopyText);
+    // Without the directives, the copy is the rewrite.
+    std::string Joined;
+    for (const std::string &Line : CopyText)
+      Joined += Line + "\n";
+    CHECK(Joined == (llvm::StringRef(New).ends_with("\n") ? New : New + "\n"));
+    // Every original line away from the edits (no edit touches it or its neighbours) is reported at its
+    // original number; lines inside an edited block are not resynced one by one.
+    std::vector<std::string> OldLines = lines(Old);
+    std::vector<unsigned> Starts{0};
+    for (unsigned I = 0; I < Old.size(); ++I)
+      if (Old[I] == '\n')
+        Starts.push_back(I + 1);  // Starts[N] == Old.size()
+    auto Touched = [&](unsigned Line) {  // 1-based; out-of-range neighbours are untouched
+      if (Line < 1 || Line > OldLines.size())
+        return false;
+      for (const Replacement &Edit : Edits)
+        if (Edit.getOffset() <= Starts[Line] && Edit.getOffset() + Edit.getLength() >= Starts[Line - 1])
+          return true;
+      return false;
+    };
+    std::map<std::string, unsigned> OriginalLine;  // the lines are distinct
+    for (unsigned I = 0; I < OldLines.size(); ++I)
+      OriginalLine[OldLines[I]] = I + 1;
+    unsigned Checked = 0;
+    for (const auto &[Line, Text] : Presumed)
+      if (auto It = OriginalLine.find(Text); It != OriginalLine.end())
+        if (!Touched(It->second - 1) && !Touched(It->second) && !Touched(It->second + 1)) {
+          CHECK(Line == It->second);
+          ++Checked;
+        }
+    TotalChecked += Checked;
+  }
+  CHECK(TotalChecked > 200);  // the property was exercised, not vacuously true
+}
