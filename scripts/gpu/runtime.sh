@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # One GPU-machine measurement of the CUDA runtime: configure (tool and LibTorch parts off), build with
 # -j16, run the CUDA tests, run lmfuse-bench; logs go to $OUT. Needs catch.hpp (v2) under .carry/catch2/.
-# Usage: scripts/gpu/runtime.sh [tests|bench|all]   (environment: LMFUSE_BENCH_* of lmfuse-bench)
+# Usage: scripts/gpu/runtime.sh [tests|bench|all|profile]   (environment: LMFUSE_BENCH_* of lmfuse-bench)
+# profile: every kernel of one bench run timed alone by Nsight Compute (ncu, kernels serialised), written
+# to $OUT/kernels.csv: duration, grid and block size per launch, to place the time the pipeline adds.
 set -uo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 what=${1:-all}
@@ -12,14 +14,22 @@ nvidia-smi --query-gpu=name,memory.total,clocks.sm,clocks.max.sm --format=csv | 
 cmake -S "$root" -B "$build" -G Ninja -DLMFUSE_TOOL=OFF -DLMFUSE_TORCH=OFF -DLMFUSE_CUDA=ON -DLMFUSE_TESTS=ON -DLMFUSE_CATCH2_INCLUDE_DIR="$root/.carry" \
   -DLMFUSE_CUDA_ARCHITECTURES=90 >"$out/configure.log" 2>&1 || { tail -30 "$out/configure.log"; exit 1; }
 targets=(lmfuse-bench)
-[[ $what != bench ]] && targets+=(lmfuse_runtime_cuda_tests)
+[[ $what == tests || $what == all ]] && targets+=(lmfuse_runtime_cuda_tests)
 cmake --build "$build" -j16 --target "${targets[@]}" >"$out/build.log" 2>&1 || { grep -E "error|Error" "$out/build.log" | head -40; exit 1; }
 status=0
-if [[ $what != bench ]]; then
+if [[ $what == tests || $what == all ]]; then
   "$build/tests/runtime_cuda/lmfuse_runtime_cuda_tests" 2>&1 | tee "$out/tests.log" | tail -60
   status=${PIPESTATUS[0]}
 fi
-if [[ $what != tests ]]; then
+if [[ $what == bench || $what == all ]]; then
   "$build/runtime/bench/lmfuse-bench" 2>&1 | tee "$out/bench.log"
+fi
+if [[ $what == profile ]]; then
+  # Kernels inside graphs with conditional nodes are not profiled by ncu: the "no compaction" rows show all.
+  LMFUSE_BENCH_REPEATS=${LMFUSE_BENCH_REPEATS:-1} ncu --clock-control none --csv \
+    --metrics gpu__time_duration.sum,launch__grid_size,launch__block_size \
+    "$build/runtime/bench/lmfuse-bench" >"$out/kernels.csv" 2>"$out/profile.log"
+  status=$?
+  grep -c nvjet "$out/kernels.csv"
 fi
 exit $status
