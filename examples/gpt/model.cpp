@@ -78,7 +78,8 @@ std::pair<torch::Tensor, torch::Tensor> GPTImpl::forward(const torch::Tensor& id
   auto logits = lm_head->forward(x);
   torch::Tensor loss;
   if (targets.has_value()) {
-    loss = F::cross_entropy(logits.view({-1, logits.size(-1)}), targets->view(-1),
+    // The loss in fp32 whatever the training dtype, as mixed-precision training does.
+    loss = F::cross_entropy(logits.view({-1, logits.size(-1)}).to(torch::kFloat), targets->view(-1),
                             F::CrossEntropyFuncOptions().ignore_index(-1));
   }
   return {logits, loss};

@@ -204,6 +204,11 @@ TEST_CASE("loss dtype follows F::linear; half-precision operands", "[torch][adap
   CHECK(relativeError(loss, expected) < 1e-2);  // bf16 rounding of the result, fp32 inside
   CHECK(relativeError(hidden.grad(), h64.grad()) < 2e-2);
   CHECK(relativeError(weight.grad(), w64.grad()) < 2e-2);
+
+  // dtype(kFloat): the fp32 loss, not first rounded to bf16 (for code that upcast its logits).
+  auto upcast = lmfuse::linear_cross_entropy(hidden, weight, {}, labels, lmfuse::LossOptions().dtype(torch::kFloat));
+  CHECK(upcast.scalar_type() == torch::kFloat);
+  CHECK(relativeError(upcast, expected) < 1e-5);
 }
 
 TEST_CASE("argument errors name the argument", "[torch][adapter]") {

@@ -84,7 +84,7 @@ public:
       ctx->saved_data["grad_weight"] = result.grad_weight;
       ctx->saved_data["grad_bias"] = result.grad_bias;
     }
-    return shapedLoss(operands, result.loss, hidden.scalar_type());
+    return shapedLoss(operands, result.loss, options.dtype().value_or(hidden.scalar_type()));
   }
 
   static variable_list backward(AutogradContext* ctx, variable_list grad_outputs) {
@@ -129,7 +129,8 @@ torch::Tensor linear_cross_entropy(const torch::Tensor& hidden, const torch::Ten
                            (bias.defined() && bias.requires_grad()));
   if (!needsGraph) {  // no graph: the loss alone, no gradient computed
     const Operands operands = torch_detail::prepareOperands(hidden, weight, bias, labels, options);
-    return shapedLoss(operands, torch_detail::runFused(operands, Gradients{}).loss, hidden.scalar_type());
+    return shapedLoss(operands, torch_detail::runFused(operands, Gradients{}).loss,
+                      options.dtype().value_or(hidden.scalar_type()));
   }
   // LibTorch 1.13's Function::apply cannot take an undefined tensor: an absent bias or n_items travels
   // as an empty placeholder and is told apart by a flag in saved_data.

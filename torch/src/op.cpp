@@ -23,7 +23,8 @@ torch::Tensor linearCrossEntropyOp(const torch::Tensor& hidden, const torch::Ten
                                    const c10::optional<torch::Tensor>& bias, const torch::Tensor& labels,
                                    int64_t ignore_index, double label_smoothing, c10::string_view reduction,
                                    bool shift, double softcap, double logit_scale, double z_loss,
-                                   const c10::optional<torch::Tensor>& n_items) {
+                                   const c10::optional<torch::Tensor>& n_items,
+                                   c10::optional<c10::ScalarType> dtype) {
   LossOptions options = LossOptions()
                             .ignore_index(ignore_index)
                             .label_smoothing(label_smoothing)
@@ -33,6 +34,7 @@ torch::Tensor linearCrossEntropyOp(const torch::Tensor& hidden, const torch::Ten
                             .logit_scale(logit_scale)
                             .z_loss(z_loss);
   if (n_items.has_value()) options.n_items(*n_items);
+  options.dtype(dtype);
   return linear_cross_entropy(hidden, weight, bias.value_or(torch::Tensor()), labels, options);
 }
 
@@ -43,7 +45,7 @@ TORCH_LIBRARY(lmfuse, m) {
   m.def(
       "linear_cross_entropy(Tensor hidden, Tensor weight, Tensor? bias, Tensor labels, int ignore_index=-100, "
       "float label_smoothing=0.0, str reduction=\"mean\", bool shift=False, float softcap=0.0, "
-      "float logit_scale=1.0, float z_loss=0.0, Tensor? n_items=None) -> Tensor");
+      "float logit_scale=1.0, float z_loss=0.0, Tensor? n_items=None, ScalarType? dtype=None) -> Tensor");
 }
 
 TORCH_LIBRARY_IMPL(lmfuse, CompositeImplicitAutograd, m) {

@@ -9,7 +9,8 @@
 //   weight  [V, D]    the dtype of hidden (mixed dtypes are refused, as F::linear refuses them)
 //   bias    [V] or an undefined tensor (a torch::nn::Linear without bias has an undefined `bias`)
 //   labels  int32 or int64, hidden's leading shape (or any shape with as many elements)
-// The loss has hidden's dtype (what F::linear would give); all arithmetic inside is fp32 or better.
+// The loss has hidden's dtype (what F::linear would give) unless LossOptions::dtype says otherwise; all
+// arithmetic inside is fp32 or better.
 // Reduction Mean and Sum compute the loss and the gradients in the forward call (one pass over the
 // vocabulary) and the backward pass only scales them by the upstream gradient on the device; None
 // returns hidden's leading shape and recomputes in the backward pass. A mean over zero valid tokens is
@@ -25,7 +26,7 @@
 //   torch.ops.load_library("liblmfuse_torch.so")
 //   loss = torch.ops.lmfuse.linear_cross_entropy(hidden, weight, bias, labels, ignore_index=-100,
 //            label_smoothing=0.0, reduction="mean", shift=False, softcap=0.0, logit_scale=1.0,
-//            z_loss=0.0, n_items=None)
+//            z_loss=0.0, n_items=None, dtype=None)
 #pragma once
 
 #include <torch/arg.h>
@@ -58,6 +59,10 @@ struct LossOptions {
   TORCH_ARG(lmfuse::MemoryMode, memory) = lmfuse::MemoryMode::Auto;
   /// Tokens per chunk; 0 = chosen by the runtime from its workspace budget.
   TORCH_ARG(int64_t, chunk_tokens) = 0;
+  /// dtype of the returned loss; unset = hidden's (what F::linear would give). Set kFloat where the
+  /// original upcast its logits (`logits.float()`): the fp32 loss is then returned without first being
+  /// rounded to bf16/fp16, as the unfused fp32 cross-entropy would be.
+  TORCH_ARG(c10::optional<torch::ScalarType>, dtype) = c10::nullopt;
 };
 
 /// The fused loss with autograd to hidden, weight and bias (see the contract above).
