@@ -128,8 +128,15 @@ void writeSources(DriverResult &Result, const std::vector<std::string> &Inputs, 
       }
     }
   } else {
-    for (const FileRewrite &Rewrite : Result.Rewrites)
-      outs() << unifiedDiff(Rewrite.Path, Rewrite.Original, Rewrite.Edits);
+    // Paths below the working directory are shown relative to it, so `patch -p0` applies the diff there.
+    SmallString<256> CurrentDir;
+    sys::fs::current_path(CurrentDir);
+    for (const FileRewrite &Rewrite : Result.Rewrites) {
+      StringRef Shown = Rewrite.Path;
+      if (!Shown.consume_front(CurrentDir) || !Shown.consume_front("/"))
+        Shown = Rewrite.Path;
+      outs() << unifiedDiff(Shown, Rewrite.Original, Rewrite.Edits);
+    }
     outs().flush();
   }
 }
