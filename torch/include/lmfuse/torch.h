@@ -6,7 +6,8 @@
 // returns, without ever building the [tokens, V] logits. Gradients flow to hidden, weight and bias
 // (only to those that require grad; none are computed under torch::NoGradGuard or inference mode).
 //   hidden  [..., D]  float32, float16 or bfloat16 (float64 is refused: the runtime computes in fp32)
-//   weight  [V, D]    the dtype of hidden (mixed dtypes are refused, as F::linear refuses them)
+//   weight  [V, D]    the dtype of hidden (mixed dtypes are refused, as F::linear refuses them; autocast
+//                     is not applied here: under autocast, cast hidden and weight to its dtype first)
 //   bias    [V] or an undefined tensor (a torch::nn::Linear without bias has an undefined `bias`)
 //   labels  int32 or int64, hidden's leading shape (or any shape with as many elements)
 // The loss has hidden's dtype (what F::linear would give) unless LossOptions::dtype says otherwise; all
