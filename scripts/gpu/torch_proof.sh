@@ -34,13 +34,25 @@ catch=()
 tail -3 "$out/build.log"
 
 echo "== operator test (torch.ops.lmfuse.linear_cross_entropy vs fp64 F.cross_entropy(F.linear))"
-LMFUSE_TORCH_LIB="$build/torch/liblmfuse_torch.so" python3 -m pytest -q -p no:cacheprovider \
-  tests/torch/test_op.py 2>&1 | tee "$out/test_op.log" | tail -15
+# A failing operator test is reported, and the training proof still runs.
+(LMFUSE_TORCH_LIB="$build/torch/liblmfuse_torch.so" python3 -m pytest -q -p no:cacheprovider \
+  tests/torch/test_op.py 2>&1 || true) | tee "$out/test_op.log" | tail -15
 
 if [ "$mode" = smoke ]; then
   "$build/examples/gpt/gpt_train" --device cuda --dtype bf16 --steps 3 --vocab 4096 --dim 256 --seq 128
   exit 0
 fi
+
+# First the CPU proof's comparison on the GPU: the test dimensions, fp32, 20 steps.
+small=(--device cuda --dtype fp32 --steps 20 --seed 20261121)
+"$build/examples/gpt/gpt_train" "${small[@]}" >"$out/plain_fp32.csv"
+"$build/examples/gpt/gpt_train_fused" "${small[@]}" >"$out/fused_fp32.csv"
+python3 - "$out/plain_fp32.csv" "$out/fused_fp32.csv" <<'PY' | tee "$out/table.md"
+import csv, sys
+a, b = ([float(r["loss"]) for r in csv.DictReader(open(p))] for p in sys.argv[1:3])
+worst = max(abs(x - y) / abs(x) for x, y in zip(a, b))
+print(f"fp32 on CUDA, test dims, 20 steps: step-1 loss {a[0]:.7f} / {b[0]:.7f}, max relative loss difference {worst:.2e}\n")
+PY
 
 # The realistic head: D = 1024, V = 32000, 8 x 1024 = 8192 tokens per step, 50 steps, bf16.
 args=(--device cuda --dtype bf16 --steps 50 --vocab 32000 --dim 1024 --layers 2 --heads 16 --seq 1024 --batch 8)
@@ -49,4 +61,4 @@ echo "== training: ${args[*]}"
 "$build/examples/gpt/gpt_train_fused" "${args[@]}" >"$out/fused.csv"
 python3 scripts/gpu/plot_proof.py "$out/plain.csv" "$out/fused.csv" "$out/proof.png" \
   --model "GPT 2 layers x 16 heads, bf16, AdamW" --dims "D=1024 V=32000 tokens/step=8192" \
-  --logits-bytes $((8192 * 32000 * 2)) | tee "$out/table.md"
+  --logits-bytes $((8192 * 32000 * 2)) | tee -a "$out/table.md"
