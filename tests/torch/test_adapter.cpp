@@ -85,6 +85,7 @@ torch::Tensor randomLabels(const std::vector<int64_t>& shape, int64_t ignoreInde
 TEST_CASE("fused loss and gradients equal the fp64 unfused graph", "[torch][adapter]") {
   const std::vector<Case> cases = {
       {"defaults, 2-d hidden, bias", {37}, true, lmfuse::LossOptions()},
+      {"one token, hidden [D]", {}, true, lmfuse::LossOptions()},
       {"no bias, [B, T, D]", {3, 11}, false, lmfuse::LossOptions()},
       {"ignore_index -1, [2, 3, 5, D]", {2, 3, 5}, true, lmfuse::LossOptions().ignore_index(-1)},
       {"label smoothing", {29}, true, lmfuse::LossOptions().label_smoothing(0.1)},
@@ -184,6 +185,22 @@ TEST_CASE("gradients only where asked, none without grad mode", "[torch][adapter
     auto once = weight.grad().clone();
     (loss * 3).backward();
     CHECK(relativeError(weight.grad(), once * 4) < 1e-5);
+  }
+}
+
+TEST_CASE("no tokens, or no valid token: a zero loss and zero gradients", "[torch][adapter]") {
+  // Documented choice (torch.h): PyTorch's mean over nothing is NaN, which would poison the optimiser.
+  auto weight = torch::randn({kVocab, kDim}).requires_grad_(true);
+  for (int64_t tokens : {0, 6}) {
+    INFO("tokens " << tokens);
+    weight.mutable_grad() = torch::Tensor();
+    auto hidden = torch::randn({tokens, kDim}).requires_grad_(true);
+    auto labels = torch::full({tokens}, -100, torch::kLong);
+    auto loss = lmfuse::linear_cross_entropy(hidden, weight, {}, labels);
+    CHECK(loss.item<float>() == 0.0f);
+    loss.backward();
+    CHECK(weight.grad().abs().max().item<float>() == 0.0f);
+    CHECK(hidden.grad().sizes() == hidden.sizes());
   }
 }
 
