@@ -128,7 +128,8 @@ int main(int argc, char** argv) try {
   const uint64_t seed = static_cast<uint64_t>(settings.integer("seed", 1234));
   const std::string dtypeName = settings.text("dtype", "fp32");
   if (dtypeName != "fp32" && dtypeName != "bf16") throw std::invalid_argument("--dtype must be fp32 or bf16");
-  const torch::Device device(settings.text("device", "cpu"));
+  torch::Device device(settings.text("device", "cpu"));
+  if (device.is_cuda() && !device.has_index()) device = torch::Device(torch::kCUDA, 0);  // the allocator's stats need one
   const std::string paramsPath = settings.text("params", "");
 
   torch::manual_seed(seed);
