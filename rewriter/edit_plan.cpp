@@ -54,6 +54,12 @@ bool standsAlone(const CallExpr *Loss, const AstQuery &Query) {
 
 }  // namespace
 
+// Casting the fused loss would round it to the logits' dtype first (bf16: half a unit in the last place,
+// about 0.03 at a loss of 10); the options setter returns the loss in the wider dtype directly.
+bool carriesUpcastInOptions(const CapturedSite &Site, const PatternSet &Patterns) {
+  return !Patterns.Replacement.LossDtypeSetter.empty() && !Site.UpcastType.empty();
+}
+
 std::string lossOptionsText(const CapturedSite &Site, const PatternSet &Patterns) {
   const ReplacementPattern &Replacement = Patterns.Replacement;
   const LossOptionValues &Options = Site.Options;
@@ -66,6 +72,8 @@ std::string lossOptionsText(const CapturedSite &Site, const PatternSet &Patterns
     Text += ".reduction(" + Replacement.Reductions.at(Options.Effective.Reduction) + ")";
   if (Site.LogitsShift)
     Text += ".shift(true)";
+  if (carriesUpcastInOptions(Site, Patterns))
+    Text += "." + Replacement.LossDtypeSetter + "(" + Site.UpcastType + ")";
   return Text;
 }
 
@@ -110,8 +118,9 @@ std::vector<tooling::Replacement> planSiteEdits(const CapturedSite &Site, const 
   std::string Fused = Replacement.Call + "(" + HiddenText + ", " + Head.Weight + ", " +
                       (Head.Bias.empty() ? Replacement.UndefinedTensor : Head.Bias) + ", " + Site.LabelsText + ", " +
                       lossOptionsText(Site, Patterns) + ")";
-  for (const std::string &Cast : Site.Casts)
-    Fused += Cast;
+  if (!carriesUpcastInOptions(Site, Patterns))
+    for (const std::string &Cast : Site.Casts)
+      Fused += Cast;
   // The fused call and the original on lines of their own, so a diff reads as "new | old".
   std::string Continuation = "\n" + Query.indentation(Site.Loss->getBeginLoc()) + "    ";
   std::string Loss = Replacement.Enabled + Continuation + "? " + Fused + Continuation + ": " + Query.text(Site.Loss);

@@ -115,6 +115,7 @@ template <> struct MappingTraits<ReplacementPattern> {
     Io.mapRequired("undefined_tensor", P.UndefinedTensor);
     Io.mapRequired("reductions", P.Reductions);
     Io.mapOptional("hoisted_hidden", P.HoistedHidden, std::string("lmfuse_hidden"));
+    Io.mapOptional("loss_dtype_setter", P.LossDtypeSetter, std::string());
   }
   static std::string validate(IO &, ReplacementPattern &P) {
     if (!P.Reductions.count("mean") || !P.Reductions.count("sum"))

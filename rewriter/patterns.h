@@ -75,6 +75,10 @@ struct ReplacementPattern {
   std::string UndefinedTensor;
   std::map<std::string, std::string> Reductions;  ///< "mean"/"sum" -> runtime enumerator
   std::string HoistedHidden = "lmfuse_hidden";
+  /// Options setter taking the dtype of an upcast of the logits (`.to(torch::kFloat)`), so the fused
+  /// loss is returned in that dtype without first being rounded to the logits' dtype. Empty: the cast
+  /// is appended to the fused result instead.
+  std::string LossDtypeSetter;
 };
 
 struct PatternSet {

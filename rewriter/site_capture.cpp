@@ -93,7 +93,10 @@ public:
         E = Call->Object;
       } else if (Call->Name == Benign.CastMethod && !Call->Args.empty() &&
                  contains(Benign.UpcastTypes, lastIdentifier(Query.text(AstQuery::spelled(Call->Args[0]))))) {
-        addCast("." + Call->Name + "(" + Query.text(AstQuery::spelled(Call->Args[0])) + ")");
+        std::string Type = Query.text(AstQuery::spelled(Call->Args[0]));
+        if (Site.Casts.empty())
+          Site.UpcastType = Type;
+        addCast("." + Call->Name + "(" + Type + ")");
         E = Call->Object;
       } else if (Call->Name == Benign.ShiftMethod && !Site.LogitsShift &&
                  argumentsAre(Call->Args, Benign.ShiftLogitsArguments, Query)) {

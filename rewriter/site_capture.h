@@ -59,6 +59,7 @@ struct CapturedSite {
   std::vector<const clang::VarDecl *> Aliases; ///< variables other than Logits on the chain
   std::vector<const clang::Stmt *> Inspected;  ///< everything between head and loss (softcap scan)
   std::vector<std::string> Casts;              ///< upcasts to append to the fused result
+  std::string UpcastType;                      ///< the dtype argument of a `.to(T)` upcast, as written
   bool LogitsShift = false;
   /// The head's input is not a plain variable unchanged until the loss: the rewrite evaluates it
   /// once into a local before the logits statement instead of duplicating it.

@@ -471,7 +471,7 @@ const Case Cases[] = {
     return loss;
   }
 )"},
-    {"upcast logits: the fused result gets the same cast", R"(
+    {"upcast logits: the fused loss is returned in the upcast dtype", R"(
   torch::Tensor forward(torch::Tensor h, torch::Tensor labels) {
     auto logits = lm_head(h);
     torch::Tensor loss;
@@ -484,7 +484,7 @@ const Case Cases[] = {
     auto logits = lmfuse::skip_logits() && labels.defined() ? torch::Tensor() : lm_head(h);
     torch::Tensor loss;
     if (labels.defined())
-      loss = lmfuse::enabled() ? lmfuse::linear_cross_entropy(h, lm_head->weight, lm_head->bias, labels, lmfuse::LossOptions()).to(torch::kFloat)
+      loss = lmfuse::enabled() ? lmfuse::linear_cross_entropy(h, lm_head->weight, lm_head->bias, labels, lmfuse::LossOptions().dtype(torch::kFloat))
                                : F::cross_entropy(logits.to(torch::kFloat).view({-1, 32}), labels.view(-1));
     return loss;
   }

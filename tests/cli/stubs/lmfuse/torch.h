@@ -9,6 +9,7 @@ struct LossOptions {
   LossOptions &label_smoothing(double Value);
   LossOptions &reduction(Reduction Value);
   LossOptions &shift(bool Value);
+  LossOptions &dtype(at::ScalarType Value);
 };
 torch::Tensor linear_cross_entropy(const torch::Tensor &hidden, const torch::Tensor &weight,
                                    const torch::Tensor &bias, const torch::Tensor &labels,

@@ -10,6 +10,7 @@ struct LossOptions {
   LossOptions &label_smoothing(double value) { return *this; }
   LossOptions &reduction(Reduction value) { return *this; }
   LossOptions &shift(bool value) { return *this; }
+  LossOptions &dtype(torch::ScalarType value) { return *this; }
 };
 torch::Tensor linear_cross_entropy(const torch::Tensor &hidden, const torch::Tensor &weight,
                                    const torch::Tensor &bias, const torch::Tensor &labels,
