@@ -5,6 +5,7 @@
 
 #include "check.h"
 #include "compaction.h"
+#include "launch_util.cuh"  // defines: rowGrid, withType
 
 namespace lmfuse::detail::cuda {
 namespace {
@@ -100,17 +101,6 @@ __global__ void setConditionsKernel(ChunkConditions conditions, const Scalars* s
       while (part + 1 < kChunkParts && partRows(rows, int(part)) < held) ++part;
     }
     cudaGraphSetConditional(conditions.handles[k], part);
-  }
-}
-
-unsigned rowGrid(int64_t rows) { return unsigned(rows < 1 ? 1 : rows > 8192 ? 8192 : rows); }
-
-template <typename F>
-void withType(DType dtype, F&& f) {
-  switch (dtype) {
-    case DType::Float32: f(static_cast<float*>(nullptr)); break;
-    case DType::Float16: f(static_cast<__half*>(nullptr)); break;
-    case DType::BFloat16: f(static_cast<__nv_bfloat16*>(nullptr)); break;
   }
 }
 

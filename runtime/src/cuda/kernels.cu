@@ -13,6 +13,7 @@
 
 #include "check.h"
 #include "kernels.h"
+#include "launch_util.cuh"  // defines: rowGrid, withType
 #include "loss_math.h"  // defines: transform_logit, transform_derivative_at, row_loss, logit_gradient
 #include "targets.h"    // defines: target_position (the shift), shared with the CPU reference
 
@@ -341,18 +342,6 @@ __global__ void scaleKernel(T* out, int64_t rows, int64_t columns, int64_t ld, c
   const float f = *factor;
   for (int64_t r = blockIdx.x; r < rows; r += gridDim.x)
     for (int64_t c = threadIdx.x; c < columns; c += blockDim.x) out[r * ld + c] = fromFloat<T>(toFloat(out[r * ld + c]) * f);
-}
-
-unsigned rowGrid(int64_t rows) { return unsigned(rows < 1 ? 1 : rows > 8192 ? 8192 : rows); }
-
-// Calls f with a null pointer of the storage type of dtype, to pick a template instantiation.
-template <typename F>
-void withType(DType dtype, F&& f) {
-  switch (dtype) {
-    case DType::Float32: f(static_cast<float*>(nullptr)); break;
-    case DType::Float16: f(static_cast<__half*>(nullptr)); break;
-    case DType::BFloat16: f(static_cast<__nv_bfloat16*>(nullptr)); break;
-  }
 }
 
 }  // namespace
