@@ -86,6 +86,41 @@ TEST_CASE("the call captured in a CUDA graph replays to the eager result", "[cud
   }
 }
 
+// Compaction picks its branch on the device at every launch: a graph captured with one label mask,
+// replayed after the labels changed in place, must compute what the new labels ask for.
+TEST_CASE("a captured call replayed with other labels follows their count", "[cuda]") {
+  if (skipWithoutDevice()) return;
+  Spec spec = pipelineSpec(DType::BFloat16);
+  spec.ignoredFraction = 0.3;
+  Scenario scenario(spec);
+  cudaStream_t stream;
+  TEST_CUDA(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  cudaGraph_t graph;
+  TEST_CUDA(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal));
+  lmfuse::linear_cross_entropy(scenario.problem(), scenario.options(), scenario.outputs(), scenario.workspace(),
+                               scenario.context(stream));
+  TEST_CUDA(cudaStreamEndCapture(stream, &graph));
+  cudaGraphExec_t exec;
+  TEST_CUDA(cudaGraphInstantiate(&exec, graph, 0));
+  for (double ignored : {0.0, 0.95, 1.0, 0.5, 0.02}) {
+    INFO("ignored fraction " << ignored);
+    scenario.redrawLabels(ignored);
+    scenario.prepareOutputs();
+    TEST_CUDA(cudaGraphLaunch(exec, stream));
+    TEST_CUDA(cudaStreamSynchronize(stream));
+    Result replayed = scenario.collect();
+    Reference want = scenario.expected();
+    CHECK(relativeError(replayed.loss, want.loss) <= 5e-3);
+    CHECK(relativeError(replayed.gradHidden, want.gradHidden) <= 2e-2);
+    CHECK(relativeError(replayed.gradWeight, want.gradWeight) <= 2e-2);
+    CHECK(relativeError(replayed.gradBias, want.gradBias) <= 2e-2);
+    requireBitwiseEqual(replayed, scenario.run());  // the eager call takes the same branch
+  }
+  TEST_CUDA(cudaGraphExecDestroy(exec));
+  TEST_CUDA(cudaGraphDestroy(graph));
+  TEST_CUDA(cudaStreamDestroy(stream));
+}
+
 TEST_CASE("an out-of-range label makes the loss NaN and check() names its token", "[cuda]") {
   if (skipWithoutDevice()) return;
   Spec spec = pipelineSpec(DType::BFloat16);

@@ -31,9 +31,8 @@ struct NamedSpec {
   std::function<void(Spec&)> edit;
 };
 
-// Every case runs at each dtype; chunk_tokens is small so every case goes through several chunks (the
-// two-buffer pipeline, and by default compaction with conditional graph nodes), unless the case sets its
-// own chunking.
+// Every case runs at each dtype; chunk_tokens is small so every case goes through several chunks (and by
+// default compaction: a graph SWITCH over token counts), unless the case sets its own chunking.
 const std::vector<NamedSpec>& cases() {
   static const std::vector<NamedSpec> table = {
       {"plain mean", [](Spec&) {}},
@@ -62,7 +61,10 @@ const std::vector<NamedSpec>& cases() {
       {"shift within packed segments", [](Spec& s) { s.segments = 5; s.labelType = IndexType::Int32; }},
       {"packed segments, int64 cu_seqlens", [](Spec& s) { s.segments = 3; s.cuSeqlensType = IndexType::Int64; }},
       {"strided hidden and grad_hidden", [](Spec& s) { s.hiddenPad = 8; }},
-      {"one chunk", [](Spec& s) { s.options.chunk_tokens = 0; }},
+      {"one chunk (grad_weight written without the fp32 accumulator)", [](Spec& s) { s.options.chunk_tokens = 0; }},
+      {"one chunk without compaction", [](Spec& s) { s.options.chunk_tokens = 0; s.options.compact = false; }},
+      {"compaction branches of up to ten chunks", [](Spec& s) {
+         s.n = 1200; s.ignoredFraction = 0.35; s.bias = true; s.gradBias = true; }},
       {"odd chunk size", [](Spec& s) { s.options.chunk_tokens = 77; }},
       {"grad_weight_accumulate only", [](Spec& s) { s.gradWeight = false; s.accumulate = true; }},
       {"grad_weight and grad_weight_accumulate", [](Spec& s) { s.accumulate = true; }},

@@ -47,15 +47,7 @@ public:
     for (int64_t i = 0; i < n; ++i)
       for (int64_t k = 0; k < d; ++k) hValues_[i * d + k] = h_.values[i * hiddenStride_ + k];
     if (spec.bias) b_ = randomStored(g, spec.dtype, std::size_t(v), 1.0);
-    std::uniform_int_distribution<int64_t> label(0, v - 1);
-    std::uniform_real_distribution<double> unit(0.0, 1.0);
-    labels_.resize(n);
-    for (auto& l : labels_) l = unit(g) < spec.ignoredFraction ? options_.ignore_index : label(g);
-    if (spec.onlyValidToken >= 0) {
-      for (auto& l : labels_) l = options_.ignore_index;
-      labels_[spec.onlyValidToken] = label(g);
-    }
-    if (spec.outOfRangeToken >= 0) labels_[spec.outOfRangeToken] = v;
+    drawLabels(spec.ignoredFraction);
     if (spec.segments > 0) {
       // Random boundaries; the last segment ends before the last token so trailing tokens are unused.
       std::vector<int64_t> cuts;
@@ -139,6 +131,13 @@ public:
     return c;
   }
   Workspace workspace() const { return {workspace_.get(), workspace_.bytes()}; }
+
+  /// New random labels with this fraction ignored, written into the same device buffer, so a graph
+  /// captured earlier reads them at its next launch.
+  void redrawLabels(double ignoredFraction) {
+    drawLabels(ignoredFraction);
+    labelsDevice_.upload(indexBytes(labels_, spec_.labelType).data());
+  }
 
   /// Poisons every output (and resets the accumulator to its start values).
   void prepareOutputs() {
@@ -250,10 +249,25 @@ private:
     b.upload(raw.data());
     return b;
   }
-  static DeviceBuffer uploadIndices(const std::vector<int64_t>& values, IndexType type) {
-    if (type == IndexType::Int64) return upload(bytesOf(values));
+  void drawLabels(double ignoredFraction) {
+    auto& g = rng();
+    std::uniform_int_distribution<int64_t> label(0, spec_.v - 1);
+    std::uniform_real_distribution<double> unit(0.0, 1.0);
+    labels_.resize(spec_.n);
+    for (auto& l : labels_) l = unit(g) < ignoredFraction ? options_.ignore_index : label(g);
+    if (spec_.onlyValidToken >= 0) {
+      for (auto& l : labels_) l = options_.ignore_index;
+      labels_[spec_.onlyValidToken] = label(g);
+    }
+    if (spec_.outOfRangeToken >= 0) labels_[spec_.outOfRangeToken] = spec_.v;
+  }
+  static std::vector<unsigned char> indexBytes(const std::vector<int64_t>& values, IndexType type) {
+    if (type == IndexType::Int64) return bytesOf(values);
     std::vector<int32_t> narrow(values.begin(), values.end());
-    return upload(bytesOf(narrow));
+    return bytesOf(narrow);
+  }
+  static DeviceBuffer uploadIndices(const std::vector<int64_t>& values, IndexType type) {
+    return upload(indexBytes(values, type));
   }
 
   Spec spec_;

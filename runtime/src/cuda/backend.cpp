@@ -2,19 +2,21 @@
 //
 // Contract: the call enqueues everything on context.stream (plus one side stream joined back through
 // events), allocates nothing, never synchronises and never copies to the host, so it can be captured in
-// a CUDA graph. Tokens go through in chunks: per chunk, cuBLASLt writes the logits into one of two
-// reused buffers (main stream); the row kernel computes loss and lse and overwrites the buffer in place
-// with dx (side stream); then cuBLASLt computes grad_hidden rows and accumulates grad_weight in fp32
-// (main stream) while the side stream already works on the next chunk. Without room for the fp32
-// [V, D] accumulator (MemoryMode::LowMemory), a first pass computes loss, lse, grad_hidden and grad_bias,
-// and a second pass over vocabulary slices recomputes the logits of each slice to accumulate grad_weight.
-// Compaction (Options::compact, the default): a device-side stable order of the tokens with a label;
-// each chunk gathers its hidden rows, and its three steps are SWITCH nodes of a CUDA graph whose bodies
-// do the work on 1/4, 2/4, 3/4 or all of the chunk's rows; a kernel picks the body from the device-side
-// count, so the GEMMs cost what the labelled tokens need and the host never learns the count. An eager
-// call is recorded as a graph and launched (the graph is kept while the arguments repeat); a call under
-// the caller's capture adds its nodes to the caller's graph.
-// Results are bitwise reproducible: fixed chunking, fixed cuBLASLt algorithms, no float atomics.
+// a CUDA graph. Tokens go through in chunks: per chunk, cuBLASLt writes the logits into the logits
+// buffer; the row kernel computes loss and lse and overwrites the buffer in place with dx; then cuBLASLt
+// accumulates grad_weight in fp32 and computes the chunk's grad_hidden rows. A call whose tokens fit one
+// chunk writes grad_weight directly in its dtype (no accumulator, no conversion). Without room for the
+// fp32 [V, D] accumulator (MemoryMode::LowMemory), a first pass computes loss, lse, grad_hidden and
+// grad_bias, and a second pass over vocabulary slices recomputes the logits of each slice to accumulate
+// grad_weight. Forward-only calls overlap the row kernel with the next chunk's GEMM on a side stream.
+// Compaction (Options::compact, the default): a device-side stable order of the tokens with a label, and
+// one SWITCH node of a CUDA graph whose branch r runs the whole pass above over the first
+// min(N, (r + 1)·granule) gathered tokens, in balanced chunks; a kernel picks the branch from the
+// device-side count, so the GEMMs cost what the labelled tokens need (plus under one granule of padding)
+// and the host never learns the count. An eager call is recorded as a graph and launched (the graph is
+// kept while the arguments repeat); a call under the caller's capture adds its nodes to the caller's graph.
+// Results are bitwise reproducible: fixed chunking per token count, fixed cuBLASLt algorithms, no float
+// atomics.
 #include <cuda_runtime.h>
 
 #include <climits>
@@ -119,41 +121,37 @@ struct Item {
   bool lastOfSlice;
 };
 
-// Runs items through two logits buffers: forward GEMM on the main stream, row kernel on the side stream,
-// backward GEMMs on the main stream, so the side stream's kernel for item k+1 overlaps the GEMMs of k.
-// With conditions (compaction), the three pieces of item k are SWITCH nodes on conditions[3k..3k+2]
-// (conditional.h) whose bodies are the same work on the first 1/4, 2/4, 3/4 or all of the item's rows:
-// the device picks the smallest that holds the item's tokens, or none past the last token.
+// Runs items through the logits buffers. One buffer (buffers[1] null): the steps of each item in order
+// on `main`. Two buffers: forward GEMM on `main`, row kernel on the side stream, backward GEMMs on `main`,
+// so the side stream's kernel for item k+1 overlaps the GEMMs of k.
 struct Pipeline {
   using Step = std::function<void(const Item&, void*, cudaStream_t)>;
   DeviceState& state;
   cudaStream_t main;
   char* buffers[2];
   Step forward;   // main stream
-  Step rows;      // side stream
+  Step rows;      // side stream (main with one buffer)
   Step backward;  // main stream; empty: forward only
-  const cudaGraphConditionalHandle* conditions = nullptr;
-
-  void step(const Step& work, const Item& item, void* buffer, cudaStream_t stream, std::size_t k, int which) {
-    if (!conditions) return work(item, buffer, stream);
-    enqueueSwitch(stream, conditions[3 * k + which], kChunkParts, state.body, [&](int part, cudaStream_t body) {
-      Item rows = item;
-      rows.tokens = partRows(item.tokens, part);
-      work(rows, buffer, body);
-    });
-  }
 
   void issueFront(const std::vector<Item>& items, std::size_t k) {
     void* buffer = buffers[k % 2];
-    step(forward, items[k], buffer, main, k, 0);
+    forward(items[k], buffer, main);
     LMFUSE_CUDA_CHECK(cudaEventRecord(state.forked, main));
     LMFUSE_CUDA_CHECK(cudaStreamWaitEvent(state.side, state.forked, 0));
-    step(rows, items[k], buffer, state.side, k, 1);
+    rows(items[k], buffer, state.side);
     LMFUSE_CUDA_CHECK(cudaEventRecord(state.rowsDone[k % 2], state.side));
   }
 
   void run(const std::vector<Item>& items) {
     if (items.empty()) return;
+    if (!buffers[1]) {
+      for (const Item& item : items) {
+        forward(item, buffers[0], main);
+        rows(item, buffers[0], main);
+        if (backward) backward(item, buffers[0], main);
+      }
+      return;
+    }
     issueFront(items, 0);
     for (std::size_t k = 0; k < items.size(); ++k) {
       if (k + 1 < items.size()) {
@@ -164,7 +162,7 @@ struct Pipeline {
       }
       if (backward) {
         LMFUSE_CUDA_CHECK(cudaStreamWaitEvent(main, state.rowsDone[k % 2], 0));
-        step(backward, items[k], buffers[k % 2], main, k, 2);
+        backward(items[k], buffers[k % 2], main);
       }
     }
     if (!backward) {  // join the side stream back into the main stream
@@ -225,25 +223,14 @@ void issue(DeviceState& state, const Problem& problem, const Options& options, c
 
   launchPrepare(problem, options, targets, scalars, report, main);
 
-  // Compaction: the order of the tokens with a label, outputs of the others, and the chunk conditions.
-  std::vector<cudaGraphConditionalHandle> conditions;
+  // Compaction: the order of the tokens with a label, outputs of the others, and the branch to run.
+  cudaGraphConditionalHandle branch{};
   if (plan.compact) {
     launchCompact(targets, n, order, scalars, rowLoss, lse, outputs.lse, userLoss, main);
     if (gradients && outputs.grad_hidden)
       launchZeroIgnoredRows(problem.dtype, targets, n, d, outputs.grad_hidden, strides.gradHidden, main);
-    // Every condition must belong to a node: none for the backward step of a forward-only call.
-    const bool hasBackward = gradients && (outputs.grad_hidden || (wantsWeight && !plan.lowMemory));
-    cudaGraph_t graph = capturingGraph(main);
-    ChunkConditions set{};
-    conditions.resize(3 * plan.chunks);
-    for (int64_t k = 0; k < plan.chunks; ++k)
-      for (int which = 0; which < (hasBackward ? 3 : 2); ++which) {
-        conditions[3 * k + which] = newCondition(graph);
-        set.handles[set.count] = conditions[3 * k + which];
-        set.firstRow[set.count] = k * plan.chunkTokens;
-        set.rows[set.count++] = std::min(plan.chunkTokens, n - k * plan.chunkTokens);
-      }
-    launchSetConditions(set, scalars, main);
+    branch = newCondition(capturingGraph(main));
+    launchSelectBranch(branch, plan.compactGranule, plan.compactBranches, scalars, main);
   }
 
   RowParams params;
@@ -258,10 +245,10 @@ void issue(DeviceState& state, const Problem& problem, const Options& options, c
   params.tokenGradScale = options.reduction == Reduction::None ? options.grad_scale : nullptr;
   params.rowTokens = plan.compact ? order : nullptr;
 
-  // The hidden rows of an item: in place, or gathered into buffer k % 2 when compacting.
+  // The hidden rows of an item: in place, or gathered when compacting.
   auto hiddenRows = [&](const Item& item) -> const char* {
     if (!plan.compact) return hidden + std::size_t(item.firstToken) * strides.hidden * e;
-    return gathered + (item.firstToken / plan.chunkTokens % 2) * plan.gatheredBytes;
+    return gathered;
   };
   const int64_t hiddenLd = plan.compact ? d : strides.hidden;
   auto forwardGemm = [&](const Item& item, void* buffer, int64_t ld, cudaStream_t stream) {
@@ -269,68 +256,73 @@ void issue(DeviceState& state, const Problem& problem, const Options& options, c
     gemm(state.blas, shape, 1.0f, weight + std::size_t(item.firstColumn) * strides.weight * e, hiddenRows(item), 0.0f,
          buffer, blasWorkspace, kCublasWorkspaceBytes, stream);
   };
-  auto weightGemm = [&](const Item& item, const void* buffer, int64_t ld, float* accumulator, float beta,
-                        cudaStream_t stream) {
-    GemmShape shape{type, CUDA_R_32F, false, true, d, item.columns, item.tokens, hiddenLd, ld, d};
-    gemm(state.blas, shape, 1.0f, hiddenRows(item), buffer, beta, accumulator, blasWorkspace, kCublasWorkspaceBytes,
-         stream);
+  // grad_weight rows of the item's columns (+)= dxᵀ·h, into an fp32 accumulator or, with outType = the
+  // dtype, straight into grad_weight.
+  auto weightGemm = [&](const Item& item, const void* buffer, int64_t ld, void* out, cudaDataType_t outType,
+                        int64_t outLd, float beta, cudaStream_t stream) {
+    GemmShape shape{type, outType, false, true, d, item.columns, item.tokens, hiddenLd, ld, outLd};
+    gemm(state.blas, shape, 1.0f, hiddenRows(item), buffer, beta, out, blasWorkspace, kCublasWorkspaceBytes, stream);
   };
 
   // Pass over token chunks of the full vocabulary: loss, lse, dx, grad_hidden, grad_bias (and grad_weight
-  // when its fp32 accumulator fits).
+  // when its fp32 accumulator fits), over the first `tokens` tokens (gathered ones when compacting).
   char* logits = at(workspace, plan.logits);
-  Pipeline full{state, main, {logits, logits + plan.logitsBufferBytes}, {}, {}, {}};
-  if (plan.compact) full.conditions = conditions.data();
-  full.forward = [&](const Item& item, void* buffer, cudaStream_t stream) {
-    if (plan.compact)
-      launchGatherRows(problem.dtype, hidden, strides.hidden, order, item.firstToken, item.tokens, d,
-                       const_cast<char*>(hiddenRows(item)), stream);
-    forwardGemm(item, buffer, plan.logitsLd, stream);
-  };
-  full.rows = [&](const Item& item, void* buffer, cudaStream_t stream) {
-    RowParams p = params;
-    p.columns = v;
-    p.ld = plan.logitsLd;
-    p.firstToken = item.firstToken;
-    p.rows = item.tokens;
-    launchRowLoss(problem.dtype, buffer, p, gradients, rowLoss, lse, outputs.lse, userLoss, stream);
-    if (wantsBias)
-      launchColumnSum(problem.dtype, buffer, item.tokens, v, plan.logitsLd, biasAccumulator, item.firstToken > 0, stream);
-  };
   const bool weightInFullPass = wantsWeight && !plan.lowMemory;
-  // The final fp32 -> dtype conversion of grad_weight (memory-bound) runs on the side stream beside the
-  // last grad_hidden GEMM (compute-bound); with compaction the last chunk is a conditional body, so the
-  // conversion waits until after the loop.
-  const bool convertOnSide = weightInFullPass && plan.ownWeightAccumulator && !plan.compact;
-  if (gradients && (outputs.grad_hidden || weightInFullPass)) {
-    full.backward = [&](const Item& item, void* buffer, cudaStream_t stream) {
-      if (weightInFullPass) {
-        if (plan.ownWeightAccumulator)
-          weightGemm(item, buffer, plan.logitsLd, weightAccumulator, item.firstToken == 0 ? 0.0f : 1.0f, stream);
-        else
-          weightGemm(item, buffer, plan.logitsLd, outputs.grad_weight_accumulate, 1.0f, stream);
-        if (item.lastOfSlice && convertOnSide) {
-          LMFUSE_CUDA_CHECK(cudaEventRecord(state.forked, stream));
-          LMFUSE_CUDA_CHECK(cudaStreamWaitEvent(state.side, state.forked, 0));
-          launchConvert(problem.dtype, weightAccumulator, v, d, outputs.grad_weight, strides.gradWeight,
-                        outputs.grad_weight_accumulate, state.side);
-          LMFUSE_CUDA_CHECK(cudaEventRecord(state.converted, state.side));
-        }
-      }
-      if (outputs.grad_hidden) {
-        char* rows = plan.compact ? compactGradHidden
-                                  : static_cast<char*>(outputs.grad_hidden) +
-                                        std::size_t(item.firstToken) * strides.gradHidden * e;
-        const int64_t ld = plan.compact ? d : strides.gradHidden;
-        GemmShape shape{type, type, false, false, d, item.tokens, v, strides.weight, plan.logitsLd, ld};
-        gemm(state.blas, shape, 1.0f, weight, buffer, 0.0f, rows, blasWorkspace, kCublasWorkspaceBytes, stream);
-        if (plan.compact)
-          launchScatterRows(problem.dtype, compactGradHidden, order, item.firstToken, item.tokens, d,
-                            outputs.grad_hidden, strides.gradHidden, stream);
-      }
+  // One chunk needs no fp32 accumulator when grad_weight is only overwritten: its GEMM writes the dtype.
+  const bool directWeightWhenOneChunk =
+      weightInFullPass && plan.ownWeightAccumulator && !outputs.grad_weight_accumulate;
+  auto fullPass = [&](int64_t tokens, cudaStream_t stream) {
+    int64_t chunk = plan.chunkTokens, chunks = plan.chunks;
+    if (plan.compact) balanceChunks(tokens, plan.chunkTokens, chunk, chunks);
+    const bool directWeight = directWeightWhenOneChunk && chunks == 1;
+    Pipeline full{state, stream, {logits, plan.logitsBuffers == 2 ? logits + plan.logitsBufferBytes : nullptr}, {}, {}, {}};
+    full.forward = [&](const Item& item, void* buffer, cudaStream_t s) {
+      if (plan.compact)
+        launchGatherRows(problem.dtype, hidden, strides.hidden, order, item.firstToken, item.tokens, d, gathered, s);
+      forwardGemm(item, buffer, plan.logitsLd, s);
     };
-  }
-  full.run(tokenChunks(n, plan.chunkTokens, 0, v));
+    full.rows = [&](const Item& item, void* buffer, cudaStream_t s) {
+      RowParams p = params;
+      p.columns = v;
+      p.ld = plan.logitsLd;
+      p.firstToken = item.firstToken;
+      p.rows = item.tokens;
+      launchRowLoss(problem.dtype, buffer, p, gradients, rowLoss, lse, outputs.lse, userLoss, s);
+      if (wantsBias)
+        launchColumnSum(problem.dtype, buffer, item.tokens, v, plan.logitsLd, biasAccumulator, item.firstToken > 0, s);
+    };
+    if (gradients && (outputs.grad_hidden || weightInFullPass)) {
+      full.backward = [&](const Item& item, void* buffer, cudaStream_t s) {
+        if (directWeight)
+          weightGemm(item, buffer, plan.logitsLd, outputs.grad_weight, type, strides.gradWeight, 0.0f, s);
+        else if (weightInFullPass && plan.ownWeightAccumulator)
+          weightGemm(item, buffer, plan.logitsLd, weightAccumulator, CUDA_R_32F, d, item.firstToken == 0 ? 0.0f : 1.0f, s);
+        else if (weightInFullPass)
+          weightGemm(item, buffer, plan.logitsLd, outputs.grad_weight_accumulate, CUDA_R_32F, d, 1.0f, s);
+        if (outputs.grad_hidden) {
+          char* rows = plan.compact ? compactGradHidden
+                                    : static_cast<char*>(outputs.grad_hidden) +
+                                          std::size_t(item.firstToken) * strides.gradHidden * e;
+          const int64_t ld = plan.compact ? d : strides.gradHidden;
+          GemmShape shape{type, type, false, false, d, item.tokens, v, strides.weight, plan.logitsLd, ld};
+          gemm(state.blas, shape, 1.0f, weight, buffer, 0.0f, rows, blasWorkspace, kCublasWorkspaceBytes, s);
+          if (plan.compact)
+            launchScatterRows(problem.dtype, compactGradHidden, order, item.firstToken, item.tokens, d,
+                              outputs.grad_hidden, strides.gradHidden, s);
+        }
+      };
+    }
+    full.run(tokenChunks(tokens, chunk, 0, v));
+    if (weightInFullPass && plan.ownWeightAccumulator && !directWeight)
+      launchConvert(problem.dtype, weightAccumulator, v, d, outputs.grad_weight, strides.gradWeight,
+                    outputs.grad_weight_accumulate, stream);
+  };
+  if (plan.compact)
+    enqueueSwitch(main, branch, int(plan.compactBranches), state.body, [&](int r, cudaStream_t body) {
+      fullPass(std::min(n, (r + 1) * plan.compactGranule), body);
+    });
+  else
+    fullPass(n, main);
 
   // Low memory: grad_weight slice by slice, logits recomputed, dx from the lse of the first pass.
   if (wantsWeight && plan.lowMemory) {
@@ -354,7 +346,8 @@ void issue(DeviceState& state, const Problem& problem, const Options& options, c
     };
     sliced.backward = [&](const Item& item, void* buffer, cudaStream_t stream) {
       if (plan.ownWeightAccumulator) {
-        weightGemm(item, buffer, plan.sliceVocab, weightAccumulator, item.firstToken == 0 ? 0.0f : 1.0f, stream);
+        weightGemm(item, buffer, plan.sliceVocab, weightAccumulator, CUDA_R_32F, d, item.firstToken == 0 ? 0.0f : 1.0f,
+                   stream);
         if (item.lastOfSlice)
           launchConvert(problem.dtype, weightAccumulator, item.columns, d,
                         static_cast<char*>(outputs.grad_weight) + std::size_t(item.firstColumn) * strides.gradWeight * e,
@@ -362,17 +355,14 @@ void issue(DeviceState& state, const Problem& problem, const Options& options, c
                         outputs.grad_weight_accumulate ? outputs.grad_weight_accumulate + item.firstColumn * d : nullptr,
                         stream);
       } else {
-        weightGemm(item, buffer, plan.sliceVocab, outputs.grad_weight_accumulate + item.firstColumn * d, 1.0f, stream);
+        weightGemm(item, buffer, plan.sliceVocab, outputs.grad_weight_accumulate + item.firstColumn * d, CUDA_R_32F, d,
+                   1.0f, stream);
       }
     };
     sliced.run(items);
   }
 
   if (options.reduction != Reduction::None) launchReduceLoss(rowLoss, n, scalars, outputs.loss, main);
-  if (convertOnSide) LMFUSE_CUDA_CHECK(cudaStreamWaitEvent(main, state.converted, 0));  // join
-  if (weightInFullPass && plan.ownWeightAccumulator && !convertOnSide)
-    launchConvert(problem.dtype, weightAccumulator, v, d, outputs.grad_weight, strides.gradWeight,
-                  outputs.grad_weight_accumulate, main);
   if (wantsBias) launchConvert(problem.dtype, biasAccumulator, 1, v, outputs.grad_bias, v, nullptr, main);
 }
 

@@ -89,19 +89,12 @@ __global__ void scatterKernel(const T* compact, const int64_t* order, int64_t fi
   }
 }
 
-__global__ void setConditionsKernel(ChunkConditions conditions, const Scalars* scalars) {
+__global__ void selectBranchKernel(cudaGraphConditionalHandle branch, int64_t granule, int64_t branches,
+                                   const Scalars* scalars) {
   const long long count = scalars->compactCount;
-  for (int k = threadIdx.x; k < conditions.count; k += blockDim.x) {
-    const long long rows = conditions.rows[k];
-    const long long remaining = count - conditions.firstRow[k];
-    const long long held = remaining < 0 ? 0 : remaining < rows ? remaining : rows;
-    unsigned part = kChunkParts;  // past the count: no body
-    if (held > 0 || conditions.firstRow[k] == 0) {
-      part = 0;
-      while (part + 1 < kChunkParts && partRows(rows, int(part)) < held) ++part;
-    }
-    cudaGraphSetConditional(conditions.handles[k], part);
-  }
+  long long r = count > 0 ? (count - 1) / granule : 0;
+  if (r > branches - 1) r = branches - 1;
+  cudaGraphSetConditional(branch, unsigned(r));
 }
 
 }  // namespace
@@ -141,8 +134,9 @@ void launchScatterRows(DType dtype, const void* compact, const int64_t* order, i
   LMFUSE_CUDA_CHECK(cudaGetLastError());
 }
 
-void launchSetConditions(const ChunkConditions& conditions, const Scalars* scalars, cudaStream_t stream) {
-  setConditionsKernel<<<1, 128, 0, stream>>>(conditions, scalars);
+void launchSelectBranch(cudaGraphConditionalHandle branch, int64_t granule, int64_t branches, const Scalars* scalars,
+                        cudaStream_t stream) {
+  selectBranchKernel<<<1, 1, 0, stream>>>(branch, granule, branches, scalars);
   LMFUSE_CUDA_CHECK(cudaGetLastError());
 }
 

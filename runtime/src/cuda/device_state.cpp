@@ -21,7 +21,6 @@ DeviceState& deviceState() {
     for (cudaStream_t* stream : {&state->side, &state->capture, &state->body})
       LMFUSE_CUDA_CHECK(cudaStreamCreateWithFlags(stream, cudaStreamNonBlocking));
     LMFUSE_CUDA_CHECK(cudaEventCreateWithFlags(&state->forked, cudaEventDisableTiming));
-    LMFUSE_CUDA_CHECK(cudaEventCreateWithFlags(&state->converted, cudaEventDisableTiming));
     for (auto& event : state->rowsDone) LMFUSE_CUDA_CHECK(cudaEventCreateWithFlags(&event, cudaEventDisableTiming));
     slot = std::move(state);
   }

@@ -20,7 +20,6 @@ struct DeviceState {
   cudaStream_t body = nullptr;     // captures the bodies of conditional nodes
   cudaEvent_t forked = nullptr;        // main -> side: the inputs of the next kernel are ready
   cudaEvent_t rowsDone[2] = {nullptr, nullptr};  // side -> main: logits buffer k is ready for the GEMMs
-  cudaEvent_t converted = nullptr;     // side -> main: the final grad_weight conversion is done
   RecordedGraph recorded;  // the last eager compacting call, as a graph
   std::mutex mutex;
 };

@@ -27,14 +27,24 @@ private:
   std::size_t end_ = 0;
 };
 
-// The fewest balanced chunks of at most maxChunk tokens; a multiple of 8 tokens when that costs no chunk.
-void balance(int64_t tokens, int64_t maxChunk, int64_t& chunk, int64_t& chunks) {
-  maxChunk = std::max<int64_t>(1, std::min(maxChunk, tokens));
-  chunks = ceilDiv(tokens, maxChunk);
-  chunk = ceilDiv(tokens, chunks);
-  int64_t rounded = ceilDiv(chunk, 8) * 8;
-  if (rounded <= maxChunk && ceilDiv(tokens, rounded) == chunks) chunk = rounded;
-  chunks = ceilDiv(tokens, chunk);
+// Chunks summed over every compaction branch of this granule.
+int64_t branchChunks(int64_t tokens, int64_t granule, int64_t maxChunk) {
+  int64_t total = 0;
+  for (int64_t covered = granule;; covered += granule) {
+    total += ceilDiv(std::min(covered, tokens), maxChunk);
+    if (covered >= tokens) return total;
+  }
+}
+
+// The finest granule (fewest padded tokens) whose branches stay within the graph-size bounds; 0 when
+// compaction would have too few branches to pay for itself.
+int64_t compactGranule(int64_t tokens, int64_t maxChunk) {
+  for (int64_t branches = std::min(kMaxCompactBranches, ceilDiv(tokens, kMinCompactGranule));
+       branches >= kMinCompactBranches; branches /= 2) {
+    const int64_t granule = ceilDiv(ceilDiv(tokens, branches), 8) * 8;
+    if (branchChunks(tokens, granule, maxChunk) <= kMaxCompactChunkBodies) return granule;
+  }
+  return 0;
 }
 
 [[noreturn]] void budgetTooSmall(std::size_t budget, std::size_t needed, const char* what) {
@@ -45,6 +55,15 @@ void balance(int64_t tokens, int64_t maxChunk, int64_t& chunk, int64_t& chunks) 
 }  // namespace
 
 std::size_t elementBytes(DType dtype) { return dtype == DType::Float32 ? 4 : 2; }
+
+void balanceChunks(int64_t tokens, int64_t maxChunk, int64_t& chunk, int64_t& chunks) {
+  maxChunk = std::max<int64_t>(1, std::min(maxChunk, tokens));
+  chunks = ceilDiv(tokens, maxChunk);
+  chunk = ceilDiv(tokens, chunks);
+  int64_t rounded = ceilDiv(chunk, 8) * 8;
+  if (rounded <= maxChunk && ceilDiv(tokens, rounded) == chunks) chunk = rounded;
+  chunks = ceilDiv(tokens, chunk);
+}
 
 Plan makePlan(const Problem& problem, const Options& options, const Outputs* outputs, bool withGradients) {
   const int64_t n = problem.tokens, d = problem.hidden_dim, v = problem.vocab;
@@ -66,8 +85,11 @@ Plan makePlan(const Problem& problem, const Options& options, const Outputs* out
   plan.rowLoss = layout.take(std::size_t(n) * 4);
   plan.lse = layout.take(std::size_t(n) * 4);
   if (wantsBias) plan.biasAccumulator = layout.take(std::size_t(v) * 4);
-  // Beyond the regions taken so far: the cuBLASLt workspace, the compaction order, alignment slack.
-  const std::size_t fixed = layout.end() + kCublasWorkspaceBytes + std::size_t(n) * 8 + 8 * kAlign;
+  // Beyond the regions taken so far: the cuBLASLt workspace, the compaction order, alignment slack, and
+  // the bias accumulator even when this call has none, so the chunk (and the plan's size) never grows
+  // past the plan for every output that workspace_size() reports.
+  const std::size_t unusedBias = wantsBias ? 0 : alignUp(std::size_t(v) * 4, kAlign);
+  const std::size_t fixed = layout.end() + unusedBias + kCublasWorkspaceBytes + std::size_t(n) * 8 + 8 * kAlign;
   const std::size_t accumulatorBytes = ownsWeight ? std::size_t(v) * std::size_t(d) * 4 : 0;
   const std::size_t rowBytes = std::size_t(plan.logitsLd) * e;
   const std::size_t minChunk = std::size_t(std::min<int64_t>(n, kChunkFloorTokens));
@@ -98,21 +120,32 @@ Plan makePlan(const Problem& problem, const Options& options, const Outputs* out
                        "two logits rows and the fp32 grad_weight accumulator (try MemoryMode::LowMemory)");
       available = budget - fixed - accumulatorBytes;
     }
-    // Compaction adds per token of a chunk: two gathered hidden rows and one compact grad_hidden row.
-    const std::size_t compactRowBytes = options.compact ? 3 * std::size_t(d) * e : 0;
-    int64_t maxChunk = options.chunk_tokens > 0 ? options.chunk_tokens
-                                                : int64_t(available / (2 * rowBytes + compactRowBytes));
-    balance(n, maxChunk, plan.chunkTokens, plan.chunks);
+    // One buffer with gradients or compaction (plan.h), two for a plain forward-only call. Compaction
+    // adds per token of a chunk one gathered hidden row and one compact grad_hidden row.
+    plan.logitsBuffers = withGradients || options.compact ? 1 : 2;
+    const std::size_t compactRowBytes = options.compact ? 2 * std::size_t(d) * e : 0;
+    const std::size_t perToken = std::size_t(plan.logitsBuffers) * rowBytes + compactRowBytes;
+    int64_t maxChunk = options.chunk_tokens > 0 ? options.chunk_tokens : int64_t(available / perToken);
+    maxChunk = std::max<int64_t>(1, std::min(maxChunk, n));
+    plan.compactGranule = options.compact ? compactGranule(n, maxChunk) : 0;
+    plan.compact = plan.compactGranule > 0;
+    if (plan.compact) {
+      // Each branch balances its own token count over chunks of at most maxChunk (backend.cpp).
+      plan.chunkTokens = maxChunk;
+      plan.chunks = ceilDiv(n, maxChunk);
+      plan.compactBranches = ceilDiv(n, plan.compactGranule);
+    } else {
+      balanceChunks(n, maxChunk, plan.chunkTokens, plan.chunks);
+    }
     plan.logitsBufferBytes = alignUp(std::size_t(plan.chunkTokens) * rowBytes, kAlign);
-    logitsRegion = 2 * plan.logitsBufferBytes;
+    logitsRegion = std::size_t(plan.logitsBuffers) * plan.logitsBufferBytes;
     plan.ownWeightAccumulator = ownsWeight;
-    plan.compact = options.compact && plan.chunks <= kMaxCompactChunks;
   } else {
     if (budget < fixed + 2 * rowBytes) budgetTooSmall(budget, fixed + 2 * rowBytes, "two logits rows");
     const std::size_t available = budget - fixed;
     // Pass 1 (loss, lse, grad_hidden, grad_bias) over token chunks of the full vocabulary.
     int64_t maxChunk = options.chunk_tokens > 0 ? options.chunk_tokens : int64_t(available / (2 * rowBytes));
-    balance(n, maxChunk, plan.chunkTokens, plan.chunks);
+    balanceChunks(n, maxChunk, plan.chunkTokens, plan.chunks);
     plan.logitsBufferBytes = alignUp(std::size_t(plan.chunkTokens) * rowBytes, kAlign);
     // Pass 2 (grad_weight) over vocabulary slices: an fp32 [slice, D] accumulator plus two [tokens, slice]
     // logits buffers. Prefer long token chunks (compute-bound GEMMs), then the widest slice that fits.
@@ -131,7 +164,7 @@ Plan makePlan(const Problem& problem, const Options& options, const Outputs* out
     plan.slices = ceilDiv(v, slice);
     plan.sliceVocab = ceilDiv(ceilDiv(v, plan.slices), kSliceAlignment) * kSliceAlignment;
     plan.slices = ceilDiv(v, plan.sliceVocab);
-    balance(n, sliceTokens, plan.sliceChunkTokens, plan.sliceChunks);
+    balanceChunks(n, sliceTokens, plan.sliceChunkTokens, plan.sliceChunks);
     plan.sliceBufferBytes = alignUp(std::size_t(plan.sliceChunkTokens) * std::size_t(plan.sliceVocab) * e, kAlign);
     // The two passes run one after the other, so they share one region: pass 1's two logits buffers, or
     // pass 2's two slice buffers followed by its [slice, D] accumulator.
@@ -144,9 +177,9 @@ Plan makePlan(const Problem& problem, const Options& options, const Outputs* out
     plan.weightAccumulator = layout.take(std::size_t(v) * std::size_t(d) * 4);
   if (plan.compact) {
     plan.order = layout.take(std::size_t(n) * 8);
-    plan.gatheredBytes = alignUp(std::size_t(plan.chunkTokens) * std::size_t(d) * e, kAlign);
-    plan.gathered = layout.take(2 * plan.gatheredBytes);
-    plan.compactGradHidden = layout.take(plan.gatheredBytes);
+    const std::size_t rowsBytes = std::size_t(plan.chunkTokens) * std::size_t(d) * e;
+    plan.gathered = layout.take(rowsBytes);
+    plan.compactGradHidden = layout.take(rowsBytes);
   }
   plan.cublas = layout.take(kCublasWorkspaceBytes);
   plan.logits = layout.take(logitsRegion);
@@ -168,7 +201,8 @@ std::size_t workspaceBytes(const Problem& problem, const Options& options, bool 
   accumulateOnly.grad_bias = &marker;
   noWeight.grad_hidden = &marker;
   noWeight.grad_bias = &marker;
-  std::size_t bytes = 0;
+  // A workspace sized for gradients also serves a forward-only call on the same problem.
+  std::size_t bytes = makePlan(problem, options, nullptr, false).totalBytes;
   for (const Outputs* outputs : {&everything, &accumulateOnly, &noWeight})
     bytes = std::max(bytes, makePlan(problem, options, outputs, true).totalBytes);
   return bytes;

@@ -2,6 +2,12 @@
 // sizes and options alone (never of pointer values or label contents), so workspace_size() and the call
 // always agree. Every region starts on a 256-byte boundary; logits buffers have a leading dimension
 // padded to 16 bytes so cuBLASLt can use its vectorised kernels for any vocabulary size.
+//
+// One logits buffer when the backward GEMMs run: cuBLASLt's GEMMs here are persistent kernels that hold
+// every SM, so a second buffer would let nothing overlap (measured, runtime/bench/NOTES.md) and would
+// only halve the chunk; longer chunks re-read the fp32 grad_weight accumulator fewer times. Forward-only
+// calls without compaction keep two buffers, where the row kernel of one chunk does overlap the next
+// forward GEMM.
 #pragma once
 
 #include <cstddef>
@@ -18,7 +24,12 @@ constexpr std::size_t kDefaultBeyondAccumulator = std::size_t(1536) << 20;
 constexpr std::size_t kCublasWorkspaceBytes = std::size_t(32) << 20;
 constexpr int64_t kChunkFloorTokens = 1024;  // below this the grad_weight GEMM stops being compute-bound
 constexpr int64_t kSliceAlignment = 128;     // vocabulary slices start on multiples of this
-constexpr int64_t kMaxCompactChunks = 96;    // chunks whose conditions one kernel sets (compaction.h)
+// Compaction records the call once per branch: branch r runs the first min(N, (r + 1)·granule) gathered
+// tokens. More branches waste fewer padded tokens (granule / 2 on average) but make a larger graph.
+constexpr int64_t kMaxCompactBranches = 64;
+constexpr int64_t kMinCompactGranule = 64;
+constexpr int64_t kMaxCompactChunkBodies = 384;  // chunks summed over every branch
+constexpr int64_t kMinCompactBranches = 4;       // below this compaction would save too little to pay
 
 struct Region {
   std::size_t offset = 0;
@@ -29,10 +40,13 @@ struct Plan {
   bool gradients = false;
   bool lowMemory = false;
   bool ownWeightAccumulator = false;
-  bool compact = false;               // only tokens with a label go through the GEMMs (compaction.h)  // fp32 [V, D] (Accumulate) or [slice, D] (LowMemory) in the workspace
+  bool compact = false;               // only tokens with a label go through the GEMMs (compaction.h)
+  int logitsBuffers = 2;              // 1 or 2 full-vocabulary logits buffers (see above)
   int64_t logitsLd = 0;               // leading dimension of the full-vocabulary logits buffers
-  int64_t chunkTokens = 0;            // token chunk of the full-vocabulary passes
+  int64_t chunkTokens = 0;            // token chunk of the full-vocabulary passes (compaction: the largest)
   int64_t chunks = 0;
+  int64_t compactGranule = 0;         // compaction: branch r covers min(N, (r + 1)·granule) tokens
+  int64_t compactBranches = 0;
   // LowMemory only: the grad_weight pass over vocabulary slices.
   int64_t sliceVocab = 0;
   int64_t slices = 0;
@@ -40,9 +54,8 @@ struct Plan {
   int64_t sliceChunks = 0;
 
   Region report, scalars, targets, rowLoss, lse, biasAccumulator, weightAccumulator, cublas, logits;
-  Region order, gathered, compactGradHidden;  // compaction: token order, 2 gathered [chunk, D], one [chunk, D]
-  std::size_t gatheredBytes = 0;              // one gathered [chunk, D] buffer
-  std::size_t logitsBufferBytes = 0;  // one of the two buffers
+  Region order, gathered, compactGradHidden;  // compaction: token order, gathered [chunk, D], grad [chunk, D]
+  std::size_t logitsBufferBytes = 0;  // one logits buffer
   std::size_t sliceBufferBytes = 0;   // LowMemory: one of the two slice buffers (same region as the above)
   std::size_t totalBytes = 0;
 };
@@ -54,5 +67,9 @@ Plan makePlan(const Problem& problem, const Options& options, const Outputs* out
 std::size_t workspaceBytes(const Problem& problem, const Options& options, bool withGradients);
 
 std::size_t elementBytes(DType dtype);
+
+/// The fewest balanced chunks of at most maxChunk tokens covering `tokens` (a multiple of 8 tokens when
+/// that costs no chunk); used by the plan and by each compaction branch.
+void balanceChunks(int64_t tokens, int64_t maxChunk, int64_t& chunk, int64_t& chunks);
 
 }  // namespace lmfuse::detail::cuda

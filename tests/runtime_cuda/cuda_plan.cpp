@@ -1,0 +1,146 @@
+// The CUDA backend's plan (runtime/src/cuda/plan.h) is host arithmetic, so it is tested on every machine:
+// the memory targets at the model shapes the benchmark reports, one logits buffer when the backward
+// GEMMs run, and compaction branches that cover every token count within their graph-size bounds.
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+
+#include "cuda/plan.h"
+
+using lmfuse::detail::cuda::balanceChunks;
+using lmfuse::detail::cuda::kMaxCompactChunkBodies;
+using lmfuse::detail::cuda::makePlan;
+using lmfuse::detail::cuda::workspaceBytes;
+using lmfuse::detail::cuda::Plan;
+
+namespace {
+
+struct Shape {
+  const char* name;
+  int64_t n, d, v;
+};
+
+lmfuse::Problem problemOf(const Shape& shape) {
+  lmfuse::Problem p;
+  p.tokens = shape.n;
+  p.hidden_dim = shape.d;
+  p.vocab = shape.v;
+  p.dtype = lmfuse::DType::BFloat16;
+  return p;
+}
+
+lmfuse::Outputs everyGradient() {
+  static float marker;
+  lmfuse::Outputs o;
+  o.loss = &marker;
+  o.grad_hidden = &marker;
+  o.grad_weight = &marker;
+  return o;
+}
+
+constexpr double kGiB = double(1 << 30);
+
+// Chunks summed over every branch, recomputed here from the branch rule of backend.cpp.
+int64_t chunkBodies(const Plan& plan, int64_t n) {
+  int64_t total = 0;
+  for (int64_t r = 0; r < plan.compactBranches; ++r) {
+    int64_t chunk = 0, chunks = 0;
+    balanceChunks(std::min(n, (r + 1) * plan.compactGranule), plan.chunkTokens, chunk, chunks);
+    REQUIRE(chunk <= plan.chunkTokens);  // every branch's chunk fits the logits buffer
+    total += chunks;
+  }
+  return total;
+}
+
+}  // namespace
+
+TEST_CASE("the default plan at model shapes: one buffer, memory beyond the accumulator under 1.5 GiB", "[plan]") {
+  const Shape shapes[] = {{"Llama-3-8B", 8192, 4096, 128256}, {"Gemma-2-2B", 8192, 2304, 256000},
+                          {"Llama-3-8B, N=32768", 32768, 4096, 128256}, {"small", 300, 64, 1000}};
+  for (const Shape& shape : shapes) {
+    INFO(shape.name);
+    const lmfuse::Outputs outputs = everyGradient();
+    for (bool compact : {true, false}) {
+      INFO("compact " << compact);
+      lmfuse::Options options;
+      options.compact = compact;
+      const Plan plan = makePlan(problemOf(shape), options, &outputs, true);
+      CHECK_FALSE(plan.lowMemory);
+      CHECK(plan.logitsBuffers == 1);
+      CHECK(plan.compact == compact);
+      const double beyond = double(plan.totalBytes - plan.weightAccumulator.bytes) / kGiB;
+      CHECK(beyond <= 1.5);
+      // The chunk is as long as the budget allows: doubling it would break the 1.5 GiB bound.
+      const double chunkBytes = double(plan.chunkTokens) * double(plan.logitsLd) * 2 / kGiB;
+      CHECK((plan.chunkTokens == shape.n || beyond + chunkBytes > 1.5));
+    }
+  }
+}
+
+TEST_CASE("forward-only calls without compaction keep two buffers", "[plan]") {
+  lmfuse::Options options;
+  options.compact = false;
+  const Plan plan = makePlan(problemOf({"Llama-3-8B", 8192, 4096, 128256}), options, nullptr, false);
+  CHECK(plan.logitsBuffers == 2);
+  CHECK(plan.logits.bytes >= 2 * plan.logitsBufferBytes);
+}
+
+TEST_CASE("compaction branches cover every count with bounded graphs", "[plan]") {
+  const lmfuse::Outputs outputs = everyGradient();
+  // (tokens, chunk_tokens): one chunk per branch, several, many (graph bound reached), tiny problems.
+  const std::pair<int64_t, int64_t> cases[] = {{8192, 0}, {300, 128}, {1200, 128}, {32768, 0},
+                                               {200000, 0}, {3000, 16}, {100, 0}, {1, 0}};
+  for (auto [n, chunk] : cases) {
+    INFO("tokens " << n << ", chunk_tokens " << chunk);
+    lmfuse::Options options;
+    options.chunk_tokens = chunk;
+    const Plan plan = makePlan(problemOf({"", n, 256, 5000}), options, &outputs, true);
+    if (!plan.compact) {
+      // Too few branches to pay for the gathers; the call runs uncompacted.
+      CHECK(plan.compactBranches == 0);
+      continue;
+    }
+    CHECK(plan.compactGranule % 8 == 0);
+    CHECK(plan.compactBranches * plan.compactGranule >= n);        // the last branch holds every token
+    CHECK((plan.compactBranches - 1) * plan.compactGranule < n);  // and no branch is empty of purpose
+    CHECK(plan.compactBranches >= 4);
+    CHECK(plan.compactBranches <= 64);
+    CHECK(chunkBodies(plan, n) <= kMaxCompactChunkBodies);
+  }
+  // At the Llama-3 shape the granule is fine enough that padding costs under 1% of the tokens on average.
+  lmfuse::Options options;
+  const Plan llama = makePlan(problemOf({"Llama-3-8B", 8192, 4096, 128256}), options, &outputs, true);
+  REQUIRE(llama.compact);
+  CHECK(llama.compactGranule <= 128);
+}
+
+TEST_CASE("workspace_size covers the plan of every combination of outputs, forward only too", "[plan]") {
+  static float marker;
+  const Shape shapes[] = {{"Llama-3-8B", 8192, 4096, 128256}, {"Gemma-2-2B", 8192, 2304, 256000},
+                          {"odd", 777, 96, 1003}};
+  for (const Shape& shape : shapes) {
+    for (lmfuse::MemoryMode memory : {lmfuse::MemoryMode::Auto, lmfuse::MemoryMode::LowMemory}) {
+      for (bool compact : {true, false}) {
+        lmfuse::Options options;
+        options.memory = memory;
+        options.compact = compact;
+        const std::size_t reported = workspaceBytes(problemOf(shape), options, true);
+        for (int mask = 1; mask < 16; ++mask) {  // grad_hidden, grad_weight, grad_weight_accumulate, grad_bias
+          lmfuse::Outputs outputs;
+          outputs.loss = &marker;
+          if (mask & 1) outputs.grad_hidden = &marker;
+          if (mask & 2) outputs.grad_weight = &marker;
+          if (mask & 4) outputs.grad_weight_accumulate = &marker;
+          if (mask & 8) outputs.grad_bias = &marker;
+          INFO(shape.name << ", low memory " << (memory == lmfuse::MemoryMode::LowMemory) << ", compact " << compact
+                          << ", outputs mask " << mask);
+          CHECK(makePlan(problemOf(shape), options, &outputs, true).totalBytes <= reported);
+        }
+        // Forward only: its own size, and a workspace sized for gradients serves it too.
+        const std::size_t forwardOnly = makePlan(problemOf(shape), options, nullptr, false).totalBytes;
+        CHECK(forwardOnly <= workspaceBytes(problemOf(shape), options, false));
+        CHECK(forwardOnly <= reported);
+      }
+    }
+  }
+}
