@@ -70,6 +70,13 @@ TEST_CASE("the default plan at model shapes: one buffer, memory beyond the accum
       CHECK(plan.compact == compact);
       const double beyond = double(plan.totalBytes - plan.weightAccumulator.bytes) / kGiB;
       CHECK(beyond <= 1.5);
+      // One chunk may span the accumulator's region and the logits buffer, which lie back to back.
+      const std::size_t rowBytes = std::size_t(plan.logitsLd) * 2;
+      REQUIRE(plan.oneChunkTokens > 0);
+      CHECK(plan.logits.offset - (plan.weightAccumulator.offset + plan.weightAccumulator.bytes) < 256);
+      CHECK(plan.weightAccumulator.offset + std::size_t(plan.oneChunkTokens) * rowBytes <=
+            plan.logits.offset + plan.logits.bytes);
+      if (compact) CHECK(plan.gatheredTokens >= std::max(plan.oneChunkTokens, plan.chunkTokens));
       // The chunk is as long as the budget allows: doubling it would break the 1.5 GiB bound.
       const double chunkBytes = double(plan.chunkTokens) * double(plan.logitsLd) * 2 / kGiB;
       CHECK((plan.chunkTokens == shape.n || beyond + chunkBytes > 1.5));
@@ -112,6 +119,10 @@ TEST_CASE("compaction branches cover every count with bounded graphs", "[plan]")
   const Plan llama = makePlan(problemOf({"Llama-3-8B", 8192, 4096, 128256}), options, &outputs, true);
   REQUIRE(llama.compact);
   CHECK(llama.compactGranule <= 128);
+  CHECK(llama.oneChunkTokens == 8192);  // the whole batch in one chunk: no accumulator, no conversion
+  // A caller's chunk_tokens is kept: no chunk spans the accumulator then.
+  options.chunk_tokens = 1000;
+  CHECK(makePlan(problemOf({"Llama-3-8B", 8192, 4096, 128256}), options, &outputs, true).oneChunkTokens == 0);
 }
 
 TEST_CASE("workspace_size covers the plan of every combination of outputs, forward only too", "[plan]") {

@@ -4,8 +4,9 @@
 // events), allocates nothing, never synchronises and never copies to the host, so it can be captured in
 // a CUDA graph. Tokens go through in chunks: per chunk, cuBLASLt writes the logits into the logits
 // buffer; the row kernel computes loss and lse and overwrites the buffer in place with dx; then cuBLASLt
-// accumulates grad_weight in fp32 and computes the chunk's grad_hidden rows. A call whose tokens fit one
-// chunk writes grad_weight directly in its dtype (no accumulator, no conversion). Without room for the
+// accumulates grad_weight in fp32 and computes the chunk's grad_hidden rows. Tokens that fit one chunk
+// write grad_weight directly in its dtype (no accumulator, no conversion), and that chunk may use the
+// accumulator's region for its logits (plan.h: same workspace, more tokens per chunk). Without room for the
 // fp32 [V, D] accumulator (MemoryMode::LowMemory), a first pass computes loss, lse, grad_hidden and
 // grad_bias, and a second pass over vocabulary slices recomputes the logits of each slice to accumulate
 // grad_weight. Forward-only calls overlap the row kernel with the next chunk's GEMM on a side stream.
@@ -273,9 +274,18 @@ void issue(DeviceState& state, const Problem& problem, const Options& options, c
       weightInFullPass && plan.ownWeightAccumulator && !outputs.grad_weight_accumulate;
   auto fullPass = [&](int64_t tokens, cudaStream_t stream) {
     int64_t chunk = plan.chunkTokens, chunks = plan.chunks;
-    if (plan.compact) balanceChunks(tokens, plan.chunkTokens, chunk, chunks);
+    char* buffers[2] = {logits, plan.logitsBuffers == 2 ? logits + plan.logitsBufferBytes : nullptr};
+    if (directWeightWhenOneChunk && tokens <= plan.oneChunkTokens) {
+      // One chunk over the accumulator's region and the logits buffer (plan.h): no accumulator needed.
+      chunk = tokens;
+      chunks = 1;
+      buffers[0] = reinterpret_cast<char*>(weightAccumulator);
+      buffers[1] = nullptr;
+    } else if (plan.compact) {
+      balanceChunks(tokens, plan.chunkTokens, chunk, chunks);
+    }
     const bool directWeight = directWeightWhenOneChunk && chunks == 1;
-    Pipeline full{state, stream, {logits, plan.logitsBuffers == 2 ? logits + plan.logitsBufferBytes : nullptr}, {}, {}, {}};
+    Pipeline full{state, stream, {buffers[0], buffers[1]}, {}, {}, {}};
     full.forward = [&](const Item& item, void* buffer, cudaStream_t s) {
       if (plan.compact)
         launchGatherRows(problem.dtype, hidden, strides.hidden, order, item.firstToken, item.tokens, d, gathered, s);

@@ -124,9 +124,21 @@ Plan makePlan(const Problem& problem, const Options& options, const Outputs* out
     // adds per token of a chunk one gathered hidden row and one compact grad_hidden row.
     plan.logitsBuffers = withGradients || options.compact ? 1 : 2;
     const std::size_t compactRowBytes = options.compact ? 2 * std::size_t(d) * e : 0;
-    const std::size_t perToken = std::size_t(plan.logitsBuffers) * rowBytes + compactRowBytes;
-    int64_t maxChunk = options.chunk_tokens > 0 ? options.chunk_tokens : int64_t(available / perToken);
+    // Tokens that fit one chunk need no fp32 accumulator (grad_weight is written in its dtype), so that
+    // chunk may fill the accumulator's region and the logits buffer after it: same workspace, one
+    // chunk. Gathered rows are reserved for that many tokens. Not when the caller sets chunk_tokens.
+    int64_t oneChunk = 0;
+    if (ownsWeight && options.chunk_tokens <= 0) {
+      oneChunk = int64_t(std::min<std::size_t>(std::size_t(n), (accumulatorBytes + available) / rowBytes));
+      if (compactRowBytes) oneChunk = std::min<int64_t>(oneChunk, int64_t(available / 2 / compactRowBytes));
+    }
+    const std::size_t oneChunkRows = std::size_t(oneChunk) * compactRowBytes;
+    const std::size_t perToken = std::size_t(plan.logitsBuffers) * rowBytes;
+    int64_t maxChunk = options.chunk_tokens > 0 ? options.chunk_tokens
+                       : oneChunk > 0       ? int64_t((available - oneChunkRows) / perToken)
+                                            : int64_t(available / (perToken + compactRowBytes));
     maxChunk = std::max<int64_t>(1, std::min(maxChunk, n));
+    plan.gatheredTokens = std::max(maxChunk, oneChunk);
     plan.compactGranule = options.compact ? compactGranule(n, maxChunk) : 0;
     plan.compact = plan.compactGranule > 0;
     if (plan.compact) {
@@ -140,6 +152,8 @@ Plan makePlan(const Problem& problem, const Options& options, const Outputs* out
     plan.logitsBufferBytes = alignUp(std::size_t(plan.chunkTokens) * rowBytes, kAlign);
     logitsRegion = std::size_t(plan.logitsBuffers) * plan.logitsBufferBytes;
     plan.ownWeightAccumulator = ownsWeight;
+    if (oneChunk > 0)
+      plan.oneChunkTokens = std::min<int64_t>(oneChunk, int64_t((accumulatorBytes + logitsRegion) / rowBytes));
   } else {
     if (budget < fixed + 2 * rowBytes) budgetTooSmall(budget, fixed + 2 * rowBytes, "two logits rows");
     const std::size_t available = budget - fixed;
@@ -173,15 +187,16 @@ Plan makePlan(const Problem& problem, const Options& options, const Outputs* out
     plan.ownWeightAccumulator = ownsWeight;
   }
 
-  if (plan.ownWeightAccumulator && !plan.lowMemory)
-    plan.weightAccumulator = layout.take(std::size_t(v) * std::size_t(d) * 4);
   if (plan.compact) {
     plan.order = layout.take(std::size_t(n) * 8);
-    const std::size_t rowsBytes = std::size_t(plan.chunkTokens) * std::size_t(d) * e;
+    const std::size_t rowsBytes = std::size_t(plan.gatheredTokens) * std::size_t(d) * e;
     plan.gathered = layout.take(rowsBytes);
     plan.compactGradHidden = layout.take(rowsBytes);
   }
   plan.cublas = layout.take(kCublasWorkspaceBytes);
+  // The accumulator directly before the logits buffer: one chunk may span both (oneChunkTokens).
+  if (plan.ownWeightAccumulator && !plan.lowMemory)
+    plan.weightAccumulator = layout.take(std::size_t(v) * std::size_t(d) * 4);
   plan.logits = layout.take(logitsRegion);
   if (plan.ownWeightAccumulator && plan.lowMemory)
     plan.weightAccumulator = {plan.logits.offset + 2 * plan.sliceBufferBytes,
