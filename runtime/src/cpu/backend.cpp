@@ -44,6 +44,7 @@ void linear_cross_entropy(const Problem& problem, const Options& options, const 
 
 void scale_grads(const Problem& problem, const Outputs& outputs, const float* upstream, const Context& context) {
   double factor = double(*upstream);
+  if (factor == 1.0) return;  // x·1 = x exactly
   int threads = resolve_threads(context);
   switch (problem.dtype) {
     case DType::Float32: scale_all<float>(problem, outputs, factor, threads); break;
