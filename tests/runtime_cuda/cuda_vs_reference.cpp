@@ -43,7 +43,7 @@ const std::vector<NamedSpec>& cases() {
          s.options.compact = false; s.options.reduction = Reduction::None; s.gradScale = true; }},
       {"bias and grad_bias", [](Spec& s) { s.bias = true; s.gradBias = true; }},
       {"vocabulary not a multiple of 8", [](Spec& s) { s.v = 1003; s.bias = true; s.gradBias = true; }},
-      {"rows longer than one CTA's shared memory (a cluster of CTAs per row)", [](Spec& s) {
+      {"a long vocabulary (rows of 200-400 KB, beyond any shared memory)", [](Spec& s) {
          s.v = 100003; s.n = 80; s.d = 32; s.bias = true; s.gradBias = true; s.options.label_smoothing = 0.1; }},
       {"vocabulary of 1", [](Spec& s) { s.v = 1; s.ignoredFraction = 0.3; }},
       {"all labels ignored", [](Spec& s) { s.ignoredFraction = 1.0; s.gradBias = true; }},

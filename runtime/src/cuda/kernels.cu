@@ -296,7 +296,6 @@ void launchPrepare(const Problem& problem, const Options& options, int32_t* targ
 void launchRowLoss(DType dtype, void* buffer, const RowParams& params, bool writeGradient, float* rowLoss,
                    float* lse, float* userLse, float* userLoss, cudaStream_t stream) {
   if (params.rows == 0) return;
-  if (writeGradient && launchRowLossOnChip(dtype, buffer, params, rowLoss, lse, userLse, userLoss, stream)) return;
   withType(dtype, [&](auto* typed) {
     using T = std::remove_pointer_t<decltype(typed)>;
     if (writeGradient)

@@ -51,12 +51,6 @@ struct RowParams {
 void launchRowLoss(DType dtype, void* buffer, const RowParams& params, bool writeGradient, float* rowLoss,
                    float* lse, float* userLse, float* userLoss, cudaStream_t stream);
 
-/// launchRowLoss with writeGradient, each row held on chip by a cluster of CTAs (row_cluster.cu): one
-/// read and one write of the logits instead of two reads and a write. Returns false, launching nothing,
-/// when the device (compute capability < 9.0) or the row length does not allow it.
-bool launchRowLossOnChip(DType dtype, void* buffer, const RowParams& params, float* rowLoss, float* lse,
-                         float* userLse, float* userLoss, cudaStream_t stream);
-
 /// A slice of columns whose rows' lse is known (the low-memory grad_weight pass): overwrites the buffer
 /// with dx, elementwise.
 void launchSliceGradient(DType dtype, void* buffer, const RowParams& params, const float* lse,

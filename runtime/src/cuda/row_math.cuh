@@ -1,5 +1,6 @@
-// Device helpers of the cross-entropy row kernels (kernels.cu, row_cluster.cu): storage conversions,
-// 16-byte vectors, the loss parameters of a row, and the gradient of one row's logits. Device code only.
+// Device helpers of the cross-entropy row kernels (kernels.cu): storage conversions, 16-byte vectors,
+// the loss parameters of a row, and the gradient of one row's logits (in place or from another copy of
+// the row). Device code only.
 #pragma once
 
 #include <cuda_bf16.h>
