@@ -71,6 +71,8 @@ const std::vector<NamedSpec>& cases() {
       {"grad_weight_accumulate only", [](Spec& s) { s.gradWeight = false; s.accumulate = true; }},
       {"grad_weight and grad_weight_accumulate", [](Spec& s) { s.accumulate = true; }},
       {"forward only", [](Spec& s) { s.gradHidden = s.gradWeight = false; }},
+      {"forward only without compaction (two logits buffers, side stream)", [](Spec& s) {
+         s.gradHidden = s.gradWeight = false; s.options.compact = false; }},
       {"grad_hidden only", [](Spec& s) { s.gradWeight = false; }},
       {"low memory: vocabulary slices", [](Spec& s) {
          s.options.memory = MemoryMode::LowMemory; s.options.chunk_tokens = 0; s.bias = true; s.gradBias = true;
