@@ -9,7 +9,8 @@
 // accumulator's region for its logits (plan.h: same workspace, more tokens per chunk). Without room for the
 // fp32 [V, D] accumulator (MemoryMode::LowMemory), a first pass computes loss, lse, grad_hidden and
 // grad_bias, and a second pass over vocabulary slices recomputes the logits of each slice to accumulate
-// grad_weight. Forward-only calls overlap the row kernel with the next chunk's GEMM on a side stream.
+// grad_weight. Forward-only calls without compaction overlap the row kernel with the next chunk's GEMM on
+// a side stream.
 // Compaction (Options::compact, the default): a device-side stable order of the tokens with a label, and
 // one SWITCH node of a CUDA graph whose branch r runs the whole pass above over the first
 // min(N, (r + 1)·granule) gathered tokens, in balanced chunks; a kernel picks the branch from the
