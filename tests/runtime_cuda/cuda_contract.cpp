@@ -52,36 +52,56 @@ TEST_CASE("two runs give bitwise identical results", "[cuda]") {
   }
 }
 
+namespace {
+
+// The scenario's call captured once into a CUDA graph on its own stream; each replay poisons the outputs,
+// launches the graph and returns what it wrote.
+class CapturedCall {
+public:
+  explicit CapturedCall(Scenario& scenario) : scenario_(scenario) {
+    TEST_CUDA(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+    TEST_CUDA(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeGlobal));
+    lmfuse::linear_cross_entropy(scenario.problem(), scenario.options(), scenario.outputs(), scenario.workspace(),
+                                 scenario.context(stream_));
+    TEST_CUDA(cudaStreamEndCapture(stream_, &graph_));
+    TEST_CUDA(cudaGraphInstantiate(&exec_, graph_, 0));
+  }
+  CapturedCall(const CapturedCall&) = delete;
+  CapturedCall& operator=(const CapturedCall&) = delete;
+  ~CapturedCall() {
+    cudaGraphExecDestroy(exec_);
+    cudaGraphDestroy(graph_);
+    cudaStreamDestroy(stream_);
+  }
+
+  Result replay() {
+    scenario_.prepareOutputs();
+    TEST_CUDA(cudaGraphLaunch(exec_, stream_));
+    TEST_CUDA(cudaStreamSynchronize(stream_));
+    return scenario_.collect();
+  }
+
+private:
+  Scenario& scenario_;
+  cudaStream_t stream_ = nullptr;
+  cudaGraph_t graph_ = nullptr;
+  cudaGraphExec_t exec_ = nullptr;
+};
+
+}  // namespace
+
 TEST_CASE("the call captured in a CUDA graph replays to the eager result", "[cuda]") {
   if (skipWithoutDevice()) return;
   for (auto divisor : {Spec::Divisor::Count, Spec::Divisor::Pointer}) {
     for (bool compact : {true, false}) {
-    Spec spec = pipelineSpec(DType::BFloat16);
-    spec.options.compact = compact;
-    spec.divisor = divisor;
-    spec.ignoredFraction = 0.3;
-    Scenario scenario(spec);
-    Result eager = scenario.run();
-
-    cudaStream_t stream;
-    TEST_CUDA(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
-    cudaGraph_t graph;
-    TEST_CUDA(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal));
-    lmfuse::linear_cross_entropy(scenario.problem(), scenario.options(), scenario.outputs(), scenario.workspace(),
-                                 scenario.context(stream));
-    TEST_CUDA(cudaStreamEndCapture(stream, &graph));
-    cudaGraphExec_t exec;
-    TEST_CUDA(cudaGraphInstantiate(&exec, graph, 0));
-    for (int replay = 0; replay < 2; ++replay) {
-      scenario.prepareOutputs();
-      TEST_CUDA(cudaGraphLaunch(exec, stream));
-      TEST_CUDA(cudaStreamSynchronize(stream));
-      Result replayed = scenario.collect();
-      requireBitwiseEqual(eager, replayed);
-    }
-    TEST_CUDA(cudaGraphExecDestroy(exec));
-    TEST_CUDA(cudaGraphDestroy(graph));
-    TEST_CUDA(cudaStreamDestroy(stream));
+      Spec spec = pipelineSpec(DType::BFloat16);
+      spec.options.compact = compact;
+      spec.divisor = divisor;
+      spec.ignoredFraction = 0.3;
+      Scenario scenario(spec);
+      Result eager = scenario.run();
+      CapturedCall captured(scenario);
+      for (int replay = 0; replay < 2; ++replay) requireBitwiseEqual(eager, captured.replay());
     }
   }
 }
@@ -93,22 +113,11 @@ TEST_CASE("a captured call replayed with other labels follows their count", "[cu
   Spec spec = pipelineSpec(DType::BFloat16);
   spec.ignoredFraction = 0.3;
   Scenario scenario(spec);
-  cudaStream_t stream;
-  TEST_CUDA(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
-  cudaGraph_t graph;
-  TEST_CUDA(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal));
-  lmfuse::linear_cross_entropy(scenario.problem(), scenario.options(), scenario.outputs(), scenario.workspace(),
-                               scenario.context(stream));
-  TEST_CUDA(cudaStreamEndCapture(stream, &graph));
-  cudaGraphExec_t exec;
-  TEST_CUDA(cudaGraphInstantiate(&exec, graph, 0));
+  CapturedCall captured(scenario);
   for (double ignored : {0.0, 0.95, 1.0, 0.5, 0.02}) {
     INFO("ignored fraction " << ignored);
     scenario.redrawLabels(ignored);
-    scenario.prepareOutputs();
-    TEST_CUDA(cudaGraphLaunch(exec, stream));
-    TEST_CUDA(cudaStreamSynchronize(stream));
-    Result replayed = scenario.collect();
+    Result replayed = captured.replay();
     Reference want = scenario.expected();
     CHECK(relativeError(replayed.loss, want.loss) <= 5e-3);
     CHECK(relativeError(replayed.gradHidden, want.gradHidden) <= 2e-2);
@@ -116,9 +125,6 @@ TEST_CASE("a captured call replayed with other labels follows their count", "[cu
     CHECK(relativeError(replayed.gradBias, want.gradBias) <= 2e-2);
     requireBitwiseEqual(replayed, scenario.run());  // the eager call takes the same branch
   }
-  TEST_CUDA(cudaGraphExecDestroy(exec));
-  TEST_CUDA(cudaGraphDestroy(graph));
-  TEST_CUDA(cudaStreamDestroy(stream));
 }
 
 TEST_CASE("an out-of-range label makes the loss NaN and check() names its token", "[cuda]") {
