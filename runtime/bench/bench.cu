@@ -2,8 +2,9 @@
 // Llama-3-8B, Gemma-2-2B and a long batch, beside the three plain cuBLAS GEMMs the unfused computation
 // needs (logits = H·Wᵀ, grad_H = dZ·W, grad_W = dZᵀ·H) measured in the same run. Prints one table:
 // median milliseconds over repeats (CUDA events, after warm-up), TFLOP/s counted as 6·N·D·V, the
-// workspace (the only device memory the call uses beyond inputs and returned gradients) and its part
-// beyond the fp32 grad_weight accumulator, the time against the GEMMs of the labelled tokens alone, the
+// workspace (the only device memory the call uses beyond inputs and returned gradients) and the same less
+// the size of an fp32 [V, D] grad_weight accumulator (the default budget is that plus 1.5 GiB, whether or
+// not the plan holds one), the time against the GEMMs of the labelled tokens alone, the
 // first call's wall time (graph recording included), and the loss error against an fp64 CPU reference on a subset
 // of tokens. Inputs are random (never zeros). Environment: LMFUSE_BENCH_SHAPES (comma list of indices),
 // LMFUSE_BENCH_CHUNKS (extra rows with these chunk_tokens), LMFUSE_BENCH_REPEATS, LMFUSE_BENCH_IGNORED
@@ -314,7 +315,7 @@ int main() {
   // "vs labelled GEMMs": ms / (labelled fraction · the three full GEMMs), the time the GEMMs of the labelled
   // tokens alone would take (issue target: ≤ 1.1 for every fraction).
   std::printf("\n| shape | mode | ignored | ms | TFLOP/s | 3 GEMMs ms | ratio | vs labelled GEMMs | first call ms "
-              "| workspace GiB | beyond fp32 acc GiB | measured extra GiB | loss rel err |\n"
+              "| workspace GiB | workspace − fp32 [V, D] GiB | measured extra GiB | loss rel err |\n"
               "|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
   for (const Row& r : rows)
     std::printf("| %s | %s | %.0f%% | %.2f | %.0f | %.2f | %.3f | %.3f | %.1f | %.2f | %.2f | %.2f | %.1e |\n",

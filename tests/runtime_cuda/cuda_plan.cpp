@@ -54,10 +54,16 @@ int64_t chunkBodies(const Plan& plan, int64_t n) {
 
 }  // namespace
 
-TEST_CASE("the default plan at model shapes: one buffer, memory beyond the accumulator under 1.5 GiB", "[plan]") {
-  const Shape shapes[] = {{"Llama-3-8B", 8192, 4096, 128256}, {"Gemma-2-2B", 8192, 2304, 256000},
-                          {"Llama-3-8B, N=32768", 32768, 4096, 128256}, {"small", 300, 64, 1000}};
-  for (const Shape& shape : shapes) {
+TEST_CASE("the default plan at model shapes: within the accumulator plus 1.5 GiB, one chunk when it fits", "[plan]") {
+  struct Expected {
+    Shape shape;
+    bool singleChunk;
+  };
+  const Expected expectations[] = {{{"Llama-3-8B", 8192, 4096, 128256}, true},
+                                   {{"Gemma-2-2B", 8192, 2304, 256000}, false},
+                                   {{"Llama-3-8B, N=32768", 32768, 4096, 128256}, false},
+                                   {{"small", 300, 64, 1000}, true}};
+  for (const auto& [shape, singleChunk] : expectations) {
     INFO(shape.name);
     const lmfuse::Outputs outputs = everyGradient();
     for (bool compact : {true, false}) {
@@ -68,18 +74,29 @@ TEST_CASE("the default plan at model shapes: one buffer, memory beyond the accum
       CHECK_FALSE(plan.lowMemory);
       CHECK(plan.logitsBuffers == 1);
       CHECK(plan.compact == compact);
+      const std::size_t rowBytes = std::size_t(plan.logitsLd) * 2;
+      const double accumulatorGiB = double(shape.v) * double(shape.d) * 4 / kGiB;
+      CHECK(double(plan.totalBytes) / kGiB <= accumulatorGiB + 1.5);  // the default budget
+      REQUIRE(plan.singleChunk == singleChunk);
+      if (plan.singleChunk) {
+        // Every token in one chunk, grad_weight written in its dtype: no accumulator region at all.
+        CHECK(plan.weightAccumulator.bytes == 0);
+        CHECK(plan.chunkTokens == shape.n);
+        CHECK(plan.logits.bytes >= std::size_t(shape.n) * rowBytes);
+        if (compact) CHECK(plan.gatheredTokens == shape.n);
+        continue;
+      }
       const double beyond = double(plan.totalBytes - plan.weightAccumulator.bytes) / kGiB;
       CHECK(beyond <= 1.5);
-      // One chunk may span the accumulator's region and the logits buffer, which lie back to back.
-      const std::size_t rowBytes = std::size_t(plan.logitsLd) * 2;
+      // A count that fits one chunk may span the accumulator's region and the logits buffer, back to back.
       REQUIRE(plan.oneChunkTokens > 0);
       CHECK(plan.logits.offset - (plan.weightAccumulator.offset + plan.weightAccumulator.bytes) < 256);
       CHECK(plan.weightAccumulator.offset + std::size_t(plan.oneChunkTokens) * rowBytes <=
             plan.logits.offset + plan.logits.bytes);
       if (compact) CHECK(plan.gatheredTokens >= std::max(plan.oneChunkTokens, plan.chunkTokens));
       // The chunk is as long as the budget allows: doubling it would break the 1.5 GiB bound.
-      const double chunkBytes = double(plan.chunkTokens) * double(plan.logitsLd) * 2 / kGiB;
-      CHECK((plan.chunkTokens == shape.n || beyond + chunkBytes > 1.5));
+      const double chunkBytes = double(plan.chunkTokens) * double(rowBytes) / kGiB;
+      CHECK(beyond + chunkBytes > 1.5);
     }
   }
 }
@@ -119,10 +136,12 @@ TEST_CASE("compaction branches cover every count with bounded graphs", "[plan]")
   const Plan llama = makePlan(problemOf({"Llama-3-8B", 8192, 4096, 128256}), options, &outputs, true);
   REQUIRE(llama.compact);
   CHECK(llama.compactGranule <= 128);
-  CHECK(llama.oneChunkTokens == 8192);  // the whole batch in one chunk: no accumulator, no conversion
-  // A caller's chunk_tokens is kept: no chunk spans the accumulator then.
+  CHECK(llama.singleChunk);  // the whole batch in one chunk: no accumulator, no conversion
+  // A caller's chunk_tokens is kept: no single chunk, and no chunk spans the accumulator.
   options.chunk_tokens = 1000;
-  CHECK(makePlan(problemOf({"Llama-3-8B", 8192, 4096, 128256}), options, &outputs, true).oneChunkTokens == 0);
+  const Plan chunked = makePlan(problemOf({"Llama-3-8B", 8192, 4096, 128256}), options, &outputs, true);
+  CHECK_FALSE(chunked.singleChunk);
+  CHECK(chunked.oneChunkTokens == 0);
 }
 
 TEST_CASE("workspace_size covers the plan of every combination of outputs, forward only too", "[plan]") {
@@ -153,5 +172,26 @@ TEST_CASE("workspace_size covers the plan of every combination of outputs, forwa
         CHECK(forwardOnly <= reported);
       }
     }
+  }
+}
+
+TEST_CASE("a tight budget: chunks with the accumulator, and one chunk over its region for small counts", "[plan]") {
+  // The budget of the "tight budget" cases of cuda_vs_reference.cpp, at their shape.
+  const lmfuse::Outputs outputs = everyGradient();
+  lmfuse::Options options;
+  options.workspace_budget = (std::size_t(32) << 20) + (std::size_t(480) << 10);
+  options.memory = lmfuse::MemoryMode::Accumulate;  // Auto would pick LowMemory under so small a budget
+  for (auto dtype : {lmfuse::DType::BFloat16, lmfuse::DType::Float16}) {  // fp32 rows are twice as long
+    lmfuse::Problem problem = problemOf({"default test shape", 300, 64, 1000});
+    problem.dtype = dtype;
+    const Plan plan = makePlan(problem, options, &outputs, true);
+    INFO("chunk " << plan.chunkTokens << ", one chunk up to " << plan.oneChunkTokens);
+    CHECK_FALSE(plan.lowMemory);
+    CHECK_FALSE(plan.singleChunk);
+    CHECK(plan.weightAccumulator.bytes > 0);
+    CHECK(plan.chunkTokens < 150);  // 5% ignored: several chunks
+    CHECK(plan.oneChunkTokens > 150);  // 50% ignored: usually one chunk over the accumulator's region
+    CHECK(plan.oneChunkTokens < 300);
+    CHECK(plan.totalBytes <= options.workspace_budget);
   }
 }

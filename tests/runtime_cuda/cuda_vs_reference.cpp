@@ -26,6 +26,10 @@ const char* dtypeName(DType dtype) {
   return dtype == DType::Float32 ? "fp32" : dtype == DType::Float16 ? "fp16" : "bf16";
 }
 
+// At the default shape (N=300, D=64, V=1000) this budget holds the fp32 accumulator but not the logits of
+// all N tokens (cuda_plan.cpp checks which plan it gives).
+constexpr std::size_t kTightBudget = (std::size_t(32) << 20) + (std::size_t(480) << 10);
+
 struct NamedSpec {
   const char* name;
   std::function<void(Spec&)> edit;
@@ -65,6 +69,14 @@ const std::vector<NamedSpec>& cases() {
       {"strided hidden and grad_hidden", [](Spec& s) { s.hiddenPad = 8; }},
       {"one chunk (grad_weight written without the fp32 accumulator)", [](Spec& s) { s.options.chunk_tokens = 0; }},
       {"one chunk without compaction", [](Spec& s) { s.options.chunk_tokens = 0; s.options.compact = false; }},
+      {"one chunk with grad_weight and grad_weight_accumulate", [](Spec& s) {
+         s.options.chunk_tokens = 0; s.accumulate = true; }},
+      {"tight budget: a count that fits one chunk spans the accumulator's region", [](Spec& s) {
+         s.options.chunk_tokens = 0; s.ignoredFraction = 0.5; s.options.workspace_budget = kTightBudget;
+         s.options.memory = MemoryMode::Accumulate; }},
+      {"tight budget, most labels valid: chunks and the fp32 accumulator", [](Spec& s) {
+         s.options.chunk_tokens = 0; s.ignoredFraction = 0.05; s.options.workspace_budget = kTightBudget;
+         s.options.memory = MemoryMode::Accumulate; s.gradBias = true; }},
       {"compaction branches of up to ten chunks", [](Spec& s) {
          s.n = 1200; s.ignoredFraction = 0.35; s.bias = true; s.gradBias = true; }},
       {"odd chunk size", [](Spec& s) { s.options.chunk_tokens = 77; }},

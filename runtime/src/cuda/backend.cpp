@@ -5,8 +5,9 @@
 // a CUDA graph. Tokens go through in chunks: per chunk, cuBLASLt writes the logits into the logits
 // buffer; the row kernel computes loss and lse and overwrites the buffer in place with dx; then cuBLASLt
 // accumulates grad_weight in fp32 and computes the chunk's grad_hidden rows. Tokens that fit one chunk
-// write grad_weight directly in its dtype (no accumulator, no conversion), and that chunk may use the
-// accumulator's region for its logits (plan.h: same workspace, more tokens per chunk). Without room for the
+// write grad_weight directly in its dtype (no accumulator, no conversion): when all N tokens fit, the plan
+// has no accumulator at all (plan.h: singleChunk); otherwise a count that fits one chunk may use the
+// accumulator's region for its logits (plan.h: oneChunkTokens). Without room for the
 // fp32 [V, D] accumulator (MemoryMode::LowMemory), a first pass computes loss, lse, grad_hidden and
 // grad_bias, and a second pass over vocabulary slices recomputes the logits of each slice to accumulate
 // grad_weight. Forward-only calls without compaction overlap the row kernel with the next chunk's GEMM on
@@ -276,7 +277,10 @@ void issue(DeviceState& state, const Problem& problem, const Options& options, c
   auto fullPass = [&](int64_t tokens, cudaStream_t stream) {
     int64_t chunk = plan.chunkTokens, chunks = plan.chunks;
     char* buffers[2] = {logits, plan.logitsBuffers == 2 ? logits + plan.logitsBufferBytes : nullptr};
-    if (directWeightWhenOneChunk && tokens <= plan.oneChunkTokens) {
+    if (plan.singleChunk) {
+      chunk = tokens;
+      chunks = 1;
+    } else if (directWeightWhenOneChunk && tokens <= plan.oneChunkTokens) {
       // One chunk over the accumulator's region and the logits buffer (plan.h): no accumulator needed.
       chunk = tokens;
       chunks = 1;
@@ -285,7 +289,10 @@ void issue(DeviceState& state, const Problem& problem, const Options& options, c
     } else if (plan.compact) {
       balanceChunks(tokens, plan.chunkTokens, chunk, chunks);
     }
-    const bool directWeight = directWeightWhenOneChunk && chunks == 1;
+    // One chunk writes grad_weight in its dtype (and, for a single-chunk plan, a second GEMM adds the same
+    // product to grad_weight_accumulate when that is given too).
+    const bool directWeight =
+        weightInFullPass && outputs.grad_weight && (plan.singleChunk || (directWeightWhenOneChunk && chunks == 1));
     Pipeline full{state, stream, {buffers[0], buffers[1]}, {}, {}, {}};
     full.forward = [&](const Item& item, void* buffer, cudaStream_t s) {
       if (plan.compact)
@@ -304,9 +311,11 @@ void issue(DeviceState& state, const Problem& problem, const Options& options, c
     };
     if (gradients && (outputs.grad_hidden || weightInFullPass)) {
       full.backward = [&](const Item& item, void* buffer, cudaStream_t s) {
-        if (directWeight)
+        if (directWeight) {
           weightGemm(item, buffer, plan.logitsLd, outputs.grad_weight, type, strides.gradWeight, 0.0f, s);
-        else if (weightInFullPass && plan.ownWeightAccumulator)
+          if (outputs.grad_weight_accumulate)
+            weightGemm(item, buffer, plan.logitsLd, outputs.grad_weight_accumulate, CUDA_R_32F, d, 1.0f, s);
+        } else if (weightInFullPass && plan.ownWeightAccumulator)
           weightGemm(item, buffer, plan.logitsLd, weightAccumulator, CUDA_R_32F, d, item.firstToken == 0 ? 0.0f : 1.0f, s);
         else if (weightInFullPass)
           weightGemm(item, buffer, plan.logitsLd, outputs.grad_weight_accumulate, CUDA_R_32F, d, 1.0f, s);

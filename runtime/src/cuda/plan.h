@@ -45,8 +45,11 @@ struct Plan {
   int64_t logitsLd = 0;               // leading dimension of the full-vocabulary logits buffers
   int64_t chunkTokens = 0;            // token chunk of the full-vocabulary passes (compaction: the largest)
   int64_t chunks = 0;
-  // Up to this many tokens run as one chunk whose logits span the fp32 accumulator's region and the
-  // logits buffer (contiguous): one chunk needs no accumulator when grad_weight is only overwritten.
+  // All N tokens in one chunk and no fp32 accumulator at all (grad_weight written in its dtype): chosen
+  // when the logits of N tokens take no more than the accumulator plus a chunk buffer would.
+  bool singleChunk = false;
+  // Otherwise up to this many tokens run as one chunk whose logits span the fp32 accumulator's region and
+  // the logits buffer (contiguous): one chunk needs no accumulator when grad_weight is only overwritten.
   int64_t oneChunkTokens = 0;
   int64_t gatheredTokens = 0;         // compaction: rows of the gathered and compact grad_hidden buffers
   int64_t compactGranule = 0;         // compaction: branch r covers min(N, (r + 1)·granule) tokens
