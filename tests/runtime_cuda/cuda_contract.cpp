@@ -3,6 +3,9 @@
 // the token; bad arguments and a short workspace are refused with a message naming them.
 #include <catch2/catch.hpp>
 
+#include <memory>
+#include <vector>
+
 #include "scenario.h"
 
 using namespace lmfuse_test;
@@ -125,6 +128,25 @@ TEST_CASE("a captured call replayed with other labels follows their count", "[cu
     CHECK(relativeError(replayed.gradBias, want.gradBias) <= 2e-2);
     requireBitwiseEqual(replayed, scenario.run());  // the eager call takes the same branch
   }
+}
+
+// Eager compacting calls are recorded as graphs, the last few argument sets kept: calls that alternate
+// between more argument sets than are kept must each launch their own graph (or record it again).
+TEST_CASE("eager calls alternating between argument sets each compute their own result", "[cuda]") {
+  if (skipWithoutDevice()) return;
+  std::vector<std::unique_ptr<Scenario>> scenarios;
+  std::vector<Result> first;
+  for (double ignored : {0.0, 0.3, 0.6, 0.9, 0.45, 1.0}) {  // six sets: more than the four kept
+    Spec spec = pipelineSpec(DType::BFloat16);
+    spec.ignoredFraction = ignored;
+    scenarios.push_back(std::make_unique<Scenario>(spec));
+    first.push_back(scenarios.back()->run());
+  }
+  for (int round = 0; round < 2; ++round)
+    for (std::size_t k : {1u, 0u, 5u, 1u, 3u, 2u, 4u, 0u}) {
+      INFO("round " << round << ", argument set " << k);
+      requireBitwiseEqual(first[k], scenarios[k]->run());
+    }
 }
 
 TEST_CASE("an out-of-range label makes the loss NaN and check() names its token", "[cuda]") {

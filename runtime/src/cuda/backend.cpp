@@ -16,8 +16,9 @@
 // one SWITCH node of a CUDA graph whose branch r runs the whole pass above over the first
 // min(N, (r + 1)·granule) gathered tokens, in balanced chunks; a kernel picks the branch from the
 // device-side count, so the GEMMs cost what the labelled tokens need (plus under one granule of padding)
-// and the host never learns the count. An eager call is recorded as a graph and launched (the graph is
-// kept while the arguments repeat); a call under the caller's capture adds its nodes to the caller's graph.
+// and the host never learns the count. An eager call is recorded as a graph and launched (the graphs of
+// the last four distinct argument sets are kept); a call under the caller's capture adds its nodes to the
+// caller's graph.
 // Results are bitwise reproducible: fixed chunking per token count, fixed cuBLASLt algorithms, no float
 // atomics.
 #include <cuda_runtime.h>

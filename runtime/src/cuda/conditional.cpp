@@ -1,6 +1,8 @@
 // CUDA graph conditional nodes (see conditional.h).
 #include "conditional.h"
 
+#include <algorithm>
+
 #include "check.h"
 
 namespace lmfuse::detail::cuda {
@@ -64,7 +66,7 @@ void enqueueSwitch(cudaStream_t stream, cudaGraphConditionalHandle condition, in
   enqueueConditional(stream, condition, cudaGraphCondTypeSwitch, parts, bodyStream, body);
 }
 
-void recordAsGraph(cudaStream_t stream, cudaStream_t ownStream, RecordedGraph& cache,
+void recordAsGraph(cudaStream_t stream, cudaStream_t ownStream, RecordedGraphs& cache,
                    const std::vector<unsigned char>& key, const std::function<void(cudaStream_t)>& work) {
   cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
   LMFUSE_CUDA_CHECK(cudaStreamIsCapturing(stream, &status));
@@ -72,7 +74,11 @@ void recordAsGraph(cudaStream_t stream, cudaStream_t ownStream, RecordedGraph& c
     work(stream);
     return;
   }
-  if (!cache.exec || cache.key != key) {
+  auto& entries = cache.entries;
+  auto found = std::find_if(entries.begin(), entries.end(), [&](const auto& entry) { return entry.key == key; });
+  if (found != entries.end()) {
+    std::rotate(entries.begin(), found, found + 1);  // most recent first
+  } else {
     LMFUSE_CUDA_CHECK(cudaStreamBeginCapture(ownStream, cudaStreamCaptureModeThreadLocal));
     cudaGraph_t graph = nullptr;
     try {
@@ -89,11 +95,13 @@ void recordAsGraph(cudaStream_t stream, cudaStream_t ownStream, RecordedGraph& c
     cudaGraphDestroy(graph);
     if (instantiated != cudaSuccess) (void)cudaGetLastError();  // not sticky: leave no error for later checks
     LMFUSE_CUDA_CHECK(instantiated);
-    if (cache.exec) cudaGraphExecDestroy(cache.exec);  // freed once its launches complete
-    cache.exec = exec;
-    cache.key = key;
+    if (entries.size() == RecordedGraphs::kKept) {
+      cudaGraphExecDestroy(entries.back().exec);  // freed once its launches complete
+      entries.pop_back();
+    }
+    entries.insert(entries.begin(), {key, exec});
   }
-  LMFUSE_CUDA_CHECK(cudaGraphLaunch(cache.exec, stream));
+  LMFUSE_CUDA_CHECK(cudaGraphLaunch(entries.front().exec, stream));
 }
 
 }  // namespace lmfuse::detail::cuda

@@ -20,7 +20,7 @@ struct DeviceState {
   cudaStream_t body = nullptr;     // captures the bodies of conditional nodes
   cudaEvent_t forked = nullptr;        // main -> side: the inputs of the next kernel are ready
   cudaEvent_t rowsDone[2] = {nullptr, nullptr};  // side -> main: logits buffer k is ready for the GEMMs
-  RecordedGraph recorded;  // the last eager compacting call, as a graph
+  RecordedGraphs recorded;  // the last few distinct eager compacting calls, as graphs
   std::mutex mutex;
 };
 
