@@ -1,9 +1,11 @@
 // lmfuse runtime: fused linear + cross-entropy over raw host or device pointers.
 //
 // Contract: computes the cross-entropy of z = f(h·Wᵀ + b) against integer labels, and when asked the
-// gradients of the loss with respect to h, W and b, without ever holding the N × V logits: tokens are
-// processed in chunks whose size comes from a workspace the caller allocates (query workspace_size
-// first). The call allocates nothing, synchronises nothing (CUDA) and never reads out of bounds.
+// gradients of the loss with respect to h, W and b, holding no more of the N × V logits than fit a
+// workspace the caller allocates (query workspace_size first): tokens are processed in chunks whose size
+// comes from that workspace (on CUDA one chunk when all of them fit its default budget, which also holds an
+// fp32 [V, D] accumulator otherwise). The call allocates nothing, synchronises nothing (CUDA) and never
+// reads out of bounds.
 // No LibTorch, no other dependency: C++17 and, for the CUDA path, the CUDA runtime.
 //
 // Notation (all accumulation in fp32 or better, whatever the storage dtype):
