@@ -125,8 +125,9 @@ struct Options {
   /// Mean/Sum and tokens for None (catches a scalar upstream passed with Reduction::None).
   int64_t grad_scale_count = 0;
   Shift shift;
-  /// Bytes the runtime may use in its workspace; 0 = the default (CPU: 256 MiB; CUDA: the size of an fp32
-  /// [V, D] accumulator plus 1.5 GiB, at most 4 GiB, or 512 MiB under LowMemory). A target:
+  /// Bytes the runtime may use in its workspace; 0 = the default (CPU: 256 MiB; CUDA: 1.5 GiB plus the size
+  /// of an fp32 [V, D] accumulator when grad_weight is asked for, at most 4 GiB; 512 MiB under LowMemory).
+  /// A target:
   /// when even the minimum (one token per chunk, plus the accumulator under Accumulate) is larger,
   /// workspace_size returns that minimum.
   std::size_t workspace_budget = 0;
