@@ -49,6 +49,9 @@ const std::vector<NamedSpec>& cases() {
       {"vocabulary not a multiple of 8", [](Spec& s) { s.v = 1003; s.bias = true; s.gradBias = true; }},
       {"a long vocabulary (rows of 200-400 KB, beyond any shared memory)", [](Spec& s) {
          s.v = 100003; s.n = 80; s.d = 32; s.bias = true; s.gradBias = true; s.options.label_smoothing = 0.1; }},
+      {"a long vocabulary with softcap, z-loss and a per-token scale", [](Spec& s) {
+         s.v = 65539; s.n = 64; s.d = 32; s.options.softcap = 6.0; s.options.z_loss = 1e-3;
+         s.options.reduction = Reduction::None; s.gradScale = true; s.ignoredFraction = 0.3; }},
       {"vocabulary of 1", [](Spec& s) { s.v = 1; s.ignoredFraction = 0.3; }},
       {"all labels ignored", [](Spec& s) { s.ignoredFraction = 1.0; s.gradBias = true; }},
       {"one valid label", [](Spec& s) { s.n = 40; s.onlyValidToken = 17; s.gradBias = true; }},
