@@ -135,41 +135,34 @@ Plan makePlan(const Problem& problem, const Options& options, const Outputs* out
     // When all N tokens fit that way, the plan is one chunk and nothing else: no accumulator region at
     // all, so the workspace is only what the logits and gathered rows of N tokens take (less than the
     // accumulator plus the chunk buffer it replaces).
-    if (oneChunk >= n && std::size_t(n) * (rowBytes + compactRowBytes) <= accumulatorBytes + available) {
-      plan.singleChunk = true;
-      plan.chunkTokens = plan.gatheredTokens = plan.oneChunkTokens = n;
-      plan.chunks = 1;
-      plan.compactGranule = options.compact ? compactGranule(n, n) : 0;
-      plan.compact = plan.compactGranule > 0;
-      if (plan.compact) plan.compactBranches = ceilDiv(n, plan.compactGranule);
-      plan.logitsBuffers = 1;
-      plan.logitsBufferBytes = alignUp(std::size_t(n) * rowBytes, kAlign);
-      logitsRegion = plan.logitsBufferBytes;
-    }
-    const std::size_t oneChunkRows = std::size_t(oneChunk) * compactRowBytes;
-    const std::size_t perToken = std::size_t(plan.logitsBuffers) * rowBytes;
-    int64_t maxChunk = options.chunk_tokens > 0 ? options.chunk_tokens
-                       : oneChunk > 0       ? int64_t((available - oneChunkRows) / perToken)
-                                            : int64_t(available / (perToken + compactRowBytes));
-    maxChunk = std::max<int64_t>(1, std::min(maxChunk, n));
-    if (!plan.singleChunk) plan.gatheredTokens = std::max(maxChunk, oneChunk);
+    plan.singleChunk =
+        oneChunk >= n && std::size_t(n) * (rowBytes + compactRowBytes) <= accumulatorBytes + available;
+    int64_t maxChunk = n;
     if (!plan.singleChunk) {
-      plan.compactGranule = options.compact ? compactGranule(n, maxChunk) : 0;
-      plan.compact = plan.compactGranule > 0;
-      if (plan.compact) {
-        // Each branch balances its own token count over chunks of at most maxChunk (backend.cpp).
-        plan.chunkTokens = maxChunk;
-        plan.chunks = ceilDiv(n, maxChunk);
-        plan.compactBranches = ceilDiv(n, plan.compactGranule);
-      } else {
-        balanceChunks(n, maxChunk, plan.chunkTokens, plan.chunks);
-      }
-      plan.logitsBufferBytes = alignUp(std::size_t(plan.chunkTokens) * rowBytes, kAlign);
-      logitsRegion = std::size_t(plan.logitsBuffers) * plan.logitsBufferBytes;
-      plan.ownWeightAccumulator = ownsWeight;
-      if (oneChunk > 0)
-        plan.oneChunkTokens = std::min<int64_t>(oneChunk, int64_t((accumulatorBytes + logitsRegion) / rowBytes));
+      const std::size_t perToken = std::size_t(plan.logitsBuffers) * rowBytes;
+      maxChunk = options.chunk_tokens > 0 ? options.chunk_tokens
+                 : oneChunk > 0       ? int64_t((available - std::size_t(oneChunk) * compactRowBytes) / perToken)
+                                      : int64_t(available / (perToken + compactRowBytes));
+      maxChunk = std::max<int64_t>(1, std::min(maxChunk, n));
     }
+    plan.gatheredTokens = std::max(maxChunk, oneChunk);
+    plan.compactGranule = options.compact ? compactGranule(n, maxChunk) : 0;
+    plan.compact = plan.compactGranule > 0;
+    if (plan.compact || plan.singleChunk) {
+      // Each compaction branch balances its own token count over chunks of at most maxChunk (backend.cpp).
+      plan.chunkTokens = maxChunk;
+      plan.chunks = ceilDiv(n, maxChunk);
+      if (plan.compact) plan.compactBranches = ceilDiv(n, plan.compactGranule);
+    } else {
+      balanceChunks(n, maxChunk, plan.chunkTokens, plan.chunks);
+    }
+    plan.logitsBufferBytes = alignUp(std::size_t(plan.chunkTokens) * rowBytes, kAlign);
+    logitsRegion = std::size_t(plan.logitsBuffers) * plan.logitsBufferBytes;
+    plan.ownWeightAccumulator = ownsWeight && !plan.singleChunk;
+    if (plan.singleChunk)
+      plan.oneChunkTokens = n;
+    else if (oneChunk > 0)
+      plan.oneChunkTokens = std::min<int64_t>(oneChunk, int64_t((accumulatorBytes + logitsRegion) / rowBytes));
   } else {
     if (budget < fixed + 2 * rowBytes) budgetTooSmall(budget, fixed + 2 * rowBytes, "two logits rows");
     const std::size_t available = budget - fixed;
