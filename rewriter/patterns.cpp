@@ -61,12 +61,16 @@ template <> struct MappingTraits<LossPattern> {
   static std::string validate(IO &, LossPattern &P) {
     if (P.OptionsArgument < 0 && P.Positional.empty())
       return "loss '" + P.Callee + "' needs 'options_argument' with 'setters', or 'positional'";
+    // The options the rewrite carries over to the runtime (loss_options.cpp); a positional pattern may
+    // also name the class weight, which the rewrite accepts only when it is empty.
+    auto isRuntimeOption = [](const std::string &Option) {
+      return Option == "ignore_index" || Option == "label_smoothing" || Option == "reduction";
+    };
     for (const auto &[Option, Unused] : P.Setters)
-      if (Option != "ignore_index" && Option != "label_smoothing" && Option != "reduction")
+      if (!isRuntimeOption(Option))
         return "loss '" + P.Callee + "': unknown runtime option '" + Option + "' in 'setters'";
     for (const auto &[Option, Unused] : P.Positional)
-      if (Option != "ignore_index" && Option != "label_smoothing" && Option != "reduction" &&
-          Option != "weight")
+      if (!isRuntimeOption(Option) && Option != "weight")
         return "loss '" + P.Callee + "': unknown option '" + Option + "' in 'positional'";
     return "";
   }
