@@ -149,6 +149,11 @@ TranslationUnitResult analyzeTranslationUnit(ASTContext &Context, const PatternS
       Record.Status = SiteStatus::Unmatched;
       Record.Reason = Refused->Reason;
       Record.Detail = describe(Refused->Node, Refused->Why, Query);
+      if (Refused->Node) {
+        SourceLocation Offending = SM.getExpansionLoc(Refused->Node->getBeginLoc());
+        Record.DetailLine = SM.getExpansionLineNumber(Offending);
+        Record.DetailColumn = SM.getExpansionColumnNumber(Offending);
+      }
     } else {
       Record.Status = SiteStatus::Patched;
       Record.Options = Site.Options.Effective;

@@ -67,6 +67,9 @@ struct SiteRecord {
   SiteStatus Status = SiteStatus::Unmatched;
   ReasonKind Reason = ReasonKind::None;
   std::string Detail;    ///< one sentence naming the offending line
+  /// Where the offending statement starts (1-based; 0 when the site has none): the note of the
+  /// site's diagnostic points there.
+  unsigned DetailLine = 0, DetailColumn = 0;
   std::string Head;      ///< patched: the head as written, e.g. "lm_head" or "F::linear(x, wte->weight)"
   std::string Loss;      ///< patched: the loss callee, e.g. "torch::nn::functional::cross_entropy"
   std::optional<PatchedOptions> Options;  ///< patched only
