@@ -110,6 +110,11 @@ struct StorageTraits<BFloat16> {
 LMFUSE_HD inline int64_t dtype_size(DType dtype) { return dtype == DType::Float32 ? 4 : 2; }
 LMFUSE_HD inline int64_t index_size(IndexType type) { return type == IndexType::Int32 ? 4 : 8; }
 
+/// Storage dtype of grad_weight and grad_bias (Outputs::param_grads): the one place that decides it.
+LMFUSE_HD inline DType param_grad_dtype(DType problem_dtype, ParamGradKind kind) {
+  return kind == ParamGradKind::Float32 ? DType::Float32 : problem_dtype;
+}
+
 /// Element `index` of an int32 or int64 array.
 LMFUSE_HD inline int64_t load_index(const void* base, IndexType type, int64_t index) {
   return type == IndexType::Int32 ? int64_t(static_cast<const int32_t*>(base)[index])

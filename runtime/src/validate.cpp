@@ -25,6 +25,9 @@ bool is_shift_kind(ShiftKind kind) {
 bool is_memory_mode(MemoryMode mode) {
   return mode == MemoryMode::Auto || mode == MemoryMode::Accumulate || mode == MemoryMode::LowMemory;
 }
+bool is_param_grad_kind(ParamGradKind kind) {
+  return kind == ParamGradKind::ProblemDType || kind == ParamGradKind::Float32;
+}
 bool is_device(DeviceKind device) { return device == DeviceKind::Cpu || device == DeviceKind::Cuda; }
 
 bool is_aligned(const void* pointer, std::size_t alignment) {
@@ -55,6 +58,12 @@ void check_sizes(const char* function, const Problem& problem) {
   LMFUSE_REQUIRE(function, problem.vocab > 0, "problem.vocab (" << problem.vocab << ") must be positive");
   LMFUSE_REQUIRE(function, is_dtype(problem.dtype),
                  "problem.dtype (" << int(problem.dtype) << ") is not a supported DType (Float32, Float16, BFloat16)");
+}
+
+void check_param_grad_kind(const char* function, const Outputs& outputs) {
+  LMFUSE_REQUIRE(function, is_param_grad_kind(outputs.param_grads),
+                 "outputs.param_grads (" << int(outputs.param_grads)
+                                         << ") is not a ParamGradKind (ProblemDType, Float32)");
 }
 
 void check_cu_seqlens_values(const char* function, const Problem& problem, const Shift& shift) {
@@ -168,14 +177,16 @@ void validate_call(const char* function, const Problem& problem, const Options& 
   LMFUSE_REQUIRE(function, outputs.loss != nullptr, "outputs.loss is null");
   check_pointer(function, "outputs.loss", outputs.loss, alignof(float));
   check_pointer(function, "outputs.lse", outputs.lse, alignof(float));
+  check_param_grad_kind(function, outputs);
+  std::size_t param_element = std::size_t(dtype_size(param_grad_dtype(problem.dtype, outputs.param_grads)));
   check_pointer(function, "outputs.grad_hidden", outputs.grad_hidden, element);
-  check_pointer(function, "outputs.grad_weight", outputs.grad_weight, element);
+  check_pointer(function, "outputs.grad_weight", outputs.grad_weight, param_element);
   check_pointer(function, "outputs.grad_weight_accumulate", outputs.grad_weight_accumulate, alignof(float));
-  check_pointer(function, "outputs.grad_bias", outputs.grad_bias, element);
+  check_pointer(function, "outputs.grad_bias", outputs.grad_bias, param_element);
   check_stride(function, "outputs.grad_hidden_stride", outputs.grad_hidden_stride, problem.tokens,
                problem.hidden_dim, int64_t(element));
   check_stride(function, "outputs.grad_weight_stride", outputs.grad_weight_stride, problem.vocab,
-               problem.hidden_dim, int64_t(element));
+               problem.hidden_dim, int64_t(param_element));
   LMFUSE_REQUIRE(function, outputs.grad_bias == nullptr || problem.bias != nullptr,
                  "outputs.grad_bias is set but problem.bias is null (there is no bias to differentiate)");
 }
@@ -213,7 +224,9 @@ void validate_cuda_alignment(const char* function, const Problem& problem, const
   stride_aligned("problem.hidden_stride", problem.hidden_stride, element);
   stride_aligned("problem.weight_stride", problem.weight_stride, element);
   if (outputs.grad_hidden) stride_aligned("outputs.grad_hidden_stride", outputs.grad_hidden_stride, element);
-  if (outputs.grad_weight) stride_aligned("outputs.grad_weight_stride", outputs.grad_weight_stride, element);
+  if (outputs.grad_weight)
+    stride_aligned("outputs.grad_weight_stride", outputs.grad_weight_stride,
+                   dtype_size(param_grad_dtype(problem.dtype, outputs.param_grads)));
   if (outputs.grad_weight_accumulate) stride_aligned("problem.hidden_dim (the row stride of outputs.grad_weight_accumulate)", 0, 4);
 }
 
@@ -226,13 +239,15 @@ void validate_scale_grads(const char* function, const Problem& problem, const Ou
   LMFUSE_REQUIRE(function, upstream != nullptr, "upstream is null");
   check_pointer(function, "upstream", upstream, alignof(float));
   std::size_t element = std::size_t(dtype_size(problem.dtype));
+  check_param_grad_kind(function, outputs);
+  std::size_t param_element = std::size_t(dtype_size(param_grad_dtype(problem.dtype, outputs.param_grads)));
   check_pointer(function, "outputs.grad_hidden", outputs.grad_hidden, element);
-  check_pointer(function, "outputs.grad_weight", outputs.grad_weight, element);
-  check_pointer(function, "outputs.grad_bias", outputs.grad_bias, element);
+  check_pointer(function, "outputs.grad_weight", outputs.grad_weight, param_element);
+  check_pointer(function, "outputs.grad_bias", outputs.grad_bias, param_element);
   check_stride(function, "outputs.grad_hidden_stride", outputs.grad_hidden_stride, problem.tokens,
                problem.hidden_dim, int64_t(element));
   check_stride(function, "outputs.grad_weight_stride", outputs.grad_weight_stride, problem.vocab,
-               problem.hidden_dim, int64_t(element));
+               problem.hidden_dim, int64_t(param_element));
 }
 
 void validate_check(const char* function, const Workspace& workspace, const Context& context) {

@@ -98,6 +98,14 @@ const std::vector<BadInput>& bad_inputs() {
        [](Call& k) { k.outputs.grad_hidden_stride = 2; }},
       {"outputs.grad_weight_stride (1) is smaller", [](Call& k) { k.outputs.grad_weight_stride = 1; }},
       {"problem.dtype (7) is not a supported DType", [](Call& k) { k.problem.dtype = DType(7); }},
+      {"outputs.param_grads (3) is not a ParamGradKind", [](Call& k) { k.outputs.param_grads = ParamGradKind(3); }},
+      {"outputs.grad_weight (", [](Call& k) {  // fp32 parameter gradients need 4-byte alignment
+         k.problem.dtype = DType::BFloat16;
+         k.outputs.grad_hidden = nullptr;
+         k.outputs.grad_bias = nullptr;
+         k.outputs.param_grads = ParamGradKind::Float32;
+         k.outputs.grad_weight = k.grad_weight.data() + 2;
+       }},
       {"problem.label_type (9) is not an IndexType", [](Call& k) { k.problem.label_type = IndexType(9); }},
       {"options.reduction (5) is not a Reduction", [](Call& k) { k.options.reduction = Reduction(5); }},
       {"options.label_smoothing (1.5) is outside [0, 1]", [](Call& k) { k.options.label_smoothing = 1.5; }},
@@ -304,15 +312,23 @@ TEST_CASE("scale_grads multiplies every gradient by the upstream value", "[runti
   uint64_t seed = fresh_seed();
   INFO("seed " << seed);
   std::mt19937_64 rng(seed);
-  for (DType dtype : {DType::Float32, DType::BFloat16}) {
+  struct Types {
+    DType dtype;
+    bool fp32_params;  // ParamGradKind::Float32: grad_weight and grad_bias scaled as fp32
+  };
+  for (Types types : {Types{DType::Float32, false}, Types{DType::BFloat16, false}, Types{DType::BFloat16, true}}) {
+    const DType dtype = types.dtype, param_dtype = types.fp32_params ? DType::Float32 : dtype;
+    INFO("fp32 parameter gradients: " << types.fp32_params);
     Case c = random_case(rng, 6, 5, 9, dtype, true);
     Problem problem = c.problem();
     Options options = c.bound_options();
     Context context;
-    std::size_t element = dtype == DType::Float32 ? 4 : 2;
+    std::size_t element = dtype == DType::Float32 ? 4 : 2, param_element = param_dtype == DType::Float32 ? 4 : 2;
     float loss = 0.0f;
-    std::vector<unsigned char> grad_hidden(6 * 5 * element), grad_weight(9 * 5 * element), grad_bias(9 * element);
+    std::vector<unsigned char> grad_hidden(6 * 5 * element), grad_weight(9 * 5 * param_element),
+        grad_bias(9 * param_element);
     Outputs outputs;
+    if (types.fp32_params) outputs.param_grads = ParamGradKind::Float32;
     outputs.loss = &loss;
     outputs.grad_hidden = grad_hidden.data();
     outputs.grad_weight = grad_weight.data();
@@ -325,15 +341,15 @@ TEST_CASE("scale_grads multiplies every gradient by the upstream value", "[runti
     Case scaled = c;
     scaled.grad_scale = {upstream};
     Result expected = brute_force(scaled, Wants{});
-    auto decoded = [&](const std::vector<unsigned char>& bytes) {
-      std::vector<double> values(bytes.size() / element);
-      for (std::size_t i = 0; i < values.size(); ++i) values[i] = decode(bytes, dtype, int64_t(i));
+    auto decoded = [&](const std::vector<unsigned char>& bytes, DType type) {
+      std::vector<double> values(bytes.size() / std::size_t(type == DType::Float32 ? 4 : 2));
+      for (std::size_t i = 0; i < values.size(); ++i) values[i] = decode(bytes, type, int64_t(i));
       return values;
     };
-    double two_roundings = 3.0 * unit_roundoff(dtype);
-    require_close("grad_hidden", decoded(grad_hidden), expected.grad_hidden, two_roundings, 1e-9);
-    require_close("grad_weight", decoded(grad_weight), expected.grad_weight, two_roundings, 1e-9);
-    require_close("grad_bias", decoded(grad_bias), expected.grad_bias, two_roundings, 1e-9);
+    double two_roundings = 3.0 * unit_roundoff(dtype), param_roundings = 3.0 * unit_roundoff(param_dtype);
+    require_close("grad_hidden", decoded(grad_hidden, dtype), expected.grad_hidden, two_roundings, 1e-9);
+    require_close("grad_weight", decoded(grad_weight, param_dtype), expected.grad_weight, param_roundings, 1e-9);
+    require_close("grad_bias", decoded(grad_bias, param_dtype), expected.grad_bias, param_roundings, 1e-9);
   }
 }
 

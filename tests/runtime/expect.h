@@ -30,17 +30,22 @@ inline void require_close(const std::string& name, const std::vector<double>& ac
   }
 }
 
-/// Every output of the runtime against the brute force, with rounding bounds of the storage types.
-inline void require_matches(const Result& runtime, const Result& expected, DType dtype) {
+/// Every output of the runtime against the brute force, with rounding bounds of the storage types
+/// (param_dtype: that of grad_weight and grad_bias, fp32 under ParamGradKind::Float32).
+inline void require_matches(const Result& runtime, const Result& expected, DType dtype, DType param_dtype) {
   double output = 2.0 * unit_roundoff(DType::Float32);  // loss, lse, grad_weight_accumulate: fp32
-  double gradient = 2.0 * unit_roundoff(dtype);
-  double gradient_floor = dtype == DType::Float16 ? 1e-7 : 1e-10;  // fp16 subnormal spacing 2^-24
+  double gradient = 2.0 * unit_roundoff(dtype), param_gradient = 2.0 * unit_roundoff(param_dtype);
+  auto floor = [](DType type) { return type == DType::Float16 ? 1e-7 : 1e-10; };  // fp16 subnormal spacing 2^-24
   require_close("loss", runtime.loss, expected.loss, output);
   require_close("lse", runtime.lse, expected.lse, output);
-  require_close("grad_hidden", runtime.grad_hidden, expected.grad_hidden, gradient, gradient_floor);
-  require_close("grad_weight", runtime.grad_weight, expected.grad_weight, gradient, gradient_floor);
-  require_close("grad_bias", runtime.grad_bias, expected.grad_bias, gradient, gradient_floor);
+  require_close("grad_hidden", runtime.grad_hidden, expected.grad_hidden, gradient, floor(dtype));
+  require_close("grad_weight", runtime.grad_weight, expected.grad_weight, param_gradient, floor(param_dtype));
+  require_close("grad_bias", runtime.grad_bias, expected.grad_bias, param_gradient, floor(param_dtype));
   require_close("grad_weight_accumulate", runtime.accumulate, expected.accumulate, output);
+}
+
+inline void require_matches(const Result& runtime, const Result& expected, DType dtype) {
+  require_matches(runtime, expected, dtype, dtype);
 }
 
 inline bool bitwise_equal(const std::vector<double>& a, const std::vector<double>& b) {

@@ -194,8 +194,10 @@ Result run_runtime(const Case& c, const RunConfig& config) {
   std::vector<float> loss(std::size_t(options.reduction == Reduction::None ? n : 1), -7.0f);
   std::vector<float> lse(std::size_t(n), -7.0f);
   std::vector<unsigned char> grad_hidden(std::size_t(n * hidden_stride * size), 0xCD);
-  std::vector<unsigned char> grad_weight(std::size_t(v * weight_stride * size), 0xCD);
-  std::vector<unsigned char> grad_bias(std::size_t(v * size), 0xCD);
+  const DType param_dtype = wants.fp32_param_grads ? DType::Float32 : c.dtype;
+  const int64_t param_size = element_bytes(param_dtype);
+  std::vector<unsigned char> grad_weight(std::size_t(v * weight_stride * param_size), 0xCD);
+  std::vector<unsigned char> grad_bias(std::size_t(v * param_size), 0xCD);
   std::vector<float> accumulate = c.accumulate_init;
   accumulate.resize(std::size_t(v * d), 0.0f);
 
@@ -212,6 +214,7 @@ Result run_runtime(const Case& c, const RunConfig& config) {
   }
   if (wants.grad_bias && !c.bias.empty()) outputs.grad_bias = grad_bias.data();
   if (wants.accumulate) outputs.grad_weight_accumulate = accumulate.data();
+  if (wants.fp32_param_grads) outputs.param_grads = ParamGradKind::Float32;
 
   std::size_t bytes = workspace_size(problem, options, outputs.wants_gradients(), context);
   std::vector<double> workspace((bytes + sizeof(double) - 1) / sizeof(double) + 2);
@@ -220,16 +223,16 @@ Result run_runtime(const Case& c, const RunConfig& config) {
   Result r;
   r.loss.assign(loss.begin(), loss.end());
   if (wants.lse) r.lse.assign(lse.begin(), lse.end());
-  auto rows = [&](const std::vector<unsigned char>& bytes_, int64_t count, int64_t stride) {
+  auto rows = [&](const std::vector<unsigned char>& bytes_, DType dtype, int64_t count, int64_t stride) {
     std::vector<double> out;
     for (int64_t i = 0; i < count; ++i)
-      for (int64_t k = 0; k < d; ++k) out.push_back(decode(bytes_, c.dtype, i * stride + k));
+      for (int64_t k = 0; k < d; ++k) out.push_back(decode(bytes_, dtype, i * stride + k));
     return out;
   };
-  if (wants.grad_hidden) r.grad_hidden = rows(grad_hidden, n, hidden_stride);
-  if (wants.grad_weight) r.grad_weight = rows(grad_weight, v, weight_stride);
+  if (wants.grad_hidden) r.grad_hidden = rows(grad_hidden, c.dtype, n, hidden_stride);
+  if (wants.grad_weight) r.grad_weight = rows(grad_weight, param_dtype, v, weight_stride);
   if (outputs.grad_bias)
-    for (int64_t j = 0; j < v; ++j) r.grad_bias.push_back(decode(grad_bias, c.dtype, j));
+    for (int64_t j = 0; j < v; ++j) r.grad_bias.push_back(decode(grad_bias, param_dtype, j));
   if (wants.accumulate) r.accumulate.assign(accumulate.begin(), accumulate.end());
   return r;
 }

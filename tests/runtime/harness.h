@@ -53,6 +53,7 @@ Case random_case(std::mt19937_64& rng, int64_t tokens, int64_t dim, int64_t voca
 struct Wants {
   bool lse = true, grad_hidden = true, grad_weight = true, grad_bias = true, accumulate = false;
   int64_t grad_hidden_pad = 0, grad_weight_pad = 0;  // extra elements per output row (stride > D)
+  bool fp32_param_grads = false;  // grad_weight and grad_bias in fp32 (ParamGradKind::Float32)
 };
 
 /// All outputs decoded to fp64, dense. Absent outputs are empty.

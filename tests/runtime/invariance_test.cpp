@@ -64,6 +64,15 @@ TEST_CASE("Low-memory vocabulary slices give the accumulating schedule's result"
   Wants bias_only{false, false, false, true, false};
   require_bitwise(run_runtime(c, RunConfig{bias_only, 0, 2, MemoryMode::LowMemory, 1}),
                   run_runtime(c, RunConfig{bias_only, 0, 5, MemoryMode::Accumulate}));
+
+  // Mixed precision: the fp32 parameter gradients of a bf16 problem, the same in both schedules and
+  // within fp32 rounding of the fp64 brute force (a bf16 round trip would be 2^16 times further).
+  Case half = random_case(rng, 9, 5, 11, DType::BFloat16, true);
+  Wants mixed = kAll;
+  mixed.fp32_param_grads = true;
+  Result mixed_accumulate = run_runtime(half, RunConfig{mixed, 0, 4, MemoryMode::Accumulate});
+  require_bitwise(run_runtime(half, RunConfig{mixed, 0, 3, MemoryMode::LowMemory, 1}), mixed_accumulate);
+  require_matches(mixed_accumulate, brute_force(half, mixed), DType::BFloat16, DType::Float32);
 }
 
 TEST_CASE("Thread count does not change a single bit", "[runtime][cpu]") {

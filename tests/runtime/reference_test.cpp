@@ -153,6 +153,19 @@ const std::vector<Row>& rows() {
          c.options.softcap = 2.0;
          c.options.reduction = Reduction::Sum;
        }, {}},
+      // Mixed precision: half copies of fp32 parameters, whose gradients must carry fp32 accuracy.
+      {"bf16 storage, fp32 grad_weight and grad_bias", same, DType::BFloat16, true,
+       [](Case& c, auto&) { c.options.label_smoothing = 0.1; },
+       Wants{true, true, true, true, false, 0, 0, true}},
+      {"fp16 storage, fp32 parameter gradients, strided, grad_weight_accumulate too", same, DType::Float16, true,
+       [](Case& c, auto& rng) {
+         c.options.z_loss = 0.02;
+         c.accumulate_init = random_scales(rng, std::size_t(c.vocab * c.dim));
+       },
+       Wants{true, true, true, true, true, 1, 3, true}},
+      {"bf16 storage, fp32 grad_weight only, sum", same, DType::BFloat16, false,
+       [](Case& c, auto&) { c.options.reduction = Reduction::Sum; },
+       Wants{false, false, true, false, false, 0, 0, true}},
   };
   return table;
 }
@@ -170,7 +183,8 @@ TEST_CASE("CPU reference matches the fp64 brute force for every option", "[runti
       row.configure(c, rng);
       c.store();
       INFO(row.name << ", N=" << c.tokens << " D=" << c.dim << " V=" << c.vocab << ", repeat " << repeat);
-      require_matches(run_runtime(c, RunConfig{row.wants}), brute_force(c, row.wants), c.dtype);
+      require_matches(run_runtime(c, RunConfig{row.wants}), brute_force(c, row.wants), c.dtype,
+                      row.wants.fp32_param_grads ? DType::Float32 : c.dtype);
     }
   }
 }

@@ -51,9 +51,21 @@
 // "<function>: <argument> <what is wrong>", e.g. "lmfuse::linear_cross_entropy: problem.weight_stride (3)
 // is smaller than problem.hidden_dim (4)". Besides the rules stated on each field: sizes must be
 // positive, strides 0 or ≥ hidden_dim, every pointer aligned to its element type, workspace.data to 16
-// bytes, outputs.grad_bias needs problem.bias. On Cuda also: hidden, weight, grad_hidden, grad_weight,
-// grad_weight_accumulate and the workspace 16-byte aligned and their row strides multiples of 16 bytes
-// (cuBLASLt); the CUDA backend adds its own checks (device memory, its workspace alignment).
+// bytes, outputs.grad_bias needs problem.bias, outputs.param_grads is a ParamGradKind. On Cuda also:
+// hidden, weight, grad_hidden, grad_weight, grad_weight_accumulate and the workspace 16-byte aligned and
+// their row strides multiples of 16 bytes (cuBLASLt); the CUDA backend adds its own checks (device
+// memory, its workspace alignment).
+//
+// Mixed precision (Outputs::param_grads = ParamGradKind::Float32): the parameters are fp32 masters and
+// the call computes with Float16 / BFloat16 copies of them, as autocast does. Pass problem.dtype = the
+// half type, problem.weight / problem.bias = the caller's half copies of the fp32 weight and bias (what
+// autocast's F::linear would multiply with; the runtime cannot allocate one), and fp32 grad_weight
+// (overwritten) and/or grad_weight_accumulate (the existing fp32 .grad, added to) and fp32 grad_bias.
+// grad_hidden stays in problem.dtype. The weight gradient is the same sum as with half outputs,
+// Σ_i dx_i·h_i accumulated in fp32 or better, but stored once in fp32: never rounded to the half type
+// (autocast's cast backward would round it to bf16/fp16 and then widen it), and with no [V, D]
+// accumulator in the workspace (on CUDA the fp32 grad_weight accumulates chunk after chunk in place).
+// Under autocast this is the exact gradient of the computation autocast runs, minus that rounding.
 //
 // CPU backend: host memory, every sum in fp64 in a fixed order, so its results are bitwise independent
 // of chunk_tokens, memory mode and Context::threads (OpenMP when built with it). It skips ignored
@@ -79,6 +91,9 @@ enum class ShiftKind : int { None, Rows, Segments };
 /// LowMemory: no V × D accumulator (vocabulary slices, logits recomputed for the backward pass).
 /// Auto: Accumulate when it fits workspace_budget, else LowMemory.
 enum class MemoryMode : int { Auto, Accumulate, LowMemory };
+/// Storage type of outputs.grad_weight and outputs.grad_bias: problem.dtype (the default), or fp32
+/// whatever problem.dtype is (mixed precision: fp32 master parameters, see the contract above).
+enum class ParamGradKind : int { ProblemDType, Float32 };
 
 /// Every error the runtime reports: bad arguments (the message names the argument), a workspace that
 /// is too small, a backend that is not built, and out-of-range labels found by check().
@@ -146,10 +161,12 @@ struct Outputs {
   float* lse = nullptr;              ///< [N] fp32, 0 for invalid rows
   void* grad_hidden = nullptr;       ///< [N, D] in dtype
   int64_t grad_hidden_stride = 0;
-  void* grad_weight = nullptr;       ///< [V, D] in dtype
+  void* grad_weight = nullptr;       ///< [V, D] in param_grads' type
   int64_t grad_weight_stride = 0;
   float* grad_weight_accumulate = nullptr;  ///< [V, D] fp32, dense; this call's gradient is added
-  void* grad_bias = nullptr;         ///< [V] in dtype
+  void* grad_bias = nullptr;         ///< [V] in param_grads' type
+  /// The storage type of grad_weight and grad_bias (Float32: mixed precision, contract above).
+  ParamGradKind param_grads = ParamGradKind::ProblemDType;
 
   bool wants_gradients() const {
     return grad_hidden || grad_weight || grad_weight_accumulate || grad_bias;
@@ -175,7 +192,8 @@ std::size_t workspace_size(const Problem& problem, const Options& options, bool 
 void linear_cross_entropy(const Problem& problem, const Options& options, const Outputs& outputs,
                           Workspace workspace, const Context& context);
 
-/// Multiplies grad_hidden, grad_weight and grad_bias of `outputs` by *upstream (a scalar read through
+/// Multiplies grad_hidden, grad_weight and grad_bias of `outputs` (in their types, param_grads
+/// included) by *upstream (a scalar read through
 /// a pointer in the context's memory space), for an upstream gradient known only after the call.
 /// grad_weight_accumulate is not touched: pass the upstream as Options::grad_scale instead.
 void scale_grads(const Problem& problem, const Outputs& outputs, const float* upstream,

@@ -24,11 +24,12 @@ void scale_rows(void* data, int64_t rows, int64_t dim, int64_t stride, double fa
   });
 }
 
-template <class T>
-void scale_all(const Problem& problem, const Outputs& outputs, double factor, int threads) {
-  scale_rows<T>(outputs.grad_hidden, problem.tokens, problem.hidden_dim, outputs.grad_hidden_stride, factor, threads);
-  scale_rows<T>(outputs.grad_weight, problem.vocab, problem.hidden_dim, outputs.grad_weight_stride, factor, threads);
-  scale_rows<T>(outputs.grad_bias, 1, problem.vocab, problem.vocab, factor, threads);
+void scale_rows(DType dtype, void* data, int64_t rows, int64_t dim, int64_t stride, double factor, int threads) {
+  switch (dtype) {
+    case DType::Float32: scale_rows<float>(data, rows, dim, stride, factor, threads); break;
+    case DType::Float16: scale_rows<Half>(data, rows, dim, stride, factor, threads); break;
+    case DType::BFloat16: scale_rows<BFloat16>(data, rows, dim, stride, factor, threads); break;
+  }
 }
 
 }  // namespace
@@ -46,11 +47,12 @@ void scale_grads(const Problem& problem, const Outputs& outputs, const float* up
   double factor = double(*upstream);
   if (factor == 1.0) return;  // x·1 = x exactly
   int threads = resolve_threads(context);
-  switch (problem.dtype) {
-    case DType::Float32: scale_all<float>(problem, outputs, factor, threads); break;
-    case DType::Float16: scale_all<Half>(problem, outputs, factor, threads); break;
-    case DType::BFloat16: scale_all<BFloat16>(problem, outputs, factor, threads); break;
-  }
+  const DType params = param_grad_dtype(problem.dtype, outputs.param_grads);
+  scale_rows(problem.dtype, outputs.grad_hidden, problem.tokens, problem.hidden_dim, outputs.grad_hidden_stride,
+             factor, threads);
+  scale_rows(params, outputs.grad_weight, problem.vocab, problem.hidden_dim, outputs.grad_weight_stride, factor,
+             threads);
+  scale_rows(params, outputs.grad_bias, 1, problem.vocab, problem.vocab, factor, threads);
 }
 
 void check(Workspace workspace, const Context&) {

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <type_traits>
 
 #include "../backend.h"
 #include "../error_report.h"
@@ -326,16 +327,28 @@ private:
     const int64_t dim = problem_.hidden_dim;
     parallel_for(0, count, threads_, dim, [&](int64_t j) {
       const double* sums = weight_gradient_ + j * dim;
-      if (outputs_.grad_weight) {
-        T* out = static_cast<T*>(outputs_.grad_weight) + (first + j) * outputs_.grad_weight_stride;
-        for (int64_t d = 0; d < dim; ++d) out[d] = Traits::store(sums[d]);
-      }
+      if (outputs_.grad_weight)
+        store_param(outputs_.grad_weight, (first + j) * outputs_.grad_weight_stride, sums, dim);
       if (outputs_.grad_weight_accumulate) {
         float* out = outputs_.grad_weight_accumulate + (first + j) * dim;
         for (int64_t d = 0; d < dim; ++d) out[d] = float(double(out[d]) + sums[d]);
       }
-      if (outputs_.grad_bias) static_cast<T*>(outputs_.grad_bias)[first + j] = Traits::store(bias_gradient_[j]);
+      if (outputs_.grad_bias) store_param(outputs_.grad_bias, first + j, bias_gradient_ + j, 1);
     });
+  }
+
+  // count values rounded once from fp64 into grad_weight / grad_bias storage (Outputs::param_grads).
+  void store_param(void* base, int64_t offset, const double* values, int64_t count) const {
+    if (param_grad_dtype(problem_.dtype, outputs_.param_grads) == DType::Float32 && !std::is_same<T, float>::value)
+      store_values<float>(base, offset, values, count);
+    else
+      store_values<T>(base, offset, values, count);
+  }
+
+  template <class U>
+  static void store_values(void* base, int64_t offset, const double* values, int64_t count) {
+    U* out = static_cast<U*>(base) + offset;
+    for (int64_t i = 0; i < count; ++i) out[i] = StorageTraits<U>::store(values[i]);
   }
 
   const Problem& problem_;
