@@ -14,3 +14,5 @@ if ((${#missing[@]})); then
   $sudo apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >&2
 fi
+# The LibTorch 2.x headers the real-LibTorch tests also run against, in a cache folder of the build.
+"$(dirname "$0")/fetch_libtorch2.sh"
