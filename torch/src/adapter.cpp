@@ -6,6 +6,7 @@
 
 #include <torch/autograd.h>
 
+#include "autocast_rule.h"
 #include "fused_call.h"
 
 namespace lmfuse {
@@ -120,9 +121,17 @@ public:
 
 }  // namespace
 
-torch::Tensor linear_cross_entropy(const torch::Tensor& hidden, const torch::Tensor& weight,
-                                   const torch::Tensor& bias, const torch::Tensor& labels,
-                                   const LossOptions& options) {
+torch::Tensor linear_cross_entropy(const torch::Tensor& hidden_, const torch::Tensor& weight_,
+                                   const torch::Tensor& bias_, const torch::Tensor& labels,
+                                   const LossOptions& options_) {
+  // Under autocast the operands and the loss dtype become what F::linear + F::cross_entropy would see
+  // (autocast_rule.h); the casts are recorded by autograd, so an fp32 weight gets an fp32 gradient.
+  const torch_detail::AutocastOperands cast =
+      torch_detail::applyAutocast(hidden_, weight_, bias_, options_.dtype());
+  const torch::Tensor &hidden = cast.hidden, &weight = cast.weight, &bias = cast.bias;
+  LossOptions options = options_;
+  options.dtype(cast.lossDtype);
+  torch_detail::countFusedCall();
   const bool needsGraph = torch::GradMode::is_enabled() &&
                           ((hidden.defined() && hidden.requires_grad()) ||
                            (weight.defined() && weight.requires_grad()) ||

@@ -42,4 +42,7 @@ CallResult runFused(const Operands& operands, Gradients wanted, const torch::Ten
 /// the operands' device), on the device, without a synchronisation.
 void scaleGradients(const Operands& operands, CallResult& result, const torch::Tensor& upstream);
 
+/// Adds one to fused_call_count() (switches.cpp).
+void countFusedCall();
+
 }  // namespace lmfuse::torch_detail

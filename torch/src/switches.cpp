@@ -1,6 +1,9 @@
-// The run-time switches rewritten code consults: enabled(), return_logits(), skip_logits().
+// The run-time switches rewritten code consults: enabled(), return_logits(), skip_logits(), and the
+// count of fused calls that tells whether it took the fused path.
 // Each is read from the environment once, at its first use, and can be overridden from code at any time.
 #include <lmfuse/torch.h>
+
+#include "fused_call.h"
 
 #include <atomic>
 #include <cstdlib>
@@ -25,6 +28,11 @@ std::atomic<bool>& returnLogitsFlag() {
   return flag;
 }
 
+std::atomic<int64_t>& fusedCalls() {
+  static std::atomic<int64_t> count{0};
+  return count;
+}
+
 }  // namespace
 
 bool enabled() { return enabledFlag().load(std::memory_order_relaxed); }
@@ -32,5 +40,7 @@ bool return_logits() { return returnLogitsFlag().load(std::memory_order_relaxed)
 bool skip_logits() { return enabled() && !return_logits(); }
 void set_enabled(bool on) { enabledFlag().store(on, std::memory_order_relaxed); }
 void set_return_logits(bool on) { returnLogitsFlag().store(on, std::memory_order_relaxed); }
+int64_t fused_call_count() { return fusedCalls().load(std::memory_order_relaxed); }
+void torch_detail::countFusedCall() { fusedCalls().fetch_add(1, std::memory_order_relaxed); }
 
 }  // namespace lmfuse

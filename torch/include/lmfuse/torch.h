@@ -6,12 +6,15 @@
 // returns, without ever building the [tokens, V] logits. Gradients flow to hidden, weight and bias
 // (only to those that require grad; none are computed under torch::NoGradGuard or inference mode).
 //   hidden  [..., D]  float32, float16 or bfloat16 (float64 is refused: the runtime computes in fp32)
-//   weight  [V, D]    the dtype of hidden (mixed dtypes are refused, as F::linear refuses them; autocast
-//                     is not applied here: under autocast, cast hidden and weight to its dtype first)
+//   weight  [V, D]    the dtype of hidden (mixed dtypes are refused, as F::linear refuses them)
 //   bias    [V] or an undefined tensor (a torch::nn::Linear without bias has an undefined `bias`)
 //   labels  int32 or int64, hidden's leading shape (or any shape with as many elements)
 // The loss has hidden's dtype (what F::linear would give) unless LossOptions::dtype says otherwise; all
 // arithmetic inside is fp32 or better.
+// Under autocast (at::autocast, CPU or CUDA) the call casts as the pair it replaces would: hidden, weight
+// and bias to the autocast dtype, as F::linear does (an fp32 weight gets an fp32 gradient through the
+// cast), and the loss is fp32 unless LossOptions::dtype is set, as F::cross_entropy (autocast's fp32
+// list) gives.
 // Reduction Mean and Sum compute the loss and the gradients in the forward call (one pass over the
 // vocabulary) and the backward pass only scales them by the upstream gradient on the device; None
 // returns hidden's leading shape and recomputes in the backward pass. A mean over zero valid tokens is
@@ -77,9 +80,23 @@ bool enabled();
 /// True when the environment has LMFUSE_RETURN_LOGITS=1 or after set_return_logits(true): rewritten
 /// code still computes the logits it returns to its caller.
 bool return_logits();
-/// enabled() && !return_logits(): the fused path may leave the logits undefined.
+/// enabled() && !return_logits(): the fused path does not compute the logits.
 bool skip_logits();
 void set_enabled(bool on);
 void set_return_logits(bool on);
+
+/// What a rewritten head line returns on the fused path instead of F::linear(hidden, weight): a tensor
+/// with the logits' shape (hidden's leading dimensions + V), dtype (what F::linear would give, autocast
+/// included) and device, but no values. size, sizes, dim, numel, dtype, device, options and defined
+/// answer as they would for the logits; any operator on it (view, argmax, to, printing, ...) fails with
+/// an error that names lmfuse, `site` ("file:line") and the two ways out (LMFUSE_RETURN_LOGITS=1, or
+/// `// NOLINT(lmfuse)` on the site). See torch/src/skipped_logits.cpp for how.
+torch::Tensor skipped_logits(const torch::Tensor& hidden, const torch::Tensor& weight, const char* site);
+/// True for a tensor made by skipped_logits.
+bool is_skipped_logits(const torch::Tensor& tensor);
+
+/// Calls of linear_cross_entropy in this process (all threads) that ran the fused computation: a test
+/// or a training script asserts with it that the rewritten code took the fused path.
+int64_t fused_call_count();
 
 }  // namespace lmfuse

@@ -1,0 +1,103 @@
+// lmfuse::skipped_logits: the logits a rewritten head line returns on the fused path (contract in
+// <lmfuse/torch.h>). It answers shape questions and refuses every use of its values, naming the site.
+//
+// How: a TensorImpl without storage whose dispatch key set holds the PrivateUse3 backend (a key
+// reserved for out-of-tree backends; the custom backends we know of take PrivateUse1). A boxed
+// fallback registered for that key (and its autograd key) throws for every operator that reaches it;
+// it finds the site in the operator's tensor arguments. Composite operators (reshape, to, ...) run
+// their decomposition first and reach the fallback through the primitive they call; those that read
+// memory without a dispatch of their own (copy_'s TensorIterator) ask for strides first, and the
+// strides of this tensor throw the same error (SizesStridesPolicy::CustomStrides). sizes, dim, numel,
+// dtype, device and options are plain TensorImpl fields, so they answer without any dispatch.
+// The same TensorImpl constructor, policy and fallback registration exist in LibTorch 1.13 and 2.x.
+#include <lmfuse/torch.h>
+
+#include <ATen/core/dispatch/Dispatcher.h>
+#include <c10/core/TensorImpl.h>
+#include <torch/library.h>
+
+#include <string>
+
+#include "autocast_rule.h"
+
+namespace lmfuse {
+namespace {
+
+constexpr c10::DispatchKey kSkippedKey = c10::DispatchKey::PrivateUse3;
+
+std::string refusal(const std::string& site, const std::string& what) {
+  return "lmfuse: the logits of " + site + " were not computed: the fused linear + cross-entropy replaced " +
+         "them, and only their shape can be read (" + what + " needs their values). To compute them, run " +
+         "with LMFUSE_RETURN_LOGITS=1 (or call lmfuse::set_return_logits(true)), or mark the site with " +
+         "// NOLINT(lmfuse) so that lmfuse leaves it alone.";
+}
+
+class SkippedLogitsImpl final : public c10::TensorImpl {
+public:
+  SkippedLogitsImpl(c10::IntArrayRef sizes, caffe2::TypeMeta dtype, c10::Device device, std::string site)
+      : c10::TensorImpl(c10::DispatchKeySet(kSkippedKey), dtype, device), site_(std::move(site)) {
+    set_sizes_contiguous(sizes);
+    set_custom_sizes_strides(SizesStridesPolicy::CustomStrides);  // after the sizes: the setter asserts
+  }
+  const std::string& site() const { return site_; }
+
+  [[noreturn]] void refuse(const char* what) const { TORCH_CHECK(false, refusal(site_, what)); }
+  c10::IntArrayRef strides_custom() const override { refuse("reading its strides"); }
+  c10::SymIntArrayRef sym_strides_custom() const override { refuse("reading its strides"); }
+  bool is_contiguous_custom(at::MemoryFormat) const override { refuse("is_contiguous"); }
+  bool is_strides_like_custom(at::MemoryFormat) const override { refuse("reading its strides"); }
+  bool is_non_overlapping_and_dense_custom() const override { refuse("reading its strides"); }
+  const char* tensorimpl_type_name() const override { return "lmfuse::SkippedLogitsImpl"; }
+
+private:
+  std::string site_;
+};
+
+const SkippedLogitsImpl* asSkipped(const c10::IValue& value) {
+  if (!value.isTensor()) return nullptr;
+  return dynamic_cast<const SkippedLogitsImpl*>(value.toTensor().unsafeGetTensorImpl());
+}
+
+// The boxed fallback: the first skipped-logits argument of the operator names the site.
+void refuseOperator(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+  const size_t arguments = op.schema().arguments().size();
+  std::string site = "a rewritten loss site";
+  for (size_t i = stack->size() - std::min(arguments, stack->size()); i < stack->size(); ++i) {
+    const c10::IValue& value = (*stack)[i];
+    const SkippedLogitsImpl* skipped = asSkipped(value);
+    if (!skipped && value.isTensorList()) {
+      for (const at::Tensor& tensor : value.toTensorList().vec())
+        if ((skipped = dynamic_cast<const SkippedLogitsImpl*>(tensor.unsafeGetTensorImpl()))) break;
+    }
+    if (skipped) {
+      site = skipped->site();
+      break;
+    }
+  }
+  TORCH_CHECK(false, refusal(site, op.schema().operator_name().name));
+}
+
+}  // namespace
+
+torch::Tensor skipped_logits(const torch::Tensor& hidden, const torch::Tensor& weight, const char* site) {
+  TORCH_CHECK(hidden.defined() && weight.defined() && hidden.dim() >= 1 && weight.dim() == 2,
+              "lmfuse::skipped_logits(", site, "): needs hidden [..., D] and weight [V, D]");
+  std::vector<int64_t> sizes(hidden.sizes().begin(), hidden.sizes().end() - 1);
+  sizes.push_back(weight.size(0));
+  const torch::ScalarType dtype = torch_detail::linearResultType(hidden, weight);
+  return at::Tensor(c10::make_intrusive<SkippedLogitsImpl>(sizes, caffe2::TypeMeta::fromScalarType(dtype),
+                                                           hidden.device(), site ? site : "?"));
+}
+
+bool is_skipped_logits(const torch::Tensor& tensor) {
+  return tensor.defined() && dynamic_cast<const SkippedLogitsImpl*>(tensor.unsafeGetTensorImpl()) != nullptr;
+}
+
+}  // namespace lmfuse
+
+TORCH_LIBRARY_IMPL(_, PrivateUse3, m) {
+  m.fallback(torch::CppFunction::makeFromBoxedFunction<&lmfuse::refuseOperator>());
+}
+TORCH_LIBRARY_IMPL(_, AutogradPrivateUse3, m) {
+  m.fallback(torch::CppFunction::makeFromBoxedFunction<&lmfuse::refuseOperator>());
+}
