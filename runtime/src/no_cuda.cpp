@@ -1,10 +1,11 @@
 // The CUDA backend of a build without CUDA: every entry point reports that it is not built.
 #include "backend.h"
+#include "error.h"
 
 namespace lmfuse::detail::cuda {
 namespace {
 [[noreturn]] void notBuilt() {
-  throw Error("lmfuse: context.device is Cuda, but this lmfuse runtime was built without CUDA");
+  LMFUSE_FAIL("context.device is Cuda, but this lmfuse runtime was built without CUDA");
 }
 }  // namespace
 

@@ -216,6 +216,25 @@ TEST_CASE("workspace_size, scale_grads and check name their bad arguments", "[ru
             .find("workspace.bytes (16) is smaller than the 256-byte label report") != std::string::npos);
 }
 
+TEST_CASE("A backend's failure starts with the public function too", "[runtime][cpu][errors]") {
+  // The CUDA plan is host arithmetic: a budget too small for the fp32 accumulator fails in the plan
+  // (or, in a build without CUDA, the backend says so); either way through the one error path.
+  Problem problem;
+  problem.tokens = 64;
+  problem.hidden_dim = 256;
+  problem.vocab = 5000;
+  Options options;
+  options.memory = MemoryMode::Accumulate;
+  options.workspace_budget = std::size_t(1) << 20;
+  Context cuda;
+  cuda.device = DeviceKind::Cuda;
+  std::string message = error_of([&] { workspace_size(problem, options, true, cuda); });
+  INFO(message);
+  CHECK(message.find("lmfuse::workspace_size: ") == 0);
+  CHECK((message.find("options.workspace_budget of 1048576 bytes is too small") != std::string::npos ||
+         message.find("built without CUDA") != std::string::npos));
+}
+
 TEST_CASE("A problem whose workspace cannot be addressed is an error, not a wrapped size", "[runtime][cpu][errors]") {
   Problem problem;
   problem.tokens = int64_t(1) << 40;

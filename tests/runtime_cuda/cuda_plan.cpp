@@ -10,6 +10,9 @@
 using lmfuse::detail::cuda::balanceChunks;
 using lmfuse::detail::cuda::kMaxCompactChunkBodies;
 using lmfuse::detail::cuda::makePlan;
+using lmfuse::detail::cuda::passPlan;
+using lmfuse::detail::cuda::PassPlan;
+using lmfuse::detail::cuda::WeightSinkKind;
 using lmfuse::detail::cuda::workspaceBytes;
 using lmfuse::detail::cuda::Plan;
 
@@ -155,9 +158,11 @@ TEST_CASE("workspace_size covers the plan of every combination of outputs, forwa
         options.memory = memory;
         options.compact = compact;
         const std::size_t reported = workspaceBytes(problemOf(shape), options, true);
-        for (int mask = 1; mask < 16; ++mask) {  // grad_hidden, grad_weight, grad_weight_accumulate, grad_bias
+        // grad_hidden, grad_weight, grad_weight_accumulate, grad_bias, fp32 parameter gradients
+        for (int mask = 1; mask < 32; ++mask) {
           lmfuse::Outputs outputs;
           outputs.loss = &marker;
+          if (mask & 16) outputs.param_grads = lmfuse::ParamGradKind::Float32;
           if (mask & 1) outputs.grad_hidden = &marker;
           if (mask & 2) outputs.grad_weight = &marker;
           if (mask & 4) outputs.grad_weight_accumulate = &marker;
@@ -193,5 +198,78 @@ TEST_CASE("a tight budget: chunks with the accumulator, and one chunk over its r
     CHECK(plan.oneChunkTokens > 150);  // 50% ignored: usually one chunk over the accumulator's region
     CHECK(plan.oneChunkTokens < 300);
     CHECK(plan.totalBytes <= options.workspace_budget);
+  }
+}
+
+TEST_CASE("fp32 parameter gradients of a bf16 problem: grad_weight is its own accumulator", "[plan]") {
+  const Shape shapes[] = {{"Llama-3-8B", 8192, 4096, 128256}, {"Gemma-2-2B", 8192, 2304, 256000},
+                          {"small", 300, 64, 1000}};
+  for (const Shape& shape : shapes) {
+    for (lmfuse::MemoryMode memory : {lmfuse::MemoryMode::Auto, lmfuse::MemoryMode::LowMemory}) {
+      INFO(shape.name << ", low memory " << (memory == lmfuse::MemoryMode::LowMemory));
+      lmfuse::Options options;
+      options.memory = memory;
+      lmfuse::Outputs mixed = everyGradient();
+      mixed.param_grads = lmfuse::ParamGradKind::Float32;
+      const Plan plan = makePlan(problemOf(shape), options, &mixed, true);
+      // No [V, D] (or [slice, D]) accumulator anywhere in the workspace.
+      CHECK(plan.weightAccumulator.bytes == 0);
+      CHECK_FALSE(plan.ownWeightAccumulator);
+      if (plan.lowMemory) {
+        CHECK(plan.weightSink == WeightSinkKind::None);
+        CHECK(plan.sliceWeightSink == WeightSinkKind::Output);
+        continue;
+      }
+      CHECK(plan.sliceWeightSink == WeightSinkKind::None);
+      // Whatever the count, every pass writes straight into grad_weight, chunk after chunk.
+      for (int64_t tokens : {int64_t(1), shape.n / 2, shape.n}) {
+        const PassPlan pass = passPlan(plan, tokens);
+        CHECK(pass.weight == WeightSinkKind::Output);
+        CHECK_FALSE(pass.logitsOverAccumulator);
+        CHECK(pass.chunks * pass.chunkTokens >= tokens);
+      }
+      // Within the default 1.5 GiB beyond an accumulator it does not have.
+      CHECK(double(plan.totalBytes) / kGiB <= 1.5);
+    }
+  }
+}
+
+TEST_CASE("the plan chooses where grad_weight goes, for every pass", "[plan]") {
+  static float marker;
+  const lmfuse::Problem llama = problemOf({"Llama-3-8B", 8192, 4096, 128256});
+  const lmfuse::Problem gemma = problemOf({"Gemma-2-2B", 8192, 2304, 256000});
+  lmfuse::Outputs weight = everyGradient(), accumulateOnly, both = everyGradient(), hiddenOnly;
+  accumulateOnly.loss = hiddenOnly.loss = &marker;
+  accumulateOnly.grad_weight_accumulate = both.grad_weight_accumulate = &marker;
+  hiddenOnly.grad_hidden = &marker;
+  const lmfuse::Options defaults;
+  struct Row {
+    const char* name;
+    const lmfuse::Problem& problem;
+    const lmfuse::Outputs& outputs;
+    int64_t tokens;
+    WeightSinkKind sink;
+    bool overAccumulator;
+  };
+  const Row rows[] = {
+      {"all tokens fit one chunk: written in the dtype", llama, weight, 8192, WeightSinkKind::Output, false},
+      {"one chunk, grad_weight_accumulate too (a second GEMM)", llama, both, 8192, WeightSinkKind::Output, false},
+      {"several chunks: the fp32 accumulator", gemma, weight, 8192, WeightSinkKind::Accumulator, false},
+      {"a count that fits one chunk: over the accumulator's region", gemma, weight, 3000, WeightSinkKind::Output, true},
+      {"grad_weight_accumulate too: the conversion adds, no second GEMM", gemma, both, 3000,
+       WeightSinkKind::Accumulator, false},
+      {"grad_weight_accumulate only: added to, chunk after chunk", gemma, accumulateOnly, 8192,
+       WeightSinkKind::Accumulate, false},
+      {"no weight gradient", gemma, hiddenOnly, 8192, WeightSinkKind::None, false},
+  };
+  for (const Row& row : rows) {
+    INFO(row.name);
+    const Plan plan = makePlan(row.problem, defaults, &row.outputs, true);
+    const PassPlan pass = passPlan(plan, row.tokens);
+    CHECK(pass.weight == row.sink);
+    CHECK(pass.logitsOverAccumulator == row.overAccumulator);
+    // Output beyond one chunk only where grad_weight is fp32 (here it is bf16).
+    if (pass.weight == WeightSinkKind::Output) CHECK(pass.chunks == 1);
+    CHECK(pass.chunks * pass.chunkTokens >= row.tokens);
   }
 }

@@ -98,6 +98,19 @@ const std::vector<NamedSpec>& cases() {
       {"auto picks low memory under a small budget", [](Spec& s) {
          s.options.chunk_tokens = 0; s.v = 3000; s.d = 256;
          s.options.workspace_budget = (std::size_t(34) << 20); }},
+      // Mixed precision: fp32 grad_weight and grad_bias, chunks accumulating in grad_weight itself.
+      {"fp32 parameter gradients, chunks accumulate in place", [](Spec& s) {
+         s.fp32ParamGrads = true; s.bias = true; s.gradBias = true; s.ignoredFraction = 0.3; }},
+      {"fp32 parameter gradients, one chunk", [](Spec& s) {
+         s.fp32ParamGrads = true; s.options.chunk_tokens = 0; s.options.label_smoothing = 0.1; }},
+      {"fp32 parameter gradients without compaction, with grad_weight_accumulate", [](Spec& s) {
+         s.fp32ParamGrads = true; s.options.compact = false; s.accumulate = true; s.bias = true; s.gradBias = true; }},
+      {"fp32 parameter gradients, tight budget", [](Spec& s) {
+         s.fp32ParamGrads = true; s.options.chunk_tokens = 0; s.ignoredFraction = 0.05;
+         s.options.workspace_budget = kTightBudget; s.options.memory = MemoryMode::Accumulate; }},
+      {"fp32 parameter gradients, low memory", [](Spec& s) {
+         s.fp32ParamGrads = true; s.options.memory = MemoryMode::LowMemory; s.options.chunk_tokens = 64;
+         s.v = 1003; s.bias = true; s.gradBias = true; s.options.softcap = 4.0; }},
   };
   return table;
 }
@@ -146,6 +159,35 @@ TEST_CASE("CUDA matches the fp64 reference for every option and dtype", "[cuda]"
         for (double g : got.gradHidden) REQUIRE(g == 0.0);
         for (double g : got.gradWeight) REQUIRE(g == 0.0);
       }
+    }
+  }
+}
+
+TEST_CASE("fp32 parameter gradients of a half problem keep the fp32 accumulation: no half rounding", "[cuda]") {
+  if (!lmfuse::cuda_available()) {
+    WARN("skipped: no CUDA device visible");
+    return;
+  }
+  for (DType dtype : {DType::BFloat16, DType::Float16}) {
+    for (int64_t chunk : {int64_t(0), int64_t(96)}) {  // one chunk; chunks accumulating in grad_weight
+      INFO(dtypeName(dtype) << ", chunk_tokens " << chunk);
+      Spec spec;
+      spec.dtype = dtype;
+      spec.options.chunk_tokens = chunk;
+      spec.fp32ParamGrads = true;
+      spec.gradHidden = false;
+      spec.accumulate = true;  // the same product added to an fp32 array of zeros: the fp32 sum itself
+      spec.accumulateFromZero = true;
+      Scenario scenario(spec);
+      Result got = scenario.run();
+      // The fp32 output is the fp32 sum (not its half rounding, which is ~2^-9 away, relatively) ...
+      compare("grad_weight vs the fp32 sum", got.gradWeight, got.accumulate, 1e-6);
+      // ... and is not made of half-precision values.
+      int64_t notHalf = 0;
+      std::vector<unsigned char> scratch(2);
+      for (double g : got.gradWeight) notHalf += storeRounded(scratch, dtype, 0, float(g)) != g;
+      CHECK(notHalf > int64_t(got.gradWeight.size()) / 2);
+      compare("grad_weight vs fp64", got.gradWeight, scenario.expected().gradWeight, toleranceFor(dtype).gradient);
     }
   }
 }

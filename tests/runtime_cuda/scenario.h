@@ -21,6 +21,8 @@ struct Spec {
   int64_t outOfRangeToken = -1;  // >= 0: that token's label is set to V (outside the vocabulary)
   int64_t hiddenPad = 0;         // extra elements per row of hidden / grad_hidden (strided layouts)
   bool gradHidden = true, gradWeight = true, gradBias = false, accumulate = false, lse = true;
+  bool fp32ParamGrads = false;    // grad_weight and grad_bias in fp32 (ParamGradKind::Float32)
+  bool accumulateFromZero = false;  // grad_weight_accumulate starts at 0 instead of random values
   enum class Divisor { Count, Pointer, Value } divisor = Divisor::Count;
   bool gradScale = false;        // scalar (Mean/Sum) or per token (None), random in [0.5, 1.5]
   int segments = 0;              // > 0: ShiftKind::Segments with this many packed segments
@@ -80,14 +82,14 @@ public:
     }
     std::uniform_real_distribution<float> unitFloat(-1.0f, 1.0f);
     accumulateStart_.resize(std::size_t(v * d));
-    for (auto& a : accumulateStart_) a = unitFloat(g);
+    for (auto& a : accumulateStart_) a = spec.accumulateFromZero ? 0.0f : unitFloat(g);
 
-    const std::size_t e = dtypeBytes(spec.dtype);
+    const std::size_t e = dtypeBytes(spec.dtype), pe = dtypeBytes(paramDType());
     loss_ = DeviceBuffer(4 * std::size_t(options_.reduction == Reduction::None ? n : 1));
     lse_ = DeviceBuffer(4 * std::size_t(n));
     gradHidden_ = DeviceBuffer(e * std::size_t(n * hiddenStride_));
-    gradWeight_ = DeviceBuffer(e * std::size_t(v * d));
-    gradBias_ = DeviceBuffer(e * std::size_t(v));
+    gradWeight_ = DeviceBuffer(pe * std::size_t(v * d));
+    gradBias_ = DeviceBuffer(pe * std::size_t(v));
     accumulate_ = DeviceBuffer(4 * std::size_t(v * d));
     workspace_ = DeviceBuffer(lmfuse::workspace_size(problem(), options(), true, context()));
   }
@@ -122,8 +124,11 @@ public:
     if (spec_.gradWeight) out.grad_weight = gradWeight_.get();
     if (spec_.gradBias) out.grad_bias = gradBias_.get();
     if (spec_.accumulate) out.grad_weight_accumulate = accumulate_.as<float>();
+    if (spec_.fp32ParamGrads) out.param_grads = ParamGradKind::Float32;
     return out;
   }
+  /// Storage type of grad_weight and grad_bias.
+  DType paramDType() const { return spec_.fp32ParamGrads ? DType::Float32 : spec_.dtype; }
   Context context(cudaStream_t stream = nullptr) const {
     Context c;
     c.device = DeviceKind::Cuda;
@@ -165,11 +170,11 @@ public:
     }
     if (spec_.gradWeight) {
       r.rawGradWeight = gradWeight_.download();
-      r.gradWeight = toDoubles(r.rawGradWeight, spec_.dtype, std::size_t(v * d));
+      r.gradWeight = toDoubles(r.rawGradWeight, paramDType(), std::size_t(v * d));
     }
     if (spec_.gradBias) {
       r.rawGradBias = gradBias_.download();
-      r.gradBias = toDoubles(r.rawGradBias, spec_.dtype, std::size_t(v));
+      r.gradBias = toDoubles(r.rawGradBias, paramDType(), std::size_t(v));
     }
     if (spec_.accumulate) {
       r.accumulate = floatsToDoubles(accumulate_.download());
@@ -181,7 +186,7 @@ public:
   /// The same call through the CPU reference backend (lmfuse's own oracle) on host copies of the inputs.
   Result runOnCpu() const {
     const int64_t n = spec_.n, d = spec_.d, v = spec_.v;
-    const std::size_t e = dtypeBytes(spec_.dtype);
+    const std::size_t e = dtypeBytes(spec_.dtype), pe = dtypeBytes(paramDType());
     std::vector<int64_t> labels64 = labels_, cu64 = cuSeqlens_;
     std::vector<int32_t> labels32(labels_.begin(), labels_.end()), cu32(cuSeqlens_.begin(), cuSeqlens_.end());
     Problem p = problem();
@@ -198,7 +203,7 @@ public:
     Context cpu;
     cpu.device = DeviceKind::Cpu;
     std::vector<float> loss(options_.reduction == Reduction::None ? n : 1), lse(n);
-    std::vector<unsigned char> gh(e * std::size_t(n * hiddenStride_)), gw(e * std::size_t(v * d)), gb(e * std::size_t(v));
+    std::vector<unsigned char> gh(e * std::size_t(n * hiddenStride_)), gw(pe * std::size_t(v * d)), gb(pe * std::size_t(v));
     std::vector<float> accumulate = accumulateStart_;
     Outputs out = outputs();
     out.loss = loss.data();
@@ -213,8 +218,8 @@ public:
     r.loss.assign(loss.begin(), loss.end());
     if (spec_.lse) r.lse.assign(lse.begin(), lse.end());
     if (spec_.gradHidden) r.gradHidden = toDoubles(gh, spec_.dtype, std::size_t(n * d), std::size_t(d), std::size_t(hiddenStride_));
-    if (spec_.gradWeight) r.gradWeight = toDoubles(gw, spec_.dtype, std::size_t(v * d));
-    if (spec_.gradBias) r.gradBias = toDoubles(gb, spec_.dtype, std::size_t(v));
+    if (spec_.gradWeight) r.gradWeight = toDoubles(gw, paramDType(), std::size_t(v * d));
+    if (spec_.gradBias) r.gradBias = toDoubles(gb, paramDType(), std::size_t(v));
     if (spec_.accumulate) {
       r.accumulate.resize(accumulate.size());
       for (std::size_t i = 0; i < accumulate.size(); ++i) r.accumulate[i] = double(accumulate[i]) - accumulateStart_[i];

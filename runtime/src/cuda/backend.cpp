@@ -19,6 +19,11 @@
 // and the host never learns the count. An eager call is recorded as a graph and launched (the graphs of
 // the last four distinct argument sets are kept); a call under the caller's capture adds its nodes to the
 // caller's graph.
+// Where grad_weight goes is the plan's decision (plan.h: WeightSinkKind, PassPlan); this file follows it.
+// The schedule is four named passes: prepare (targets, scalars, compaction order), the full-vocabulary
+// pass (per compaction branch), the low-memory slice pass, finish (loss reduction, bias conversion).
+// Arguments arrive validated by api.cpp (sizes, pointers, cuBLASLt alignment, workspace size); the
+// checks here are the ones only the device can answer. Every failure goes through LMFUSE_FAIL (error.h).
 // Results are bitwise reproducible: fixed chunking per token count, fixed cuBLASLt algorithms, no float
 // atomics.
 #include <cuda_runtime.h>
@@ -36,10 +41,12 @@
 #include "compaction.h"
 #include "conditional.h"
 #include "device_state.h"
+#include "error.h"
 #include "error_report.h"
 #include "gemm.h"
 #include "kernels.h"
 #include "plan.h"
+#include "storage.h"
 
 namespace lmfuse::detail::cuda {
 namespace {
@@ -54,55 +61,23 @@ cudaDataType_t cudaType(DType dtype) {
   }
 }
 
-[[noreturn]] void invalid(const std::string& message) { throw Error("lmfuse (CUDA): " + message); }
-
-void requireAligned(const void* pointer, int64_t stride, std::size_t elementSize, const char* name) {
-  if (!pointer) return;
-  if (reinterpret_cast<uintptr_t>(pointer) % 16 != 0)
-    invalid(std::string(name) + " must be 16-byte aligned for cuBLASLt");
-  if ((std::size_t(stride) * elementSize) % 16 != 0)
-    invalid(std::string(name) + " has a row stride of " + std::to_string(stride) + " elements (" +
-            std::to_string(std::size_t(stride) * elementSize) +
-            " bytes); the CUDA backend needs rows on 16-byte boundaries (a multiple of " +
-            std::to_string(16 / elementSize) + " elements)");
-}
-
+// What api.cpp cannot check: that every pointer is device memory, and cudaMalloc's alignment of the
+// workspace (its regions are laid out on 256-byte boundaries).
 void requireDevice(const void* pointer, const char* name) {
   if (!pointer) return;
   cudaPointerAttributes attributes{};
   if (cudaPointerGetAttributes(&attributes, pointer) != cudaSuccess) {
     (void)cudaGetLastError();
-    invalid(std::string(name) + " is not a pointer the CUDA runtime knows");
+    LMFUSE_FAIL(name << " is not a pointer the CUDA runtime knows");
   }
   if (attributes.type != cudaMemoryTypeDevice && attributes.type != cudaMemoryTypeManaged)
-    invalid(std::string(name) + " is host memory, but context.device is Cuda: pass device memory");
-}
-
-struct Strides {
-  int64_t hidden, weight, gradHidden, gradWeight;
-};
-
-Strides stridesOf(const Problem& problem, const Outputs& outputs) {
-  const int64_t d = problem.hidden_dim;
-  return {problem.hidden_stride ? problem.hidden_stride : d, problem.weight_stride ? problem.weight_stride : d,
-          outputs.grad_hidden_stride ? outputs.grad_hidden_stride : d,
-          outputs.grad_weight_stride ? outputs.grad_weight_stride : d};
+    LMFUSE_FAIL(name << " is host memory, but context.device is Cuda: pass device memory");
 }
 
 void validateForDevice(const Problem& problem, const Options& options, const Outputs& outputs,
-                       Workspace workspace, const Plan& plan) {
-  const std::size_t e = elementBytes(problem.dtype);
-  const Strides strides = stridesOf(problem, outputs);
-  requireAligned(problem.hidden, strides.hidden, e, "problem.hidden");
-  requireAligned(problem.weight, strides.weight, e, "problem.weight");
-  requireAligned(outputs.grad_hidden, strides.gradHidden, e, "outputs.grad_hidden");
-  requireAligned(outputs.grad_weight, strides.gradWeight, e, "outputs.grad_weight");
-  requireAligned(outputs.grad_weight_accumulate, problem.hidden_dim, 4, "outputs.grad_weight_accumulate");
+                       Workspace workspace) {
   if (reinterpret_cast<uintptr_t>(workspace.data) % 256 != 0)
-    invalid("workspace.data must be 256-byte aligned (cudaMalloc's alignment)");
-  if (workspace.bytes < plan.totalBytes)
-    invalid("workspace too small: workspace.bytes is " + std::to_string(workspace.bytes) + ", this call needs " +
-            std::to_string(plan.totalBytes) + " (query workspace_size())");
+    LMFUSE_FAIL("workspace.data must be 256-byte aligned (cudaMalloc's alignment)");
   requireDevice(problem.hidden, "problem.hidden");
   requireDevice(problem.weight, "problem.weight");
   requireDevice(problem.bias, "problem.bias");
@@ -124,6 +99,13 @@ struct Item {
   int64_t firstToken, tokens, firstColumn, columns;
   bool lastOfSlice;
 };
+
+std::vector<Item> tokenChunks(int64_t tokens, int64_t chunk, int64_t firstColumn, int64_t columns) {
+  std::vector<Item> items;
+  for (int64_t t = 0; t < tokens; t += chunk)
+    items.push_back({t, std::min(chunk, tokens - t), firstColumn, columns, t + chunk >= tokens});
+  return items;
+}
 
 // Runs items through the logits buffers. One buffer (buffers[1] null): the steps of each item in order
 // on `main`. Two buffers: forward GEMM on `main`, row kernel on the side stream, backward GEMMs on `main`,
@@ -175,13 +157,6 @@ struct Pipeline {
   }
 };
 
-std::vector<Item> tokenChunks(int64_t tokens, int64_t chunk, int64_t firstColumn, int64_t columns) {
-  std::vector<Item> items;
-  for (int64_t t = 0; t < tokens; t += chunk)
-    items.push_back({t, std::min(chunk, tokens - t), firstColumn, columns, t + chunk >= tokens});
-  return items;
-}
-
 // Everything the recorded graph of a call depends on: sizes, options, every pointer (as bytes).
 std::vector<unsigned char> callKey(const Problem& problem, const Options& options, const Outputs& outputs,
                                    Workspace workspace) {
@@ -198,194 +173,235 @@ std::vector<unsigned char> callKey(const Problem& problem, const Options& option
   return key;
 }
 
-// Enqueues the whole call on `main` (the caller's stream, or the stream recording it as a graph when
-// compacting) and the side stream.
-void issue(DeviceState& state, const Problem& problem, const Options& options, const Outputs& outputs,
-           Workspace workspace, const Plan& plan, cudaStream_t main) {
-  const bool gradients = outputs.wants_gradients();
-  const int64_t n = problem.tokens, d = problem.hidden_dim, v = problem.vocab;
-  const std::size_t e = elementBytes(problem.dtype);
-  const Strides strides = stridesOf(problem, outputs);
-  const cudaDataType_t type = cudaType(problem.dtype);
-  const char* hidden = static_cast<const char*>(problem.hidden);
-  const char* weight = static_cast<const char*>(problem.weight);
-
-  auto* report = reinterpret_cast<LabelErrorReport*>(at(workspace, plan.report));
-  auto* scalars = reinterpret_cast<Scalars*>(at(workspace, plan.scalars));
-  auto* targets = reinterpret_cast<int32_t*>(at(workspace, plan.targets));
-  auto* rowLoss = reinterpret_cast<float*>(at(workspace, plan.rowLoss));
-  auto* lse = reinterpret_cast<float*>(at(workspace, plan.lse));
-  auto* biasAccumulator = reinterpret_cast<float*>(at(workspace, plan.biasAccumulator));
-  auto* weightAccumulator = reinterpret_cast<float*>(at(workspace, plan.weightAccumulator));
-  auto* order = reinterpret_cast<int64_t*>(at(workspace, plan.order));
-  char* gathered = at(workspace, plan.gathered);
-  char* compactGradHidden = at(workspace, plan.compactGradHidden);
-  void* blasWorkspace = at(workspace, plan.cublas);
-  const bool wantsBias = gradients && outputs.grad_bias;
-  const bool wantsWeight = gradients && (outputs.grad_weight || outputs.grad_weight_accumulate);
-  float* userLoss = options.reduction == Reduction::None ? outputs.loss : nullptr;
-
-  launchPrepare(problem, options, targets, scalars, report, main);
-
-  // Compaction: the order of the tokens with a label, outputs of the others, and the branch to run.
-  cudaGraphConditionalHandle branch{};
-  if (plan.compact) {
-    launchCompact(targets, n, order, scalars, rowLoss, lse, outputs.lse, userLoss, main);
-    if (gradients && outputs.grad_hidden)
-      launchZeroIgnoredRows(problem.dtype, targets, n, d, outputs.grad_hidden, strides.gradHidden, main);
-    branch = newCondition(capturingGraph(main));
-    launchSelectBranch(branch, plan.compactGranule, plan.compactBranches, scalars, main);
+// The schedule of one call: the buffers of the workspace, and the passes that enqueue the work on `main`
+// (the caller's stream, or the stream recording it as a graph when compacting) and the side stream.
+class Schedule {
+public:
+  Schedule(DeviceState& state, const Problem& problem, const Options& options, const Outputs& outputs,
+           Workspace workspace, const Plan& plan)
+      : state_(state), problem_(problem), options_(options), outputs_(outputs), plan_(plan),
+        gradients_(outputs.wants_gradients()), e_(elementBytes(problem.dtype)), type_(cudaType(problem.dtype)),
+        paramDType_(param_grad_dtype(problem.dtype, outputs.param_grads)),
+        hiddenLd_(plan.compact ? problem.hidden_dim : problem.hidden_stride),
+        userLoss_(options.reduction == Reduction::None ? outputs.loss : nullptr),
+        report_(reinterpret_cast<LabelErrorReport*>(at(workspace, plan.report))),
+        scalars_(reinterpret_cast<Scalars*>(at(workspace, plan.scalars))),
+        targets_(reinterpret_cast<int32_t*>(at(workspace, plan.targets))),
+        rowLoss_(reinterpret_cast<float*>(at(workspace, plan.rowLoss))),
+        lse_(reinterpret_cast<float*>(at(workspace, plan.lse))),
+        biasAccumulator_(reinterpret_cast<float*>(at(workspace, plan.biasAccumulator))),
+        weightAccumulator_(reinterpret_cast<float*>(at(workspace, plan.weightAccumulator))),
+        order_(reinterpret_cast<int64_t*>(at(workspace, plan.order))), gathered_(at(workspace, plan.gathered)),
+        compactGradHidden_(at(workspace, plan.compactGradHidden)), logits_(at(workspace, plan.logits)),
+        blasWorkspace_(at(workspace, plan.cublas)) {
+    params_.vocab = problem.vocab;
+    params_.smoothing = float(options.label_smoothing);
+    params_.softcap = float(options.softcap);
+    params_.logitScale = float(options.logit_scale);
+    params_.zLoss = float(options.z_loss);
+    params_.bias = problem.bias;
+    params_.targets = targets_;
+    params_.scalars = scalars_;
+    params_.tokenGradScale = options.reduction == Reduction::None ? options.grad_scale : nullptr;
+    params_.rowTokens = plan.compact ? order_ : nullptr;
   }
 
-  RowParams params;
-  params.vocab = v;
-  params.smoothing = float(options.label_smoothing);
-  params.softcap = float(options.softcap);
-  params.logitScale = float(options.logit_scale);
-  params.zLoss = float(options.z_loss);
-  params.bias = problem.bias;
-  params.targets = targets;
-  params.scalars = scalars;
-  params.tokenGradScale = options.reduction == Reduction::None ? options.grad_scale : nullptr;
-  params.rowTokens = plan.compact ? order : nullptr;
+  void run(cudaStream_t main) {
+    const cudaGraphConditionalHandle branch = prepare(main);
+    if (plan_.compact)
+      enqueueSwitch(main, branch, int(plan_.compactBranches), state_.body, [&](int r, cudaStream_t body) {
+        fullPass(std::min(problem_.tokens, (r + 1) * plan_.compactGranule), body);
+      });
+    else
+      fullPass(problem_.tokens, main);
+    if (plan_.sliceWeightSink != WeightSinkKind::None) slicePass(main);
+    finish(main);
+  }
 
-  // The hidden rows of an item: in place, or gathered when compacting.
-  auto hiddenRows = [&](const Item& item) -> const char* {
-    if (!plan.compact) return hidden + std::size_t(item.firstToken) * strides.hidden * e;
-    return gathered;
-  };
-  const int64_t hiddenLd = plan.compact ? d : strides.hidden;
-  auto forwardGemm = [&](const Item& item, void* buffer, int64_t ld, cudaStream_t stream) {
-    GemmShape shape{type, type, true, false, item.columns, item.tokens, d, strides.weight, hiddenLd, ld};
-    gemm(state.blas, shape, 1.0f, weight + std::size_t(item.firstColumn) * strides.weight * e, hiddenRows(item), 0.0f,
-         buffer, blasWorkspace, kCublasWorkspaceBytes, stream);
-  };
-  // grad_weight rows of the item's columns (+)= dxᵀ·h, into an fp32 accumulator or, with outType = the
-  // dtype, straight into grad_weight.
-  auto weightGemm = [&](const Item& item, const void* buffer, int64_t ld, void* out, cudaDataType_t outType,
-                        int64_t outLd, float beta, cudaStream_t stream) {
-    GemmShape shape{type, outType, false, true, d, item.columns, item.tokens, hiddenLd, ld, outLd};
-    gemm(state.blas, shape, 1.0f, hiddenRows(item), buffer, beta, out, blasWorkspace, kCublasWorkspaceBytes, stream);
-  };
+private:
+  // Targets and scalars; when compacting, the order of the tokens with a label, the outputs of the
+  // others, and the branch the device picks from its count.
+  cudaGraphConditionalHandle prepare(cudaStream_t main) {
+    launchPrepare(problem_, options_, targets_, scalars_, report_, main);
+    cudaGraphConditionalHandle branch{};
+    if (!plan_.compact) return branch;
+    launchCompact(targets_, problem_.tokens, order_, scalars_, rowLoss_, lse_, outputs_.lse, userLoss_, main);
+    if (gradients_ && outputs_.grad_hidden)
+      launchZeroIgnoredRows(problem_.dtype, targets_, problem_.tokens, problem_.hidden_dim, outputs_.grad_hidden,
+                            outputs_.grad_hidden_stride, main);
+    branch = newCondition(capturingGraph(main));
+    launchSelectBranch(branch, plan_.compactGranule, plan_.compactBranches, scalars_, main);
+    return branch;
+  }
 
-  // Pass over token chunks of the full vocabulary: loss, lse, dx, grad_hidden, grad_bias (and grad_weight
-  // when its fp32 accumulator fits), over the first `tokens` tokens (gathered ones when compacting).
-  char* logits = at(workspace, plan.logits);
-  const bool weightInFullPass = wantsWeight && !plan.lowMemory;
-  // One chunk needs no fp32 accumulator when grad_weight is only overwritten: its GEMM writes the dtype.
-  const bool directWeightWhenOneChunk =
-      weightInFullPass && plan.ownWeightAccumulator && !outputs.grad_weight_accumulate;
-  auto fullPass = [&](int64_t tokens, cudaStream_t stream) {
-    int64_t chunk = plan.chunkTokens, chunks = plan.chunks;
-    char* buffers[2] = {logits, plan.logitsBuffers == 2 ? logits + plan.logitsBufferBytes : nullptr};
-    if (plan.singleChunk) {
-      chunk = tokens;
-      chunks = 1;
-    } else if (directWeightWhenOneChunk && tokens <= plan.oneChunkTokens) {
-      // One chunk over the accumulator's region and the logits buffer (plan.h): no accumulator needed.
-      chunk = tokens;
-      chunks = 1;
-      buffers[0] = reinterpret_cast<char*>(weightAccumulator);
-      buffers[1] = nullptr;
-    } else if (plan.compact) {
-      balanceChunks(tokens, plan.chunkTokens, chunk, chunks);
-    }
-    // One chunk writes grad_weight in its dtype (and, for a single-chunk plan, a second GEMM adds the same
-    // product to grad_weight_accumulate when that is given too).
-    const bool directWeight =
-        weightInFullPass && outputs.grad_weight && (plan.singleChunk || (directWeightWhenOneChunk && chunks == 1));
-    Pipeline full{state, stream, {buffers[0], buffers[1]}, {}, {}, {}};
+  // Over the first `tokens` tokens (gathered ones when compacting), in the chunks of passPlan(): loss, lse,
+  // dx, grad_hidden, grad_bias, and grad_weight into the pass's sink.
+  void fullPass(int64_t tokens, cudaStream_t stream) {
+    const PassPlan pass = passPlan(plan_, tokens);
+    const int64_t v = problem_.vocab, d = problem_.hidden_dim;
+    char* buffers[2] = {logits_, plan_.logitsBuffers == 2 ? logits_ + plan_.logitsBufferBytes : nullptr};
+    if (pass.logitsOverAccumulator) buffers[0] = reinterpret_cast<char*>(weightAccumulator_);
+    if (pass.chunks == 1) buffers[1] = nullptr;
+    Pipeline full{state_, stream, {buffers[0], buffers[1]}, {}, {}, {}};
     full.forward = [&](const Item& item, void* buffer, cudaStream_t s) {
-      if (plan.compact)
-        launchGatherRows(problem.dtype, hidden, strides.hidden, order, item.firstToken, item.tokens, d, gathered, s);
-      forwardGemm(item, buffer, plan.logitsLd, s);
+      if (plan_.compact)
+        launchGatherRows(problem_.dtype, problem_.hidden, problem_.hidden_stride, order_, item.firstToken, item.tokens,
+                         d, gathered_, s);
+      forwardGemm(item, buffer, plan_.logitsLd, s);
     };
     full.rows = [&](const Item& item, void* buffer, cudaStream_t s) {
-      RowParams p = params;
+      RowParams p = params_;
       p.columns = v;
-      p.ld = plan.logitsLd;
+      p.ld = plan_.logitsLd;
       p.firstToken = item.firstToken;
       p.rows = item.tokens;
-      launchRowLoss(problem.dtype, buffer, p, gradients, rowLoss, lse, outputs.lse, userLoss, s);
-      if (wantsBias)
-        launchColumnSum(problem.dtype, buffer, item.tokens, v, plan.logitsLd, biasAccumulator, item.firstToken > 0, s);
+      launchRowLoss(problem_.dtype, buffer, p, gradients_, rowLoss_, lse_, outputs_.lse, userLoss_, s);
+      if (gradients_ && outputs_.grad_bias)
+        launchColumnSum(problem_.dtype, buffer, item.tokens, v, plan_.logitsLd, biasAccumulator_, item.firstToken > 0, s);
     };
-    if (gradients && (outputs.grad_hidden || weightInFullPass)) {
+    if (gradients_ && (outputs_.grad_hidden || pass.weight != WeightSinkKind::None)) {
       full.backward = [&](const Item& item, void* buffer, cudaStream_t s) {
-        if (directWeight) {
-          weightGemm(item, buffer, plan.logitsLd, outputs.grad_weight, type, strides.gradWeight, 0.0f, s);
-          if (outputs.grad_weight_accumulate)
-            weightGemm(item, buffer, plan.logitsLd, outputs.grad_weight_accumulate, CUDA_R_32F, d, 1.0f, s);
-        } else if (weightInFullPass && plan.ownWeightAccumulator)
-          weightGemm(item, buffer, plan.logitsLd, weightAccumulator, CUDA_R_32F, d, item.firstToken == 0 ? 0.0f : 1.0f, s);
-        else if (weightInFullPass)
-          weightGemm(item, buffer, plan.logitsLd, outputs.grad_weight_accumulate, CUDA_R_32F, d, 1.0f, s);
-        if (outputs.grad_hidden) {
-          char* rows = plan.compact ? compactGradHidden
-                                    : static_cast<char*>(outputs.grad_hidden) +
-                                          std::size_t(item.firstToken) * strides.gradHidden * e;
-          const int64_t ld = plan.compact ? d : strides.gradHidden;
-          GemmShape shape{type, type, false, false, d, item.tokens, v, strides.weight, plan.logitsLd, ld};
-          gemm(state.blas, shape, 1.0f, weight, buffer, 0.0f, rows, blasWorkspace, kCublasWorkspaceBytes, s);
-          if (plan.compact)
-            launchScatterRows(problem.dtype, compactGradHidden, order, item.firstToken, item.tokens, d,
-                              outputs.grad_hidden, strides.gradHidden, s);
-        }
+        weightGemms(pass.weight, item, buffer, plan_.logitsLd, 0, weightAccumulator_, s);
+        if (outputs_.grad_hidden) gradHiddenGemm(item, buffer, s);
       };
     }
-    full.run(tokenChunks(tokens, chunk, 0, v));
-    if (weightInFullPass && plan.ownWeightAccumulator && !directWeight)
-      launchConvert(problem.dtype, weightAccumulator, v, d, outputs.grad_weight, strides.gradWeight,
-                    outputs.grad_weight_accumulate, stream);
-  };
-  if (plan.compact)
-    enqueueSwitch(main, branch, int(plan.compactBranches), state.body, [&](int r, cudaStream_t body) {
-      fullPass(std::min(n, (r + 1) * plan.compactGranule), body);
-    });
-  else
-    fullPass(n, main);
+    full.run(tokenChunks(tokens, pass.chunkTokens, 0, v));
+    if (pass.weight == WeightSinkKind::Accumulator) convertAccumulator(weightAccumulator_, 0, v, stream);
+  }
 
-  // Low memory: grad_weight slice by slice, logits recomputed, dx from the lse of the first pass.
-  if (wantsWeight && plan.lowMemory) {
-    Pipeline sliced{state, main, {logits, logits + plan.sliceBufferBytes}, {}, {}, {}};
+  // Low memory: grad_weight slice by slice, logits recomputed, dx from the lse of the full pass.
+  void slicePass(cudaStream_t main) {
+    const int64_t v = problem_.vocab;
+    Pipeline sliced{state_, main, {logits_, logits_ + plan_.sliceBufferBytes}, {}, {}, {}};
     std::vector<Item> items;
-    for (int64_t s = 0; s < plan.slices; ++s) {
-      const int64_t first = s * plan.sliceVocab, columns = std::min(plan.sliceVocab, v - first);
-      for (const Item& item : tokenChunks(n, plan.sliceChunkTokens, first, columns)) items.push_back(item);
+    for (int64_t s = 0; s < plan_.slices; ++s) {
+      const int64_t first = s * plan_.sliceVocab, columns = std::min(plan_.sliceVocab, v - first);
+      for (const Item& item : tokenChunks(problem_.tokens, plan_.sliceChunkTokens, first, columns)) items.push_back(item);
     }
     sliced.forward = [&](const Item& item, void* buffer, cudaStream_t stream) {
-      forwardGemm(item, buffer, plan.sliceVocab, stream);
+      forwardGemm(item, buffer, plan_.sliceVocab, stream);
     };
     sliced.rows = [&](const Item& item, void* buffer, cudaStream_t stream) {
-      RowParams p = params;
+      RowParams p = params_;
       p.columnBegin = item.firstColumn;
       p.columns = item.columns;
-      p.ld = plan.sliceVocab;
+      p.ld = plan_.sliceVocab;
       p.firstToken = item.firstToken;
       p.rows = item.tokens;
-      launchSliceGradient(problem.dtype, buffer, p, lse, stream);
+      launchSliceGradient(problem_.dtype, buffer, p, lse_, stream);
     };
     sliced.backward = [&](const Item& item, void* buffer, cudaStream_t stream) {
-      if (plan.ownWeightAccumulator) {
-        weightGemm(item, buffer, plan.sliceVocab, weightAccumulator, CUDA_R_32F, d, item.firstToken == 0 ? 0.0f : 1.0f,
-                   stream);
-        if (item.lastOfSlice)
-          launchConvert(problem.dtype, weightAccumulator, item.columns, d,
-                        static_cast<char*>(outputs.grad_weight) + std::size_t(item.firstColumn) * strides.gradWeight * e,
-                        strides.gradWeight,
-                        outputs.grad_weight_accumulate ? outputs.grad_weight_accumulate + item.firstColumn * d : nullptr,
-                        stream);
-      } else {
-        weightGemm(item, buffer, plan.sliceVocab, outputs.grad_weight_accumulate + item.firstColumn * d, CUDA_R_32F, d,
-                   1.0f, stream);
-      }
+      // The slice accumulator holds the slice's rows only: its row 0 is the slice's first column.
+      weightGemms(plan_.sliceWeightSink, item, buffer, plan_.sliceVocab, item.firstColumn, weightAccumulator_, stream);
+      if (plan_.sliceWeightSink == WeightSinkKind::Accumulator && item.lastOfSlice)
+        convertAccumulator(weightAccumulator_, item.firstColumn, item.columns, stream);
     };
     sliced.run(items);
   }
 
-  if (options.reduction != Reduction::None) launchReduceLoss(rowLoss, n, scalars, outputs.loss, main);
-  if (wantsBias) launchConvert(problem.dtype, biasAccumulator, 1, v, outputs.grad_bias, v, nullptr, main);
-}
+  void finish(cudaStream_t main) {
+    if (options_.reduction != Reduction::None) launchReduceLoss(rowLoss_, problem_.tokens, scalars_, outputs_.loss, main);
+    if (gradients_ && outputs_.grad_bias)
+      launchConvert(paramDType_, biasAccumulator_, 1, problem_.vocab, outputs_.grad_bias, problem_.vocab, nullptr, main);
+  }
+
+  // The hidden rows of an item: in place, or gathered when compacting.
+  const char* hiddenRows(const Item& item) const {
+    if (plan_.compact) return gathered_;
+    return static_cast<const char*>(problem_.hidden) + std::size_t(item.firstToken) * problem_.hidden_stride * e_;
+  }
+
+  void forwardGemm(const Item& item, void* buffer, int64_t ld, cudaStream_t stream) {
+    const int64_t d = problem_.hidden_dim;
+    GemmShape shape{type_, type_, true, false, item.columns, item.tokens, d, problem_.weight_stride, hiddenLd_, ld};
+    gemm(state_.blas, shape, 1.0f,
+         static_cast<const char*>(problem_.weight) + std::size_t(item.firstColumn) * problem_.weight_stride * e_,
+         hiddenRows(item), 0.0f, buffer, blasWorkspace_, kCublasWorkspaceBytes, stream);
+  }
+
+  // grad_weight rows [firstColumn, firstColumn + item.columns) (+)= dxᵀ·h into `out` (ld outLd, outType).
+  void weightGemm(const Item& item, const void* buffer, int64_t ld, void* out, cudaDataType_t outType, int64_t outLd,
+                  float beta, cudaStream_t stream) {
+    const int64_t d = problem_.hidden_dim;
+    GemmShape shape{type_, outType, false, true, d, item.columns, item.tokens, hiddenLd_, ld, outLd};
+    gemm(state_.blas, shape, 1.0f, hiddenRows(item), buffer, beta, out, blasWorkspace_, kCublasWorkspaceBytes, stream);
+  }
+
+  // The item's grad_weight product (vocabulary rows from firstColumn) into the sink; `accumulator` is the
+  // fp32 accumulator's row for firstColumn.
+  void weightGemms(WeightSinkKind sink, const Item& item, const void* buffer, int64_t ld, int64_t firstColumn,
+                   float* accumulator, cudaStream_t stream) {
+    const int64_t d = problem_.hidden_dim;
+    const float beta = item.firstToken == 0 ? 0.0f : 1.0f;  // the first chunk overwrites
+    float* accumulate = outputs_.grad_weight_accumulate ? outputs_.grad_weight_accumulate + firstColumn * d : nullptr;
+    switch (sink) {
+      case WeightSinkKind::None: return;
+      case WeightSinkKind::Output:
+        weightGemm(item, buffer, ld,
+                   static_cast<char*>(outputs_.grad_weight) +
+                       std::size_t(firstColumn) * outputs_.grad_weight_stride * elementBytes(paramDType_),
+                   cudaType(paramDType_), outputs_.grad_weight_stride, beta, stream);
+        if (accumulate) weightGemm(item, buffer, ld, accumulate, CUDA_R_32F, d, 1.0f, stream);
+        return;
+      case WeightSinkKind::Accumulate:
+        weightGemm(item, buffer, ld, accumulate, CUDA_R_32F, d, 1.0f, stream);
+        return;
+      case WeightSinkKind::Accumulator:
+        weightGemm(item, buffer, ld, accumulator, CUDA_R_32F, d, beta, stream);
+        return;
+    }
+  }
+
+  // grad_weight rows [first, first + rows) from the fp32 accumulator (which starts at row `first`), and
+  // added to grad_weight_accumulate when given.
+  void convertAccumulator(const float* accumulator, int64_t first, int64_t rows, cudaStream_t stream) {
+    const int64_t d = problem_.hidden_dim;
+    launchConvert(paramDType_, accumulator, rows, d,
+                  static_cast<char*>(outputs_.grad_weight) +
+                      std::size_t(first) * outputs_.grad_weight_stride * elementBytes(paramDType_),
+                  outputs_.grad_weight_stride,
+                  outputs_.grad_weight_accumulate ? outputs_.grad_weight_accumulate + first * d : nullptr, stream);
+  }
+
+  // The item's grad_hidden rows = dx·W, scattered back to their tokens when compacting.
+  void gradHiddenGemm(const Item& item, const void* buffer, cudaStream_t stream) {
+    const int64_t d = problem_.hidden_dim;
+    char* rows = plan_.compact ? compactGradHidden_
+                               : static_cast<char*>(outputs_.grad_hidden) +
+                                     std::size_t(item.firstToken) * outputs_.grad_hidden_stride * e_;
+    const int64_t ld = plan_.compact ? d : outputs_.grad_hidden_stride;
+    GemmShape shape{type_, type_, false, false, d, item.tokens, problem_.vocab, problem_.weight_stride, plan_.logitsLd, ld};
+    gemm(state_.blas, shape, 1.0f, problem_.weight, buffer, 0.0f, rows, blasWorkspace_, kCublasWorkspaceBytes, stream);
+    if (plan_.compact)
+      launchScatterRows(problem_.dtype, compactGradHidden_, order_, item.firstToken, item.tokens, d,
+                        outputs_.grad_hidden, outputs_.grad_hidden_stride, stream);
+  }
+
+  DeviceState& state_;
+  const Problem& problem_;
+  const Options& options_;
+  const Outputs& outputs_;
+  const Plan& plan_;
+  const bool gradients_;
+  const std::size_t e_;
+  const cudaDataType_t type_;
+  const DType paramDType_;
+  const int64_t hiddenLd_;
+  float* const userLoss_;
+  LabelErrorReport* const report_;
+  Scalars* const scalars_;
+  int32_t* const targets_;
+  float* const rowLoss_;
+  float* const lse_;
+  float* const biasAccumulator_;
+  float* const weightAccumulator_;
+  int64_t* const order_;
+  char* const gathered_;
+  char* const compactGradHidden_;
+  char* const logits_;
+  void* const blasWorkspace_;
+  RowParams params_;
+};
 
 }  // namespace
 
@@ -404,30 +420,30 @@ std::size_t workspace_size(const Problem& problem, const Options& options, bool 
 
 void linear_cross_entropy(const Problem& problem, const Options& options, const Outputs& outputs,
                           Workspace workspace, const Context& context) {
-  const bool gradients = outputs.wants_gradients();
-  const Plan plan = makePlan(problem, options, &outputs, gradients);
-  validateForDevice(problem, options, outputs, workspace, plan);
+  const Plan plan = makePlan(problem, options, &outputs, outputs.wants_gradients());
+  validateForDevice(problem, options, outputs, workspace);
 
   DeviceState& state = deviceState();
   std::lock_guard<std::mutex> lock(state.mutex);
+  Schedule schedule(state, problem, options, outputs, workspace, plan);
   cudaStream_t callerStream = static_cast<cudaStream_t>(context.stream);
   if (plan.compact)
     recordAsGraph(callerStream, state.capture, state.recorded, callKey(problem, options, outputs, workspace),
-                  [&](cudaStream_t main) { issue(state, problem, options, outputs, workspace, plan, main); });
+                  [&](cudaStream_t main) { schedule.run(main); });
   else
-    issue(state, problem, options, outputs, workspace, plan, callerStream);
+    schedule.run(callerStream);
 }
 
 void scale_grads(const Problem& problem, const Outputs& outputs, const float* upstream, const Context& context) {
   cudaStream_t stream = static_cast<cudaStream_t>(context.stream);
-  const Strides strides = stridesOf(problem, outputs);
+  const DType params = param_grad_dtype(problem.dtype, outputs.param_grads);
   if (outputs.grad_hidden)
-    launchScale(problem.dtype, outputs.grad_hidden, problem.tokens, problem.hidden_dim, strides.gradHidden, upstream,
-                stream);
+    launchScale(problem.dtype, outputs.grad_hidden, problem.tokens, problem.hidden_dim, outputs.grad_hidden_stride,
+                upstream, stream);
   if (outputs.grad_weight)
-    launchScale(problem.dtype, outputs.grad_weight, problem.vocab, problem.hidden_dim, strides.gradWeight, upstream,
+    launchScale(params, outputs.grad_weight, problem.vocab, problem.hidden_dim, outputs.grad_weight_stride, upstream,
                 stream);
-  if (outputs.grad_bias) launchScale(problem.dtype, outputs.grad_bias, 1, problem.vocab, problem.vocab, upstream, stream);
+  if (outputs.grad_bias) launchScale(params, outputs.grad_bias, 1, problem.vocab, problem.vocab, upstream, stream);
 }
 
 void check(Workspace workspace, const Context& context) {

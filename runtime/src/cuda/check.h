@@ -1,6 +1,7 @@
 // The one error-checking macro of the CUDA backend: every CUDA runtime and cuBLASLt call goes through
-// LMFUSE_CUDA_CHECK, which throws lmfuse::Error naming the call, the file and the line. Kernel launches
-// are followed by LMFUSE_CUDA_CHECK(cudaGetLastError()).
+// LMFUSE_CUDA_CHECK, which fails (error.h: LMFUSE_FAIL, so the message reaches the caller prefixed by the
+// public function) naming the call, the file and the line. Kernel launches are followed by
+// LMFUSE_CUDA_CHECK(cudaGetLastError()).
 #pragma once
 
 #include <cublasLt.h>
@@ -8,7 +9,7 @@
 
 #include <string>
 
-#include "lmfuse/flce.h"
+#include "error.h"  // defines: LMFUSE_FAIL
 
 namespace lmfuse::detail::cuda {
 
@@ -20,8 +21,7 @@ inline bool isSuccess(cublasStatus_t status) { return status == CUBLAS_STATUS_SU
 template <typename Status>
 inline void checkStatus(Status status, const char* call, const char* file, int line) {
   if (!isSuccess(status))
-    throw Error(std::string("lmfuse CUDA backend: ") + call + " failed: " + statusName(status) + " (" + file +
-                ":" + std::to_string(line) + ")");
+    LMFUSE_FAIL("CUDA backend: " << call << " failed: " << statusName(status) << " (" << file << ":" << line << ")");
 }
 
 }  // namespace lmfuse::detail::cuda

@@ -11,7 +11,7 @@ cudaGraph_t capturingGraph(cudaStream_t stream) {
   cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
   cudaGraph_t graph = nullptr;
   LMFUSE_CUDA_CHECK(cudaStreamGetCaptureInfo(stream, &status, nullptr, &graph, nullptr, nullptr, nullptr));
-  if (status != cudaStreamCaptureStatusActive) throw Error("lmfuse CUDA backend: stream is not being captured");
+  if (status != cudaStreamCaptureStatusActive) LMFUSE_FAIL("CUDA backend: the stream is not being captured");
   return graph;
 }
 

@@ -55,8 +55,7 @@ std::unique_ptr<Prepared> prepare(cublasLtHandle_t handle, const GemmShape& s, s
   cublasLtMatmulPreferenceDestroy(preference);
   LMFUSE_CUDA_CHECK(status);
   if (found == 0)
-    throw Error("lmfuse CUDA backend: cuBLASLt has no algorithm for a " + std::to_string(s.m) + "x" +
-                std::to_string(s.n) + "x" + std::to_string(s.k) + " product");
+    LMFUSE_FAIL("CUDA backend: cuBLASLt has no algorithm for a " << s.m << "x" << s.n << "x" << s.k << " product");
   p->algo = result.algo;
   return p;
 }

@@ -3,6 +3,9 @@
 // chunk runs its GEMMs at low efficiency.
 #include "plan.h"
 
+#include "error.h"    // defines: LMFUSE_FAIL
+#include "storage.h"  // defines: param_grad_dtype
+
 #include <algorithm>
 #include <string>
 
@@ -48,8 +51,8 @@ int64_t compactGranule(int64_t tokens, int64_t maxChunk) {
 }
 
 [[noreturn]] void budgetTooSmall(std::size_t budget, std::size_t needed, const char* what) {
-  throw Error("lmfuse: options.workspace_budget of " + std::to_string(budget) + " bytes is too small for " +
-              what + " (needs at least " + std::to_string(needed) + " bytes)");
+  LMFUSE_FAIL("options.workspace_budget of " << budget << " bytes is too small for " << what << " (needs at least "
+                                             << needed << " bytes)");
 }
 
 }  // namespace
@@ -74,8 +77,13 @@ Plan makePlan(const Problem& problem, const Options& options, const Outputs* out
   plan.logitsLd = ceilDiv(v, padTo) * padTo;
 
   // With outputs unknown, gradients mean "every gradient" (workspaceBytes() takes the maximum over cases).
-  const bool wantsWeight = withGradients && (!outputs || outputs->grad_weight || outputs->grad_weight_accumulate);
-  const bool ownsWeight = withGradients && (!outputs || outputs->grad_weight);
+  const bool wantsOutput = withGradients && (!outputs || outputs->grad_weight);
+  const bool wantsAccumulate = withGradients && outputs && outputs->grad_weight_accumulate;
+  const bool wantsWeight = wantsOutput || wantsAccumulate;
+  // grad_weight in fp32 is its own accumulator; in a half type it needs one unless one chunk writes it.
+  const bool fp32Output =
+      param_grad_dtype(problem.dtype, outputs ? outputs->param_grads : ParamGradKind::ProblemDType) == DType::Float32;
+  const bool ownsWeight = wantsOutput && !fp32Output;
   const bool wantsBias = withGradients && (!outputs || outputs->grad_bias);
 
   Layout layout;
@@ -106,6 +114,12 @@ Plan makePlan(const Problem& problem, const Options& options, const Outputs* out
   // Low-memory mode keeps its small default budget for every pass, with or without grad_weight.
   if (mode == MemoryMode::LowMemory && budget == 0) budget = kDefaultLowMemoryBudget;
   plan.lowMemory = withGradients && wantsWeight && mode == MemoryMode::LowMemory;
+  const WeightSinkKind sink = ownsWeight ? WeightSinkKind::Accumulator
+                              : wantsOutput ? WeightSinkKind::Output
+                              : wantsAccumulate ? WeightSinkKind::Accumulate
+                                                : WeightSinkKind::None;
+  plan.weightSink = plan.lowMemory ? WeightSinkKind::None : sink;
+  plan.sliceWeightSink = plan.lowMemory ? sink : WeightSinkKind::None;
 
   std::size_t logitsRegion = 0;
   if (!plan.lowMemory) {
@@ -159,10 +173,13 @@ Plan makePlan(const Problem& problem, const Options& options, const Outputs* out
     plan.logitsBufferBytes = alignUp(std::size_t(plan.chunkTokens) * rowBytes, kAlign);
     logitsRegion = std::size_t(plan.logitsBuffers) * plan.logitsBufferBytes;
     plan.ownWeightAccumulator = ownsWeight && !plan.singleChunk;
-    if (plan.singleChunk)
+    if (plan.singleChunk) {
       plan.oneChunkTokens = n;
-    else if (oneChunk > 0)
+      plan.weightSink = WeightSinkKind::Output;
+    } else if (oneChunk > 0 && !wantsAccumulate) {
+      // (With grad_weight_accumulate too, the accumulator's conversion adds to it: no second GEMM.)
       plan.oneChunkTokens = std::min<int64_t>(oneChunk, int64_t((accumulatorBytes + logitsRegion) / rowBytes));
+    }
   } else {
     if (budget < fixed + 2 * rowBytes) budgetTooSmall(budget, fixed + 2 * rowBytes, "two logits rows");
     const std::size_t available = budget - fixed;
@@ -212,6 +229,31 @@ Plan makePlan(const Problem& problem, const Options& options, const Outputs* out
                               std::size_t(plan.sliceVocab) * std::size_t(d) * 4};
   plan.totalBytes = layout.end();
   return plan;
+}
+
+PassPlan passPlan(const Plan& plan, int64_t tokens) {
+  PassPlan pass;
+  pass.weight = plan.weightSink;
+  if (plan.singleChunk) {
+    pass.chunkTokens = tokens;
+    pass.chunks = 1;
+    return pass;
+  }
+  if (plan.weightSink == WeightSinkKind::Accumulator && tokens <= plan.oneChunkTokens) {
+    // One chunk over the accumulator's region and the logits buffer (plan.h): no accumulator needed.
+    pass.chunkTokens = tokens;
+    pass.chunks = 1;
+    pass.weight = WeightSinkKind::Output;
+    pass.logitsOverAccumulator = true;
+    return pass;
+  }
+  if (plan.compact) {
+    balanceChunks(tokens, plan.chunkTokens, pass.chunkTokens, pass.chunks);
+  } else {
+    pass.chunkTokens = plan.chunkTokens;
+    pass.chunks = plan.chunks;
+  }
+  return pass;
 }
 
 std::size_t workspaceBytes(const Problem& problem, const Options& options, bool withGradients) {

@@ -36,6 +36,24 @@ struct Region {
   std::size_t bytes = 0;
 };
 
+/// Where a pass's grad_weight GEMMs write: decided here, once, and only followed by backend.cpp.
+enum class WeightSinkKind : int {
+  None,         // no grad_weight in this pass (none asked, or the low-memory slice pass computes it)
+  Output,       // straight into grad_weight in its storage type: beta 0 for the first chunk, 1 after, so only
+                //   for one chunk or fp32 storage (ParamGradKind::Float32, or an fp32 problem: grad_weight is
+                //   its own accumulator); grad_weight_accumulate, when given too, gets a second GEMM (beta 1)
+  Accumulate,   // only grad_weight_accumulate: every chunk adds to it (beta 1)
+  Accumulator,  // the workspace's fp32 accumulator (beta 0, then 1), converted once into grad_weight (and
+                //   added to grad_weight_accumulate when given)
+};
+
+/// One full-vocabulary pass over a token count (all N, or one compaction branch's count).
+struct PassPlan {
+  int64_t chunkTokens = 0, chunks = 0;
+  WeightSinkKind weight = WeightSinkKind::None;
+  bool logitsOverAccumulator = false;  // its one chunk's logits span the accumulator's region and the buffer
+};
+
 struct Plan {
   bool gradients = false;
   bool lowMemory = false;
@@ -54,6 +72,10 @@ struct Plan {
   int64_t gatheredTokens = 0;         // compaction: rows of the gathered and compact grad_hidden buffers
   int64_t compactGranule = 0;         // compaction: branch r covers min(N, (r + 1)·granule) tokens
   int64_t compactBranches = 0;
+  // grad_weight's sink in the chunked full pass (PassPlan may pick Output for a pass of one chunk), and in
+  // the low-memory slice pass.
+  WeightSinkKind weightSink = WeightSinkKind::None;
+  WeightSinkKind sliceWeightSink = WeightSinkKind::None;
   // LowMemory only: the grad_weight pass over vocabulary slices.
   int64_t sliceVocab = 0;
   int64_t slices = 0;
@@ -69,6 +91,10 @@ struct Plan {
 
 /// The plan for this problem and these outputs (null: every gradient); throws Error naming workspace_budget or chunk_tokens when they cannot work.
 Plan makePlan(const Problem& problem, const Options& options, const Outputs* outputs, bool withGradients);
+
+/// How the full-vocabulary pass runs over its first `tokens` tokens (plan.tokens, or a compaction
+/// branch's count): its chunks and where its grad_weight goes.
+PassPlan passPlan(const Plan& plan, int64_t tokens);
 
 /// What workspace_size() returns: enough for any combination of requested outputs.
 std::size_t workspaceBytes(const Problem& problem, const Options& options, bool withGradients);
