@@ -7,6 +7,7 @@
 #include <torch/autograd.h>
 
 #include "autocast_rule.h"
+#include "distributed_mean.h"
 #include "fused_call.h"
 
 namespace lmfuse {
@@ -131,6 +132,8 @@ torch::Tensor linear_cross_entropy(const torch::Tensor& hidden_, const torch::Te
   const torch::Tensor &hidden = cast.hidden, &weight = cast.weight, &bias = cast.bias;
   LossOptions options = options_;
   options.dtype(cast.lossDtype);
+  if (options.process_group())  // data parallel: the Mean's divisor counted over the group (distributed_mean.h)
+    options = distributed_detail::withGlobalMean(hidden, weight, bias, labels, options);
   torch_detail::countFusedCall();
   const bool needsGraph = torch::GradMode::is_enabled() &&
                           ((hidden.defined() && hidden.requires_grad()) ||

@@ -38,7 +38,13 @@
 
 #include <lmfuse/flce.h>  // defines: Reduction, MemoryMode, the runtime this adapter calls
 
+#include <memory>
+
 namespace lmfuse {
+
+/// A c10d process group, defined in <lmfuse/distributed.h> (kept out of this header, which every
+/// rewritten model includes).
+struct ProcessGroupHandle;
 
 struct LossOptions {
   /// Rows whose label equals this are ignored (LibTorch's default: -100).
@@ -59,6 +65,9 @@ struct LossOptions {
   /// Mean divisor (e.g. HF's num_items_in_batch): a one-element tensor on hidden's device, read on
   /// the device without a synchronisation. Undefined = the number of valid tokens.
   TORCH_ARG(torch::Tensor, n_items) = {};
+  /// Data parallel: the Mean's divisor is the count of labelled tokens summed over this group (see
+  /// <lmfuse/distributed.h>: lmfuse::distributed_group(pg)); null = this process's tokens only.
+  TORCH_ARG(std::shared_ptr<const ProcessGroupHandle>, process_group) = nullptr;
   /// How the runtime trades memory for speed in the weight gradient (see flce.h).
   TORCH_ARG(lmfuse::MemoryMode, memory) = lmfuse::MemoryMode::Auto;
   /// Tokens per chunk; 0 = chosen by the runtime from its workspace budget.
