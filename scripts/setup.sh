@@ -2,7 +2,7 @@
 # Installs, from Debian's packages, what lmfuse needs and the machine lacks; does nothing when all is there.
 set -euo pipefail
 
-packages=(cmake ninja-build g++ libclang-19-dev llvm-19-dev clang-19 libfmt-dev catch2 libtorch-dev)
+packages=(cmake ninja-build g++ libclang-19-dev llvm-19-dev clang-19 libfmt-dev catch2 libtorch-dev libgloo-dev)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
