@@ -80,6 +80,10 @@ llvm::json::Object siteToJson(const SiteRecord &Site) {
       {"reason", reasonCode(Site.Reason)},
       {"detail", Site.Detail},
   };
+  if (Site.DetailLine) {  // where the site's diagnostic note points
+    Object["detail_line"] = int64_t(Site.DetailLine);
+    Object["detail_column"] = int64_t(Site.DetailColumn);
+  }
   if (Site.Status == SiteStatus::Patched || Site.Options) {
     Object["head"] = Site.Head;
     Object["loss"] = Site.Loss;
@@ -135,6 +139,8 @@ llvm::Expected<SiteRecord> siteFromJson(const llvm::json::Value &Value) {
     return Malformed("reason");
   String("head", Site.Head);
   String("loss", Site.Loss);
+  Unsigned("detail_line", Site.DetailLine);
+  Unsigned("detail_column", Site.DetailColumn);
   if (const llvm::json::Object *Options = Object->getObject("options")) {
     PatchedOptions Patched;
     auto IgnoreIndex = Options->getInteger("ignore_index");

@@ -8,11 +8,12 @@
 #include <set>
 #include <tuple>
 
+#include "audit.h"
+#include "command_line.h"
 #include "edit_set.h"
 #include "rewrite.h"
 #include "verify.h"
 
-#include "clang/Tooling/ArgumentsAdjusters.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/Path.h"
@@ -25,21 +26,17 @@ namespace lmfuse::rewriter {
 using clang::tooling::CompileCommand;
 using clang::tooling::Replacement;
 
-std::vector<std::string> adjustedCommandLine(const CompileCommand &Command, const DriverOptions &Options) {
-  using namespace clang::tooling;
-  ArgumentsAdjuster Adjust = combineAdjusters(
-      combineAdjusters(getClangStripOutputAdjuster(), getClangStripDependencyFileAdjuster()),
-      getClangSyntaxOnlyAdjuster());
-  CommandLineArguments Extra;
-  if (!Options.ResourceDir.empty())
-    Extra.push_back("-resource-dir=" + Options.ResourceDir);
-  // After the user's own -I: a project that vendors its own copy of lmfuse keeps it.
-  for (const std::string &Dir : Options.HeaderDirs) {
-    Extra.push_back("-I");
-    Extra.push_back(Dir);
-  }
-  Adjust = combineAdjusters(Adjust, getInsertArgumentAdjuster(Extra, ArgumentInsertPosition::END));
-  return Adjust(Command.CommandLine, Command.Filename);
+std::vector<std::string> adjustedCommandLine(const CompileCommand &Command, const DriverOptions &Options,
+                                             std::vector<std::string> *Dropped) {
+  CommandLineOptions Adjust{Options.ResourceDir, Options.HeaderDirs, Options.ExtraArgs, Options.ExtraArgsBefore};
+  AdjustedCommand Adjusted = adjustCommand(Command, Adjust);
+  if (Dropped)
+    *Dropped = std::move(Adjusted.Dropped);
+  return std::move(Adjusted.Arguments);
+}
+
+bool isSkipReason(ReasonKind Reason) {
+  return Reason == ReasonKind::NoCompileCommand || Reason == ReasonKind::Unreadable;
 }
 
 void failPatchedSites(std::vector<SiteRecord> &Sites, llvm::StringRef File, ReasonKind Reason,
@@ -50,6 +47,22 @@ void failPatchedSites(std::vector<SiteRecord> &Sites, llvm::StringRef File, Reas
       Site.Reason = Reason;
       Site.Detail = Detail.str();
     }
+}
+
+void failWrite(std::vector<SiteRecord> &Sites, llvm::StringRef File, llvm::StringRef Detail) {
+  failPatchedSites(Sites, File, ReasonKind::WriteFailed, Detail);
+  for (const SiteRecord &Site : Sites)
+    if (Site.File == File && Site.Status == SiteStatus::Failed && Site.Reason == ReasonKind::WriteFailed)
+      return;
+  SiteRecord Site;
+  Site.File = File.str();
+  Site.Line = 1;
+  Site.Column = 1;
+  Site.Status = SiteStatus::Failed;
+  Site.Reason = ReasonKind::WriteFailed;
+  Site.Detail = Detail.str();
+  Sites.push_back(std::move(Site));
+  sortSites(Sites);
 }
 
 namespace {
@@ -151,15 +164,40 @@ DriverResult runDriver(const clang::tooling::CompilationDatabase &Compilations,
   llvm::SmallString<256> CurrentDirectory;
   llvm::sys::fs::current_path(CurrentDirectory);
 
-  // 1. One job per input file that has a real compile command and can be read.
+  // 1. One job per input file that has a real compile command and can be read. A skipped input still
+  //    gets an audit entry, so the audit names every file of the command line.
   std::vector<Job> Units;
   std::set<std::string> Seen;
+  std::set<std::string> DroppedFlags;
+  auto Skip = [&](const std::string &Input, const std::string &File, ReasonKind Reason, const std::string &Why) {
+    Result.Skipped.push_back(Input + ": " + Why);
+    SiteRecord Site;
+    Site.File = File;
+    Site.Line = 1;
+    Site.Column = 1;
+    Site.Status = SiteStatus::Failed;
+    Site.Reason = Reason;
+    Site.Detail = "skipped: " + Why;
+    Result.Sites.push_back(std::move(Site));
+  };
   for (const std::string &Input : Files) {
     std::string File = canonicalPath(Input, CurrentDirectory);
     if (!Seen.insert(File).second)
       continue;
+    // Checked before any read: a FIFO would block the read forever, /dev/zero would never end.
+    llvm::sys::fs::file_status Status;
+    if (std::error_code EC = llvm::sys::fs::status(File, Status)) {
+      Skip(Input, File, ReasonKind::Unreadable, "cannot read it: " + EC.message());
+      continue;
+    }
+    if (Status.type() != llvm::sys::fs::file_type::regular_file) {
+      Skip(Input, File, ReasonKind::Unreadable,
+           Status.type() == llvm::sys::fs::file_type::directory_file ? "is a folder, not a source file"
+                                                                      : "is not a regular file (a device, FIFO or socket)");
+      continue;
+    }
     if (auto Buffer = llvm::MemoryBuffer::getFile(File); !Buffer) {
-      Result.Skipped.push_back(Input + ": cannot read it: " + Buffer.getError().message());
+      Skip(Input, File, ReasonKind::Unreadable, "cannot read it: " + Buffer.getError().message());
       continue;
     }
     // The database may spell the file through a symlink that canonicalPath() resolved.
@@ -169,20 +207,30 @@ DriverResult runDriver(const clang::tooling::CompilationDatabase &Compilations,
           !AsGiven.empty() && AsGiven.front().Heuristic.empty())
         Commands = std::move(AsGiven);
     if (Commands.empty()) {
-      Result.Skipped.push_back(Input + ": no compile command for it (give -p <build dir> with a "
-                                       "compile_commands.json that lists it, or the flags after --)");
+      Skip(Input, File, ReasonKind::NoCompileCommand,
+           "no compile command for it (give -p <build dir> with a compile_commands.json that lists it, or the "
+           "flags after --)");
       continue;
     }
     if (!Commands.front().Heuristic.empty()) {
-      Result.Skipped.push_back(Input + ": compile_commands.json does not list it (the only command is " +
-                               Commands.front().Heuristic + "); lmfuse never guesses flags");
+      Skip(Input, File, ReasonKind::NoCompileCommand,
+           "compile_commands.json does not list it (the only command is " + Commands.front().Heuristic +
+               "); lmfuse never guesses flags");
       continue;
     }
     Job Unit;
     Unit.File = File;
     Unit.Command = Commands.front();
-    Unit.CommandLine = adjustedCommandLine(Unit.Command, Options);
+    std::vector<std::string> Dropped;
+    Unit.CommandLine = adjustedCommandLine(Unit.Command, Options, &Dropped);
+    DroppedFlags.insert(Dropped.begin(), Dropped.end());
     Units.push_back(std::move(Unit));
+  }
+  if (!DroppedFlags.empty()) {
+    std::string Names;
+    for (const std::string &Flag : DroppedFlags)
+      Names += (Names.empty() ? "" : " ") + Flag;
+    Result.Notes.push_back("dropped flags Clang does not know: " + Names);
   }
   Result.TranslationUnits = Units.size();
 
@@ -209,7 +257,9 @@ DriverResult runDriver(const clang::tooling::CompilationDatabase &Compilations,
 
   // 3. Merge sites and edits.
   std::set<std::string> Disagreeing;
+  std::vector<SiteRecord> SkippedSites = std::move(Result.Sites);
   Result.Sites = mergeSites(Units, Disagreeing);
+  Result.Sites.insert(Result.Sites.end(), SkippedSites.begin(), SkippedSites.end());
   EditSet Edits;
   for (const Job &Unit : Units)
     for (const Replacement &Edit : Unit.Outcome.Edits)
@@ -236,6 +286,7 @@ DriverResult runDriver(const clang::tooling::CompilationDatabase &Compilations,
       continue;
     }
     Originals[File] = (*Buffer)->getBuffer().str();
+    Edits.fitTo(File, Originals[File]);
     std::string Conflict = Edits.conflictFor(File, Originals[File]);
     if (Conflict.empty() && Disagreeing.count(File))
       Conflict = "translation units disagree on which sites of " + File + " to patch";
@@ -315,6 +366,7 @@ DriverResult runDriver(const clang::tooling::CompilationDatabase &Compilations,
       Options.Cache->store(Unit.Command, Unit.Outcome);
   }
   Result.FilesRead.assign(AllRead.begin(), AllRead.end());
+  sortSites(Result.Sites);
   return Result;
 }
 

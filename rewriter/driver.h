@@ -40,6 +40,8 @@ public:
 struct DriverOptions {
   std::string ResourceDir;              ///< the Clang resource directory (stddef.h and friends)
   std::vector<std::string> HeaderDirs;  ///< where <lmfuse/torch.h> and <lmfuse/flce.h> are found
+  std::vector<std::string> ExtraArgs;        ///< --extra-arg: appended to every compile command
+  std::vector<std::string> ExtraArgsBefore;  ///< --extra-arg-before: prepended to every compile command
   std::string EditRoot;                 ///< canonical; edits outside it are never kept ("" = anywhere)
   unsigned Jobs = 1;                    ///< translation units parsed at once
   bool Progress = false;                ///< one line per file on stderr
@@ -56,15 +58,21 @@ struct FileRewrite {
 struct DriverResult {
   std::vector<SiteRecord> Sites;      ///< one per site, sorted by file, line, column
   std::vector<FileRewrite> Rewrites;  ///< verified, in path order
-  std::vector<std::string> Skipped;   ///< one message per file that was not processed
+  /// One message per file that was not processed; each also has a failed site (reason
+  /// no-compile-command or unreadable) in Sites, so the audit names every input.
+  std::vector<std::string> Skipped;
+  std::vector<std::string> Notes;     ///< things the user should know that changed nothing (dropped flags)
   std::vector<std::string> FilesRead; ///< union over all units, canonical, sorted
   unsigned TranslationUnits = 0, CachedTranslationUnits = 0;
 };
 
-/// The command line a parse runs: the compile command made -fsyntax-only, outputs and dependency files
-/// stripped, the pinned resource directory and the lmfuse header directories appended.
+/// The command line a parse runs (see command_line.h); the flags dropped from it are left in Dropped.
 std::vector<std::string> adjustedCommandLine(const clang::tooling::CompileCommand &Command,
-                                             const DriverOptions &Options);
+                                             const DriverOptions &Options,
+                                             std::vector<std::string> *Dropped = nullptr);
+
+/// Whether Reason marks an input that was skipped rather than a site that failed (exit status 2, not 1).
+bool isSkipReason(ReasonKind Reason);
 
 DriverResult runDriver(const clang::tooling::CompilationDatabase &Compilations,
                        llvm::ArrayRef<std::string> Files, const PatternSet &Patterns,
@@ -73,5 +81,9 @@ DriverResult runDriver(const clang::tooling::CompilationDatabase &Compilations,
 /// Every Patched site of File becomes Failed with Reason and Detail (its edits were not written).
 void failPatchedSites(std::vector<SiteRecord> &Sites, llvm::StringRef File, ReasonKind Reason,
                       llvm::StringRef Detail);
+
+/// File could not be written: its patched sites become failed/write-failed, and when none of its sites
+/// says so (a plain --out-dir copy, a file of refused sites) a file-level failed entry at 1:1 is added.
+void failWrite(std::vector<SiteRecord> &Sites, llvm::StringRef File, llvm::StringRef Detail);
 
 }  // namespace lmfuse::rewriter

@@ -4,7 +4,9 @@
 #include "edit_set.h"
 
 #include <algorithm>
+#include <cstdio>
 
+#include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/SmallString.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/Path.h"
@@ -199,14 +201,58 @@ void printDiffLine(llvm::raw_ostream &OS, char Marker, llvm::StringRef Line) {
     OS << "\n\\ No newline at end of file\n";
 }
 
+// A string literal naming File: quotes and backslashes escaped, control characters (a newline in a path)
+// as octal escapes, which #line decodes like any string literal.
 std::string quotedForLineDirective(llvm::StringRef File) {
   std::string Quoted = "\"";
-  for (char C : File) {
-    if (C == '\\' || C == '"')
+  for (unsigned char C : File) {
+    if (C == '\\' || C == '"') {
       Quoted += '\\';
-    Quoted += C;
+      Quoted += char(C);
+    } else if (C < 0x20 || C == 0x7f) {
+      char Octal[5];
+      std::snprintf(Octal, sizeof Octal, "\\%03o", unsigned(C));
+      Quoted += Octal;
+    } else {
+      Quoted += char(C);
+    }
   }
   return Quoted + "\"";
+}
+
+// A diff header's file name the way GNU diff writes it and `patch` reads it: as is when it is plain,
+// else C-quoted (spaces, quotes, backslashes, control characters).
+std::string quotedForDiffHeader(llvm::StringRef File) {
+  bool Plain = llvm::all_of(File, [](unsigned char C) { return C > 0x20 && C != 0x7f && C != '"' && C != '\\'; });
+  if (Plain)
+    return File.str();
+  std::string Quoted = "\"";
+  for (unsigned char C : File) {
+    switch (C) {
+    case '"': Quoted += "\\\""; break;
+    case '\\': Quoted += "\\\\"; break;
+    case '\n': Quoted += "\\n"; break;
+    case '\t': Quoted += "\\t"; break;
+    case '\r': Quoted += "\\r"; break;
+    default:
+      if (C < 0x20 || C == 0x7f) {
+        char Octal[5];
+        std::snprintf(Octal, sizeof Octal, "\\%03o", unsigned(C));
+        Quoted += Octal;
+      } else {
+        Quoted += char(C);
+      }
+    }
+  }
+  return Quoted + "\"";
+}
+
+constexpr llvm::StringLiteral ByteOrderMark = "\xEF\xBB\xBF";
+
+// The line ending a file uses, judged by its first line ("\n" for a file without one).
+llvm::StringRef newlineOf(llvm::StringRef Contents) {
+  size_t End = Contents.find('\n');
+  return End != llvm::StringRef::npos && End > 0 && Contents[End - 1] == '\r' ? "\r\n" : "\n";
 }
 
 }  // namespace
@@ -220,7 +266,8 @@ std::string unifiedDiff(llvm::StringRef File, llvm::StringRef Contents, const Re
   llvm::raw_string_ostream OS(Out);
   if (Blocks.empty())
     return Out;
-  OS << "--- " << File << "\n+++ " << File << "\n";
+  std::string Shown = quotedForDiffHeader(File);
+  OS << "--- " << Shown << "\n+++ " << Shown << "\n";
   long Delta = 0;  // new line number minus old line number, before the current hunk
   for (size_t I = 0; I < Blocks.size();) {
     // A hunk: blocks whose context windows touch.
@@ -258,18 +305,45 @@ std::string unifiedDiff(llvm::StringRef File, llvm::StringRef Contents, const Re
 std::string rewrittenWithLineDirectives(llvm::StringRef File, llvm::StringRef Contents,
                                         const Replacements &Edits) {
   std::string Quoted = quotedForLineDirective(File);
-  std::string Out = "#line 1 " + Quoted + "\n";
-  unsigned Cursor = 0;
+  llvm::StringRef Newline = newlineOf(Contents);
+  // A byte-order mark stays the first bytes of the copy, before the directive.
+  unsigned Cursor = Contents.starts_with(ByteOrderMark) ? ByteOrderMark.size() : 0;
+  std::string Out = Contents.take_front(Cursor).str() + "#line 1 " + Quoted + Newline.str();
   for (const LineBlock &Block : lineBlocks(Contents, Edits)) {
     Out += Contents.slice(Cursor, Block.BeginOffset);
-    Out += Block.NewText;
+    // The first line's block starts with the byte-order mark already written above (edits never touch it).
+    Out += llvm::StringRef(Block.NewText).drop_front(Cursor > Block.BeginOffset ? Cursor - Block.BeginOffset : 0);
     Cursor = Block.EndOffset;
     if (Cursor < Contents.size()) {  // a block that ends before the end of the file ends with a newline
-      Out += "#line " + std::to_string(Block.EndLine + 1) + " " + Quoted + "\n";
+      Out += "#line " + std::to_string(Block.EndLine + 1) + " " + Quoted + Newline.str();
     }
   }
   Out += Contents.substr(Cursor);
   return Out;
+}
+
+void EditSet::fitTo(llvm::StringRef File, llvm::StringRef Contents) {
+  auto It = ByFile.find(File.str());
+  if (It == ByFile.end())
+    return;
+  unsigned Mark = Contents.starts_with(ByteOrderMark) ? ByteOrderMark.size() : 0;
+  bool Crlf = newlineOf(Contents) == "\r\n";
+  std::set<EditKey> Fitted;
+  for (auto [Offset, Length, Text] : It->second) {
+    if (Offset < Mark && Length == 0)
+      Offset = Mark;  // an insertion at the top goes after the mark, never before it
+    if (Crlf) {
+      std::string WithCr;
+      for (size_t I = 0; I < Text.size(); ++I) {
+        if (Text[I] == '\n' && (I == 0 || Text[I - 1] != '\r'))
+          WithCr += '\r';
+        WithCr += Text[I];
+      }
+      Text = std::move(WithCr);
+    }
+    Fitted.insert({Offset, Length, std::move(Text)});
+  }
+  It->second = std::move(Fitted);
 }
 
 }  // namespace lmfuse::rewriter

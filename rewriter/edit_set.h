@@ -27,6 +27,9 @@ public:
   clang::tooling::Replacements editsFor(llvm::StringRef File) const;
   /// Why File's edits conflict ("" when they do not), naming the two edits' lines.
   std::string conflictFor(llvm::StringRef File, llvm::StringRef Contents) const;
+  /// Makes File's edits fit the file as it is: an insertion at the very top goes after a UTF-8
+  /// byte-order mark, and inserted line breaks become "\r\n" in a file whose lines end so.
+  void fitTo(llvm::StringRef File, llvm::StringRef Contents);
   /// Forgets every edit of File (it will not be written).
   void drop(llvm::StringRef File);
   bool empty() const { return ByFile.empty(); }
@@ -47,12 +50,14 @@ unsigned lineOfOffset(llvm::StringRef Contents, unsigned Offset);
 llvm::Expected<std::string> applyEdits(llvm::StringRef File, llvm::StringRef Contents,
                                        const clang::tooling::Replacements &Edits);
 
-/// A unified diff (`--- a/…`, `+++ b/…`, three lines of context) that `patch -p0`-style tools apply.
+/// A unified diff (`--- File`, `+++ File`, three lines of context) that `patch -p0` applies; a name with
+/// spaces, quotes or control characters is C-quoted the way GNU diff writes it.
 std::string unifiedDiff(llvm::StringRef File, llvm::StringRef Contents,
                         const clang::tooling::Replacements &Edits);
 
 /// The rewritten contents with `#line` directives, so a compiler reading the copy reports the
-/// original file and its original line numbers everywhere outside the edited lines.
+/// original file and its original line numbers everywhere outside the edited lines. A byte-order mark
+/// stays first, the directives end lines the way the file does, and File is escaped as a string literal.
 std::string rewrittenWithLineDirectives(llvm::StringRef File, llvm::StringRef Contents,
                                         const clang::tooling::Replacements &Edits);
 

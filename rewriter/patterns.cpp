@@ -5,8 +5,10 @@
 #include <algorithm>
 #include <string>
 
+#include "llvm/Support/FileSystem.h"
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/SourceMgr.h"
+#include "llvm/Support/YAMLParser.h"
 #include "llvm/Support/YAMLTraits.h"
 #include "llvm/Support/raw_ostream.h"
 
@@ -18,6 +20,10 @@ LLVM_YAML_IS_SEQUENCE_VECTOR(lmfuse::rewriter::LossPattern)
 LLVM_YAML_IS_SEQUENCE_VECTOR(lmfuse::rewriter::ReductionPattern)
 
 namespace llvm::yaml {
+
+// Validation runs even after a key failed to parse; the first error is the one to show, and the half-read
+// pattern would only add misleading ones ("names no head").
+bool failedAlready(IO &Io) { return !Io.outputting() && static_cast<Input &>(Io).error(); }
 
 template <typename Value> struct CustomMappingTraits<std::map<std::string, Value>> {
   static void inputOne(IO &Io, StringRef Key, std::map<std::string, Value> &Map) {
@@ -46,6 +52,13 @@ template <> struct MappingTraits<FunctionHeadPattern> {
     Io.mapRequired("weight", P.Weight);
     Io.mapRequired("bias", P.Bias);
   }
+  static std::string validate(IO &Io, FunctionHeadPattern &P) {
+    if (failedAlready(Io))
+      return "";
+    if (P.Input == P.Weight || P.Input == P.Bias || P.Weight == P.Bias)
+      return "head '" + P.Callee + "': 'input', 'weight' and 'bias' must name three different arguments";
+    return "";
+  }
 };
 
 template <> struct MappingTraits<LossPattern> {
@@ -58,7 +71,18 @@ template <> struct MappingTraits<LossPattern> {
     Io.mapOptional("unsupported_setters", P.UnsupportedSetters);
     Io.mapOptional("positional", P.Positional);
   }
-  static std::string validate(IO &, LossPattern &P) {
+  static std::string validate(IO &Io, LossPattern &P) {
+    if (failedAlready(Io))
+      return "";  // the first error is the one to show; the half-read pattern proves nothing more
+    if (P.Input == P.Target)
+      return "loss '" + P.Callee + "': 'input' and 'target' name the same argument";
+    if (P.OptionsArgument >= 0 &&
+        (unsigned(P.OptionsArgument) == P.Input || unsigned(P.OptionsArgument) == P.Target))
+      return "loss '" + P.Callee + "': 'options_argument' names the input or target argument";
+    for (const auto &[Option, Index] : P.Positional)
+      if (Index < 0 || unsigned(Index) == P.Input || unsigned(Index) == P.Target)
+        return "loss '" + P.Callee + "': 'positional' option '" + Option +
+               "' names a negative index or the input or target argument";
     if (P.OptionsArgument < 0 && P.Positional.empty())
       return "loss '" + P.Callee + "' needs 'options_argument' with 'setters', or 'positional'";
     // The options the rewrite carries over to the runtime (loss_options.cpp); a positional pattern may
@@ -82,7 +106,9 @@ template <> struct MappingTraits<ReductionPattern> {
     Io.mapRequired("integer", P.Integer);
     Io.mapRequired("value", P.Value);
   }
-  static std::string validate(IO &, ReductionPattern &P) {
+  static std::string validate(IO &Io, ReductionPattern &P) {
+    if (failedAlready(Io))
+      return "";
     if (P.Value != "mean" && P.Value != "sum" && P.Value != "none")
       return "reduction value '" + P.Value + "' is not one of mean, sum, none";
     return "";
@@ -121,7 +147,9 @@ template <> struct MappingTraits<ReplacementPattern> {
     Io.mapOptional("hoisted_hidden", P.HoistedHidden, std::string("lmfuse_hidden"));
     Io.mapOptional("loss_dtype_setter", P.LossDtypeSetter, std::string());
   }
-  static std::string validate(IO &, ReplacementPattern &P) {
+  static std::string validate(IO &Io, ReplacementPattern &P) {
+    if (failedAlready(Io))
+      return "";
     if (!P.Reductions.count("mean") || !P.Reductions.count("sum"))
       return "replacement 'reductions' needs both 'mean' and 'sum'";
     return "";
@@ -143,7 +171,9 @@ template <> struct MappingTraits<PatternSet> {
     Io.mapRequired("guards", P.Guards);
     Io.mapRequired("replacement", P.Replacement);
   }
-  static std::string validate(IO &, PatternSet &P) {
+  static std::string validate(IO &Io, PatternSet &P) {
+    if (failedAlready(Io))
+      return "";
     if (P.ModuleHeads.empty() && P.FunctionHeads.empty())
       return "the pattern set names no head ('module_heads' and 'function_heads' are empty)";
     if (P.Losses.empty())
@@ -171,6 +201,20 @@ llvm::Expected<PatternSet> lmfuse::rewriter::parsePatterns(llvm::StringRef Yaml,
     llvm::raw_string_ostream Stream(*static_cast<std::string *>(Context));
     Diagnostic.print(nullptr, Stream, /*ShowColors=*/false);
   };
+  // YAML I/O reads an empty stream (nothing, only comments, only `---`) as no document and leaves every
+  // field empty without an error; such a file is refused here, before anything reads the empty set.
+  {
+    llvm::SourceMgr Sources;
+    llvm::yaml::Stream Documents(llvm::MemoryBufferRef(Yaml, BufferName), Sources);
+    Sources.setDiagHandler([](const llvm::SMDiagnostic &, void *) {});
+    llvm::yaml::document_iterator First = Documents.begin();
+    if (First == Documents.end() || !First->getRoot() || llvm::isa<llvm::yaml::NullNode>(First->getRoot()))
+      return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                     "%s:1:1: error: the pattern file holds no rule set (it is empty, only "
+                                     "comments or only '---'); expected a mapping with 'name', 'version', "
+                                     "'losses', ...",
+                                     BufferName.str().c_str());
+  }
   PatternSet Patterns;
   llvm::yaml::Input Input(llvm::MemoryBufferRef(Yaml, BufferName), nullptr, Collect, &Messages);
   Input >> Patterns;
@@ -199,6 +243,11 @@ llvm::Expected<PatternSet> lmfuse::rewriter::parsePatterns(llvm::StringRef Yaml,
 }
 
 llvm::Expected<PatternSet> lmfuse::rewriter::loadPatternFile(llvm::StringRef Path) {
+  // Checked before reading: a FIFO would block the read, /dev/zero would never end.
+  llvm::sys::fs::file_status Status;
+  if (!llvm::sys::fs::status(Path, Status) && Status.type() != llvm::sys::fs::file_type::regular_file)
+    return llvm::createStringError(llvm::inconvertibleErrorCode(), "cannot read pattern file %s: not a regular file",
+                                   Path.str().c_str());
   auto Buffer = llvm::MemoryBuffer::getFile(Path, /*IsText=*/true);
   if (!Buffer)
     return llvm::createStringError(Buffer.getError(), "cannot read pattern file %s: %s",

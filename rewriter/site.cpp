@@ -37,6 +37,8 @@ constexpr ReasonEntry Reasons[] = {
     {ReasonKind::EditConflict, "edit-conflict",
      "translation units asked for different edits to the same file"},
     {ReasonKind::WriteFailed, "write-failed", "the rewritten file could not be written"},
+    {ReasonKind::NoCompileCommand, "no-compile-command", "the file was skipped: no compile command lists it"},
+    {ReasonKind::Unreadable, "unreadable", "the file was skipped: it cannot be read as a source file"},
 };
 
 const ReasonEntry &entry(ReasonKind Reason) {

@@ -32,6 +32,8 @@ enum class ReasonKind {
   ReparseFailed,
   EditConflict,
   WriteFailed,
+  NoCompileCommand,  ///< an input skipped: no compile command lists it
+  Unreadable,        ///< an input skipped: missing, unreadable or not a regular file
 };
 
 /// The audit's spelling: "patched", "already_patched", "unmatched", "failed", "suppressed".

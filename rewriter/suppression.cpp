@@ -1,6 +1,12 @@
-// Scans each file's text once for lmfuse NOLINT markers and remembers the suppressed lines.
+// Lexes each file once for lmfuse NOLINT markers in its comments and remembers the suppressed lines.
 #include "suppression.h"
 
+#include <optional>
+#include <utility>
+#include <vector>
+
+#include "clang/Basic/LangOptions.h"
+#include "clang/Lex/Lexer.h"
 #include "llvm/ADT/SmallVector.h"
 #include "llvm/ADT/StringRef.h"
 
@@ -41,26 +47,56 @@ MarkerKind markerOn(llvm::StringRef Line) {
 
 }  // namespace
 
+// Markers count only inside comments: the file is lexed raw with comments kept, so a "NOLINT(lmfuse)" in
+// a string literal or an identifier never suppresses. A marker in a block comment counts on the line
+// where the marker itself stands.
 const std::set<unsigned> &SuppressionIndex::linesOf(clang::FileID File) {
   auto Found = SuppressedLines.find(File);
   if (Found != SuppressedLines.end())
     return Found->second;
   std::set<unsigned> &Lines = SuppressedLines[File];
-  llvm::SmallVector<llvm::StringRef, 0> Text;
-  SM.getBufferData(File).split(Text, '\n');
+  std::optional<llvm::MemoryBufferRef> Buffer = SM.getBufferOrNone(File);
+  if (!Buffer)
+    return Lines;
+  clang::LangOptions Language;
+  Language.CPlusPlus = Language.CPlusPlus11 = Language.CPlusPlus14 = Language.CPlusPlus17 = true;
+  Language.LineComment = true;
+  clang::Lexer Raw(File, *Buffer, SM, Language);
+  Raw.SetCommentRetentionState(true);
+  // (line, marker) in file order.
+  std::vector<std::pair<unsigned, MarkerKind>> Markers;
+  llvm::StringRef Text = Buffer->getBuffer();
+  clang::Token Token;
+  do {
+    Raw.LexFromRawLexer(Token);
+    if (Token.isNot(clang::tok::comment))
+      continue;
+    unsigned Begin = SM.getFileOffset(Token.getLocation());
+    llvm::StringRef Comment = Text.substr(Begin, Token.getLength());
+    unsigned FirstLine = 1 + Text.take_front(Begin).count('\n');
+    llvm::SmallVector<llvm::StringRef, 4> CommentLines;
+    Comment.split(CommentLines, '\n');
+    for (unsigned I = 0; I < CommentLines.size(); ++I)
+      if (MarkerKind Kind = markerOn(CommentLines[I]); Kind != MarkerKind::None)
+        Markers.push_back({FirstLine + I, Kind});
+  } while (Token.isNot(clang::tok::eof));
+
   int Depth = 0;
-  for (unsigned Index = 0; Index < Text.size(); ++Index) {
-    unsigned LineNumber = Index + 1;
-    MarkerKind Kind = markerOn(Text[Index]);
-    if (Kind == MarkerKind::Begin)
-      ++Depth;
-    if (Depth > 0 || Kind == MarkerKind::Line)
-      Lines.insert(LineNumber);
-    if (Kind == MarkerKind::NextLine)
-      Lines.insert(LineNumber + 1);
-    if (Kind == MarkerKind::End && Depth > 0)
-      --Depth;
+  unsigned BeginLine = 0;
+  for (const auto &[Line, Kind] : Markers) {
+    if (Kind == MarkerKind::Line)
+      Lines.insert(Line);
+    else if (Kind == MarkerKind::NextLine)
+      Lines.insert(Line + 1);
+    else if (Kind == MarkerKind::Begin && Depth++ == 0)
+      BeginLine = Line;
+    else if (Kind == MarkerKind::End && Depth > 0 && --Depth == 0)
+      for (unsigned L = BeginLine; L <= Line; ++L)
+        Lines.insert(L);
   }
+  if (Depth > 0)  // an unclosed BEGIN suppresses to the end of the file
+    for (unsigned L = BeginLine, Last = 1 + Text.count('\n'); L <= Last; ++L)
+      Lines.insert(L);
   return Lines;
 }
 

@@ -1,6 +1,8 @@
 // Fixes YAML through clang's own YAML traits, so the format is exactly what clang-apply-replacements reads.
 #include "export_fixes.h"
 
+#include "safe_write.h"
+
 #include "clang/Tooling/DiagnosticsYaml.h"
 #include "llvm/Support/YAMLTraits.h"
 #include "llvm/Support/raw_ostream.h"
@@ -22,14 +24,15 @@ llvm::Error exportFixes(llvm::StringRef Path, llvm::StringRef MainSourceFile, ll
                                       llvm::SmallVector<clang::tooling::DiagnosticMessage, 1>(),
                                       clang::tooling::Diagnostic::Warning, BuildDirectory);
   }
-  llvm::Error Err = llvm::writeToOutput(Path, [&](llvm::raw_ostream &OS) {
+  std::string Text;
+  {
+    llvm::raw_string_ostream OS(Text);
     llvm::yaml::Output YAML(OS);
     YAML << Document;
-    return llvm::Error::success();
-  });
-  if (Err)
-    return llvm::createStringError(llvm::inconvertibleErrorCode(), "cannot write the fixes %s: %s",
-                                   Path.str().c_str(), llvm::toString(std::move(Err)).c_str());
+  }
+  if (llvm::Error Err = writeFileAtomically(Path, Text))
+    return llvm::createStringError(llvm::inconvertibleErrorCode(), "the fixes: %s",
+                                   llvm::toString(std::move(Err)).c_str());
   return llvm::Error::success();
 }
 

@@ -9,7 +9,7 @@
 
 namespace lmfuse::tool {
 
-/// Writes the YAML atomically; the error names Path.
+/// Writes the YAML with writeFileAtomically() (complete or not at all); the error names Path.
 llvm::Error exportFixes(llvm::StringRef Path, llvm::StringRef MainSourceFile, llvm::StringRef BuildDirectory,
                         const std::vector<rewriter::FileRewrite> &Rewrites);
 

@@ -8,24 +8,32 @@
 // Exit status (the first that applies): 1 a site failed (parse error, re-parse failure, edit conflict,
 // write failure); 2 a file was skipped (no compile command, unreadable) or the command line, pattern file
 // or compilation database is unusable; 3 fewer sites patched than --expect-patched; 0 otherwise.
+// Refused, failed and suppressed sites are printed as clang-style warnings (site_diagnostics.h); every file
+// written goes through writeFileAtomically (safe_write.h).
 //
 // The options are parsed here rather than by CommonOptionsParser because that parser falls back to
 // "running without flags" when no compilation database is found; lmfuse treats missing flags as an error.
+#include <algorithm>
 #include <cstdio>
 #include <optional>
 
 #include "audit.h"
+#include "command_line.h"
+#include "compile_database.h"
 #include "driver.h"
 #include "edit_set.h"
 #include "export_fixes.h"
 #include "outcome_cache.h"
 #include "out_tree.h"
 #include "patterns.h"
+#include "safe_write.h"
+#include "site_diagnostics.h"
 
 #include "clang/Basic/Version.h"
 #include "clang/Tooling/CompilationDatabase.h"
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/FileSystem.h"
+#include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/InitLLVM.h"
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/Path.h"
@@ -47,6 +55,8 @@ cl::opt<std::string> BuildPath("p", cl::desc("Build folder holding compile_comma
 cl::list<std::string> SourcePaths(cl::Positional, cl::desc("<source files>"), cl::cat(LmfuseCategory));
 cl::opt<bool> InPlace("in-place", cl::desc("Rewrite the source files themselves (default: print a diff)"),
                       cl::cat(LmfuseCategory));
+cl::alias Fix("fix", cl::desc("Same as --in-place (clang-tidy's spelling)"), cl::aliasopt(InPlace),
+              cl::cat(LmfuseCategory));
 cl::opt<std::string> OutDir("out-dir",
                             cl::desc("Write rewritten copies (with #line directives) under DIR, mirroring the "
                                      "sources' tree; the sources stay untouched"),
@@ -65,6 +75,14 @@ cl::opt<unsigned> Jobs("j", cl::desc("Translation units parsed in parallel (defa
 cl::opt<std::string> PatternsPath("patterns", cl::desc("Rule set to use instead of the built-in patterns/libtorch.yaml"),
                                   cl::value_desc("FILE"), cl::cat(LmfuseCategory));
 cl::opt<bool> Summary("summary", cl::desc("Print the audit's summary counts on stderr"), cl::cat(LmfuseCategory));
+cl::list<std::string> ExtraArgs("extra-arg", cl::desc("Additional argument to append to every compile command"),
+                                cl::value_desc("ARG"), cl::cat(LmfuseCategory));
+cl::list<std::string> ExtraArgsBefore("extra-arg-before",
+                                      cl::desc("Additional argument to prepend to every compile command"),
+                                      cl::value_desc("ARG"), cl::cat(LmfuseCategory));
+cl::opt<bool> Quiet("quiet", cl::desc("Print errors only: no per-site warnings, no notes"), cl::cat(LmfuseCategory));
+cl::opt<bool> Verbose("verbose", cl::desc("Also print a remark for every patched or already patched site"),
+                      cl::cat(LmfuseCategory));
 
 const char *Overview =
     "lmfuse: fuse lm_head + cross_entropy in LibTorch C++ model code into lmfuse::linear_cross_entropy.\n"
@@ -111,12 +129,14 @@ std::vector<std::string> findHeaderDirs(StringRef ExeDir) {
 
 // The rewritten sources: an output tree, in-place writes, or a diff on stdout. A file that cannot be
 // written turns its patched sites into failed/write-failed.
+// The rewritten sources: an output tree, in-place writes, or a diff on stdout. A file that cannot be
+// written turns its patched sites (or, without any, the file itself) into failed/write-failed.
 void writeSources(DriverResult &Result, const std::vector<std::string> &Inputs, StringRef Root, StringRef OutRoot) {
   if (!OutDir.empty()) {
     lmfuse::tool::OutTreeResult Tree = lmfuse::tool::writeOutTree(Result, Inputs, Root, OutRoot);
     for (const auto &[File, Message] : Tree.Failures) {
       errs() << "lmfuse: error: " << Message << "\n";
-      failPatchedSites(Result.Sites, File, ReasonKind::WriteFailed, Message);
+      failWrite(Result.Sites, File, Message);
     }
   } else if (InPlace) {
     for (const FileRewrite &Rewrite : Result.Rewrites) {
@@ -124,7 +144,7 @@ void writeSources(DriverResult &Result, const std::vector<std::string> &Inputs, 
       if (Error Err = lmfuse::tool::writeIfChanged(Rewrite.Path, Rewrite.Rewritten, Changed)) {
         std::string Message = toString(std::move(Err));
         errs() << "lmfuse: error: " << Message << "\n";
-        failPatchedSites(Result.Sites, Rewrite.Path, ReasonKind::WriteFailed, Message);
+        failWrite(Result.Sites, Rewrite.Path, Message);
       }
     }
   } else {
@@ -141,12 +161,39 @@ void writeSources(DriverResult &Result, const std::vector<std::string> &Inputs, 
   }
 }
 
+// --expect-patched not met: every site with its status and reason, so the build log says why.
+void explainExpectation(const std::vector<SiteRecord> &Sites, const std::vector<std::string> &Inputs,
+                        unsigned Count) {
+  errs() << "lmfuse: error: " << Count << " site(s) patched or already patched, --expect-patched " << ExpectPatched
+         << "\n";
+  bool AnySite = false;
+  for (const SiteRecord &Site : Sites) {
+    AnySite |= !isSkipReason(Site.Reason);
+    errs() << "  " << Site.File << ":" << Site.Line << ":" << Site.Column << ": " << statusName(Site.Status);
+    if (Site.Reason != ReasonKind::None)
+      errs() << " (" << reasonCode(Site.Reason) << ")";
+    if (!Site.Detail.empty())
+      errs() << ": " << Site.Detail;
+    errs() << "\n";
+  }
+  if (!AnySite) {
+    errs() << "lmfuse: error: no loss site found in";
+    for (const std::string &Input : Inputs)
+      errs() << " " << Input;
+    errs() << "\n";
+  }
+}
+
 // Everything besides the command and its inputs that changes a unit's outcome: a cache entry made under a
 // different fingerprint is a miss.
 std::string cacheFingerprint(StringRef PatternText, const DriverOptions &Options) {
   std::string Fingerprint = std::string("lmfuse ") + LMFUSE_VERSION + "\npatterns " +
                             lmfuse::tool::hashText(PatternText) + "\nresource-dir " + Options.ResourceDir +
                             "\nedit-root " + Options.EditRoot;
+  for (const std::string &Argument : Options.ExtraArgsBefore)
+    Fingerprint += "\nextra-arg-before " + Argument;
+  for (const std::string &Argument : Options.ExtraArgs)
+    Fingerprint += "\nextra-arg " + Argument;
   // The re-parse check reads the lmfuse headers: a changed header must check the rewrites again.
   for (const std::string &Dir : Options.HeaderDirs)
     for (StringRef Header : {"lmfuse/torch.h", "lmfuse/flce.h"}) {
@@ -164,6 +211,21 @@ int main(int argc, const char **argv) {
   cl::SetVersionPrinter([](raw_ostream &OS) {
     OS << "lmfuse " << LMFUSE_VERSION << " (" << clang::getClangFullVersion() << ")\n";
   });
+  // The flags after `--` lose the ones Clang does not know before the driver reads them (it would refuse
+  // the whole line); the parse of each unit drops the same from database commands (command_line.h).
+  std::vector<const char *> Arguments(argv, argv + argc);
+  std::vector<std::string> DroppedFlags;
+  if (auto Separator = std::find(Arguments.begin(), Arguments.end(), StringRef("--")); Separator != Arguments.end()) {
+    size_t First = Separator - Arguments.begin() + 1;
+    std::vector<std::string> Flags(Arguments.begin() + First, Arguments.end());
+    std::vector<size_t> Unknown = unknownFlags(Flags);
+    for (auto It = Unknown.rbegin(); It != Unknown.rend(); ++It) {
+      DroppedFlags.insert(DroppedFlags.begin(), Flags[*It]);
+      Arguments.erase(Arguments.begin() + First + *It);
+    }
+  }
+  argc = int(Arguments.size());
+  argv = Arguments.data();
   std::string LoadError;
   std::unique_ptr<clang::tooling::CompilationDatabase> Compilations =
       clang::tooling::FixedCompilationDatabase::loadFromCommandLine(argc, argv, LoadError);
@@ -180,13 +242,20 @@ int main(int argc, const char **argv) {
   if (Compilations && !BuildPath.empty())
     return fail(ExitSkipped, "give either -p <build dir> or the flags after --, not both");
   if (!Compilations) {
-    Compilations = BuildPath.empty()
-                       ? clang::tooling::CompilationDatabase::autoDetectFromSource(SourcePaths.front(), LoadError)
-                       : clang::tooling::CompilationDatabase::autoDetectFromDirectory(BuildPath, LoadError);
-    if (!Compilations)
-      return fail(ExitSkipped, "no compile flags: " + LoadError +
+    Expected<lmfuse::tool::LoadedDatabase> Loaded = BuildPath.empty()
+                                                        ? lmfuse::tool::findDatabaseAbove(SourcePaths.front())
+                                                        : lmfuse::tool::loadDatabaseIn(BuildPath);
+    if (!Loaded) {
+      std::string Message = toString(Loaded.takeError());
+      if (!StringRef(Message).starts_with("no compile_commands.json"))
+        return fail(ExitSkipped, Message);  // one exists but cannot be used: say which and why
+      return fail(ExitSkipped, "no compile flags: " + Message +
                                    "\nlmfuse needs each file's real flags: pass -p <build dir> with a "
                                    "compile_commands.json, or the flags after --");
+    }
+    if (!Quiet)
+      errs() << "lmfuse: note: using the compilation database " << Loaded->Path << "\n";
+    Compilations = std::move(Loaded->Database);
   }
 
   Expected<PatternSet> Patterns = PatternsPath.empty() ? loadDefaultPatterns() : loadPatternFile(PatternsPath);
@@ -204,6 +273,8 @@ int main(int argc, const char **argv) {
     return fail(ExitSkipped, Twine("no Clang resource directory (looked beside the binary and in ") +
                                  LMFUSE_CLANG_RESOURCE_DIR + "); install clang-" CLANG_VERSION_MAJOR_STRING);
   Options.HeaderDirs = findHeaderDirs(ExeDir);
+  Options.ExtraArgs.assign(ExtraArgs.begin(), ExtraArgs.end());
+  Options.ExtraArgsBefore.assign(ExtraArgsBefore.begin(), ExtraArgsBefore.end());
   Options.Jobs = Jobs ? unsigned(Jobs) : llvm::hardware_concurrency().compute_thread_count();
   Options.Progress = sys::Process::StandardErrIsDisplayed();
   SmallString<256> CurrentDir;
@@ -226,6 +297,8 @@ int main(int argc, const char **argv) {
     if (std::error_code EC = sys::fs::create_directories(OutDir))
       return fail(ExitSkipped, "cannot create --out-dir " + OutDir + ": " + EC.message());
     OutRoot = canonicalPath(OutDir, CurrentDir);
+    if (std::string Overlap = lmfuse::tool::overlapWithSources(Root, OutRoot); !Overlap.empty())
+      return fail(ExitSkipped, Overlap + "; choose a folder outside " + Root);
     SmallString<256> CacheDir(OutRoot);
     sys::path::append(CacheDir, ".lmfuse-cache");
     Cache.emplace(std::string(CacheDir), cacheFingerprint(PatternText, Options));
@@ -235,15 +308,35 @@ int main(int argc, const char **argv) {
   DriverResult Result = runDriver(*Compilations, SourcePaths, *Patterns, Options);
   for (const std::string &Message : Result.Skipped)
     errs() << "lmfuse: skipped " << Message << "\n";
+  if (!DroppedFlags.empty()) {
+    std::string Names;
+    for (const std::string &Flag : DroppedFlags)
+      Names += (Names.empty() ? "" : " ") + Flag;
+    Result.Notes.insert(Result.Notes.begin(), "dropped flags Clang does not know: " + Names);
+  }
+  if (!Quiet)
+    for (const std::string &Note : Result.Notes)
+      errs() << "lmfuse: note: " << Note << "\n";
 
   writeSources(Result, Inputs, Root, OutRoot);
 
   int Status = ExitOk;
+  if (outs().has_error()) {  // a full disk under `lmfuse ... > fix.diff` must not end in "LLVM ERROR"
+    errs() << "lmfuse: error: cannot write the diff to standard output: " << outs().error().message() << "\n";
+    outs().clear_error();
+    Status = ExitFailed;
+  }
   if (!ExportFixes.empty())
     if (Error Err = lmfuse::tool::exportFixes(ExportFixes, Inputs.front(), CurrentDir, Result.Rewrites)) {
       errs() << "lmfuse: error: " << toString(std::move(Err)) << "\n";
       Status = ExitFailed;
     }
+  if (!Quiet) {
+    lmfuse::tool::DiagnosticStyle Style;
+    Style.Remarks = Verbose;
+    Style.Colors = sys::Process::StandardErrHasColors();
+    lmfuse::tool::printSiteDiagnostics(errs(), Result.Sites, Style);
+  }
   if (!AuditPath.empty()) {
     AuditHeader Header;
     Header.ToolVersion = LMFUSE_VERSION;
@@ -252,8 +345,9 @@ int main(int argc, const char **argv) {
     Header.PatternSetName = Patterns->Name;
     Header.PatternSetVersion = std::to_string(Patterns->Version);
     Header.PatternSetSource = Patterns->Source;
-    if (Error Err = writeAudit(AuditPath, Header, Result.Sites)) {
-      errs() << "lmfuse: error: " << toString(std::move(Err)) << "\n";
+    std::string Text = formatv("{0:2}", auditToJson(Header, Result.Sites)).str() + "\n";
+    if (Error Err = lmfuse::tool::writeFileAtomically(AuditPath, Text)) {
+      errs() << "lmfuse: error: the audit: " << toString(std::move(Err)) << "\n";
       Status = ExitFailed;
     }
   }
@@ -266,11 +360,14 @@ int main(int argc, const char **argv) {
   }
 
   AuditSummary Counts = summarize(Result.Sites);
-  bool ExpectationMet = ExpectPatched < 0 || int(Counts.Patched + Counts.AlreadyPatched) >= ExpectPatched;
+  unsigned Done = Counts.Patched + Counts.AlreadyPatched;
+  bool ExpectationMet = ExpectPatched < 0 || int(Done) >= ExpectPatched;
   if (!ExpectationMet)
-    errs() << "lmfuse: error: " << Counts.Patched + Counts.AlreadyPatched << " site(s) patched or already "
-           << "patched, --expect-patched " << ExpectPatched << "\n";
-  if (Status == ExitOk && Counts.Failed)
+    explainExpectation(Result.Sites, Inputs, Done);
+  bool AnyFailed = llvm::any_of(Result.Sites, [](const SiteRecord &Site) {
+    return Site.Status == SiteStatus::Failed && !isSkipReason(Site.Reason);
+  });
+  if (Status == ExitOk && AnyFailed)
     Status = ExitFailed;
   if (Status == ExitOk && !Result.Skipped.empty())
     Status = ExitSkipped;

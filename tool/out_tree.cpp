@@ -2,8 +2,10 @@
 #include "out_tree.h"
 
 #include <map>
+#include <set>
 
 #include "edit_set.h"
+#include "safe_write.h"
 
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/MemoryBuffer.h"
@@ -40,14 +42,19 @@ llvm::Error writeIfChanged(llvm::StringRef Path, llvm::StringRef Contents, bool 
   if (std::error_code EC = llvm::sys::fs::create_directories(llvm::sys::path::parent_path(Path)))
     return llvm::createStringError(EC, "cannot create the folder of %s: %s", Path.str().c_str(),
                                    EC.message().c_str());
-  if (llvm::Error Err = llvm::writeToOutput(Path, [&](llvm::raw_ostream &OS) {
-        OS << Contents;
-        return llvm::Error::success();
-      }))
-    return llvm::createStringError(llvm::inconvertibleErrorCode(), "cannot write %s: %s", Path.str().c_str(),
-                                   llvm::toString(std::move(Err)).c_str());
+  if (llvm::Error Err = writeFileAtomically(Path, Contents))
+    return Err;
   Changed = true;
   return llvm::Error::success();
+}
+
+std::string overlapWithSources(llvm::StringRef Root, llvm::StringRef OutDir) {
+  if (OutDir == Root)
+    return "--out-dir " + OutDir.str() + " is the sources' folder: the copies would overwrite the sources";
+  if (!mirroredPath(Root, OutDir, "/").empty())
+    return "--out-dir " + OutDir.str() + " holds the sources' folder " + Root.str() +
+           ": the copies would land among the sources";
+  return "";
 }
 
 OutTreeResult writeOutTree(const rewriter::DriverResult &Result, const std::vector<std::string> &Inputs,
@@ -59,6 +66,8 @@ OutTreeResult writeOutTree(const rewriter::DriverResult &Result, const std::vect
     Copies[Rewrite.Path] = rewriter::rewrittenWithLineDirectives(Rewrite.Path, Rewrite.Original, Rewrite.Edits);
   std::vector<std::string> Plain(Inputs);
   Plain.insert(Plain.end(), Result.FilesRead.begin(), Result.FilesRead.end());
+  // A copy never replaces a file some unit read (a source or header): that would be the sources overwritten.
+  std::set<std::string> Sources(Plain.begin(), Plain.end());
   for (const std::string &File : Plain) {
     if (Copies.count(File) || mirroredPath(File, Root, OutDir).empty() ||
         !mirroredPath(File, OutDir, "/").empty() || File == OutDir)
@@ -66,19 +75,18 @@ OutTreeResult writeOutTree(const rewriter::DriverResult &Result, const std::vect
     auto Buffer = llvm::MemoryBuffer::getFile(File);
     if (!Buffer)
       continue;  // a file the compiler read but that is gone now: the build will say so
-    llvm::SmallString<256> Quoted;
-    for (char C : File) {
-      if (C == '\\' || C == '"')
-        Quoted += '\\';
-      Quoted += C;
-    }
-    Copies[File] = "#line 1 \"" + std::string(Quoted) + "\"\n" + (*Buffer)->getBuffer().str();
+    Copies[File] = rewriter::rewrittenWithLineDirectives(File, (*Buffer)->getBuffer(), {});
   }
   for (const auto &[Source, Contents] : Copies) {
     std::string Target = mirroredPath(Source, Root, OutDir);
     if (Target.empty()) {
       Out.Failures.push_back({Source, "not written: " + Source + " lies outside the source root " + Root.str() +
                                           " that --out-dir mirrors (set --edit-root to a folder holding it)"});
+      continue;
+    }
+    if (Sources.count(Target)) {
+      Out.Failures.push_back({Source, "not written: the copy of " + Source + " would overwrite " + Target +
+                                          ", a file the translation units read"});
       continue;
     }
     bool Changed = false;

@@ -27,7 +27,11 @@ std::string mirroredPath(llvm::StringRef Source, llvm::StringRef Root, llvm::Str
 OutTreeResult writeOutTree(const rewriter::DriverResult &Result, const std::vector<std::string> &Inputs,
                            llvm::StringRef Root, llvm::StringRef OutDir);
 
-/// Writes Contents to Path atomically (temporary file + rename), creating its folder; skips the write
+/// Why mirroring Root into OutDir would put copies among the sources (OutDir is Root or holds it); "" when
+/// it would not. Both canonical. A copy whose target is a file a unit read is refused on its own as well.
+std::string overlapWithSources(llvm::StringRef Root, llvm::StringRef OutDir);
+
+/// Writes Contents to Path with writeFileAtomically() (safe_write.h), creating its folder; skips the write
 /// when Path already holds Contents. Sets Changed accordingly.
 llvm::Error writeIfChanged(llvm::StringRef Path, llvm::StringRef Contents, bool &Changed);
 

@@ -2,12 +2,14 @@
 #include "outcome_cache.h"
 
 #include "audit.h"
+#include "safe_write.h"
 
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/JSON.h"
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/Path.h"
+#include "llvm/Support/raw_ostream.h"
 #include "llvm/Support/xxhash.h"
 
 namespace lmfuse::tool {
@@ -122,11 +124,10 @@ void OutcomeCache::store(const clang::tooling::CompileCommand &Command, const Tr
                                                {"edits", std::move(Edits)}};
   if (llvm::sys::fs::create_directories(Directory))
     return;  // no cache is slower, never wrong
-  llvm::Error Err = llvm::writeToOutput(entryPath(Key), [&](llvm::raw_ostream &OS) {
-    OS << Entry;
-    return llvm::Error::success();
-  });
-  llvm::consumeError(std::move(Err));
+  std::string Text;
+  llvm::raw_string_ostream(Text) << Entry;
+  // A failed write leaves no entry (and no temporary): the next run parses again.
+  llvm::consumeError(writeFileAtomically(entryPath(Key), Text));
 }
 
 }  // namespace lmfuse::tool

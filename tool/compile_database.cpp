@@ -1,0 +1,79 @@
+// The JSON database is wrapped the way clang's own JSON plugin wraps it (response files expanded, target
+// and driver mode inferred, commands of unlisted files interpolated and marked Heuristic), so the driver
+// can tell a listed file from a guessed one.
+#include "compile_database.h"
+
+#include "clang/Tooling/JSONCompilationDatabase.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/Path.h"
+#include "llvm/Support/VirtualFileSystem.h"
+
+namespace lmfuse::tool {
+
+namespace {
+
+llvm::Error failure(const llvm::Twine &Message) {
+  return llvm::createStringError(llvm::inconvertibleErrorCode(), "%s", Message.str().c_str());
+}
+
+// The database in Dir, or nullopt-like empty result when Dir holds none.
+llvm::Expected<LoadedDatabase> loadIn(llvm::StringRef Dir, bool &Found) {
+  using namespace clang::tooling;
+  Found = false;
+  LoadedDatabase Loaded;
+  llvm::SmallString<256> Json(Dir);
+  llvm::sys::path::append(Json, "compile_commands.json");
+  llvm::SmallString<256> Flags(Dir);
+  llvm::sys::path::append(Flags, "compile_flags.txt");
+  std::string Error;
+  if (llvm::sys::fs::exists(Json)) {
+    Found = true;
+    Loaded.Path = std::string(Json);
+    if (!llvm::sys::fs::is_regular_file(Json))
+      return failure("the compilation database " + Json + " is not a regular file");
+    std::unique_ptr<CompilationDatabase> Database =
+        JSONCompilationDatabase::loadFromFile(Json, Error, JSONCommandLineSyntax::AutoDetect);
+    if (!Database)
+      return failure("the compilation database " + Json + " is malformed: " + Error);
+    Loaded.Database = inferTargetAndDriverMode(
+        inferMissingCompileCommands(expandResponseFiles(std::move(Database), llvm::vfs::getRealFileSystem())));
+    return Loaded;
+  }
+  if (llvm::sys::fs::exists(Flags)) {
+    Found = true;
+    Loaded.Path = std::string(Flags);
+    Loaded.Database = FixedCompilationDatabase::loadFromFile(Flags, Error);
+    if (!Loaded.Database)
+      return failure("the compile flags file " + Flags + " cannot be read: " + Error);
+    return Loaded;
+  }
+  return Loaded;
+}
+
+}  // namespace
+
+llvm::Expected<LoadedDatabase> loadDatabaseIn(llvm::StringRef BuildDir) {
+  if (!llvm::sys::fs::is_directory(BuildDir))
+    return failure("-p " + BuildDir + " is not a folder");
+  bool Found = false;
+  llvm::Expected<LoadedDatabase> Loaded = loadIn(BuildDir, Found);
+  if (Loaded && !Found)
+    return failure("no compile_commands.json in " + BuildDir +
+                   " (-p names the folder that holds it; its parent folders are not searched)");
+  return Loaded;
+}
+
+llvm::Expected<LoadedDatabase> findDatabaseAbove(llvm::StringRef SourceFile) {
+  llvm::SmallString<256> Absolute(SourceFile);
+  llvm::sys::fs::make_absolute(Absolute);
+  for (llvm::StringRef Dir = llvm::sys::path::parent_path(Absolute); !Dir.empty();
+       Dir = llvm::sys::path::parent_path(Dir)) {
+    bool Found = false;
+    llvm::Expected<LoadedDatabase> Loaded = loadIn(Dir, Found);
+    if (!Loaded || Found)
+      return Loaded;
+  }
+  return failure("no compile_commands.json in the folders above " + SourceFile);
+}
+
+}  // namespace lmfuse::tool

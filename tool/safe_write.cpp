@@ -1,0 +1,160 @@
+// Temporary file + checked writes + fsync + rename, with the temporary registered for removal on signals.
+// POSIX calls are used directly because every one of them must be checked (see safe_write.h).
+#include "safe_write.h"
+
+#include <cerrno>
+#include <chrono>
+#include <csignal>
+#include <cstdlib>
+#include <cstring>
+#include <thread>
+
+#include <fcntl.h>
+#include <linux/fs.h>
+#include <pthread.h>
+#include <sys/ioctl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "llvm/ADT/SmallString.h"
+#include "llvm/ADT/Twine.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/Path.h"
+#include "llvm/Support/Signals.h"
+
+namespace lmfuse::tool {
+
+namespace {
+
+std::string modeText(mode_t Mode) {
+  char Text[8];
+  std::snprintf(Text, sizeof Text, "%04o", unsigned(Mode & 07777));
+  return Text;
+}
+
+// Immutable or append-only files cannot be replaced by a rename (EPERM); say so before writing anything.
+bool isImmutable(const std::string &Path) {
+  int FD = ::open(Path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOFOLLOW);
+  if (FD < 0)
+    return false;
+  int Flags = 0;
+  bool Immutable = ::ioctl(FD, FS_IOC_GETFLAGS, &Flags) == 0 && (Flags & (FS_IMMUTABLE_FL | FS_APPEND_FL));
+  ::close(FD);
+  return Immutable;
+}
+
+// SIGINT/SIGTERM between creating the temporary and registering it would leave it behind: both steps run
+// with those signals blocked.
+class SignalsBlocked {
+public:
+  SignalsBlocked() {
+    sigset_t Blocked;
+    sigemptyset(&Blocked);
+    for (int Signal : {SIGINT, SIGTERM, SIGHUP})
+      sigaddset(&Blocked, Signal);
+    pthread_sigmask(SIG_BLOCK, &Blocked, &Previous);
+  }
+  ~SignalsBlocked() { pthread_sigmask(SIG_SETMASK, &Previous, nullptr); }
+
+private:
+  sigset_t Previous;
+};
+
+// Tests only: hold the complete temporary this long before the rename, so a signal can be sent while it
+// exists. Unset in normal use.
+void holdTemporaryForTesting() {
+  if (const char *Milliseconds = std::getenv("LMFUSE_TEST_HOLD_TEMPORARY_MS"))
+    std::this_thread::sleep_for(std::chrono::milliseconds(std::atoi(Milliseconds)));
+}
+
+}  // namespace
+
+std::string refusalToReplace(llvm::StringRef PathRef) {
+  std::string Path = PathRef.str();
+  struct stat Status;
+  if (::stat(Path.c_str(), &Status) != 0)
+    return "";  // does not exist yet (other errors surface when the temporary is created)
+  if (!S_ISREG(Status.st_mode))
+    return Path + " is not a regular file";
+  if (!(Status.st_mode & S_IWUSR) || ::access(Path.c_str(), W_OK) != 0)
+    return Path + " is read-only (mode " + modeText(Status.st_mode) + ")";
+  if (isImmutable(Path))
+    return Path + " is immutable or append-only (chattr +i/+a)";
+  if (Status.st_nlink > 1)
+    return Path + " has " + std::to_string(Status.st_nlink) +
+           " hard links; replacing it would break them (the others would keep the old contents)";
+  return "";
+}
+
+llvm::Error writeFileAtomically(llvm::StringRef PathRef, llvm::StringRef Contents) {
+  // A symlink is followed: the file it names is replaced, the link stays.
+  llvm::SmallString<256> Path(PathRef);
+  if (llvm::sys::fs::is_symlink_file(Path))
+    if (llvm::SmallString<256> Real; !llvm::sys::fs::real_path(PathRef, Real))
+      Path = Real;
+  auto Failure = [&](const llvm::Twine &Why) {
+    return llvm::createStringError(llvm::inconvertibleErrorCode(), "cannot write %s: %s; it was left as it was",
+                                   Path.c_str(), Why.str().c_str());
+  };
+  if (std::string Refusal = refusalToReplace(Path); !Refusal.empty())
+    return llvm::createStringError(llvm::inconvertibleErrorCode(), "not written: %s", Refusal.c_str());
+  struct stat Original;
+  bool Exists = ::stat(Path.c_str(), &Original) == 0;
+
+  llvm::SmallString<256> Model(Path);
+  Model += ".lmfuse-tmp-%%%%%%";
+  llvm::SmallString<256> Temporary;
+  int FD = -1;
+  {
+    SignalsBlocked Blocked;
+    if (std::error_code EC = llvm::sys::fs::createUniqueFile(Model, FD, Temporary, llvm::sys::fs::OF_None,
+                                                             llvm::sys::fs::all_read | llvm::sys::fs::all_write))
+      return Failure("cannot create a temporary file beside it: " + EC.message());
+    llvm::sys::RemoveFileOnSignal(Temporary);
+  }
+  auto Discard = [&](const llvm::Twine &Why) {
+    if (FD >= 0)
+      ::close(FD);
+    ::unlink(Temporary.c_str());
+    llvm::sys::DontRemoveFileOnSignal(Temporary);
+    return Failure(Why);
+  };
+  auto Errno = [] { return std::string(std::strerror(errno)); };
+
+  if (Exists) {
+    // Owner and group first: chown may clear set-id bits that the chmod then restores.
+    if (::fchown(FD, Original.st_uid, Original.st_gid) != 0)
+      (void)!::fchown(FD, uid_t(-1), Original.st_gid);  // a group the user belongs to still can be kept
+    if (::fchmod(FD, Original.st_mode & 07777) != 0)
+      return Discard("cannot give the temporary file the original's mode: " + Errno());
+  }
+  for (const char *Data = Contents.data(), *End = Data + Contents.size(); Data < End;) {
+    ssize_t Written = ::write(FD, Data, size_t(End - Data));
+    if (Written < 0 && errno == EINTR)
+      continue;
+    if (Written <= 0)
+      return Discard(Written < 0 ? Errno() : std::string("write returned 0"));
+    Data += Written;
+  }
+  holdTemporaryForTesting();
+  if (::fsync(FD) != 0)
+    return Discard(Errno());
+  int Closing = FD;
+  FD = -1;
+  if (::close(Closing) != 0)
+    return Discard(Errno());
+  if (::rename(Temporary.c_str(), Path.c_str()) != 0)
+    return Discard(Errno());
+  llvm::sys::DontRemoveFileOnSignal(Temporary);
+  // The rename itself reaches the disk with the folder's entry.
+  llvm::SmallString<256> Folder = llvm::sys::path::parent_path(Path);
+  if (Folder.empty())
+    Folder = ".";
+  if (int Dir = ::open(Folder.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC); Dir >= 0) {
+    ::fsync(Dir);
+    ::close(Dir);
+  }
+  return llvm::Error::success();
+}
+
+}  // namespace lmfuse::tool

@@ -1,0 +1,28 @@
+// Every file lmfuse writes (in-place sources, --out-dir copies, the audit, the fixes YAML, cache entries)
+// goes through here, so each one is either complete or not written at all:
+//   - the contents go to a temporary file in the target's folder (`<name>.lmfuse-tmp-XXXXXX`); every
+//     write(2), the fsync(2) and the close(2) are checked, and only then is it renamed over the target;
+//   - the temporary is removed on every failure (a full disk included) and, through LLVM's signal
+//     handlers, on SIGINT/SIGTERM/SIGHUP while it exists;
+//   - an existing target keeps its mode, owner and group (fchmod/fchown on the temporary before the
+//     rename; an owner or group the process may not set is left as the process makes it);
+//   - a target that is not a regular file, is read-only (no owner write bit, or not writable by this
+//     process), is immutable or append-only (chattr +i/+a), or has several hard links is refused before
+//     anything is written: replacing it would either defeat its protection or give it a new inode that the
+//     other links do not share.
+// llvm::writeToOutput is not used: on a full disk its stream reports a fatal "LLVM ERROR" instead of an
+// error the caller can turn into a `write-failed` entry.
+#pragma once
+
+#include "llvm/ADT/StringRef.h"
+#include "llvm/Support/Error.h"
+
+namespace lmfuse::tool {
+
+/// Why Path must not be replaced ("" when it may be, or does not exist yet): one sentence naming Path.
+std::string refusalToReplace(llvm::StringRef Path);
+
+/// Writes Contents to Path as described above; the error names Path and says it was left as it was.
+llvm::Error writeFileAtomically(llvm::StringRef Path, llvm::StringRef Contents);
+
+}  // namespace lmfuse::tool
