@@ -1,0 +1,475 @@
+// The lmfuse command as a clang-tidy user meets it: diagnostics on stderr, the options borrowed from
+// clang-tidy, where the compile flags come from, what the audit says about every input, and how files are
+// read and written. Faults that need root or signals (a full disk, chattr +i, SIGINT/SIGTERM) are in
+// write_faults.sh.
+#include "cli_support.h"
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+namespace {
+
+// The lines of Text, without their '\n'.
+std::vector<std::string> linesOf(llvm::StringRef Text) {
+  llvm::SmallVector<llvm::StringRef, 16> Lines;
+  Text.split(Lines, '\n');
+  return std::vector<std::string>(Lines.begin(), Lines.end());
+}
+
+bool hasLine(llvm::StringRef Text, llvm::StringRef Line) {
+  for (const std::string &Each : linesOf(Text))
+    if (Each == Line)
+      return true;
+  return false;
+}
+
+const llvm::json::Object *siteOf(const llvm::json::Value &Audit, llvm::StringRef File) {
+  for (const llvm::json::Value &Site : sitesOf(Audit))
+    if (field(Site, "file") == File)
+      return Site.getAsObject();
+  return nullptr;
+}
+
+// Runs clang++ -fsyntax-only on File (a rewritten copy) against the stubs; "" when it compiles or when no
+// clang++ is installed (a warning says so).
+std::string compileError(llvm::StringRef File) {
+  llvm::ErrorOr<std::string> Clang = llvm::sys::findProgramByName("clang++-19");
+  if (!Clang)
+    Clang = llvm::sys::findProgramByName("clang++");
+  if (!Clang) {
+    WARN("no clang++: the copy of " << File.str() << " was not compiled");
+    return "";
+  }
+  llvm::StringRef Argv[] = {*Clang, "-fsyntax-only", "-std=c++17", "-I" LMFUSE_CLI_STUBS, File};
+  llvm::SmallString<128> ErrPath;
+  REQUIRE(!llvm::sys::fs::createTemporaryFile("lmfuse-cli-cc", "txt", ErrPath));
+  std::optional<llvm::StringRef> Redirects[] = {std::nullopt, llvm::StringRef(ErrPath), llvm::StringRef(ErrPath)};
+  int Code = llvm::sys::ExecuteAndWait(*Clang, Argv, std::nullopt, Redirects, 60);
+  std::string Errors = readFile(ErrPath);
+  llvm::sys::fs::remove(ErrPath);
+  return Code == 0 ? "" : "exit " + std::to_string(Code) + ": " + Errors;
+}
+
+// A source that compiles only when NEEDED is defined (for --extra-arg).
+std::string needsDefine() { return std::string("#ifndef NEEDED\n#error NEEDED is not defined\n#endif\n") + ModelSource; }
+
+}  // namespace
+
+// ---------------------------------------------------------------------------------------------------
+// Diagnostics
+// ---------------------------------------------------------------------------------------------------
+
+TEST_CASE("a refused site is a clang-style warning with a note at the offending statement", "[cli][diagnostics]") {
+  SourceTree Tree({{"refused.cpp", RefusedSource}});
+  ToolRun Run = runLmfuse(withFlags({Tree.path("refused.cpp")}, Tree));
+  INFO(Run.Err);
+  CHECK(Run.ExitCode == 0);
+  std::vector<std::string> Lines = linesOf(Run.Err);
+  auto Warning = std::find_if(Lines.begin(), Lines.end(), [](const std::string &Line) {
+    return llvm::StringRef(Line).contains(": warning: ");
+  });
+  REQUIRE(Warning != Lines.end());
+  REQUIRE(Lines.end() - Warning >= 6);
+  // The head call is on line 6, column 17; the rebinding on line 7, column 3.
+  CHECK(llvm::StringRef(Warning[0]).starts_with(Tree.path("refused.cpp") + ":6:17: warning: "));
+  CHECK(llvm::StringRef(Warning[0]).contains("logits = logits * 0.5"));
+  CHECK(llvm::StringRef(Warning[0]).ends_with(" [lmfuse-logits-rebound]"));
+  CHECK(Warning[1] == "    6 |   auto logits = head(x);");
+  CHECK(Warning[2] == "      |                 ^");
+  CHECK(Warning[3] == Tree.path("refused.cpp") +
+                          ":7:3: note: the logits are changed in value between the head and the loss");
+  CHECK(Warning[4] == "    7 |   logits = logits * 0.5;");
+  CHECK(Warning[5] == "      |   ^");
+  // Not a terminal: no colour escapes.
+  CHECK(countOf(Run.Err, "\x1b[") == 0);
+}
+
+TEST_CASE("--quiet prints no per-site warning; --verbose adds a remark per patched site", "[cli][diagnostics]") {
+  SourceTree Tree({{"model.cpp", ModelSource}, {"refused.cpp", RefusedSource}});
+  std::vector<std::string> Files{Tree.path("model.cpp"), Tree.path("refused.cpp")};
+  auto With = [&](std::vector<std::string> Options) {
+    Options.insert(Options.end(), Files.begin(), Files.end());
+    return withFlags(Options, Tree);
+  };
+  ToolRun Plain = runLmfuse(With({}));
+  CHECK(countOf(Plain.Err, ": warning: ") == 1);
+  CHECK(countOf(Plain.Err, ": remark: ") == 0);
+
+  ToolRun Quiet = runLmfuse(With({"--quiet"}));
+  CHECK(Quiet.ExitCode == 0);
+  CHECK(Quiet.Err.empty());
+  CHECK(Quiet.Out == Plain.Out);
+
+  ToolRun Verbose = runLmfuse(With({"--verbose"}));
+  CHECK(countOf(Verbose.Err, ": warning: ") == 1);
+  REQUIRE(countOf(Verbose.Err, ": remark: ") == 1);
+  CHECK(countOf(Verbose.Err, Tree.path("model.cpp") + ":8:19: remark: ") == 1);
+  CHECK(countOf(Verbose.Err, "[lmfuse-patched]") == 1);
+}
+
+TEST_CASE("NOLINT(lmfuse) suppresses only inside a comment", "[cli][diagnostics]") {
+  std::string InComment = ModelSource;
+  std::string InString = ModelSource;
+  const std::string Head = "    auto logits = lm_head->forward(x);";
+  REQUIRE(InComment.find(Head) != std::string::npos);
+  InComment.replace(InComment.find(Head), Head.size(), Head + "  // NOLINT(lmfuse)");
+  InString.replace(InString.find(Head), Head.size(), Head + " const char *note = \"NOLINT(lmfuse)\"; (void)note;");
+  SourceTree Tree({{"comment.cpp", InComment.c_str()}, {"string.cpp", InString.c_str()}});
+  std::string Audit = Tree.path("audit.json");
+  ToolRun Run = runLmfuse(withFlags({"--audit", Audit, Tree.path("comment.cpp"), Tree.path("string.cpp")}, Tree));
+  INFO(Run.Err);
+  CHECK(Run.ExitCode == 0);
+  llvm::json::Value Document = readAudit(Audit);
+  REQUIRE(siteOf(Document, Tree.path("comment.cpp")));
+  REQUIRE(siteOf(Document, Tree.path("string.cpp")));
+  CHECK(siteOf(Document, Tree.path("comment.cpp"))->getString("status") == llvm::StringRef("suppressed"));
+  CHECK(siteOf(Document, Tree.path("string.cpp"))->getString("status") == llvm::StringRef("patched"));
+  CHECK(countOf(Run.Err, "[lmfuse-suppressed]") == 1);
+}
+
+// ---------------------------------------------------------------------------------------------------
+// Options borrowed from clang-tidy
+// ---------------------------------------------------------------------------------------------------
+
+TEST_CASE("--fix rewrites in place like --in-place", "[cli][options]") {
+  SourceTree Tree({{"a/model.cpp", ModelSource}, {"b/model.cpp", ModelSource}});
+  REQUIRE(runLmfuse(withFlags({"--fix", Tree.path("a/model.cpp")}, Tree)).ExitCode == 0);
+  REQUIRE(runLmfuse(withFlags({"--in-place", Tree.path("b/model.cpp")}, Tree)).ExitCode == 0);
+  CHECK(Tree.read("a/model.cpp") != ModelSource);
+  CHECK(Tree.read("a/model.cpp") == Tree.read("b/model.cpp"));
+}
+
+TEST_CASE("--extra-arg and --extra-arg-before reach every compile command", "[cli][options]") {
+  SourceTree Tree({{"model.cpp", needsDefine().c_str()}});
+  Tree.write("build/compile_commands.json",
+             "[{\"directory\": \"" + Tree.Root + "\", \"file\": \"" + Tree.path("model.cpp") +
+                 "\", \"command\": \"clang++ -std=c++17 -I" LMFUSE_CLI_STUBS " -c model.cpp\"}]");
+  std::vector<std::string> Database{"-p", Tree.path("build"), Tree.path("model.cpp")};
+  auto With = [&](std::vector<std::string> Options) {
+    Options.insert(Options.end(), Database.begin(), Database.end());
+    return Options;
+  };
+  CHECK(runLmfuse(With({})).ExitCode == 1);  // parse-error without the define
+  ToolRun After = runLmfuse(With({"--extra-arg=-DNEEDED"}));
+  INFO(After.Err);
+  CHECK(After.ExitCode == 0);
+  CHECK(countOf(After.Out, "lmfuse::linear_cross_entropy(") == 1);
+  ToolRun Before = runLmfuse(With({"--extra-arg-before", "-DNEEDED"}));
+  CHECK(Before.ExitCode == 0);
+  CHECK(Before.Out == After.Out);
+  // Appended after the command's own flags: a later -U wins over the command's -D, as with clang-tidy.
+  Tree.write("build/compile_commands.json",
+             "[{\"directory\": \"" + Tree.Root + "\", \"file\": \"" + Tree.path("model.cpp") +
+                 "\", \"command\": \"clang++ -std=c++17 -DNEEDED -I" LMFUSE_CLI_STUBS " -c model.cpp\"}]");
+  CHECK(runLmfuse(With({"--extra-arg=-UNEEDED"})).ExitCode == 1);
+  CHECK(runLmfuse(With({"--extra-arg-before=-UNEEDED"})).ExitCode == 0);
+}
+
+TEST_CASE("a flag Clang does not know is dropped with a note naming it", "[cli][options]") {
+  SourceTree Tree({{"model.cpp", ModelSource}});
+  SECTION("after --") {
+    ToolRun Run = runLmfuse(withFlags({Tree.path("model.cpp")}, Tree, {"-fconcepts-diagnostics-depth=2"}));
+    INFO(Run.Err);
+    CHECK(Run.ExitCode == 0);
+    CHECK(countOf(Run.Out, "lmfuse::linear_cross_entropy(") == 1);
+    CHECK(countOf(Run.Err, "note: dropped flags Clang does not know: -fconcepts-diagnostics-depth=2") == 1);
+  }
+  SECTION("in the compilation database") {
+    Tree.write("build/compile_commands.json",
+               "[{\"directory\": \"" + Tree.Root + "\", \"file\": \"" + Tree.path("model.cpp") +
+                   "\", \"command\": \"g++ -std=c++17 -fconcepts-diagnostics-depth=2 -I" LMFUSE_CLI_STUBS
+                   " -c model.cpp\"}]");
+    ToolRun Run = runLmfuse({"-p", Tree.path("build"), Tree.path("model.cpp")});
+    INFO(Run.Err);
+    CHECK(Run.ExitCode == 0);
+    CHECK(countOf(Run.Out, "lmfuse::linear_cross_entropy(") == 1);
+    CHECK(countOf(Run.Err, "note: dropped flags Clang does not know: -fconcepts-diagnostics-depth=2") == 1);
+  }
+}
+
+TEST_CASE("--expect-patched not met lists every site with its status and reason", "[cli][options]") {
+  SourceTree Tree({{"model.cpp", ModelSource}, {"refused.cpp", RefusedSource}, {"plain.cpp", "int f() { return 1; }\n"}});
+  ToolRun Short = runLmfuse(withFlags({"--expect-patched", "2", Tree.path("model.cpp"), Tree.path("refused.cpp")}, Tree));
+  INFO(Short.Err);
+  CHECK(Short.ExitCode == 3);
+  CHECK(countOf(Short.Err, "1 site(s) patched or already patched, --expect-patched 2") == 1);
+  CHECK(countOf(Short.Err, "  " + Tree.path("model.cpp") + ":8:19: patched") == 1);
+  CHECK(countOf(Short.Err, "  " + Tree.path("refused.cpp") + ":6:17: unmatched (logits-rebound): ") == 1);
+
+  ToolRun None = runLmfuse(withFlags({"--expect-patched", "1", Tree.path("plain.cpp")}, Tree));
+  CHECK(None.ExitCode == 3);
+  CHECK(countOf(None.Err, "no loss site found in " + Tree.path("plain.cpp")) == 1);
+}
+
+// ---------------------------------------------------------------------------------------------------
+// Compile flags
+// ---------------------------------------------------------------------------------------------------
+
+TEST_CASE("-p reads the database in that folder only, and names the one it used", "[cli][database]") {
+  SourceTree Tree({{"model.cpp", ModelSource}, {"build/sub/keep", ""}});
+  Tree.write("build/compile_commands.json",
+             "[{\"directory\": \"" + Tree.Root + "\", \"file\": \"" + Tree.path("model.cpp") +
+                 "\", \"command\": \"clang++ -std=c++17 -I" LMFUSE_CLI_STUBS " -c model.cpp\"}]");
+  SECTION("a folder without one: its parent's is not taken") {
+    ToolRun Run = runLmfuse({"-p", Tree.path("build/sub"), Tree.path("model.cpp")});
+    CHECK(Run.ExitCode == 2);
+    CHECK(countOf(Run.Err, "no compile_commands.json in " + Tree.path("build/sub")) == 1);
+    CHECK(Run.Out.empty());
+  }
+  SECTION("the folder that holds it") {
+    ToolRun Run = runLmfuse({"-p", Tree.path("build"), Tree.path("model.cpp")});
+    CHECK(Run.ExitCode == 0);
+    CHECK(countOf(Run.Err, "note: using the compilation database " + Tree.path("build/compile_commands.json")) == 1);
+  }
+  SECTION("without -p, the nearest one above the file, named") {
+    Tree.write("compile_commands.json", Tree.read("build/compile_commands.json"));
+    ToolRun Run = runLmfuse({Tree.path("model.cpp")});
+    CHECK(Run.ExitCode == 0);
+    CHECK(countOf(Run.Err, "note: using the compilation database " + Tree.path("compile_commands.json")) == 1);
+  }
+}
+
+TEST_CASE("a malformed compilation database is an error naming it, not 'not found'", "[cli][database]") {
+  SourceTree Tree({{"model.cpp", ModelSource}, {"build/compile_commands.json", "[{\"directory\": \"/\", "}});
+  ToolRun Run = runLmfuse({"-p", Tree.path("build"), Tree.path("model.cpp")});
+  INFO(Run.Err);
+  CHECK(Run.ExitCode == 2);
+  CHECK(countOf(Run.Err, Tree.path("build/compile_commands.json") + " is malformed") == 1);
+  CHECK(countOf(Run.Err, "not found") == 0);
+  CHECK(countOf(Run.Err, "no compile flags") == 0);
+}
+
+TEST_CASE("a header named on the command line is parsed as C++", "[cli][database]") {
+  SourceTree Tree({{"model.h", ModelSource}});
+  std::string Audit = Tree.path("audit.json");
+  ToolRun Run = runLmfuse(withFlags({"--audit", Audit, Tree.path("model.h")}, Tree));
+  INFO(Run.Err);
+  CHECK(Run.ExitCode == 0);
+  REQUIRE(siteOf(readAudit(Audit), Tree.path("model.h")));
+  CHECK(siteOf(readAudit(Audit), Tree.path("model.h"))->getString("status") == llvm::StringRef("patched"));
+}
+
+// ---------------------------------------------------------------------------------------------------
+// Inputs
+// ---------------------------------------------------------------------------------------------------
+
+TEST_CASE("every input appears in the audit, skipped ones with their reason", "[cli][inputs]") {
+  SourceTree Tree({{"model.cpp", ModelSource}, {"unlisted.cpp", "int g() { return 0; }\n"}});
+  Tree.write("build/compile_commands.json",
+             "[{\"directory\": \"" + Tree.Root + "\", \"file\": \"" + Tree.path("model.cpp") +
+                 "\", \"command\": \"clang++ -std=c++17 -I" LMFUSE_CLI_STUBS " -c model.cpp\"}]");
+  std::string Audit = Tree.path("audit.json");
+  ToolRun Run = runLmfuse({"-p", Tree.path("build"), "--audit", Audit, Tree.path("model.cpp"),
+                           Tree.path("unlisted.cpp"), Tree.path("missing.cpp")});
+  CHECK(Run.ExitCode == 2);
+  llvm::json::Value Document = readAudit(Audit);
+  const llvm::json::Object *Unlisted = siteOf(Document, Tree.path("unlisted.cpp"));
+  const llvm::json::Object *Missing = siteOf(Document, Tree.path("missing.cpp"));
+  REQUIRE(Unlisted);
+  REQUIRE(Missing);
+  CHECK(Unlisted->getString("status") == llvm::StringRef("failed"));
+  CHECK(Unlisted->getString("reason") == llvm::StringRef("no-compile-command"));
+  CHECK(Missing->getString("reason") == llvm::StringRef("unreadable"));
+  CHECK(siteOf(Document, Tree.path("model.cpp"))->getString("status") == llvm::StringRef("patched"));
+}
+
+TEST_CASE("a FIFO, /dev/zero or a folder given as a source is refused promptly", "[cli][inputs]") {
+  SourceTree Tree({{"model.cpp", ModelSource}});
+  REQUIRE(::mkfifo(Tree.path("pipe.cpp").c_str(), 0644) == 0);
+  REQUIRE(!llvm::sys::fs::create_directories(Tree.path("folder.cpp")));
+  std::string Audit = Tree.path("audit.json");
+  ToolRun Run = runLmfuse(withFlags({"--audit", Audit, Tree.path("pipe.cpp"), "/dev/zero", Tree.path("folder.cpp"),
+                                     Tree.path("model.cpp")},
+                                    Tree),
+                          /*Seconds=*/20);
+  INFO(Run.Err);
+  CHECK(Run.ExitCode == 2);
+  CHECK(countOf(Run.Err, "pipe.cpp: is not a regular file") == 1);
+  CHECK(countOf(Run.Err, "/dev/zero: is not a regular file") == 1);
+  CHECK(countOf(Run.Err, "folder.cpp: is a folder") == 1);
+  CHECK(countOf(Run.Out, "lmfuse::linear_cross_entropy(") == 1);
+  llvm::json::Value Document = readAudit(Audit);
+  REQUIRE(siteOf(Document, "/dev/zero"));
+  CHECK(siteOf(Document, "/dev/zero")->getString("reason") == llvm::StringRef("unreadable"));
+}
+
+TEST_CASE("a pattern file that is empty, only comments or only --- is an error, never a crash", "[cli][inputs]") {
+  SourceTree Tree({{"model.cpp", ModelSource}});
+  for (const char *Text : {"", "# nothing but a comment\n", "---\n", "---\n...\n"}) {
+    INFO("pattern file: '" << Text << "'");
+    Tree.write("empty.yaml", Text);
+    ToolRun Run = runLmfuse(withFlags({"--patterns", Tree.path("empty.yaml"), Tree.path("model.cpp")}, Tree));
+    INFO(Run.Err);
+    CHECK(Run.ExitCode == 2);
+    CHECK(countOf(Run.Err, Tree.path("empty.yaml") + ":1:1: error: the pattern file holds no rule set") == 1);
+    CHECK(Run.Out.empty());
+  }
+  SECTION("a malformed key gets one error, without a follow-up about the half-read set") {
+    Tree.write("bad.yaml", "name: broken\nversion: [not, a, number]\n");
+    ToolRun Run = runLmfuse(withFlags({"--patterns", Tree.path("bad.yaml"), Tree.path("model.cpp")}, Tree));
+    CHECK(Run.ExitCode == 2);
+    CHECK(countOf(Run.Err, Tree.path("bad.yaml") + ":2:") >= 1);
+    CHECK(countOf(Run.Err, "names no head") == 0);
+    CHECK(countOf(Run.Err, "names no loss") == 0);
+  }
+}
+
+// ---------------------------------------------------------------------------------------------------
+// Sources read as what they are
+// ---------------------------------------------------------------------------------------------------
+
+TEST_CASE("a UTF-8 byte-order mark stays first, and the site is still patched", "[cli][encoding]") {
+  std::string WithMark = "\xEF\xBB\xBF" + std::string(ModelSource);  // the first line is an #include
+  SourceTree Tree({{"src/model.cpp", WithMark.c_str()}, {"inplace/model.cpp", WithMark.c_str()}});
+  std::string Audit = Tree.path("audit.json");
+  ToolRun Run = runLmfuse(withFlags({"--out-dir", Tree.path("out"), "--audit", Audit, Tree.path("src/model.cpp")}, Tree));
+  INFO(Run.Err);
+  CHECK(Run.ExitCode == 0);
+  CHECK(siteOf(readAudit(Audit), Tree.path("src/model.cpp"))->getString("status") == llvm::StringRef("patched"));
+  std::string Copy = readFile(Tree.path("out/model.cpp"));
+  CHECK(llvm::StringRef(Copy).starts_with("\xEF\xBB\xBF#line 1 \"" + Tree.path("src/model.cpp") + "\"\n#include"));
+  CHECK(countOf(Copy, "\xEF\xBB\xBF") == 1);
+  CHECK(compileError(Tree.path("out/model.cpp")) == "");
+
+  REQUIRE(runLmfuse(withFlags({"--in-place", Tree.path("inplace/model.cpp")}, Tree)).ExitCode == 0);
+  std::string InPlace = Tree.read("inplace/model.cpp");
+  CHECK(llvm::StringRef(InPlace).starts_with("\xEF\xBB\xBF#include"));
+  CHECK(countOf(InPlace, "\xEF\xBB\xBF") == 1);
+}
+
+TEST_CASE("CRLF sources get CRLF inserted lines and #line directives", "[cli][encoding]") {
+  std::string Crlf;
+  for (char C : llvm::StringRef(ModelSource)) {
+    if (C == '\n')
+      Crlf += '\r';
+    Crlf += C;
+  }
+  SourceTree Tree({{"src/model.cpp", Crlf.c_str()}, {"inplace/model.cpp", Crlf.c_str()}});
+  REQUIRE(runLmfuse(withFlags({"--in-place", Tree.path("inplace/model.cpp")}, Tree)).ExitCode == 0);
+  REQUIRE(runLmfuse(withFlags({"--out-dir", Tree.path("out"), Tree.path("src/model.cpp")}, Tree)).ExitCode == 0);
+  for (const std::string &Text : {Tree.read("inplace/model.cpp"), readFile(Tree.path("out/model.cpp"))}) {
+    CHECK(countOf(Text, "lmfuse::linear_cross_entropy(") == 1);
+    CHECK(countOf(Text, "\n") == countOf(Text, "\r\n"));  // no bare LF anywhere
+  }
+}
+
+TEST_CASE("paths with spaces, quotes and a newline: #line copies compile, the diff applies with patch -p0",
+          "[cli][encoding]") {
+  const std::string Folder = "with space/quote\"d/new\nline";
+  SourceTree Tree;
+  Tree.write(Folder + "/model.cpp", ModelSource);
+  std::string Source = Tree.path(Folder + "/model.cpp");
+  ToolRun Copy = runLmfuse(withFlags({"--out-dir", Tree.path("out"), Source}, Tree));
+  INFO(Copy.Err);
+  REQUIRE(Copy.ExitCode == 0);
+  std::string Written = readFile(Tree.path("out/model.cpp"));
+  std::string Escaped = Source;
+  for (size_t At = Escaped.find('"'); At != std::string::npos; At = Escaped.find('"', At + 2))
+    Escaped.insert(At, "\\");
+  Escaped.replace(Escaped.find('\n'), 1, "\\012");
+  CHECK(llvm::StringRef(Written).starts_with("#line 1 \"" + Escaped + "\"\n"));
+  CHECK(compileError(Tree.path("out/model.cpp")) == "");
+
+  llvm::ErrorOr<std::string> Patch = llvm::sys::findProgramByName("patch");
+  if (!Patch) {
+    WARN("patch(1) not installed: diff application not checked");
+    return;
+  }
+  // The diff names the file relative to the working directory: run from the tree's root.
+  llvm::SmallString<256> Previous;
+  REQUIRE(!llvm::sys::fs::current_path(Previous));
+  REQUIRE(!llvm::sys::fs::set_current_path(Tree.Root));
+  ToolRun Relative = runLmfuse(withFlags({Folder + "/model.cpp"}, Tree));
+  Tree.write("relative.diff", Relative.Out);
+  std::string DiffPath = Tree.path("relative.diff");
+  llvm::StringRef PatchArgv[] = {*Patch, "-s", "-p0", "-i", DiffPath};
+  int Applied = llvm::sys::ExecuteAndWait(*Patch, PatchArgv);
+  REQUIRE(!llvm::sys::fs::set_current_path(Previous));
+  CHECK(countOf(Relative.Out, "--- \"with space/quote\\\"d/new\\nline/model.cpp\"\n") == 1);
+  CHECK(Applied == 0);
+  CHECK(countOf(Tree.read(Folder + "/model.cpp"), "lmfuse::linear_cross_entropy(") == 1);
+}
+
+// ---------------------------------------------------------------------------------------------------
+// Writes
+// ---------------------------------------------------------------------------------------------------
+
+TEST_CASE("--in-place keeps the file's mode, owner and group", "[cli][writes]") {
+  SourceTree Tree({{"model.cpp", ModelSource}});
+  std::string Path = Tree.path("model.cpp");
+  REQUIRE(::chmod(Path.c_str(), 0750) == 0);
+  bool AsRoot = ::geteuid() == 0;
+  if (AsRoot)
+    REQUIRE(::chown(Path.c_str(), 1, 1) == 0);
+  else
+    WARN("not root: the owner and group are not changed before the run, only the mode is checked");
+  REQUIRE(runLmfuse(withFlags({"--in-place", Path}, Tree)).ExitCode == 0);
+  struct stat After;
+  REQUIRE(::stat(Path.c_str(), &After) == 0);
+  CHECK(countOf(Tree.read("model.cpp"), "lmfuse::linear_cross_entropy(") == 1);
+  CHECK((After.st_mode & 07777) == 0750);
+  if (AsRoot) {
+    CHECK(After.st_uid == 1);
+    CHECK(After.st_gid == 1);
+  }
+}
+
+TEST_CASE("a read-only or hard-linked source is refused: write-failed, exit 1, untouched", "[cli][writes]") {
+  SourceTree Tree({{"model.cpp", ModelSource}});
+  std::string Path = Tree.path("model.cpp");
+  std::string Audit = Tree.path("audit.json");
+  std::string Expected;
+  SECTION("mode 0444") {
+    REQUIRE(::chmod(Path.c_str(), 0444) == 0);
+    Expected = "is read-only";
+  }
+  SECTION("a second hard link") {
+    REQUIRE(::link(Path.c_str(), Tree.path("link.cpp").c_str()) == 0);
+    Expected = "has 2 hard links";
+  }
+  ToolRun Run = runLmfuse(withFlags({"--in-place", "--audit", Audit, Path}, Tree));
+  INFO(Run.Err);
+  CHECK(Run.ExitCode == 1);
+  CHECK(Tree.read("model.cpp") == ModelSource);
+  CHECK(countOf(Run.Err, Expected) >= 1);
+  llvm::json::Value Document = readAudit(Audit);
+  const llvm::json::Object *Site = siteOf(Document, Path);
+  REQUIRE(Site);
+  CHECK(Site->getString("status") == llvm::StringRef("failed"));
+  CHECK(Site->getString("reason") == llvm::StringRef("write-failed"));
+  CHECK(countOf(Site->getString("detail")->str(), Expected) == 1);
+  std::error_code EC;
+  for (llvm::sys::fs::directory_iterator It(Tree.Root, EC), End; It != End && !EC; It.increment(EC))
+    CHECK(countOf(It->path(), ".lmfuse-tmp-") == 0);
+}
+
+TEST_CASE("an --out-dir that would overwrite the sources is refused", "[cli][writes]") {
+  SourceTree Tree({{"src/model.cpp", ModelSource}});
+  SECTION("the sources' folder itself") {
+    ToolRun Run = runLmfuse(withFlags({"--out-dir", Tree.path("src"), Tree.path("src/model.cpp")}, Tree));
+    CHECK(Run.ExitCode == 2);
+    CHECK(countOf(Run.Err, "would overwrite the sources") == 1);
+  }
+  SECTION("a folder that holds the sources' folder") {
+    ToolRun Run = runLmfuse(withFlags({"--out-dir", Tree.Root, Tree.path("src/model.cpp")}, Tree));
+    CHECK(Run.ExitCode == 2);
+    CHECK(countOf(Run.Err, "among the sources") == 1);
+    CHECK(!fileExists(Tree.path("model.cpp")));
+  }
+  CHECK(Tree.read("src/model.cpp") == ModelSource);
+}
+
+TEST_CASE("an --out-dir copy of a file without patched sites that cannot be written is failed", "[cli][writes]") {
+  SourceTree Tree({{"src/model.cpp", ModelSource}, {"src/refused.cpp", RefusedSource}, {"out/refused.cpp/occupied", ""}});
+  std::string Audit = Tree.path("audit.json");
+  ToolRun Run = runLmfuse(withFlags(
+      {"--out-dir", Tree.path("out"), "--audit", Audit, Tree.path("src/model.cpp"), Tree.path("src/refused.cpp")}, Tree));
+  INFO(Run.Err);
+  CHECK(Run.ExitCode == 1);
+  llvm::json::Value Document = readAudit(Audit);
+  bool Failed = false;
+  for (const llvm::json::Value &Site : sitesOf(Document))
+    Failed |= field(Site, "file") == Tree.path("src/refused.cpp") && field(Site, "reason") == "write-failed";
+  CHECK(Failed);
+  CHECK(countOf(readFile(Tree.path("out/model.cpp")), "lmfuse::linear_cross_entropy(") == 1);
+}

@@ -1,0 +1,121 @@
+#!/usr/bin/env bash
+# Faults around writes that need a real file system, root or signals; every written file must end complete
+# or untouched, and no temporary may stay behind:
+#   1. a full disk (a 64 KiB tmpfs; root only, else skipped with a message) under --in-place, --audit,
+#      --export-fixes and --out-dir: the source and the previous audit are byte-identical, exit 1, no
+#      "LLVM ERROR";
+#   2. an immutable source (chattr +i; skipped where the file system or the user cannot set it);
+#   3. SIGINT and SIGTERM while a temporary exists, with -j 2 (LMFUSE_TEST_HOLD_TEMPORARY_MS holds each
+#      complete temporary before its rename, so the signal lands while it exists).
+#   write_faults.sh <lmfuse> <stub include folder>
+set -uo pipefail
+lmfuse=$1 stubs=$2
+work=$(mktemp -d)
+mounted=""
+cleanup() { [[ -n $mounted ]] && umount "$mounted"; chattr -i "$work"/immutable/model.cpp 2>/dev/null; rm -rf "$work"; }
+trap cleanup EXIT
+failures=0
+fail() { echo "FAILED: $*"; failures=$((failures + 1)); }
+no_temporaries() {  # <folder> <what>
+  local left
+  left=$(find "$1" -name '*.lmfuse-tmp-*' -o -name '*.temp-stream-*' 2>/dev/null)
+  [[ -z $left ]] || fail "$2: temporaries left behind: $left"
+}
+
+model() {  # <path>: the canonical site, padded to a few KiB
+  mkdir -p "$(dirname "$1")"
+  cat >"$1" <<'CPP'
+#include <torch/torch.h>
+namespace F = torch::nn::functional;
+torch::Tensor loss_of(torch::nn::Linear &head, const torch::Tensor &h, c10::optional<torch::Tensor> labels) {
+  torch::Tensor loss;
+  auto logits = head(h);
+  if (labels.has_value()) {
+    loss = F::cross_entropy(logits.view({-1, logits.size(-1)}), labels->view(-1));
+  }
+  return loss;
+}
+CPP
+  for i in $(seq 200); do echo "// padding line $i: the file is larger than one write of a few bytes" >>"$1"; done
+}
+flags=(-- -std=c++17 -I "$stubs")
+
+# 1. Disk full.
+if [[ $(id -u) == 0 ]] && mkdir -p "$work/full" && mount -t tmpfs -o size=64k tmpfs "$work/full" 2>/dev/null; then
+  mounted="$work/full"
+  model "$work/full/model.cpp"
+  cp "$work/full/model.cpp" "$work/model.orig"
+  echo '{"previous": "audit"}' >"$work/full/audit.json"
+  cp "$work/full/audit.json" "$work/audit.orig"
+  dd if=/dev/zero of="$work/full/filler" bs=4k count=64 2>/dev/null  # fills the rest
+  "$lmfuse" --in-place --audit "$work/full/audit.json" --export-fixes "$work/full/fixes.yaml" \
+    "$work/full/model.cpp" "${flags[@]}" >"$work/out.txt" 2>"$work/err.txt"
+  status=$?
+  [[ $status == 1 ]] || fail "disk full, --in-place: exit $status, expected 1"
+  cmp -s "$work/full/model.cpp" "$work/model.orig" || fail "disk full: the source changed"
+  cmp -s "$work/full/audit.json" "$work/audit.orig" || fail "disk full: the previous audit changed"
+  [[ ! -e $work/full/fixes.yaml ]] || fail "disk full: a partial fixes file exists"
+  grep -q 'LLVM ERROR' "$work/err.txt" && fail "disk full: LLVM ERROR"
+  grep -q 'No space left on device' "$work/err.txt" || fail "disk full: the error does not say why: $(cat "$work/err.txt")"
+  no_temporaries "$work/full" "disk full, --in-place"
+  # The same full disk as an output tree: every copy is complete or absent.
+  "$lmfuse" --out-dir "$work/full/out" --edit-root "$work" "$work/model.orig" "${flags[@]}" \
+    >/dev/null 2>"$work/err.txt"
+  status=$?
+  [[ $status == 1 ]] || fail "disk full, --out-dir: exit $status, expected 1"
+  grep -q 'LLVM ERROR' "$work/err.txt" && fail "disk full, --out-dir: LLVM ERROR"
+  if [[ -e $work/full/out/model.orig ]]; then
+    tail -n 1 "$work/full/out/model.orig" | grep -q 'padding line 200:' || fail "disk full, --out-dir: a truncated copy"
+  fi
+  no_temporaries "$work/full" "disk full, --out-dir"
+  umount "$work/full" && mounted=""
+  echo "disk full: checked"
+else
+  echo "disk full: skipped (needs root to mount a small tmpfs)"
+fi
+
+# 2. Immutable source.
+model "$work/immutable/model.cpp"
+cp "$work/immutable/model.cpp" "$work/immutable.orig"
+if chattr +i "$work/immutable/model.cpp" 2>/dev/null; then
+  "$lmfuse" --in-place --audit "$work/immutable.json" "$work/immutable/model.cpp" "${flags[@]}" >/dev/null 2>"$work/err.txt"
+  status=$?
+  [[ $status == 1 ]] || fail "immutable: exit $status, expected 1"
+  grep -q '"write-failed"' "$work/immutable.json" || fail "immutable: no write-failed entry"
+  grep -q 'immutable' "$work/err.txt" || fail "immutable: the error does not say so: $(cat "$work/err.txt")"
+  chattr -i "$work/immutable/model.cpp"
+  cmp -s "$work/immutable/model.cpp" "$work/immutable.orig" || fail "immutable: the source changed"
+  no_temporaries "$work/immutable" "immutable"
+  echo "immutable: checked"
+else
+  echo "immutable: skipped (chattr +i not permitted here)"
+fi
+
+# 3. Signals while temporaries exist, two units in parallel.
+for signal in INT TERM; do
+  dir="$work/signal-$signal"
+  model "$dir/src/a.cpp"
+  model "$dir/src/b.cpp"
+  # A background job of a script starts with SIGINT ignored; give it the default disposition back.
+  LMFUSE_TEST_HOLD_TEMPORARY_MS=2000 env --default-signal=INT,TERM "$lmfuse" -j 2 --out-dir "$dir/out" --audit "$dir/audit.json" \
+    "$dir/src/a.cpp" "$dir/src/b.cpp" "${flags[@]}" >/dev/null 2>&1 &
+  pid=$!
+  for _ in $(seq 300); do
+    [[ -n $(find "$dir" -name '*.lmfuse-tmp-*' 2>/dev/null) ]] && break
+    sleep 0.05
+  done
+  [[ -n $(find "$dir" -name '*.lmfuse-tmp-*' 2>/dev/null) ]] || fail "SIG$signal: no temporary seen while writing"
+  kill -"$signal" "$pid"
+  wait "$pid"
+  status=$?
+  [[ $status -gt 128 ]] || fail "SIG$signal: exit $status, expected death by the signal"
+  no_temporaries "$dir" "SIG$signal"
+  for copy in "$dir"/out/*.cpp; do
+    [[ -e $copy ]] || continue
+    tail -n 1 "$copy" | grep -q 'padding line 200:' || fail "SIG$signal: truncated $copy"
+  done
+done
+echo "signals: checked"
+
+[[ $failures == 0 ]] || exit 1
+echo "write faults: all checked"
