@@ -9,7 +9,8 @@
 // of tokens. Inputs are random (never zeros). Environment: LMFUSE_BENCH_SHAPES (comma list of indices),
 // LMFUSE_BENCH_CHUNKS (extra rows with these chunk_tokens), LMFUSE_BENCH_REPEATS, LMFUSE_BENCH_IGNORED
 // (comma list of ignored-label fractions, default 0), LMFUSE_BENCH_PARTS (also time forward only and
-// forward + grad_hidden, to place the time; their TFLOP/s count 2 and 4 · N·D·V).
+// forward + grad_hidden, to place the time; their TFLOP/s count 2 and 4 · N·D·V). The "fp32 grad_weight"
+// rows are mixed precision: bf16 hidden and weight, grad_weight in fp32 (ParamGradKind::Float32).
 #include <cublas_v2.h>
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
@@ -222,10 +223,18 @@ int main() {
           double(std::count_if(hostLabels.begin(), hostLabels.end(), [](int64_t l) { return l != -100; })) / double(n);
 
       // parts: 0 = forward+backward, 1 = forward only, 2 = loss + grad_hidden (no grad_weight GEMM).
-      struct Variant { const char* mode; lmfuse::MemoryMode memory; int64_t chunk; int parts; bool compact = true; };
+      struct Variant {
+        const char* mode;
+        lmfuse::MemoryMode memory;
+        int64_t chunk;
+        int parts;
+        bool compact = true;
+        bool fp32Params = false;
+      };
       std::vector<Variant> variants = {{"default", lmfuse::MemoryMode::Auto, 0, 0},
                                        {"no compaction", lmfuse::MemoryMode::Auto, 0, 0, false},
-                                       {"low-memory", lmfuse::MemoryMode::LowMemory, 0, 0}};
+                                       {"low-memory", lmfuse::MemoryMode::LowMemory, 0, 0},
+                                       {"fp32 grad_weight", lmfuse::MemoryMode::Auto, 0, 0, true, true}};
       for (double c : chunks) variants.push_back({"chunk", lmfuse::MemoryMode::Accumulate, int64_t(c), 0});
 
       if (std::getenv("LMFUSE_BENCH_PARTS")) {
@@ -248,7 +257,12 @@ int main() {
         lmfuse::Outputs outputs;
         outputs.loss = loss;
         if (variant.parts != 1) outputs.grad_hidden = gh;
-        if (variant.parts == 0) outputs.grad_weight = gw;
+        float* gw32 = nullptr;  // mixed precision: the fp32 gradient, the caller's memory
+        if (variant.fp32Params) {
+          BENCH_CHECK(cudaMalloc(&gw32, v * d * 4));
+          outputs.param_grads = lmfuse::ParamGradKind::Float32;
+        }
+        if (variant.parts == 0) outputs.grad_weight = gw32 ? static_cast<void*>(gw32) : gw;
         lmfuse::Context context;
         context.device = lmfuse::DeviceKind::Cuda;
         context.stream = stream;
@@ -284,8 +298,10 @@ int main() {
           norm += want[t] * want[t];
         }
         BENCH_CHECK(cudaFree(workspace));
+        if (gw32) BENCH_CHECK(cudaFree(gw32));
 
-        const bool lowMemory = variant.memory == lmfuse::MemoryMode::LowMemory || variant.parts == 1 || variant.parts == 2;
+        const bool lowMemory = variant.memory == lmfuse::MemoryMode::LowMemory || variant.parts == 1 ||
+                               variant.parts == 2 || variant.fp32Params;
         const double accumulator = lowMemory ? 0.0 : double(v) * double(d) * 4.0;
         const double gib = double(1u << 30);
         Row row;

@@ -144,9 +144,10 @@ public:
     labelsDevice_.upload(indexBytes(labels_, spec_.labelType).data());
   }
 
-  /// Poisons every output (and resets the accumulator to its start values).
+  /// Poisons every output and the workspace (and resets the accumulator to its start values): a value
+  /// the runtime forgets to write, or a workspace byte it reads before writing, shows up as NaN.
   void prepareOutputs() {
-    for (DeviceBuffer* b : {&loss_, &lse_, &gradHidden_, &gradWeight_, &gradBias_}) b->poison();
+    for (DeviceBuffer* b : {&loss_, &lse_, &gradHidden_, &gradWeight_, &gradBias_, &workspace_}) b->poison();
     accumulate_.upload(accumulateStart_.data());
   }
 

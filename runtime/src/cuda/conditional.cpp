@@ -38,8 +38,11 @@ void enqueueConditional(cudaStream_t stream, cudaGraphConditionalHandle conditio
   cudaGraphNode_t node;
   LMFUSE_CUDA_CHECK(cudaGraphAddNode(&node, graph, dependencies, nullptr, count, &params));
   LMFUSE_CUDA_CHECK(cudaStreamUpdateCaptureDependencies(stream, &node, nullptr, 1, cudaStreamSetCaptureDependencies));
+  // The driver fills phGraph_out with the body graphs; a tool that intercepts graph building may not.
+  if (!params.conditional.phGraph_out) LMFUSE_FAIL("CUDA backend: the conditional node came back without body graphs");
   for (int part = 0; part < parts; ++part) {
     cudaGraph_t bodyGraph = params.conditional.phGraph_out[part];
+    if (!bodyGraph) LMFUSE_FAIL("CUDA backend: the conditional node came back without body graph " << part);
     LMFUSE_CUDA_CHECK(cudaStreamBeginCaptureToGraph(bodyStream, bodyGraph, nullptr, nullptr, 0,
                                                     cudaStreamCaptureModeRelaxed));
     try {
