@@ -82,7 +82,7 @@ if chattr +i "$work/immutable/model.cpp" 2>/dev/null; then
   status=$?
   [[ $status == 1 ]] || fail "immutable: exit $status, expected 1"
   grep -q '"write-failed"' "$work/immutable.json" || fail "immutable: no write-failed entry"
-  grep -q 'immutable' "$work/err.txt" || fail "immutable: the error does not say so: $(cat "$work/err.txt")"
+  grep -q 'is immutable or append-only' "$work/err.txt" || fail "immutable: the error does not say so: $(cat "$work/err.txt")"
   chattr -i "$work/immutable/model.cpp"
   cmp -s "$work/immutable/model.cpp" "$work/immutable.orig" || fail "immutable: the source changed"
   no_temporaries "$work/immutable" "immutable"
