@@ -1,5 +1,5 @@
 // lmfuse-bench: times the fused linear + cross-entropy (forward + backward, bf16) at the head shapes of
-// Llama-3-8B, Gemma-2-2B and a long batch, beside the three plain cuBLAS GEMMs the unfused computation
+// Llama-3-8B, Gemma-2-2B, a long batch and Qwen-2.5-7B (index 3, not in the default list), beside the three plain cuBLAS GEMMs the unfused computation
 // needs (logits = H·Wᵀ, grad_H = dZ·W, grad_W = dZᵀ·H) measured in the same run. Prints one table:
 // median milliseconds over repeats (CUDA events, after warm-up), TFLOP/s counted as 6·N·D·V, the
 // workspace (the only device memory the call uses beyond inputs and returned gradients) and the same less
@@ -66,7 +66,8 @@ struct Shape {
 };
 const Shape kShapes[] = {{"Llama-3-8B", 8192, 4096, 128256},
                          {"Gemma-2-2B", 8192, 2304, 256000},
-                         {"Llama-3-8B N=32768", 32768, 4096, 128256}};
+                         {"Llama-3-8B N=32768", 32768, 4096, 128256},
+                         {"Qwen-2.5-7B", 16384, 3584, 152064}};
 
 float medianOf(std::vector<float> values) {
   std::sort(values.begin(), values.end());

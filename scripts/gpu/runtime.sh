@@ -28,10 +28,12 @@ if [[ $what == sanitize || $what == checked ]]; then
   # The whole binary under each tool; the host-only plan tests run too (cheaply). --error-exitcode makes
   # any finding fail the script; leaks are not errors here (the per-device state lives for the process).
   for tool in memcheck racecheck initcheck synccheck; do
-    timeout "${LMFUSE_SANITIZE_TIMEOUT:-240}" compute-sanitizer --tool "$tool" --error-exitcode 99 \
+    timeout "${LMFUSE_SANITIZE_TIMEOUT:-240}" compute-sanitizer --tool "$tool" --error-exitcode 99 --print-limit 0 \
       "$build/tests/runtime_cuda/lmfuse_runtime_cuda_tests" >"$out/sanitize-$tool.log" 2>&1
     code=$?
     echo "compute-sanitizer $tool: exit $code; $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY|test cases' "$out/sanitize-$tool.log" | tr '\n' ' ')"
+    # Where the findings are: each distinct kernel location, with its count.
+    grep -E '^=========     at ' "$out/sanitize-$tool.log" | sed 's/+0x[0-9a-f]*//' | sort | uniq -c | sort -rn | head -8
     [[ $code == 0 ]] || status=1
   done
 fi
