@@ -76,10 +76,11 @@ std::string refusalToReplace(llvm::StringRef PathRef) {
     return "";  // does not exist yet (other errors surface when the temporary is created)
   if (!S_ISREG(Status.st_mode))
     return Path + " is not a regular file";
-  if (!(Status.st_mode & S_IWUSR) || ::access(Path.c_str(), W_OK) != 0)
-    return Path + " is read-only (mode " + modeText(Status.st_mode) + ")";
+  // Before the access() check, which an immutable file also fails.
   if (isImmutable(Path))
     return Path + " is immutable or append-only (chattr +i/+a)";
+  if (!(Status.st_mode & S_IWUSR) || ::access(Path.c_str(), W_OK) != 0)
+    return Path + " is read-only (mode " + modeText(Status.st_mode) + ")";
   if (Status.st_nlink > 1)
     return Path + " has " + std::to_string(Status.st_nlink) +
            " hard links; replacing it would break them (the others would keep the old contents)";

@@ -3,7 +3,7 @@
 # or untouched, and no temporary may stay behind:
 #   1. a full disk (a 64 KiB tmpfs; root only, else skipped with a message) under --in-place, --audit,
 #      --export-fixes and --out-dir: the source and the previous audit are byte-identical, exit 1, no
-#      "LLVM ERROR";
+#      "LLVM ERROR"; the dry-run diff into /dev/full likewise;
 #   2. an immutable source (chattr +i; skipped where the file system or the user cannot set it);
 #   3. SIGINT and SIGTERM while a temporary exists, with -j 2 (LMFUSE_TEST_HOLD_TEMPORARY_MS holds each
 #      complete temporary before its rename, so the signal lands while it exists).
@@ -72,6 +72,17 @@ if [[ $(id -u) == 0 ]] && mkdir -p "$work/full" && mount -t tmpfs -o size=64k tm
   echo "disk full: checked"
 else
   echo "disk full: skipped (needs root to mount a small tmpfs)"
+fi
+
+# 1b. The diff on a full standard output (/dev/full): an error and exit 1, not "LLVM ERROR".
+if [[ -w /dev/full ]]; then
+  model "$work/stdout/model.cpp"
+  "$lmfuse" "$work/stdout/model.cpp" "${flags[@]}" >/dev/full 2>"$work/err.txt"
+  status=$?
+  [[ $status == 1 ]] || fail "stdout full: exit $status, expected 1"
+  grep -q 'LLVM ERROR' "$work/err.txt" && fail "stdout full: LLVM ERROR"
+  grep -q 'cannot write the diff to standard output' "$work/err.txt" || fail "stdout full: $(cat "$work/err.txt")"
+  echo "stdout full: checked"
 fi
 
 # 2. Immutable source.
