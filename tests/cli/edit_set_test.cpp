@@ -214,3 +214,62 @@ TEST_CASE("random edits: the diff rebuilds the rewrite and #line keeps every unt
   }
   CHECK(TotalChecked > 200);  // the property was exercised, not vacuously true
 }
+
+namespace {
+
+// A file's own form, and what its rewrite and its #line copy must look like.
+struct FormCase {
+  const char *Name;
+  std::string Path, Contents;
+  unsigned Offset, Length;
+  std::string Text;
+  std::string Rewritten, Copy;
+};
+
+}  // namespace
+
+TEST_CASE("a file's form is kept: byte-order mark first, CRLF lines, escaped #line names", "[edit_set]") {
+  const std::string Mark = "\xEF\xBB\xBF";
+  const FormCase Cases[] = {
+      {"an insertion at the top goes after the byte-order mark", "/s/a.cpp", Mark + "#include <a>\nx;\n", 0, 0,
+       "#include <b>\n", Mark + "#include <b>\n#include <a>\nx;\n",
+       // The insertion shares the first line's block (it does not start at the line's first byte), so the
+       // directive resyncs after that block, as after any edited block.
+       Mark + "#line 1 \"/s/a.cpp\"\n#include <b>\n#include <a>\n#line 2 \"/s/a.cpp\"\nx;\n"},
+      {"an edit of the first line keeps one mark", "/s/a.cpp", Mark + "x;\ny;\n", 3, 1, "z", Mark + "z;\ny;\n",
+       Mark + "#line 1 \"/s/a.cpp\"\nz;\n#line 2 \"/s/a.cpp\"\ny;\n"},
+      {"inserted lines and directives end in CRLF in a CRLF file", "/s/a.cpp", "a;\r\nb;\r\n", 4, 0,
+       "c;\nd;\n", "a;\r\nc;\r\nd;\r\nb;\r\n",
+       "#line 1 \"/s/a.cpp\"\r\na;\r\nc;\r\nd;\r\n#line 2 \"/s/a.cpp\"\r\nb;\r\n"},
+      {"quotes, backslashes and a newline in the name are escaped", "/s/q\"b\\n\nl.cpp", "a;\nb;\n", 0, 2, "c;",
+       "c;\nb;\n", "#line 1 \"/s/q\\\"b\\\\n\\012l.cpp\"\nc;\n#line 2 \"/s/q\\\"b\\\\n\\012l.cpp\"\nb;\n"},
+  };
+  for (const FormCase &Case : Cases) {
+    SECTION(Case.Name) {
+      EditSet Edits;
+      Edits.add(Replacement(Case.Path, Case.Offset, Case.Length, Case.Text));
+      Edits.fitTo(Case.Path, Case.Contents);
+      Replacements Fitted = Edits.editsFor(Case.Path);
+      CHECK(lmfuse::rewriter::applyEdits(Case.Path, Case.Contents, Fitted).get() == Case.Rewritten);
+      CHECK(lmfuse::rewriter::rewrittenWithLineDirectives(Case.Path, Case.Contents, Fitted) == Case.Copy);
+    }
+  }
+}
+
+TEST_CASE("diff headers: plain names as they are, others C-quoted as GNU diff writes them", "[edit_set]") {
+  const std::pair<const char *, const char *> Cases[] = {
+      {"src/model.cpp", "src/model.cpp"},
+      {"with space/model.cpp", "\"with space/model.cpp\""},
+      {"q\"uote.cpp", "\"q\\\"uote.cpp\""},
+      {"back\\slash.cpp", "\"back\\\\slash.cpp\""},
+      {"new\nline.cpp", "\"new\\nline.cpp\""},
+      {"tab\tbed.cpp", "\"tab\\tbed.cpp\""},
+  };
+  for (const auto &[Name, Shown] : Cases) {
+    INFO(Name);
+    Replacements Edits;
+    REQUIRE(!Edits.add(Replacement(Name, 0, 1, "y")));
+    std::string Diff = lmfuse::rewriter::unifiedDiff(Name, "x;\n", Edits);
+    CHECK(llvm::StringRef(Diff).starts_with(std::string("--- ") + Shown + "\n+++ " + Shown + "\n"));
+  }
+}
