@@ -48,6 +48,13 @@ std::vector<size_t> unknownFlags(const std::vector<std::string> &Arguments) {
   return Unknown;
 }
 
+std::string droppedFlagsNote(const std::vector<std::string> &Flags) {
+  std::string Note = "dropped flags Clang does not know:";
+  for (const std::string &Flag : Flags)
+    Note += " " + Flag;
+  return Note;
+}
+
 AdjustedCommand adjustCommand(const clang::tooling::CompileCommand &Command, const CommandLineOptions &Options) {
   using namespace clang::tooling;
   AdjustedCommand Result;

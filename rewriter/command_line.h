@@ -27,6 +27,9 @@ struct AdjustedCommand {
 /// Indexes into Arguments (compiler flags without argv[0]) of the flags the Clang driver does not know.
 std::vector<size_t> unknownFlags(const std::vector<std::string> &Arguments);
 
+/// The note that names dropped flags ("dropped flags Clang does not know: -fa -fb"), one for the whole run.
+std::string droppedFlagsNote(const std::vector<std::string> &Flags);
+
 /// The command made -fsyntax-only, outputs and dependency files stripped, the user's extra arguments and
 /// lmfuse's own added; unknown flags dropped; a header (.h/.hh/.hpp/.hxx) parsed as C++ unless the flags
 /// name a language.

@@ -226,12 +226,8 @@ DriverResult runDriver(const clang::tooling::CompilationDatabase &Compilations,
     DroppedFlags.insert(Dropped.begin(), Dropped.end());
     Units.push_back(std::move(Unit));
   }
-  if (!DroppedFlags.empty()) {
-    std::string Names;
-    for (const std::string &Flag : DroppedFlags)
-      Names += (Names.empty() ? "" : " ") + Flag;
-    Result.Notes.push_back("dropped flags Clang does not know: " + Names);
-  }
+  if (!DroppedFlags.empty())
+    Result.Notes.push_back(droppedFlagsNote(std::vector<std::string>(DroppedFlags.begin(), DroppedFlags.end())));
   Result.TranslationUnits = Units.size();
 
   // 2. Parse and analyse (or take the cached outcome).

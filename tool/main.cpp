@@ -308,12 +308,8 @@ int main(int argc, const char **argv) {
   DriverResult Result = runDriver(*Compilations, SourcePaths, *Patterns, Options);
   for (const std::string &Message : Result.Skipped)
     errs() << "lmfuse: skipped " << Message << "\n";
-  if (!DroppedFlags.empty()) {
-    std::string Names;
-    for (const std::string &Flag : DroppedFlags)
-      Names += (Names.empty() ? "" : " ") + Flag;
-    Result.Notes.insert(Result.Notes.begin(), "dropped flags Clang does not know: " + Names);
-  }
+  if (!DroppedFlags.empty())
+    Result.Notes.insert(Result.Notes.begin(), droppedFlagsNote(DroppedFlags));
   if (!Quiet)
     for (const std::string &Note : Result.Notes)
       errs() << "lmfuse: note: " << Note << "\n";
