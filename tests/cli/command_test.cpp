@@ -4,6 +4,8 @@
 // write_faults.sh.
 #include "cli_support.h"
 
+#include "patterns.h"
+
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -82,6 +84,23 @@ TEST_CASE("a refused site is a clang-style warning with a note at the offending 
   CHECK(Warning[5] == "      |   ^");
   // Not a terminal: no colour escapes.
   CHECK(countOf(Run.Err, "\x1b[") == 0);
+}
+
+TEST_CASE("a unit taken from the --out-dir cache prints the same diagnostics", "[cli][diagnostics]") {
+  SourceTree Tree({{"src/refused.cpp", RefusedSource}});
+  std::vector<std::string> Arguments{"--out-dir", Tree.path("out"), "--summary", Tree.path("src/refused.cpp")};
+  ToolRun First = runLmfuse(withFlags(Arguments, Tree));
+  ToolRun Second = runLmfuse(withFlags(Arguments, Tree));
+  REQUIRE(countOf(Second.Err, "[1/1 translation units from the cache]") == 1);
+  auto Diagnostics = [](const std::string &Err) {
+    std::string Kept;
+    for (const std::string &Line : linesOf(Err))
+      if (!llvm::StringRef(Line).starts_with("lmfuse:"))
+        Kept += Line + "\n";
+    return Kept;
+  };
+  CHECK(countOf(First.Err, ":7:3: note: ") == 1);
+  CHECK(Diagnostics(Second.Err) == Diagnostics(First.Err));
 }
 
 TEST_CASE("--quiet prints no per-site warning; --verbose adds a remark per patched site", "[cli][diagnostics]") {
@@ -312,6 +331,21 @@ TEST_CASE("a pattern file that is empty, only comments or only --- is an error, 
     CHECK(countOf(Run.Err, "names no head") == 0);
     CHECK(countOf(Run.Err, "names no loss") == 0);
   }
+}
+
+TEST_CASE("a pattern whose argument indexes collide is an error naming the file and the pattern", "[cli][inputs]") {
+  SourceTree Tree({{"model.cpp", ModelSource}});
+  std::string Yaml = lmfuse::rewriter::defaultPatternText().str();
+  const std::string Target = "    target: 1\n";
+  REQUIRE(Yaml.find(Target) != std::string::npos);
+  Yaml.replace(Yaml.find(Target), Target.size(), "    target: 0\n");  // the first loss: input 0, target 0
+  Tree.write("same.yaml", Yaml);
+  ToolRun Run = runLmfuse(withFlags({"--patterns", Tree.path("same.yaml"), Tree.path("model.cpp")}, Tree));
+  INFO(Run.Err);
+  CHECK(Run.ExitCode == 2);
+  CHECK(countOf(Run.Err, Tree.path("same.yaml") + ":") >= 1);
+  CHECK(countOf(Run.Err, "'input' and 'target' name the same argument") == 1);
+  CHECK(Run.Out.empty());
 }
 
 // ---------------------------------------------------------------------------------------------------
