@@ -4,6 +4,7 @@
 
 #include <lmfuse/distributed.h>
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -22,11 +23,16 @@ int64_t bitsOf(double value);
 /// The fields every rank must agree on in a LossOptions (n_items and process_group only as "set or not").
 std::vector<Field> optionFields(const LossOptions& options);
 
-/// The gathered values: values[rank][field]. Skips the collective (and returns the table it gave then)
-/// when the same fields already passed on this group. `localError` non-empty: this rank's arguments are invalid;
-/// every rank throws (this one with `localError`).
-std::vector<std::vector<int64_t>> checkAgreement(const c10::intrusive_ptr<c10d::ProcessGroup>& group,
-                                                 const torch::Device& device, const char* who,
-                                                 const std::vector<Field>& fields, const std::string& localError);
+using Table = std::vector<std::vector<int64_t>>;  ///< values[rank][field]
+
+/// Gathers every rank's fields and throws, on every rank alike, when a rank's arguments are invalid
+/// (`localError` non-empty: this rank throws it, the others name the rank), when a field that must agree
+/// differs, or when `validate` (run on the gathered table: a shard layout) throws. On CUDA tensors a
+/// configuration that passed is not checked again on this group (the check reads the table on the host,
+/// a synchronisation; the table it gave is returned) unless LMFUSE_CHECK_EVERY_CALL=1; on the CPU every
+/// call is checked, so a rank that changes its configuration alone is always caught there.
+Table checkAgreement(const c10::intrusive_ptr<c10d::ProcessGroup>& group, const torch::Device& device,
+                     const char* who, const std::vector<Field>& fields, const std::string& localError,
+                     const std::function<void(const Table&)>& validate = {});
 
 }  // namespace lmfuse::distributed_detail

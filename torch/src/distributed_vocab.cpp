@@ -266,33 +266,37 @@ torch::Tensor vocab_parallel_linear_cross_entropy(const torch::Tensor& hidden, c
   fields.push_back({"vocab_begin (given or not)", vocab_begin >= 0});
   fields.push_back({"shard rows", shaped ? weight_shard.size(0) : 0, false});
   fields.push_back({"vocab_begin", vocab_begin, false});
-  const auto device = hidden.defined() ? hidden.device() : torch::Device(torch::kCPU);
-  const auto table = distributed_detail::checkAgreement(group, device, kWho, fields, localError);
-
   // The shards must tile [0, total) exactly: in rank order, or as the ranks' vocab_begin say.
   const std::size_t rowsField = fields.size() - 2, beginField = fields.size() - 1;
   const int size = group->getSize(), rank = group->getRank();
-  std::vector<std::pair<int64_t, int64_t>> ranges;  // (begin, rows) per rank
-  int64_t total = 0;
-  for (int r = 0; r < size; ++r) {
-    ranges.emplace_back(vocab_begin >= 0 ? table[r][beginField] : total, table[r][rowsField]);
-    total += table[r][rowsField];
-  }
-  std::vector<std::pair<int64_t, int64_t>> sorted = ranges;
-  std::sort(sorted.begin(), sorted.end());
-  int64_t next = 0;
-  for (const auto& [begin, rows] : sorted) {
-    const auto owner = std::find(ranges.begin(), ranges.end(), std::make_pair(begin, rows)) - ranges.begin();
-    TORCH_CHECK(begin == next, kWho, "the vocabulary shards do not tile [0, ", total, "): rank ", owner,
-                " starts at row ", begin, " where ", next == 0 ? "the vocabulary" : "the previous shard", " ends at ",
-                next, " (ranks' begin/rows: ", [&] {
-                  std::string text;
-                  for (int r = 0; r < size; ++r)
-                    text += (r ? ", " : "") + std::to_string(ranges[r].first) + "/" + std::to_string(ranges[r].second);
-                  return text;
-                }(), ")");
-    next = begin + rows;
-  }
+  auto layout = [&](const distributed_detail::Table& table) {
+    std::vector<std::pair<int64_t, int64_t>> ranges;  // (begin, rows) per rank
+    int64_t total = 0;
+    for (int r = 0; r < size; ++r) {
+      ranges.emplace_back(vocab_begin >= 0 ? table[r][beginField] : total, table[r][rowsField]);
+      total += table[r][rowsField];
+    }
+    return std::make_pair(ranges, total);
+  };
+  auto checkTiling = [&](const distributed_detail::Table& table) {
+    const auto [ranges, total] = layout(table);
+    std::string listing;
+    for (int r = 0; r < size; ++r)
+      listing += (r ? ", " : "") + std::to_string(ranges[r].first) + "/" + std::to_string(ranges[r].second);
+    std::vector<int> order(size);
+    for (int r = 0; r < size; ++r) order[r] = r;
+    std::sort(order.begin(), order.end(), [&](int a, int b) { return ranges[a] < ranges[b]; });
+    int64_t next = 0;
+    for (int r : order) {
+      TORCH_CHECK(ranges[r].first == next, kWho, "the vocabulary shards do not tile [0, ", total, "): rank ", r,
+                  " starts at row ", ranges[r].first, " where ", next == 0 ? "the vocabulary starts" : "the previous shard ends",
+                  " (", next, "); ranks' begin/rows: ", listing);
+      next += ranges[r].second;
+    }
+  };
+  const auto device = hidden.defined() ? hidden.device() : torch::Device(torch::kCPU);
+  const auto [ranges, total] =
+      layout(distributed_detail::checkAgreement(group, device, kWho, fields, localError, checkTiling));
 
   torch::Tensor n_items = options.n_items();
   if (options.process_group()) {  // data parallel × vocabulary parallel: the count over the data group
