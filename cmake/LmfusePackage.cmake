@@ -1,7 +1,9 @@
 # lmfuse CMake package: install rules, lmfuse-config.cmake and lmfuse_rewrite() (see cmake/LmfuseRewrite.cmake).
-#   find_package(lmfuse CONFIG) gives lmfuse::runtime, lmfuse::torch (when built with LibTorch), the
-#   imported executable lmfuse::lmfuse (when the tool was built), LMFUSE_PATTERNS and lmfuse_rewrite().
-# In-tree (add_subdirectory), the same names exist: lmfuse::runtime, lmfuse::torch, the `lmfuse` target.
+#   find_package(lmfuse CONFIG [COMPONENTS runtime torch tool]) gives lmfuse::runtime and
+#   lmfuse::runtime_cpu (component runtime: no LibTorch needed; runtime_cpu links no CUDA library),
+#   lmfuse::torch (component torch, when built with LibTorch), the imported executable lmfuse::lmfuse
+#   (component tool, when the tool was built), LMFUSE_PATTERNS and lmfuse_rewrite().
+# In-tree (add_subdirectory), the same names exist: lmfuse::runtime(_cpu), lmfuse::torch, the `lmfuse` target.
 include(CMakePackageConfigHelpers)
 
 set(LMFUSE_INSTALL_CMAKEDIR "${CMAKE_INSTALL_LIBDIR}/cmake/lmfuse")
@@ -11,7 +13,7 @@ set(LMFUSE_INSTALL_PATTERNSDIR "${CMAKE_INSTALL_DATADIR}/lmfuse/patterns")
 set(LMFUSE_PATTERNS "${PROJECT_SOURCE_DIR}/patterns/libtorch.yaml" CACHE FILEPATH "The lmfuse pattern set lmfuse_rewrite() uses")
 include(LmfuseRewrite)
 
-set(_lmfuse_exported lmfuse_runtime)
+set(_lmfuse_exported lmfuse_runtime lmfuse_runtime_cpu)
 if(TARGET lmfuse)
   set_target_properties(lmfuse PROPERTIES EXPORT_NAME lmfuse)
   list(APPEND _lmfuse_exported lmfuse)

@@ -1,21 +1,35 @@
-# lmfuse_rewrite(TARGET <target> SOURCES <file>... [AUDIT <path>] [EXPECT_PATCHED <n>] [PATTERNS <file>])
+# lmfuse_rewrite(TARGET <target> [SOURCES <file>...] [EDIT_ROOT <dir>] [EXTRA_ARGS <flag>...]
+#                [AUDIT <path>] [EXPECT_PATCHED <n>] [PATTERNS <file>])
 #
-# Compiles the lmfuse-rewritten copies of SOURCES into <target> instead of the originals:
-# - at build time the lmfuse tool runs over SOURCES with the target's own include directories, compile
-#   definitions, compile options and C++ standard, and writes the rewritten copies (with #line
-#   directives, so diagnostics point at the originals) under
-#   ${CMAKE_CURRENT_BINARY_DIR}/lmfuse_rewritten/<target>/; the originals are never touched;
-# - it reruns only when a source, a header they include (depfile, Ninja and Makefiles), the pattern
-#   set, the tool or the target's flags change;
-# - the build fails, naming every site that was not patched and why, when fewer than EXPECT_PATCHED
-#   sites are patched (the tool's --expect-patched, exit code 3);
-# - the audit JSON goes to AUDIT (default: lmfuse_rewritten/<target>/audit.json);
-# - <target> links lmfuse::torch and finds the quote-includes of its originals (-iquote <their folder>).
+# Compiles every C++ translation unit of <target> from an lmfuse-rewritten mirror of EDIT_ROOT:
+# - at build time the lmfuse tool runs over all of the target's C++ sources (SOURCES, when given, are
+#   added to them) with the target's own flags, and mirrors every file under EDIT_ROOT that they read
+#   (default: the project's source dir) into ${CMAKE_CURRENT_BINARY_DIR}/lmfuse_rewritten/<target>/:
+#   rewritten where a site was patched, a plain copy otherwise, all with #line directives so diagnostics
+#   point at the originals; the originals are never touched;
+# - the target compiles the mirrored copies of its sources, and finds the mirrored headers first: a quote
+#   include resolves next to the copy, and every include directory of the target (and of the targets it
+#   links when lmfuse_rewrite is called) that lies under EDIT_ROOT gets its mirror put in front. So every
+#   unit that includes a patched header compiles the rewritten one; the step checks that with each unit's
+#   own compile command and fails naming any unit that would still read an original patched header;
+# - sources outside EDIT_ROOT (e.g. generated in the build tree) are compiled as they are; a site in one
+#   of them is an error of the tool ("lies outside the source root"): set EDIT_ROOT to a folder holding it;
+# - EXTRA_ARGS are flags for the tool's parse only (like clang-tidy's --extra-arg); flags Clang does not
+#   know (GCC-only options) are dropped by the tool with a note;
+# - it reruns only when a source, a header they include (depfile, Ninja and Makefiles), the pattern set,
+#   the tool or the target's flags change;
+# - EXPECT_PATCHED is the tool's --expect-patched (sites patched or already patched; exit 3): the build
+#   fails with the tool's list of every site and its reason;
+# - the audit JSON goes to AUDIT (default: lmfuse_rewritten/<target>/audit.json) and is always the last
+#   run's: a failed run leaves its own audit, or none;
+# - <target> links lmfuse::torch; the compile database (compile_commands.json) also lists the original
+#   sources with the target's flags (through the never-built object library <target>_lmfuse_originals),
+#   so `lmfuse -p <build dir> <source>` works on them.
 #
-# Where the tool cannot run (a machine without Clang), set LMFUSE_REWRITTEN_DIR to a folder holding
-# copies rewritten elsewhere, laid out as <dir>/<target>/<source path relative to the calling
-# CMakeLists' folder> plus <dir>/<target>/audit.json (e.g. a copy of lmfuse_rewritten/ from a build
-# that ran the tool); they are used as they are, and a missing copy is a configure error.
+# Where the tool cannot run (a machine without Clang), set LMFUSE_REWRITTEN_DIR to a folder holding a
+# mirror made elsewhere: <dir>/<target>/<path relative to EDIT_ROOT> plus <dir>/<target>/audit.json (a
+# copy of lmfuse_rewritten/ from a build that ran the tool); it is used as it is, and a missing copy of
+# a source is a configure error.
 include_guard(GLOBAL)
 
 set(LMFUSE_REWRITTEN_DIR "" CACHE PATH
@@ -37,47 +51,109 @@ function(_lmfuse_rewrite_tool out_tool out_patterns)
   set(${out_patterns} "${LMFUSE_PATTERNS}" PARENT_SCOPE)
 endfunction()
 
+# The target's C++ sources, absolute.
+function(_lmfuse_cxx_sources target out)
+  get_target_property(sources "${target}" SOURCES)
+  get_target_property(source_dir "${target}" SOURCE_DIR)
+  set(result "")
+  foreach(source IN LISTS sources)
+    if(source MATCHES "\\$<" OR NOT source MATCHES "\\.(cpp|cc|cxx|c\\+\\+|C|cu)$")
+      continue()
+    endif()
+    get_filename_component(absolute "${source}" ABSOLUTE BASE_DIR "${source_dir}")
+    list(APPEND result "${absolute}")
+  endforeach()
+  set(${out} "${result}" PARENT_SCOPE)
+endfunction()
+
+# The include directories of the target and of the targets it links directly (as set so far), absolute.
+function(_lmfuse_include_dirs target out)
+  get_target_property(source_dir "${target}" SOURCE_DIR)
+  get_target_property(dirs "${target}" INCLUDE_DIRECTORIES)
+  get_target_property(links "${target}" LINK_LIBRARIES)
+  foreach(link IN LISTS links)
+    if(TARGET "${link}")
+      get_target_property(imported "${link}" IMPORTED)
+      if(NOT imported)
+        get_target_property(interface "${link}" INTERFACE_INCLUDE_DIRECTORIES)
+        if(interface)
+          list(APPEND dirs ${interface})
+        endif()
+      endif()
+    endif()
+  endforeach()
+  set(result "")
+  foreach(dir IN LISTS dirs)
+    if(dir MATCHES "^\\$<BUILD_INTERFACE:([^>]*)>$")
+      set(dir "${CMAKE_MATCH_1}")
+    endif()
+    if(dir AND NOT dir MATCHES "\\$<")
+      get_filename_component(dir "${dir}" ABSOLUTE BASE_DIR "${source_dir}")
+      list(APPEND result "${dir}")
+    endif()
+  endforeach()
+  list(REMOVE_DUPLICATES result)
+  set(${out} "${result}" PARENT_SCOPE)
+endfunction()
+
 function(lmfuse_rewrite)
-  cmake_parse_arguments(PARSE_ARGV 0 ARG "" "TARGET;AUDIT;EXPECT_PATCHED;PATTERNS" "SOURCES")
+  cmake_parse_arguments(PARSE_ARGV 0 ARG "" "TARGET;AUDIT;EXPECT_PATCHED;PATTERNS;EDIT_ROOT" "SOURCES;EXTRA_ARGS")
   if(ARG_UNPARSED_ARGUMENTS)
     message(FATAL_ERROR "lmfuse_rewrite: unexpected arguments: ${ARG_UNPARSED_ARGUMENTS}")
   endif()
   if(NOT ARG_TARGET OR NOT TARGET "${ARG_TARGET}")
     message(FATAL_ERROR "lmfuse_rewrite: TARGET '${ARG_TARGET}' is not a target defined before this call")
   endif()
-  if(NOT ARG_SOURCES)
-    message(FATAL_ERROR "lmfuse_rewrite(TARGET ${ARG_TARGET}): no SOURCES given")
-  endif()
   if(DEFINED ARG_EXPECT_PATCHED AND NOT ARG_EXPECT_PATCHED MATCHES "^[0-9]+$")
     message(FATAL_ERROR "lmfuse_rewrite(TARGET ${ARG_TARGET}): EXPECT_PATCHED must be a count, got '${ARG_EXPECT_PATCHED}'")
   endif()
   set(target "${ARG_TARGET}")
   set(out_dir "${CMAKE_CURRENT_BINARY_DIR}/lmfuse_rewritten/${target}")
+  set(edit_root "${ARG_EDIT_ROOT}")
+  if(NOT edit_root)
+    set(edit_root "${PROJECT_SOURCE_DIR}")
+  endif()
+  get_filename_component(edit_root "${edit_root}" ABSOLUTE BASE_DIR "${CMAKE_CURRENT_SOURCE_DIR}")
+  if(NOT IS_DIRECTORY "${edit_root}")
+    message(FATAL_ERROR "lmfuse_rewrite(TARGET ${target}): EDIT_ROOT '${edit_root}' is not a folder")
+  endif()
   set(audit "${ARG_AUDIT}")
   if(NOT audit)
     set(audit "${out_dir}/audit.json")
   endif()
   get_filename_component(audit "${audit}" ABSOLUTE BASE_DIR "${CMAKE_CURRENT_BINARY_DIR}")
 
-  # Originals (absolute) and the copies that replace them.
-  set(originals "")
-  set(copies "")
-  set(quote_dirs "")
+  # SOURCES are added to the target's own C++ sources: every unit goes through the tool.
+  _lmfuse_cxx_sources("${target}" originals)
   foreach(source IN LISTS ARG_SOURCES)
     get_filename_component(original "${source}" ABSOLUTE BASE_DIR "${CMAKE_CURRENT_SOURCE_DIR}")
     if(NOT EXISTS "${original}")
       message(FATAL_ERROR "lmfuse_rewrite(TARGET ${target}): source '${source}' does not exist (${original})")
     endif()
-    file(RELATIVE_PATH relative "${CMAKE_CURRENT_SOURCE_DIR}" "${original}")
-    if(relative MATCHES "^\\.\\./")
-      message(FATAL_ERROR "lmfuse_rewrite(TARGET ${target}): source '${source}' is outside ${CMAKE_CURRENT_SOURCE_DIR}")
-    endif()
-    get_filename_component(folder "${original}" DIRECTORY)
     list(APPEND originals "${original}")
-    list(APPEND copies "${out_dir}/${relative}")
+  endforeach()
+  list(REMOVE_DUPLICATES originals)
+  if(NOT originals)
+    message(FATAL_ERROR "lmfuse_rewrite(TARGET ${target}): the target has no C++ sources and no SOURCES were given")
+  endif()
+
+  # Sources under EDIT_ROOT are compiled from their mirror; the others as they are.
+  set(mirrored "")
+  set(copies "")
+  set(quote_dirs "")
+  foreach(original IN LISTS originals)
+    file(RELATIVE_PATH relative "${edit_root}" "${original}")
+    get_filename_component(folder "${original}" DIRECTORY)
     list(APPEND quote_dirs "${folder}")
+    if(NOT relative MATCHES "^\\.\\./" AND NOT IS_ABSOLUTE "${relative}")
+      list(APPEND mirrored "${original}")
+      list(APPEND copies "${out_dir}/${relative}")
+    endif()
   endforeach()
   list(REMOVE_DUPLICATES quote_dirs)
+  if(NOT copies)
+    message(FATAL_ERROR "lmfuse_rewrite(TARGET ${target}): no source of the target lies under EDIT_ROOT ${edit_root}")
+  endif()
 
   _lmfuse_rewrite_tool(tool patterns)
   if(ARG_PATTERNS)
@@ -85,16 +161,14 @@ function(lmfuse_rewrite)
   endif()
 
   if(LMFUSE_REWRITTEN_DIR)
-    # Copies rewritten elsewhere: checked now, copied into the build tree when they change.
-    set(carried "")
-    foreach(original copy IN ZIP_LISTS originals copies)
+    # A mirror made elsewhere: checked now, copied into the build tree when it changes.
+    foreach(copy IN LISTS copies)
       file(RELATIVE_PATH relative "${out_dir}" "${copy}")
       set(from "${LMFUSE_REWRITTEN_DIR}/${target}/${relative}")
       if(NOT EXISTS "${from}")
         message(FATAL_ERROR "lmfuse_rewrite(TARGET ${target}): LMFUSE_REWRITTEN_DIR has no rewritten copy of "
                             "${relative} (looked for ${from})")
       endif()
-      list(APPEND carried "${from}")
     endforeach()
     file(GLOB_RECURSE carried LIST_DIRECTORIES false "${LMFUSE_REWRITTEN_DIR}/${target}/*")
     set(carried_audit "${LMFUSE_REWRITTEN_DIR}/${target}/audit.json")
@@ -120,12 +194,28 @@ function(lmfuse_rewrite)
     if(NOT patterns OR NOT EXISTS "${patterns}")
       message(FATAL_ERROR "lmfuse_rewrite(TARGET ${target}): pattern set '${patterns}' not found (LMFUSE_PATTERNS)")
     endif()
-    # The tool gets the target's own flags: from compile_commands.json (the command of the first copy),
-    # else from this file, evaluated at generate time (transitively over what it links), one per line.
-    set(includes "$<TARGET_PROPERTY:${target},INCLUDE_DIRECTORIES>")
+    # The originals, with the target's flags, in an object library that is never built: the compile
+    # database lists them, for `lmfuse -p <build dir>`.
+    set(originals_target "${target}_lmfuse_originals")
+    add_library(${originals_target} OBJECT EXCLUDE_FROM_ALL ${originals})
+    string(REPLACE "." "\\." not_mirror "${out_dir}")
+    string(REPLACE "+" "\\+" not_mirror "${not_mirror}")
+    set_target_properties(${originals_target} PROPERTIES
+      INCLUDE_DIRECTORIES "$<FILTER:$<TARGET_PROPERTY:${target},INCLUDE_DIRECTORIES>,EXCLUDE,^${not_mirror}(/|$)>"
+      COMPILE_DEFINITIONS "$<TARGET_PROPERTY:${target},COMPILE_DEFINITIONS>"
+      COMPILE_OPTIONS "$<TARGET_PROPERTY:${target},COMPILE_OPTIONS>"
+      EXPORT_COMPILE_COMMANDS ON)
+    get_target_property(standard "${target}" CXX_STANDARD)
+    if(standard)
+      set_target_properties(${originals_target} PROPERTIES CXX_STANDARD "${standard}")
+    else()
+      target_compile_features(${originals_target} PRIVATE cxx_std_17)
+    endif()
+    # The step takes the tool's flags from the compile database (the first copy's command, without the
+    # mirror's folders); without one (a generator that writes none), from this file, one flag per line.
+    set(includes "$<FILTER:$<TARGET_PROPERTY:${target},INCLUDE_DIRECTORIES>,EXCLUDE,^${not_mirror}(/|$)>")
     set(definitions "$<TARGET_PROPERTY:${target},COMPILE_DEFINITIONS>")
     set(options "$<TARGET_PROPERTY:${target},COMPILE_OPTIONS>")
-    set(standard "$<TARGET_PROPERTY:${target},CXX_STANDARD>")
     set(flags_file "${out_dir}/flags-$<CONFIG>.txt")
     string(REPLACE " " ";" global_flags "${CMAKE_CXX_FLAGS}")
     list(FILTER global_flags EXCLUDE REGEX "^$")
@@ -145,31 +235,50 @@ $<JOIN:${global_flags},
     if(CMAKE_GENERATOR MATCHES "Ninja|Makefiles")
       set(depfile_arguments DEPFILE "${depfile}")
     endif()
+    # Lists travel to the step in files: a list of paths can outgrow a command line.
+    string(REPLACE ";" "\n" originals_lines "${originals}")
+    string(REPLACE ";" "\n" extra_lines "${ARG_EXTRA_ARGS}")
+    file(WRITE "${out_dir}/sources.txt" "${originals_lines}\n")
+    file(WRITE "${out_dir}/extra-args.txt" "${extra_lines}\n")
     add_custom_command(
       OUTPUT ${copies} "${audit}"
       COMMAND "${CMAKE_COMMAND}" "-DMODE=tool" "-DTARGET=${target}" "-DTOOL=${tool}" "-DPATTERNS=${patterns}"
               "-DCOMPILE_COMMANDS=${CMAKE_BINARY_DIR}/compile_commands.json"
-              "-DFLAGS_FILE=${flags_file}" "-DSOURCES=${originals}" "-DCOPIES=${copies}"
-              "-DSOURCE_ROOT=${CMAKE_CURRENT_SOURCE_DIR}" "-DOUT_DIR=${out_dir}" "-DAUDIT=${audit}"
-              "-DEXPECT_PATCHED=${ARG_EXPECT_PATCHED}" "-DCXX=${CMAKE_CXX_COMPILER}" "-DDEPFILE=${depfile}"
+              "-DFLAGS_FILE=${flags_file}" "-DSOURCES_FILE=${out_dir}/sources.txt"
+              "-DEXTRA_ARGS_FILE=${out_dir}/extra-args.txt" "-DCOPIES=${copies}"
+              "-DSOURCE_ROOT=${CMAKE_CURRENT_SOURCE_DIR}" "-DEDIT_ROOT=${edit_root}" "-DOUT_DIR=${out_dir}"
+              "-DAUDIT=${audit}" "-DEXPECT_PATCHED=${ARG_EXPECT_PATCHED}" "-DCXX=${CMAKE_CXX_COMPILER}"
+              "-DDEPFILE=${depfile}"
               -P "${_LMFUSE_REWRITE_STEP}"
-      DEPENDS ${originals} "${patterns}" "${flags_file}" "${_LMFUSE_REWRITE_STEP}" $<$<TARGET_EXISTS:lmfuse>:lmfuse>
+      DEPENDS ${originals} "${patterns}" "${flags_file}" "${out_dir}/sources.txt" "${out_dir}/extra-args.txt"
+              "${_LMFUSE_REWRITE_STEP}" $<$<TARGET_EXISTS:lmfuse>:lmfuse>
       ${depfile_arguments}
       COMMENT "lmfuse: rewriting the sources of ${target}"
       VERBATIM)
   endif()
 
-  # The copies replace the originals in the target.
+  # The copies replace the originals in the target; the mirrors of its include folders come first.
   get_target_property(sources "${target}" SOURCES)
   get_target_property(target_source_dir "${target}" SOURCE_DIR)
   set(kept "")
   foreach(source IN LISTS sources)
     get_filename_component(absolute "${source}" ABSOLUTE BASE_DIR "${target_source_dir}")
-    if(NOT absolute IN_LIST originals)
+    if(NOT absolute IN_LIST mirrored)
       list(APPEND kept "${source}")
     endif()
   endforeach()
   set_property(TARGET "${target}" PROPERTY SOURCES ${kept} ${copies})
+  _lmfuse_include_dirs("${target}" include_dirs)
+  set(mirror_dirs "")
+  foreach(dir IN LISTS include_dirs)
+    file(RELATIVE_PATH relative "${edit_root}" "${dir}")
+    if(NOT relative MATCHES "^\\.\\./" AND NOT IS_ABSOLUTE "${relative}")
+      list(APPEND mirror_dirs "${out_dir}/${relative}")
+    endif()
+  endforeach()
+  if(mirror_dirs)
+    target_include_directories("${target}" BEFORE PRIVATE ${mirror_dirs})
+  endif()
   foreach(folder IN LISTS quote_dirs)
     target_compile_options("${target}" PRIVATE "SHELL:-iquote \"${folder}\"")
   endforeach()

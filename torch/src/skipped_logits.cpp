@@ -48,8 +48,24 @@ public:
   bool is_strides_like_custom(at::MemoryFormat) const override { refuse("reading its strides"); }
   bool is_non_overlapping_and_dense_custom() const override { refuse("reading its strides"); }
   const char* tensorimpl_type_name() const override { return "lmfuse::SkippedLogitsImpl"; }
+  // detach() and friends copy the TensorImpl: the copy must be skipped logits of the same site too.
+  c10::intrusive_ptr<c10::TensorImpl> shallow_copy_and_detach(const c10::VariableVersion& version,
+                                                              bool allowMetadataChange) const override {
+    return copy(c10::VariableVersion(version), allowMetadataChange);
+  }
+  c10::intrusive_ptr<c10::TensorImpl> shallow_copy_and_detach(c10::VariableVersion&& version,
+                                                              bool allowMetadataChange) const override {
+    return copy(std::move(version), allowMetadataChange);
+  }
 
 private:
+  c10::intrusive_ptr<c10::TensorImpl> copy(c10::VariableVersion&& version, bool allowMetadataChange) const {
+    auto impl = c10::make_intrusive<SkippedLogitsImpl>(sizes(), dtype(), device(), site_);
+    impl->set_version_counter(std::move(version));
+    impl->set_allow_tensor_metadata_change(allowMetadataChange);
+    return impl;
+  }
+
   std::string site_;
 };
 

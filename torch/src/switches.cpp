@@ -6,6 +6,7 @@
 #include "fused_call.h"
 
 #include <atomic>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 
@@ -32,6 +33,15 @@ std::atomic<int64_t>& fusedCalls() {
   static std::atomic<int64_t> count{0};
   return count;
 }
+
+// LMFUSE_REPORT_FUSED_CALLS=1: the count goes to stderr at exit ("lmfuse: N fused calls"), so that a
+// test can tell from outside that a program it did not write trained through the fused path.
+struct ExitReport {
+  ~ExitReport() {
+    if (environmentSays("LMFUSE_REPORT_FUSED_CALLS"))
+      std::fprintf(stderr, "lmfuse: %lld fused calls\n", static_cast<long long>(fusedCalls().load()));
+  }
+} exitReport;
 
 }  // namespace
 

@@ -53,13 +53,16 @@ int main() {
     head->zero_grad();
     auto [logits, loss] = head->forward(x, labels);
     loss.backward();
-    return std::make_tuple(logits.defined(), loss.item<double>(), head->lm_head->weight.grad().clone());
+    return std::make_tuple(logits.defined() && !lmfuse::is_skipped_logits(logits), loss.item<double>(),
+                           head->lm_head->weight.grad().clone());
   };
   auto [fusedLogits, fusedLoss, fusedGrad] = run(true);
+  const int64_t fusedCalls = lmfuse::fused_call_count();
   auto [plainLogits, plainLoss, plainGrad] = run(false);
   const double gradError = (fusedGrad - plainGrad).abs().max().item<double>();
-  std::printf("fused loss %.7f (logits %s), plain loss %.7f, max weight-gradient difference %.3g\n", fusedLoss,
-              fusedLogits ? "built" : "skipped", plainLoss, gradError);
-  const bool ok = !fusedLogits && plainLogits && std::abs(fusedLoss - plainLoss) < 1e-5 * plainLoss && gradError < 1e-5;
+  std::printf("fused loss %.7f (logits %s, %lld fused calls), plain loss %.7f, max weight-gradient difference %.3g\n",
+              fusedLoss, fusedLogits ? "built" : "skipped", static_cast<long long>(fusedCalls), plainLoss, gradError);
+  const bool ok = fusedCalls == 1 && !fusedLogits && plainLogits && lmfuse::fused_call_count() == 1 &&
+                  std::abs(fusedLoss - plainLoss) < 1e-5 * plainLoss && gradError < 1e-5;
   return ok ? 0 : 1;
 }

@@ -105,7 +105,8 @@ torch::Tensor skipped_logits(const torch::Tensor& hidden, const torch::Tensor& w
 bool is_skipped_logits(const torch::Tensor& tensor);
 
 /// Calls of linear_cross_entropy in this process (all threads) that ran the fused computation: a test
-/// or a training script asserts with it that the rewritten code took the fused path.
+/// or a training script asserts with it that the rewritten code took the fused path. With the environment
+/// variable LMFUSE_REPORT_FUSED_CALLS=1 it is also printed to stderr at exit ("lmfuse: N fused calls").
 int64_t fused_call_count();
 
 }  // namespace lmfuse

@@ -1,0 +1,131 @@
+# The usage scenarios of tests/usage (cmake -P, run by ctest): projects of their own that use an
+# installed lmfuse as users do. Each step asserts the outcome the scenario promises: training through the
+# fused path with the original's losses (the programs check that themselves and exit 1 otherwise), or a
+# failure with the expected message.
+#   -DSTEP=setup   installs BUILD_DIR into WORK/prefix and configures USAGE (all scenarios but
+#                  runtime_only) in WORK/build
+#   -DSTEP=<name>  builds and checks one scenario (header_two_units, include_src, logits_read,
+#                  autocast_cpu, already_patched, gcc_flag, runtime_only)
+#   -DBUILD_DIR=<lmfuse build> -DUSAGE=<tests/usage> -DWORK=<scratch> -DGENERATOR=<gen> -DTORCH_PREFIX=<Torch_DIR>
+cmake_minimum_required(VERSION 3.22)
+set(prefix "${WORK}/prefix")
+set(build "${WORK}/build")
+
+function(step)
+  execute_process(COMMAND ${ARGN} RESULT_VARIABLE status OUTPUT_VARIABLE output ERROR_VARIABLE output)
+  if(NOT status EQUAL 0)
+    message(FATAL_ERROR "failed (${status}): ${ARGN}\n${output}")
+  endif()
+endfunction()
+
+# Runs a scenario's program; OUT gets its output, STATUS its exit status.
+function(run_program program)
+  execute_process(COMMAND "${CMAKE_COMMAND}" -E env --unset=LMFUSE_DISABLE --unset=LMFUSE_RETURN_LOGITS ${ARGN}
+                          "${program}"
+                  RESULT_VARIABLE status OUTPUT_VARIABLE output ERROR_VARIABLE output)
+  set(OUT "${output}" PARENT_SCOPE)
+  set(STATUS "${status}" PARENT_SCOPE)
+endfunction()
+
+# Builds the scenario's target, runs it and requires the fused-path check to pass.
+function(trains_fused scenario)
+  step("${CMAKE_COMMAND}" --build "${build}" --target usage_${scenario})
+  run_program("${build}/${scenario}/usage_${scenario}")
+  if(NOT STATUS EQUAL 0 OR NOT OUT MATCHES "trains through the fused path like the original")
+    message(FATAL_ERROR "${scenario}: the rewritten program does not train through the fused path like the "
+                        "original (exit ${STATUS}):\n${OUT}")
+  endif()
+  message(STATUS "${scenario}:\n${OUT}")
+endfunction()
+
+# Builds a target that must fail; OUT gets the build's output.
+function(build_fails target)
+  execute_process(COMMAND "${CMAKE_COMMAND}" --build "${build}" --target ${target}
+                  RESULT_VARIABLE status OUTPUT_VARIABLE output ERROR_VARIABLE output)
+  if(status EQUAL 0)
+    message(FATAL_ERROR "${target} built, but its build must fail")
+  endif()
+  set(OUT "${output}" PARENT_SCOPE)
+endfunction()
+
+function(audit_count audit key out)
+  file(READ "${audit}" text)
+  string(JSON value GET "${text}" summary ${key})
+  set(${out} "${value}" PARENT_SCOPE)
+endfunction()
+
+if(STEP STREQUAL "setup")
+  file(REMOVE_RECURSE "${WORK}")
+  step("${CMAKE_COMMAND}" --install "${BUILD_DIR}" --prefix "${prefix}")
+  step("${CMAKE_COMMAND}" -S "${USAGE}" -B "${build}" -G "${GENERATOR}" -DCMAKE_BUILD_TYPE=Release
+       "-DCMAKE_PREFIX_PATH=${prefix}" "-DTorch_DIR=${TORCH_PREFIX}")
+
+elseif(STEP STREQUAL "header_two_units" OR STEP STREQUAL "include_src" OR STEP STREQUAL "gcc_flag")
+  trains_fused(${STEP})
+
+elseif(STEP STREQUAL "autocast_cpu")
+  trains_fused(${STEP})
+  if(NOT OUT MATCHES "dtypes as the original's")
+    message(FATAL_ERROR "autocast_cpu: the fused loss or the head's gradient has another dtype:\n${OUT}")
+  endif()
+
+elseif(STEP STREQUAL "logits_read")
+  step("${CMAKE_COMMAND}" --build "${build}" --target usage_logits_read)
+  run_program("${build}/logits_read/usage_logits_read")
+  if(STATUS EQUAL 0 OR NOT OUT MATCHES "shape ok")
+    message(FATAL_ERROR "logits_read: expected the shape reads to pass and the value read to fail (exit ${STATUS}):\n${OUT}")
+  endif()
+  foreach(expected "lmfuse" "main\\.cpp:[0-9]+" "LMFUSE_RETURN_LOGITS=1" "NOLINT\\(lmfuse\\)")
+    if(NOT OUT MATCHES "${expected}")
+      message(FATAL_ERROR "logits_read: the error does not name '${expected}':\n${OUT}")
+    endif()
+  endforeach()
+  run_program("${build}/logits_read/usage_logits_read" LMFUSE_RETURN_LOGITS=1)
+  if(NOT STATUS EQUAL 0 OR NOT OUT MATCHES "accuracy")
+    message(FATAL_ERROR "logits_read: with LMFUSE_RETURN_LOGITS=1 the program must run (exit ${STATUS}):\n${OUT}")
+  endif()
+
+elseif(STEP STREQUAL "already_patched")
+  set(audit "${build}/already_patched/lmfuse_rewritten/usage_already_patched/audit.json")
+  trains_fused(already_patched)
+  audit_count("${audit}" already_patched already)
+  if(NOT already EQUAL 1)
+    message(FATAL_ERROR "already_patched: the audit has ${already} already-patched sites, expected 1")
+  endif()
+  # No site at all under EXPECT_PATCHED: the build fails and says where it looked.
+  build_fails(usage_no_site)
+  if(NOT OUT MATCHES "fewer than EXPECT_PATCHED 1" OR NOT OUT MATCHES "no loss site found in [^\n]*no_site\\.cpp")
+    message(FATAL_ERROR "usage_no_site: the failed build does not say that no loss site was found:\n${OUT}")
+  endif()
+  # A failed run leaves its own audit: the patched copy loses its site, the step fails, and the audit no
+  # longer shows the previous run's already-patched site.
+  file(COPY_FILE "${USAGE}/already_patched/no_site.cpp" "${build}/already_patched/patched/main.cpp")
+  build_fails(usage_already_patched)
+  if(EXISTS "${audit}")
+    audit_count("${audit}" already_patched already)
+    if(NOT already EQUAL 0)
+      message(FATAL_ERROR "already_patched: after a failed run the audit still shows the previous run's site")
+    endif()
+  endif()
+
+elseif(STEP STREQUAL "runtime_only")
+  set(runtime_build "${WORK}/runtime_only")
+  file(REMOVE_RECURSE "${runtime_build}")
+  step("${CMAKE_COMMAND}" -S "${USAGE}/runtime_only" -B "${runtime_build}" -G "${GENERATOR}"
+       -DCMAKE_BUILD_TYPE=Release "-DCMAKE_PREFIX_PATH=${prefix}"
+       -DCMAKE_DISABLE_FIND_PACKAGE_Torch=ON -DCMAKE_DISABLE_FIND_PACKAGE_CUDAToolkit=ON)
+  step("${CMAKE_COMMAND}" --build "${runtime_build}")
+  run_program("${runtime_build}/usage_runtime_only")
+  if(NOT STATUS EQUAL 0)
+    message(FATAL_ERROR "runtime_only: the fused loss differs from the fp64 one (exit ${STATUS}):\n${OUT}")
+  endif()
+  find_program(READELF readelf REQUIRED)
+  execute_process(COMMAND "${READELF}" -d "${runtime_build}/usage_runtime_only" OUTPUT_VARIABLE dynamic)
+  if(dynamic MATCHES "NEEDED[^\n]*(cuda|cublas|torch|c10)")
+    message(FATAL_ERROR "runtime_only: the CPU-only program links CUDA or LibTorch libraries:\n${dynamic}")
+  endif()
+  message(STATUS "runtime_only: ${OUT}")
+
+else()
+  message(FATAL_ERROR "usage_test.cmake: unknown STEP '${STEP}'")
+endif()
