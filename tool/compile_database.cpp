@@ -16,10 +16,9 @@ llvm::Error failure(const llvm::Twine &Message) {
   return llvm::createStringError(llvm::inconvertibleErrorCode(), "%s", Message.str().c_str());
 }
 
-// The database in Dir, or nullopt-like empty result when Dir holds none.
-llvm::Expected<LoadedDatabase> loadIn(llvm::StringRef Dir, bool &Found) {
+// The database in Dir; a null Database when Dir holds none.
+llvm::Expected<LoadedDatabase> loadIn(llvm::StringRef Dir) {
   using namespace clang::tooling;
-  Found = false;
   LoadedDatabase Loaded;
   llvm::SmallString<256> Json(Dir);
   llvm::sys::path::append(Json, "compile_commands.json");
@@ -27,7 +26,6 @@ llvm::Expected<LoadedDatabase> loadIn(llvm::StringRef Dir, bool &Found) {
   llvm::sys::path::append(Flags, "compile_flags.txt");
   std::string Error;
   if (llvm::sys::fs::exists(Json)) {
-    Found = true;
     Loaded.Path = std::string(Json);
     if (!llvm::sys::fs::is_regular_file(Json))
       return failure("the compilation database " + Json + " is not a regular file");
@@ -40,7 +38,6 @@ llvm::Expected<LoadedDatabase> loadIn(llvm::StringRef Dir, bool &Found) {
     return Loaded;
   }
   if (llvm::sys::fs::exists(Flags)) {
-    Found = true;
     Loaded.Path = std::string(Flags);
     Loaded.Database = FixedCompilationDatabase::loadFromFile(Flags, Error);
     if (!Loaded.Database)
@@ -55,11 +52,10 @@ llvm::Expected<LoadedDatabase> loadIn(llvm::StringRef Dir, bool &Found) {
 llvm::Expected<LoadedDatabase> loadDatabaseIn(llvm::StringRef BuildDir) {
   if (!llvm::sys::fs::is_directory(BuildDir))
     return failure("-p " + BuildDir + " is not a folder");
-  bool Found = false;
-  llvm::Expected<LoadedDatabase> Loaded = loadIn(BuildDir, Found);
-  if (Loaded && !Found)
-    return failure("no compile_commands.json in " + BuildDir +
-                   " (-p names the folder that holds it; its parent folders are not searched)");
+  llvm::Expected<LoadedDatabase> Loaded = loadIn(BuildDir);
+  if (Loaded && !Loaded->Database)
+    Loaded->NotFound = "no compile_commands.json in " + BuildDir.str() +
+                       " (-p names the folder that holds it; its parent folders are not searched)";
   return Loaded;
 }
 
@@ -68,12 +64,13 @@ llvm::Expected<LoadedDatabase> findDatabaseAbove(llvm::StringRef SourceFile) {
   llvm::sys::fs::make_absolute(Absolute);
   for (llvm::StringRef Dir = llvm::sys::path::parent_path(Absolute); !Dir.empty();
        Dir = llvm::sys::path::parent_path(Dir)) {
-    bool Found = false;
-    llvm::Expected<LoadedDatabase> Loaded = loadIn(Dir, Found);
-    if (!Loaded || Found)
+    llvm::Expected<LoadedDatabase> Loaded = loadIn(Dir);
+    if (!Loaded || Loaded->Database)
       return Loaded;
   }
-  return failure("no compile_commands.json in the folders above " + SourceFile);
+  LoadedDatabase None;
+  None.NotFound = "no compile_commands.json in the folders above " + SourceFile.str();
+  return None;
 }
 
 }  // namespace lmfuse::tool

@@ -13,9 +13,12 @@
 
 namespace lmfuse::tool {
 
+/// Database null: none was found, and NotFound says where it was looked for. An error: one was found but
+/// cannot be used (the message names it).
 struct LoadedDatabase {
   std::unique_ptr<clang::tooling::CompilationDatabase> Database;
   std::string Path;  ///< the file it was read from
+  std::string NotFound;
 };
 
 /// The database in BuildDir itself (compile_commands.json, else compile_flags.txt).

@@ -245,14 +245,12 @@ int main(int argc, const char **argv) {
     Expected<lmfuse::tool::LoadedDatabase> Loaded = BuildPath.empty()
                                                         ? lmfuse::tool::findDatabaseAbove(SourcePaths.front())
                                                         : lmfuse::tool::loadDatabaseIn(BuildPath);
-    if (!Loaded) {
-      std::string Message = toString(Loaded.takeError());
-      if (!StringRef(Message).starts_with("no compile_commands.json"))
-        return fail(ExitSkipped, Message);  // one exists but cannot be used: say which and why
-      return fail(ExitSkipped, "no compile flags: " + Message +
+    if (!Loaded)  // one exists but cannot be used: the message says which and why
+      return fail(ExitSkipped, toString(Loaded.takeError()));
+    if (!Loaded->Database)
+      return fail(ExitSkipped, "no compile flags: " + Loaded->NotFound +
                                    "\nlmfuse needs each file's real flags: pass -p <build dir> with a "
                                    "compile_commands.json, or the flags after --");
-    }
     if (!Quiet)
       errs() << "lmfuse: note: using the compilation database " << Loaded->Path << "\n";
     Compilations = std::move(Loaded->Database);
