@@ -1,7 +1,8 @@
 // Suppression comments: `// NOLINT(lmfuse)` on a line of the site, `// NOLINTNEXTLINE(lmfuse)` on
 // the line before, and `// NOLINTBEGIN(lmfuse)` ... `// NOLINTEND(lmfuse)` around it, in the
 // clang-tidy spelling (a check list holding `lmfuse` or `*`). A bare NOLINT is meant for other
-// tools and does not suppress lmfuse.
+// tools and does not suppress lmfuse. Only comments count: the same text in a string literal or in code
+// suppresses nothing.
 #pragma once
 
 #include <map>
