@@ -59,13 +59,15 @@ if [[ $(id -u) == 0 ]] && mkdir -p "$work/full" && mount -t tmpfs -o size=64k tm
   grep -q 'No space left on device' "$work/err.txt" || fail "disk full: the error does not say why: $(cat "$work/err.txt")"
   no_temporaries "$work/full" "disk full, --in-place"
   # The same full disk as an output tree: every copy is complete or absent.
-  "$lmfuse" --out-dir "$work/full/out" --edit-root "$work" "$work/model.orig" "${flags[@]}" \
+  model "$work/tree/model.cpp"
+  "$lmfuse" --out-dir "$work/full/out" --audit "$work/out-audit.json" "$work/tree/model.cpp" "${flags[@]}" \
     >/dev/null 2>"$work/err.txt"
   status=$?
   [[ $status == 1 ]] || fail "disk full, --out-dir: exit $status, expected 1"
   grep -q 'LLVM ERROR' "$work/err.txt" && fail "disk full, --out-dir: LLVM ERROR"
-  if [[ -e $work/full/out/model.orig ]]; then
-    tail -n 1 "$work/full/out/model.orig" | grep -q 'padding line 200:' || fail "disk full, --out-dir: a truncated copy"
+  grep -q '"write-failed"' "$work/out-audit.json" || fail "disk full, --out-dir: no write-failed entry"
+  if [[ -e $work/full/out/model.cpp ]]; then
+    tail -n 1 "$work/full/out/model.cpp" | grep -q 'padding line 200:' || fail "disk full, --out-dir: a truncated copy"
   fi
   no_temporaries "$work/full" "disk full, --out-dir"
   umount "$work/full" && mounted=""
