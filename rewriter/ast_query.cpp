@@ -270,7 +270,8 @@ public:
     if (!Method || !Method->getDeclName().isIdentifier())
       return true;
     llvm::StringRef Name = Method->getName();
-    if (Name.ends_with("_") && !Method->isConst())
+    // LibTorch's in-place methods are const (a Tensor is a handle); the name says what they do.
+    if (Name.ends_with("_"))
       if (const VarDecl *Variable = AstQuery::namedVariable(Call->getImplicitObjectArgument()))
         Writes[Variable].push_back({VariableWrite::WriteKind::InPlaceCall, Call, nullptr, Name.str()});
     return true;

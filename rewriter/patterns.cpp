@@ -135,6 +135,15 @@ template <> struct MappingTraits<GuardPatterns> {
   }
 };
 
+template <> struct MappingTraits<EffectPatterns> {
+  static void mapping(IO &Io, EffectPatterns &P) {
+    Io.mapRequired("library_namespaces", P.LibraryNamespaces);
+    Io.mapOptional("writers", P.Writers);
+    Io.mapOptional("accessors", P.Accessors);
+    Io.mapOptional("fresh_results", P.FreshResults);
+  }
+};
+
 template <> struct MappingTraits<ReplacementPattern> {
   static void mapping(IO &Io, ReplacementPattern &P) {
     Io.mapRequired("include", P.Include);
@@ -169,6 +178,7 @@ template <> struct MappingTraits<PatternSet> {
     Io.mapRequired("indexing", P.Indexing);
     Io.mapRequired("normalizers", P.Normalizers);
     Io.mapRequired("guards", P.Guards);
+    Io.mapRequired("effects", P.Effects);
     Io.mapRequired("replacement", P.Replacement);
   }
   static std::string validate(IO &Io, PatternSet &P) {

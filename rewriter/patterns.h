@@ -66,6 +66,21 @@ struct GuardPatterns {
   std::vector<std::string> NullConstants;
 };
 
+/// What the effect analysis knows of library calls (effects.h): everything not listed is assumed
+/// to be able to change what it is given.
+struct EffectPatterns {
+  /// Namespaces whose functions are the library's (their effects are known from their names and
+  /// parameter types); calls to anything else are treated as able to change every tensor they reach.
+  std::vector<std::string> LibraryNamespaces;
+  /// Library calls that write the storage of a tensor they are given, besides every name ending in
+  /// '_' (LibTorch's in-place convention) or "_out".
+  std::vector<std::string> Writers;
+  /// Non-const methods that only hand out access to what an object holds (`operator->`, `value`).
+  std::vector<std::string> Accessors;
+  /// Library calls whose result never shares storage with their tensor arguments.
+  std::vector<std::string> FreshResults;
+};
+
 struct ReplacementPattern {
   std::string Include;
   std::string Call;
@@ -94,6 +109,7 @@ struct PatternSet {
   std::vector<std::string> Indexing;
   std::vector<std::string> Normalizers;
   GuardPatterns Guards;
+  EffectPatterns Effects;
   ReplacementPattern Replacement;
 };
 

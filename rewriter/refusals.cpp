@@ -2,6 +2,8 @@
 // at the captured facts and the function's variable uses; it never edits anything.
 #include "refusals.h"
 
+#include "effects.h"
+
 #include "clang/AST/ParentMapContext.h"
 #include "clang/AST/RecursiveASTVisitor.h"
 
@@ -104,14 +106,6 @@ std::optional<Refusal> logitsRebound(const CapturedSite &Site, const PatternSet 
     if (isa<CompoundStmt>(Ancestor) && Query.within(Site.Loss, Ancestor))
       break;
   }
-  // A hoisted input is a handle to the same storage: changed in place, the fused loss would see it.
-  if (const VarDecl *Hidden = AstQuery::namedVariable(Site.Head->Hidden))
-    for (const VariableWrite &Write : Uses.writes(Hidden))
-      if (Write.Kind == VariableWrite::WriteKind::InPlaceCall &&
-          Query.before(Site.Producer->getBeginLoc(), Write.Node->getBeginLoc()) &&
-          Query.before(Write.Node->getBeginLoc(), Site.Loss->getBeginLoc()))
-        return Refusal{ReasonKind::LogitsRebound, Write.Node,
-                       "the head's input `" + Hidden->getNameAsString() + "` is changed in place before the loss"};
   return std::nullopt;
 }
 
@@ -295,6 +289,13 @@ std::optional<Refusal> guardOutOfReach(const CapturedSite &Site, const PatternSe
   return std::nullopt;
 }
 
+std::optional<Refusal> inputsModified(const CapturedSite &Site, const PatternSet &Patterns, const AstQuery &Query,
+                                      const VariableUses &) {
+  if (auto Change = findInputChange(Site, Patterns, Query))
+    return Refusal{ReasonKind::InputsModified, Change->Statement, Change->Why};
+  return std::nullopt;
+}
+
 std::optional<Refusal> lossUnsupported(const CapturedSite &Site, const PatternSet &, const AstQuery &,
                                        const VariableUses &) {
   return fromBreak(Site.OptionsBreak, ReasonKind::LossUnsupported);
@@ -304,7 +305,7 @@ std::optional<Refusal> lossUnsupported(const CapturedSite &Site, const PatternSe
 // every other change to the logits, and option problems only matter for an otherwise good site.
 constexpr Check Checks[] = {inMacro,        softcapped,           headWrapped,            headNotLinear,
                             logitsRebound,  logitsIndexed,        logitsUsedElsewhere,    labelsBranchNontrivial,
-                            labelsMismatch, guardOutOfReach, lossUnsupported};
+                            labelsMismatch, guardOutOfReach, inputsModified, lossUnsupported};
 
 }  // namespace
 

@@ -27,6 +27,7 @@ enum class ReasonKind {
   LabelsMismatch,
   LossUnsupported,
   InMacro,
+  InputsModified,
   // failures (status Failed)
   ParseError,
   ReparseFailed,

@@ -6,6 +6,87 @@
 
 namespace lmfuse::rewriter::testing {
 
+// Every case is a method (or a few) of this model; the stub headers declare LibTorch.
+const char *const Prelude = R"(#include <torch/torch.h>
+)";
+const char *const PatchedPrelude = R"(#include <torch/torch.h>
+#include <lmfuse/torch.h>
+)";
+const char *const ModelOpen = R"(
+namespace F = torch::nn::functional;
+struct Output { torch::Tensor logits; torch::Tensor loss; };
+struct LMHeadImpl : torch::nn::Module { torch::Tensor forward(const torch::Tensor &x); };
+TORCH_MODULE(LMHead);
+namespace nn { struct Linear { torch::Tensor operator()(const torch::Tensor &x); torch::Tensor weight; }; }
+namespace mine { torch::Tensor cross_entropy(const torch::Tensor &a, const torch::Tensor &b); }
+struct Model : torch::nn::Module {
+  torch::nn::Linear lm_head{nullptr};
+  torch::nn::Embedding wte{nullptr};
+  torch::nn::LayerNorm ln_f{nullptr};
+  torch::nn::Sequential mlp{nullptr};
+  LMHead custom_head{nullptr};
+  nn::Linear homemade;
+  torch::Tensor last_loss, last_logits, class_weights;
+  int64_t pad_id_ = 0;
+)";
+const char *const ModelClose = "};\n";
+
+std::string source(const char *Members, bool Patched) {
+  return std::string(Patched ? PatchedPrelude : Prelude) + ModelOpen + Members + ModelClose;
+}
+
+
+std::string describeSites(const RewriteResult &Result) {
+  std::string Text;
+  for (const SiteRecord &Site : Result.Sites)
+    Text += std::to_string(Site.Line) + ": " + statusName(Site.Status).str() + " " + reasonCode(Site.Reason).str() +
+            " - " + Site.Detail + "\n";
+  return Text;
+}
+
+
+void checkCase(const Case &Item) {
+      const std::string Before = source(Item.Before, false);
+      RewriteResult Result = rewriteWithStubs(Before);
+      INFO("diagnostics:\n" << Result.Diagnostics << "sites:\n" << describeSites(Result));
+      REQUIRE(Result.Parsed);
+      switch (Item.Kind) {
+      case Verb::RewritesTo: {
+        REQUIRE(Result.Sites.size() == 1);
+        CHECK(Result.Sites[0].Status == SiteStatus::Patched);
+        CHECK(Result.Sites[0].Options.has_value());
+        const std::string Expected = source(Item.Expected, true);
+        INFO("rewritten:\n" << Result.Code);
+        CHECK(normalizeWhitespace(Result.Code) == normalizeWhitespace(Expected));
+        // The output compiles against the agreed declarations, and a second run changes nothing.
+        RewriteResult Again = rewriteWithStubs(Result.Code);
+        INFO("second run diagnostics:\n" << Again.Diagnostics << "sites:\n" << describeSites(Again));
+        REQUIRE(Again.Parsed);
+        CHECK(Again.Code == Result.Code);
+        REQUIRE(Again.Sites.size() == 1);
+        CHECK(Again.Sites[0].Status == SiteStatus::AlreadyPatched);
+        break;
+      }
+      case Verb::RefusesWith: {
+        REQUIRE(Result.Sites.size() == 1);
+        CHECK(Result.Sites[0].Status == SiteStatus::Unmatched);
+        CHECK(reasonCode(Result.Sites[0].Reason) == Item.Expected);
+        CHECK(llvm::StringRef(Result.Sites[0].Detail).starts_with("line "));
+        CHECK(Result.Code == Before);
+        break;
+      }
+      case Verb::LeavesUnchanged:
+        CHECK(Result.Sites.empty());
+        CHECK(Result.Code == Before);
+        break;
+      case Verb::Suppresses:
+        REQUIRE(Result.Sites.size() == 1);
+        CHECK(Result.Sites[0].Status == SiteStatus::Suppressed);
+        CHECK(Result.Code == Before);
+        break;
+      }
+}
+
 const PatternSet &defaultPatterns() {
   static const PatternSet Patterns = [] {
     auto Loaded = loadDefaultPatterns();

@@ -1,5 +1,5 @@
-// Shared by the rewriter tests: the stub LibTorch the unit cases parse against, and the
-// whitespace normalisation used to compare rewritten code.
+// Shared by the rewriter tests: the case tables' model and verbs, the stub LibTorch the cases parse
+// against, and the whitespace normalisation used to compare rewritten code.
 #pragma once
 
 #include <string>
@@ -9,6 +9,33 @@
 #include "rewrite.h"
 
 namespace lmfuse::rewriter::testing {
+
+enum class Verb { RewritesTo, RefusesWith, LeavesUnchanged, Suppresses };
+
+struct Case {
+  const char *Name;
+  const char *Before;  ///< the model's members and methods (inside `struct Model`)
+  Verb Kind;
+  const char *Expected;  ///< RewritesTo: the rewritten members; RefusesWith: the reason code
+};
+
+// Every case is a method (or a few) of one model (ModelOpen ... ModelClose); the stub headers
+// declare LibTorch. A table's verbs: "rewrites to" compares the whole rewritten file
+// (whitespace-normalised), then checks that the output re-parses and that rewriting it again changes
+// nothing (already_patched); "refuses with" expects one unmatched site with that reason and the source
+// unchanged; "leaves unchanged" expects no candidate site; "suppresses" expects one suppressed site.
+extern const char *const Prelude;
+extern const char *const PatchedPrelude;
+extern const char *const ModelOpen;
+extern const char *const ModelClose;
+
+/// The case's members inside the model, with the preludes.
+std::string source(const char *Members, bool Patched);
+
+/// Runs one case of a table under its verb (Catch assertions).
+void checkCase(const Case &Item);
+/// One line per site, for failure messages.
+std::string describeSites(const RewriteResult &Result);
 
 /// The built-in pattern set (loaded once; a failure to load fails the calling test).
 const PatternSet &defaultPatterns();

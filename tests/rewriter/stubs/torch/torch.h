@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <initializer_list>
+#include <utility>
 
 namespace c10 {
 struct nullopt_t {
@@ -21,6 +22,9 @@ public:
   const T &operator*() const { return value_; }
   const T *operator->() const { return &value_; }
   const T &value() const { return value_; }
+  T &value() { return value_; }
+  T *operator->() { return &value_; }
+  void reset() { has_ = false; }
 
 private:
   T value_{};
@@ -63,9 +67,17 @@ public:
   Tensor select(int64_t dim, int64_t index) const;
   Tensor operator[](int64_t index) const;
   Tensor tanh() const;
-  Tensor &tanh_();
-  Tensor &mul_(double value);
-  Tensor &div_(double value);
+  // In-place methods are const, as in LibTorch: a Tensor is a handle to shared storage.
+  const Tensor &tanh_() const;
+  const Tensor &mul_(double value) const;
+  const Tensor &div_(double value) const;
+  const Tensor &add_(double value) const;
+  const Tensor &zero_() const;
+  const Tensor &copy_(const Tensor &source) const;
+  Tensor &operator+=(double value);
+  Tensor &operator=(double value) &&;
+  template <class T> T *data_ptr() const;
+  Tensor clone() const;
   Tensor softmax(int64_t dim) const;
   Tensor log_softmax(int64_t dim) const;
   Tensor argmax(int64_t dim) const;
@@ -88,6 +100,7 @@ Tensor cross_entropy_loss(const Tensor &self, const Tensor &target, const option
                           int64_t reduction = Reduction::Mean, int64_t ignore_index = -100,
                           double label_smoothing = 0.0);
 Tensor zeros(IntArrayRef shape);
+Tensor zeros_like(const Tensor &self);
 }  // namespace at
 
 namespace torch {
@@ -109,6 +122,8 @@ class Module {
 public:
   virtual ~Module() = default;
   template <class M> M register_module(const char *name, M module) { return module; }
+  void to(ScalarType type);
+  void train(bool on = true);
 };
 
 template <class Contained> class ModuleHolder {
@@ -116,6 +131,7 @@ public:
   ModuleHolder(decltype(nullptr)) {}
   template <class... Args> explicit ModuleHolder(Args &&...args) : impl_(new Contained(args...)) {}
   Contained *operator->() const { return impl_; }
+  Contained *operator->() { return impl_; }
   template <class... Args> Tensor operator()(Args &&...args) { return impl_->forward(args...); }
 
 private:
@@ -177,6 +193,10 @@ struct CrossEntropyLossOptions {
   CrossEntropyLossOptions &reduction(const ReductionOption &value) { return *this; }
   CrossEntropyLossOptions &label_smoothing(double value) { return *this; }
 };
+
+namespace init {
+Tensor normal_(Tensor tensor, double mean = 0, double std = 1);
+}  // namespace init
 
 namespace functional {
 using CrossEntropyFuncOptions = CrossEntropyLossOptions;

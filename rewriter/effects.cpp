@@ -1,0 +1,632 @@
+// Effect analysis between a site's head and its loss (see effects.h for what counts as a change).
+#include "effects.h"
+
+#include <set>
+
+#include "clang/AST/ParentMapContext.h"
+#include "clang/AST/RecursiveASTVisitor.h"
+#include "clang/Analysis/Analyses/ExprMutationAnalyzer.h"
+#include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/DenseSet.h"
+
+#include "head_match.h"
+#include "labels_guard.h"
+
+using namespace clang;
+
+namespace lmfuse::rewriter {
+namespace {
+
+/// A value the analysis tracks: a variable, a member of `this` (its FieldDecl), or `this` itself
+/// (the enclosing class's declaration stands for it).
+using Root = const Decl *;
+
+/// Whether a value of type T can give access to tensor storage: a tensor, anything holding one
+/// (containers, optionals, modules, closures), or a non-const pointer or reference to anything.
+class StorageTypes {
+public:
+  bool reaches(QualType Type, int Depth = 0) {
+    if (Type.isNull() || Type->isDependentType() || Depth > 8)
+      return true;
+    if (const auto *Reference = Type->getAs<ReferenceType>()) {
+      QualType Pointee = Reference->getPointeeType();
+      return !Pointee.isConstQualified() || reaches(Pointee, Depth + 1);
+    }
+    if (Type->isPointerType()) {
+      QualType Pointee = Type->getPointeeType();
+      return !Pointee.isConstQualified() || reaches(Pointee, Depth + 1);
+    }
+    if (const ArrayType *Array = Type->getAsArrayTypeUnsafe())
+      return reaches(Array->getElementType(), Depth + 1);
+    if (Type->isBuiltinType() || Type->isEnumeralType() || Type->isFunctionType() || Type->isMemberPointerType())
+      return false;
+    const CXXRecordDecl *Record = Type->getAsCXXRecordDecl();
+    if (!Record)
+      return !Type->isScalarType();
+    Record = Record->getDefinition();
+    if (!Record)
+      return true;  // incomplete: nothing is known of what it holds
+    auto Known = Memo.find(Record);
+    if (Known != Memo.end())
+      return Known->second;
+    Memo[Record] = false;  // a type that holds itself through a pointer is decided by its other members
+    bool Result = holdsStorage(Record, Depth);
+    Memo[Record] = Result;
+    return Result;
+  }
+
+private:
+  bool holdsStorage(const CXXRecordDecl *Record, int Depth) {
+    std::string Name = Record->getQualifiedNameAsString();
+    if (Name == "at::Tensor" || Name == "at::TensorBase" || Name == "c10::TensorImpl" || Name == "c10::Storage")
+      return true;
+    if (const auto *Specialization = dyn_cast<ClassTemplateSpecializationDecl>(Record))
+      for (const TemplateArgument &Argument : Specialization->getTemplateArgs().asArray())
+        if (Argument.getKind() == TemplateArgument::Type && reaches(Argument.getAsType(), Depth + 1))
+          return true;
+    for (const FieldDecl *Field : Record->fields())
+      if (reaches(Field->getType(), Depth + 1))
+        return true;
+    for (const CXXBaseSpecifier &Base : Record->bases())
+      if (reaches(Base.getType(), Depth + 1))
+        return true;
+    if (Record->isLambda())
+      for (const LambdaCapture &Capture : Record->captures())
+        if (Capture.capturesThis() || Capture.getCaptureKind() == LCK_ByRef)
+          return true;
+    return false;
+  }
+
+  llvm::DenseMap<const CXXRecordDecl *, bool> Memo;
+};
+
+/// Every root an expression mentions, with the node that mentions it.
+struct Mention {
+  Root Of;
+  const Expr *Node;
+};
+
+class MentionCollector : public RecursiveASTVisitor<MentionCollector> {
+public:
+  explicit MentionCollector(Root This) : This(This) {}
+  bool shouldVisitLambdaBody() const { return true; }
+  bool shouldVisitImplicitCode() const { return true; }
+  bool VisitDeclRefExpr(DeclRefExpr *Ref) {
+    const ValueDecl *Value = Ref->getDecl();
+    if (const auto *Binding = dyn_cast<BindingDecl>(Value))
+      Value = Binding->getDecomposedDecl() ? Binding->getDecomposedDecl() : Value;
+    if (isa<VarDecl>(Value))
+      Found.push_back({Value, Ref});
+    return true;
+  }
+  bool VisitMemberExpr(MemberExpr *Member) {
+    if (isa<CXXThisExpr>(Member->getBase()->IgnoreParenImpCasts()) && isa<FieldDecl>(Member->getMemberDecl()))
+      Found.push_back({Member->getMemberDecl(), Member});
+    return true;
+  }
+  bool VisitCXXThisExpr(CXXThisExpr *Expression) {
+    if (This)
+      Found.push_back({This, Expression});
+    return true;
+  }
+  Root This;
+  std::vector<Mention> Found;
+};
+
+/// The whole analysis of one site.
+class InputChangeFinder {
+public:
+  InputChangeFinder(const CapturedSite &Site, const PatternSet &Patterns, const AstQuery &Query)
+      : Site(Site), Effects(Patterns.Effects), Patterns(Patterns), Query(Query),
+        SM(Query.sourceManager()) {
+    if (const auto *Method = dyn_cast_or_null<CXXMethodDecl>(Site.Function); Method && Method->isInstance())
+      This = Method->getParent();
+  }
+
+  std::optional<InputChange> run() {
+    if (!Site.Head || !Site.Body)
+      return std::nullopt;
+    if (auto Jump = findGoto())
+      return Jump;
+    collectProtected();
+    collectTaint();
+    buildRegion();
+    return scanRegion();
+  }
+
+private:
+  // ---- what must not change ----------------------------------------------------------------------
+
+  /// The head call's own mentions (its input, module, weight and bias) and, when the rewrite repeats
+  /// the guard's test at the head, the guard's.
+  void collectProtected() {
+    for (const Mention &Found : mentions(Site.Head->Call, /*ThroughStorage=*/false))
+      Protected.insert(Found.Of);
+    if (Site.Producer && Site.Guard.If && runsWithoutLoss(Site.Producer, Site.Guard, Query))
+      for (const Mention &Found : mentions(Site.Guard.If->getCond(), false))
+        Protected.insert(Found.Of);
+    // A hoisted input is read once, at the head: rebinding its variables later changes nothing.
+    if (Site.HoistHidden)
+      for (const Mention &Found : mentions(Site.Head->Hidden, false))
+        HoistedRoots.insert(Found.Of);
+    for (Root Of : Protected)
+      if (isa<FieldDecl>(Of) && This)
+        Protected.insert(This);
+  }
+
+  /// Roots that may share storage with a protected input: the inputs, every parameter, member and
+  /// global that can hold storage (the caller may have made them aliases), and every local that gets
+  /// its value from one of them, in any order (the analysis is flow-insensitive).
+  void collectTaint() {
+    for (Root Of : Protected)
+      Tainted.insert(Of);
+    if (This && Types.reaches(Query.context().getRecordType(cast<CXXRecordDecl>(This))))
+      Tainted.insert(This);
+    for (const Mention &Found : mentions(Site.Body, false)) {
+      const auto *Variable = dyn_cast<VarDecl>(Found.Of);
+      bool NonLocal = isa<FieldDecl>(Found.Of) || (Variable && (isa<ParmVarDecl>(Variable) || !Variable->hasLocalStorage()));
+      if (NonLocal && Types.reaches(cast<ValueDecl>(Found.Of)->getType()))
+        Tainted.insert(Found.Of);
+    }
+    std::vector<std::pair<const Expr *, std::vector<Root>>> Flows = collectFlows();
+    for (bool Changed = true; Changed;) {
+      Changed = false;
+      for (const auto &[From, Into] : Flows) {
+        if (!reachedRoot(From))
+          continue;
+        for (Root Target : Into)
+          if (!isExcluded(Target) && Tainted.insert(Target).second)
+            Changed = true;
+      }
+    }
+  }
+
+  /// Value flows into locals: initialisers, assignments, range-for loops, and arguments handed to code
+  /// that may store one argument into another (user code, or non-const reference parameters).
+  std::vector<std::pair<const Expr *, std::vector<Root>>> collectFlows() {
+    class FlowCollector : public RecursiveASTVisitor<FlowCollector> {
+    public:
+      explicit FlowCollector(InputChangeFinder &Finder) : Finder(Finder) {}
+      bool shouldVisitLambdaBody() const { return true; }
+      bool VisitVarDecl(VarDecl *Variable) {
+        if (const Expr *Init = Variable->getInit())
+          Flows.push_back({Init, {Variable}});
+        return true;
+      }
+      bool VisitCXXForRangeStmt(CXXForRangeStmt *Loop) {
+        if (Loop->getRangeInit() && Loop->getLoopVariable())
+          Flows.push_back({Loop->getRangeInit(), {Loop->getLoopVariable()}});
+        return true;
+      }
+      bool VisitBinaryOperator(BinaryOperator *Operator) {
+        if (Operator->isAssignmentOp())
+          Flows.push_back({Operator->getRHS(), Finder.locals(Operator->getLHS())});
+        return true;
+      }
+      bool VisitCallExpr(CallExpr *Call) {
+        if (const auto *Operator = dyn_cast<CXXOperatorCallExpr>(Call);
+            Operator && Operator->isAssignmentOp() && Operator->getNumArgs() == 2) {
+          Flows.push_back({Operator->getArg(1), Finder.locals(Operator->getArg(0))});
+          return true;
+        }
+        // Arguments that a callee may store into each other: every argument flows into the locals of
+        // every argument that is not taken by value or const reference.
+        std::vector<Root> Into;
+        for (const Expr *Argument : Finder.changeableArguments(Call))
+          for (Root Local : Finder.locals(Argument))
+            Into.push_back(Local);
+        // A non-const method (or user code) may keep its arguments in its object (`v.push_back(h)`).
+        const auto *Member = dyn_cast<CXXMemberCallExpr>(Call);
+        const auto *Method = Member ? Member->getMethodDecl() : nullptr;
+        if (Method && (!Method->isConst() || !Finder.isLibrary(Method)))
+          for (Root Local : Finder.locals(Member->getImplicitObjectArgument()))
+            Into.push_back(Local);
+        if (Into.empty())
+          return true;
+        for (const Expr *Argument : Call->arguments())
+          Flows.push_back({Argument, Into});
+        if (Member)
+          Flows.push_back({Member->getImplicitObjectArgument(), Into});
+        return true;
+      }
+      InputChangeFinder &Finder;
+      std::vector<std::pair<const Expr *, std::vector<Root>>> Flows;
+    } Collector(*this);
+    Collector.TraverseStmt(const_cast<Stmt *>(Site.Body));
+    return std::move(Collector.Flows);
+  }
+
+  /// The input (or value that may share storage with one) that E gives access to, if any. An input of
+  /// a type without storage (a flag the guard tests) is reached by any mention (`&flag`, `*p`).
+  std::optional<Root> reachedRoot(const Expr *E) {
+    if (!E)
+      return std::nullopt;
+    for (const Mention &Found : mentions(E, false))
+      if (Protected.count(Found.Of) && !readOnceAtHead(Found.Of) && !holdsStorage(Found.Of))
+        return Found.Of;
+    for (const Mention &Found : mentions(E, true))
+      if (isTainted(Found.Of))
+        return Found.Of;
+    return std::nullopt;
+  }
+  bool holdsStorage(Root Of) {
+    if (const auto *Value = dyn_cast<ValueDecl>(Of))
+      return Types.reaches(Value->getType());
+    return true;
+  }
+
+  bool isExcluded(Root Of) const {
+    // The logits are the head's fresh output: the logits checks decide what may happen to them.
+    return Of == Site.Logits || llvm::is_contained(Site.Aliases, Of);
+  }
+  bool isTainted(Root Of) const { return Tainted.count(Of) && !isExcluded(Of); }
+
+  /// The locals an expression mentions (as assignment targets or changeable arguments).
+  std::vector<Root> locals(const Expr *E) {
+    std::vector<Root> Found;
+    for (const Mention &Each : mentions(E, false))
+      if (const auto *Variable = dyn_cast<VarDecl>(Each.Of); Variable && Variable->hasLocalStorage())
+        Found.push_back(Variable);
+    return Found;
+  }
+
+  /// Mentions of roots in E; with ThroughStorage, only those whose value can reach E's value through
+  /// expressions that can hold storage (`x.size(0)` does not carry x; `x.view(-1)` and `&x` do).
+  std::vector<Mention> mentions(const Stmt *S, bool ThroughStorage) {
+    MentionCollector Collector(This);
+    if (S)
+      Collector.TraverseStmt(const_cast<Stmt *>(S));
+    if (!ThroughStorage)
+      return std::move(Collector.Found);
+    std::vector<Mention> Kept;
+    for (const Mention &Found : Collector.Found)
+      if (carriesToTop(Found.Node, S))
+        Kept.push_back(Found);
+    return Kept;
+  }
+
+  bool carriesToTop(const Expr *Node, const Stmt *Top) {
+    if (!Types.reaches(Node->getType()))
+      return false;
+    DynTypedNode Current = DynTypedNode::create(*static_cast<const Stmt *>(Node));
+    for (const Stmt *At = Node; At != Top;) {
+      auto Parents = Query.context().getParents(Current);
+      if (Parents.empty())
+        return true;
+      const Stmt *Parent = Parents[0].get<Stmt>();
+      if (!Parent) {
+        if (Parents[0].get<VarDecl>() || Parents[0].get<FieldDecl>())
+          return true;  // an initialiser (Top was the VarDecl's init) or a lambda's capture field
+        Current = Parents[0];
+        continue;
+      }
+      if (isa<LambdaExpr>(Parent) || isa<StmtExpr>(Parent))
+        return true;  // a closure holds what it captures; a statement expression anything
+      if (const auto *Value = dyn_cast<Expr>(Parent)) {
+        bool Method = Value->getType()->isSpecificPlaceholderType(BuiltinType::BoundMember);
+        if (!Method && !Types.reaches(Value->getType()))
+          return false;
+        if (const auto *Call = dyn_cast<CallExpr>(Value); Call && isFreshResult(Call))
+          return false;
+      }
+      At = Parent;
+      Current = Parents[0];
+    }
+    return true;
+  }
+
+  bool isFreshResult(const CallExpr *Call) const {
+    const FunctionDecl *Callee = Call->getDirectCallee();
+    return Callee && isLibrary(Callee) && contains(Effects.FreshResults, calleeName(Callee));
+  }
+
+  // ---- where: from the head to the loss ------------------------------------------------------------
+
+  void buildRegion() {
+    Region.push_back({Site.Head->Call->getEndLoc(), Site.Loss->getEndLoc()});
+    // A loop that runs the loss but not the head runs all of its body between one head and the next loss.
+    for (const Stmt *At = Query.parentStmt(Site.Loss); At && At != Site.Body; At = Query.parentStmt(At))
+      if ((isa<ForStmt>(At) || isa<WhileStmt>(At) || isa<DoStmt>(At) || isa<CXXForRangeStmt>(At)) &&
+          !Query.within(Site.Head->Call, At))
+        Region.push_back({At->getBeginLoc(), At->getEndLoc()});
+  }
+
+  bool inRegion(const Stmt *Node) const {
+    SourceLocation At = SM.getExpansionLoc(Node->getBeginLoc());
+    for (const SourceRange &Range : Region) {
+      SourceLocation Begin = SM.getExpansionLoc(Range.getBegin());
+      SourceLocation End = SM.getExpansionRange(Range.getEnd()).getEnd();
+      if (SM.isBeforeInTranslationUnit(Begin, At) && !SM.isBeforeInTranslationUnit(End, At))
+        return true;
+    }
+    return false;
+  }
+
+  // ---- what may change them ------------------------------------------------------------------------
+
+  std::optional<InputChange> scanRegion() {
+    class Scanner : public RecursiveASTVisitor<Scanner> {
+    public:
+      explicit Scanner(InputChangeFinder &Finder) : Finder(Finder) {}
+      bool shouldVisitLambdaBody() const { return true; }
+      bool VisitStmt(Stmt *Node) {
+        if (!Found && Finder.inRegion(Node) && !Finder.Query.within(Site().Loss, Node))
+          Found = Finder.changeAt(Node);
+        return !Found;
+      }
+      const CapturedSite &Site() const { return Finder.Site; }
+      InputChangeFinder &Finder;
+      std::optional<InputChange> Found;
+    } Visitor(*this);
+    Visitor.TraverseStmt(const_cast<Stmt *>(Site.Body));
+    if (Visitor.Found)
+      return Visitor.Found;
+    return mutationOfProtectedVariables();
+  }
+
+  /// Whether Node itself (not its children) may change an input.
+  std::optional<InputChange> changeAt(const Stmt *Node) {
+    if (const auto *Operator = dyn_cast<BinaryOperator>(Node); Operator && Operator->isAssignmentOp())
+      return assignment(Node, Operator->getLHS(), Operator->getOpcode() == BO_Assign);
+    if (const auto *Operator = dyn_cast<UnaryOperator>(Node); Operator && Operator->isIncrementDecrementOp())
+      return assignment(Node, Operator->getSubExpr(), false);
+    if (const auto *Call = dyn_cast<CallExpr>(Node)) {
+      if (const auto *Operator = dyn_cast<CXXOperatorCallExpr>(Call);
+          Operator && Operator->isAssignmentOp() && Operator->getNumArgs() == 2)
+        return assignment(Node, Operator->getArg(0), Operator->getOperator() == OO_Equal);
+      return call(Call);
+    }
+    return std::nullopt;
+  }
+
+  /// `target = value`: rebinding a variable that is not an input (nor refers to one) changes nothing;
+  /// any other write through a value that may share storage with an input may change it.
+  std::optional<InputChange> assignment(const Stmt *Node, const Expr *Target, bool Plain) {
+    const Expr *Spelled = AstQuery::spelled(Target);
+    const ValueDecl *Rebound = nullptr;
+    if (const auto *Ref = dyn_cast<DeclRefExpr>(Spelled))
+      Rebound = Ref->getDecl();
+    else if (const auto *Member = dyn_cast<MemberExpr>(Spelled);
+             Member && isa<CXXThisExpr>(Member->getBase()->IgnoreParenImpCasts()))
+      Rebound = Member->getMemberDecl();
+    if (Plain && Rebound && !Rebound->getType()->isReferenceType()) {
+      if (Protected.count(Rebound) && !readOnceAtHead(Rebound))
+        return change(Node, "`" + Rebound->getNameAsString() + "` is assigned a new value");
+      return std::nullopt;
+    }
+    // Writing through an expression writes whatever it names (`*p = 0`, `h[0] = 1`, `a.b = c`).
+    for (const Mention &Found : mentions(Target, false))
+      if (isTainted(Found.Of) || (Protected.count(Found.Of) && !readOnceAtHead(Found.Of)))
+        return change(Node, "it writes through `" + nameOf(Found.Of) + "`, which may share storage with " + inputs());
+    return std::nullopt;
+  }
+
+  std::optional<InputChange> call(const CallExpr *Call) {
+    if (matchHead(Call, Patterns, Query))
+      return std::nullopt;  // the head's own forward computes, it does not write
+    const FunctionDecl *Callee = Call->getDirectCallee();
+    const auto *Member = dyn_cast<CXXMemberCallExpr>(Call);
+    const Expr *Object = Member ? Member->getImplicitObjectArgument() : nullptr;
+    if (const auto *Operator = dyn_cast<CXXOperatorCallExpr>(Call); Operator && isa<CXXMethodDecl>(Callee))
+      Object = Operator->getArg(0);
+    std::string Name = Callee ? calleeName(Callee) : "";
+
+    auto Reached = [&]() -> std::optional<Root> {
+      if (auto Of = reachedRoot(Object))
+        return Of;
+      for (unsigned I = Object && isa<CXXOperatorCallExpr>(Call) ? 1 : 0; I < Call->getNumArgs(); ++I)
+        if (auto Of = reachedRoot(Call->getArg(I)))
+          return Of;
+      return std::nullopt;
+    };
+
+    bool Library = Callee && isLibrary(Callee) && !(Name == "operator()" && !isLambdaCall(Call));
+    if (!Library) {
+      if (isLambdaCall(Call) || !Callee || !isa<CXXMethodDecl>(Callee) || !Object ||
+          !isa<CXXThisExpr>(Object->IgnoreParenImpCasts())) {
+        if (auto Of = Reached())
+          return change(Call, "it calls `" + displayName(Call) + "`, which can reach `" + nameOf(*Of) +
+                                  "` (it may share storage with " + inputs() + ")");
+        if (hasGlobalInput())
+          return change(Call, "it calls `" + displayName(Call) + "`, which can reach the global inputs");
+        return std::nullopt;
+      }
+      if (This && isTainted(This))
+        return change(Call, "it calls the member function `" + displayName(Call) + "`, which can change " + inputs());
+      return std::nullopt;
+    }
+    // The library: in-place by name, non-const reference parameters, non-const methods of non-tensors.
+    bool Writes = llvm::StringRef(Name).ends_with("_") || llvm::StringRef(Name).ends_with("_out") ||
+                  contains(Effects.Writers, Name);
+    if (Writes)
+      if (auto Of = Reached())
+        return change(Call, "`" + Name + "` writes `" + nameOf(*Of) + "`, which may share storage with " + inputs());
+    for (const Expr *Argument : changeableArguments(Call))
+      if (auto Of = reachedRoot(Argument))
+        return change(Call, "`" + Name + "` takes `" + nameOf(*Of) + "` by non-const reference");
+    if (const auto *Method = dyn_cast_or_null<CXXMethodDecl>(Callee);
+        Method && Object && Method->isInstance() && !Method->isConst() && !contains(Effects.Accessors, Name) &&
+        !isTensorType(Method->getParent()))
+      if (auto Of = reachedRoot(Object))
+        return change(Call, "the non-const `" + Name + "` is called on `" + nameOf(*Of) + "`, which may hold " +
+                                inputs());
+    return std::nullopt;
+  }
+
+  /// Arguments a callee may change: bound to a non-const reference or pointer parameter, or any
+  /// argument of code that is not the library's (which may do anything with a tensor handle).
+  std::vector<const Expr *> changeableArguments(const CallExpr *Call) {
+    std::vector<const Expr *> Found;
+    const FunctionDecl *Callee = Call->getDirectCallee();
+    unsigned Skip = isa<CXXOperatorCallExpr>(Call) && Callee && isa<CXXMethodDecl>(Callee) ? 1 : 0;
+    for (unsigned I = Skip; I < Call->getNumArgs(); ++I) {
+      const Expr *Argument = Call->getArg(I);
+      if (!Callee || !isLibrary(Callee)) {
+        Found.push_back(Argument);
+        continue;
+      }
+      unsigned Index = I - Skip;
+      QualType Type = Index < Callee->getNumParams() ? Callee->getParamDecl(Index)->getType() : QualType();
+      bool Changeable = Type.isNull() || (Type->isReferenceType() && !Type->getPointeeType().isConstQualified()) ||
+                        (Type->isPointerType() && !Type->getPointeeType().isConstQualified()) ||
+                        isCallable(Argument->getType());
+      if (Changeable)
+        Found.push_back(Argument);
+    }
+    return Found;
+  }
+
+  /// Whatever clang's ExprMutationAnalyzer sees mutating an input variable between head and loss
+  /// (through references, swaps, moves, casts, non-const uses it knows).
+  std::optional<InputChange> mutationOfProtectedVariables() {
+    ExprMutationAnalyzer Analyzer(*Site.Body, Query.context());
+    class RefFinder : public RecursiveASTVisitor<RefFinder> {
+    public:
+      bool shouldVisitLambdaBody() const { return true; }
+      bool VisitDeclRefExpr(DeclRefExpr *Ref) {
+        Refs.push_back(Ref);
+        return true;
+      }
+      std::vector<const DeclRefExpr *> Refs;
+    } Finder;
+    Finder.TraverseStmt(const_cast<Stmt *>(Site.Body));
+    for (const DeclRefExpr *Ref : Finder.Refs) {
+      const ValueDecl *Variable = Ref->getDecl();
+      if (!Protected.count(Variable) || readOnceAtHead(Variable) || !inRegion(Ref))
+        continue;
+      const Stmt *Mutation = Analyzer.findMutation(Ref);
+      if (!Mutation || !inRegion(Mutation) || Query.within(Site.Loss, Mutation) || isAccessorCall(Mutation))
+        continue;
+      if (const auto *Call = dyn_cast<CallExpr>(Mutation); Call && matchHead(Call, Patterns, Query))
+        continue;
+      return change(Mutation, "it may change `" + Variable->getNameAsString() + "`");
+    }
+    return std::nullopt;
+  }
+
+  std::optional<InputChange> findGoto() {
+    class GotoFinder : public RecursiveASTVisitor<GotoFinder> {
+    public:
+      bool VisitGotoStmt(GotoStmt *Jump) { return !(Found = Jump); }
+      bool VisitIndirectGotoStmt(IndirectGotoStmt *Jump) { return !(Found = Jump); }
+      const Stmt *Found = nullptr;
+    } Finder;
+    Finder.TraverseStmt(const_cast<Stmt *>(Site.Body));
+    if (Finder.Found)
+      return InputChange{Finder.Found, "a `goto` can run any code of the function between the head and the loss"};
+    return std::nullopt;
+  }
+
+  // ---- small helpers -------------------------------------------------------------------------------
+
+  bool readOnceAtHead(Root Of) const {
+    // Only the hidden state's variables are read once at the head; the weight is read at the loss.
+    return HoistedRoots.count(Of) && !weightMentions().count(Of);
+  }
+  const std::set<Root> &weightMentions() const {
+    if (!WeightRootsDone) {
+      WeightRootsDone = true;
+      MentionCollector Collector(This);
+      Collector.TraverseStmt(const_cast<Expr *>(Site.Head->Call));
+      MentionCollector HiddenOnly(This);
+      HiddenOnly.TraverseStmt(const_cast<Expr *>(Site.Head->Hidden));
+      std::set<const Expr *> InHidden;
+      for (const Mention &Found : HiddenOnly.Found)
+        InHidden.insert(Found.Node);
+      for (const Mention &Found : Collector.Found)
+        if (!InHidden.count(Found.Node))
+          WeightRoots.insert(Found.Of);
+    }
+    return WeightRoots;
+  }
+
+  bool isLibrary(const FunctionDecl *Callee) const {
+    if (SM.isInSystemHeader(SM.getExpansionLoc(Callee->getLocation())))
+      return true;
+    const DeclContext *Context = Callee->getDeclContext();
+    const NamespaceDecl *Outermost = nullptr;
+    for (; Context; Context = Context->getParent())
+      if (const auto *Namespace = dyn_cast<NamespaceDecl>(Context); Namespace && !Namespace->isInline())
+        Outermost = Namespace;
+    return Outermost && contains(Effects.LibraryNamespaces, Outermost->getName());
+  }
+
+  static bool isLambdaCall(const CallExpr *Call) {
+    const auto *Method = dyn_cast_or_null<CXXMethodDecl>(Call->getDirectCallee());
+    return Method && Method->getParent()->isLambda();
+  }
+  bool isCallable(QualType Type) const {
+    const CXXRecordDecl *Record = Type.getNonReferenceType()->getAsCXXRecordDecl();
+    if (!Record || !(Record = Record->getDefinition()))
+      return false;
+    if (Record->isLambda())
+      return true;
+    for (const CXXMethodDecl *Method : Record->methods())
+      if (Method->getOverloadedOperator() == OO_Call)
+        return true;
+    return false;
+  }
+  static bool isTensorType(const CXXRecordDecl *Record) {
+    std::string Name = Record->getQualifiedNameAsString();
+    return Name == "at::Tensor" || Name == "at::TensorBase";
+  }
+  bool isAccessorCall(const Stmt *Node) const {
+    const auto *Call = dyn_cast<CallExpr>(Node);
+    const FunctionDecl *Callee = Call ? Call->getDirectCallee() : nullptr;
+    return Callee && contains(Effects.Accessors, calleeName(Callee));
+  }
+  bool hasGlobalInput() const {
+    for (Root Of : Protected)
+      if (const auto *Variable = dyn_cast<VarDecl>(Of); Variable && !Variable->hasLocalStorage())
+        return true;
+    return false;
+  }
+
+  static std::string calleeName(const FunctionDecl *Callee) {
+    if (Callee->getOverloadedOperator() != OO_None)
+      return std::string("operator") + getOperatorSpelling(Callee->getOverloadedOperator());
+    return Callee->getDeclName().isIdentifier() ? Callee->getName().str() : Callee->getNameAsString();
+  }
+  std::string displayName(const CallExpr *Call) const {
+    if (const FunctionDecl *Callee = Call->getDirectCallee(); Callee && !isLambdaCall(Call))
+      return calleeName(Callee);
+    std::string Text = Query.text(Call->getCallee());
+    return Text.empty() ? "a function" : Text;
+  }
+  std::string nameOf(Root Of) const {
+    if (Of == This)
+      return "this";
+    if (const auto *Named = dyn_cast<NamedDecl>(Of))
+      return Named->getNameAsString();
+    return "a value";
+  }
+  std::string inputs() const {
+    std::string Text = Site.Head->Text;
+    return "the head `" + (Text.size() > 40 ? Text.substr(0, 37) + "..." : Text) + "`'s inputs";
+  }
+
+  InputChange change(const Stmt *Node, std::string Why) { return InputChange{Node, std::move(Why)}; }
+
+  const CapturedSite &Site;
+  const EffectPatterns &Effects;
+  const PatternSet &Patterns;
+  const AstQuery &Query;
+  const SourceManager &SM;
+  Root This = nullptr;
+  StorageTypes Types;
+  std::set<Root> Protected;
+  std::set<Root> HoistedRoots;
+  mutable std::set<Root> WeightRoots;
+  mutable bool WeightRootsDone = false;
+  llvm::DenseSet<Root> Tainted;
+  std::vector<SourceRange> Region;
+};
+
+}  // namespace
+
+std::optional<InputChange> findInputChange(const CapturedSite &Site, const PatternSet &Patterns,
+                                           const AstQuery &Query) {
+  return InputChangeFinder(Site, Patterns, Query).run();
+}
+
+}  // namespace lmfuse::rewriter

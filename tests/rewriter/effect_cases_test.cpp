@@ -1,0 +1,373 @@
+// The effect analysis as a table: code between the head and the loss (or between the head and a guard
+// that the rewrite repeats at the head) that may change what the fused call reads is refused
+// `inputs-modified`; code that provably cannot is accepted. Each refused case would be a silently
+// different training run if it were rewritten.
+#include <catch2/catch.hpp>
+
+#include "rewrite_harness.h"
+
+using namespace lmfuse::rewriter;
+using namespace lmfuse::rewriter::testing;
+
+namespace {
+
+// Shared by the refused cases: only the code between head and loss differs.
+const Case Cases[] = {
+    // ---- the head's input changed through aliases, pointers, views, callees, lambdas, loops --------
+    {"input changed through a reference alias", R"(
+  torch::Tensor forward(torch::Tensor x, torch::Tensor labels) {
+    auto &alias = x;
+    auto logits = lm_head(x);
+    alias.mul_(2.0);
+    return F::cross_entropy(logits.view({-1, 32}), labels.view(-1));
+  }
+)", Verb::RefusesWith, "inputs-modified"},
+    {"input changed through its address", R"(
+  torch::Tensor forward(torch::Tensor x, torch::Tensor labels) {
+    auto logits = lm_head(x);
+    (&x)->add_(1.0);
+    return F::cross_entropy(logits.view({-1, 32}), labels.view(-1));
+  }
+)", Verb::RefusesWith, "inputs-modified"},
+    {"input changed through a pointer taken before the head", R"(
+  torch::Tensor forward(torch::Tensor x, torch::Tensor labels) {
+    torch::Tensor *p = &x;
+    auto logits = lm_head(x);
+    p->zero_();
+    return F::cross_entropy(logits.view({-1, 32}), labels.view(-1));
+  }
+)", Verb::RefusesWith, "inputs-modified"},
+    {"input changed through a view", R"(
+  torch::Tensor forward(torch::Tensor x, torch::Tensor labels) {
+    auto flat = x.view({-1});
+    auto logits = lm_head(x);
+    flat.mul_(0.5);
+    return F::cross_entropy(logits.view({-1, 32}), labels.view(-1));
+  }
+)", Verb::RefusesWith, "inputs-modified"},
+    {"input changed through its raw data", R"(
+  torch::Tensor forward(torch::Tensor x, torch::Tensor labels) {
+    auto logits = lm_head(x);
+    x.data_ptr<float>()[0] = 1.0f;
+    return F::cross_entropy(logits.view({-1, 32}), labels.view(-1));
+  }
+)", Verb::RefusesWith, "inputs-modified"},
+    {"input changed by an indexed assignment", R"(
+  torch::Tensor forward(torch::Tensor x, torch::Tensor labels) {
+    auto logits = lm_head(x);
+    x[0] = 0.0;
+    return F::cross_entropy(logits.view({-1, 32}), labels.view(-1));
+  }
+)", Verb::RefusesWith, "inputs-modified"},
+    {"input swapped with another tensor", R"(
+  torch::Tensor forward(torch::Tensor x, torch::Tensor other, torch::Tensor labels) {
+    auto logits = lm_head(x);
+    std::swap(x, other);
+    return F::cross_entropy(logits.view({-1, 32}), labels.view(-1));
+  }
+)", Verb::RefusesWith, "inputs-modified"},
+    {"input moved from", R"(
+  torch::Tensor forward(torch::Tensor x, torch::Tensor labels) {
+    auto logits = lm_head(x);
+    torch::Tensor kept = std::move(x);
+    return F::cross_entropy(logits.view({-1, 32}), labels.view(-1));
+  }
+)", Verb::RefusesWith, "inputs-modified"},
+    {"input handed to a user function taking a non-const reference", R"(
+  static void scale(torch::Tensor &t);
+  torch::Tensor forward(torch::Tensor x, torch::Tensor labels) {
+    auto logits = lm_head(x);
+    scale(x);
+    return F::cross_entropy(logits.view({-1, 32}), labels.view(-1));
+  }
+)", Verb::RefusesWith, "inputs-modified"},
+    {"input handed by value to a user function (a copy shares the storage)", R"(
+  static void normalise(torch::Tensor t);
+  torch::Tensor forward(torch::Tensor x, torch::Tensor labels) {
+    auto logits = lm_head(x);
+    normalise(x);
+    return F::cross_entropy(logits.view({-1, 32}), labels.view(-1));
+  }
+)", Verb::RefusesWith, "inputs-modified"},
+    {"input changed by a lambda defined before the head", R"(
+  torch::Tensor forward(torch::Tensor x, torch::Tensor labels) {
+    auto bump = [&] { x.add_(1.0); };
+    auto logits = lm_head(x);
+    bump();
+    return F::cross_entropy(logits.view({-1, 32}), labels.view(-1));
+  }
+)", Verb::RefusesWith, "inputs-modified"},
+    {"input changed after the loss inside a loop (the next iteration's loss sees it)", R"(
+  torch::Tensor forward(torch::Tensor x, torch::Tensor labels) {
+    auto logits = lm_head(x);
+    torch::Tensor loss;
+    for (int step = 0; step < 2; ++step) {
+      loss = F::cross_entropy(logits.view({-1, 32}), labels.view(-1));
+      x.add_(1.0);
+    }
+    return loss;
+  }
+)", Verb::RefusesWith, "inputs-modified"},
+    {"member input changed by a member function", R"(
+  torch::Tensor hidden_;
+  void refresh();
+  torch::Tensor forward(torch::Tensor labels) {
+    auto logits = lm_head(hidden_);
+    refresh();
+    return F::cross_entropy(logits.view({-1, 32}), labels.view(-1));
+  }
+)", Verb::RefusesWith, "inputs-modified"},
+    {"member input rebound after the head: read once at the head", R"(
+  torch::Tensor hidden_;
+  torch::Tensor forward(torch::Tensor other, torch::Tensor labels) {
+    auto logits = lm_head(hidden_);
+    hidden_ = other;
+    return F::cross_entropy(logits.view({-1, 32}), labels.view(-1));
+  }
+)", Verb::RewritesTo, R"(
+  torch::Tensor hidden_;
+  torch::Tensor forward(torch::Tensor other, torch::Tensor labels) {
+    auto lmfuse_hidden = hidden_;
+    auto logits = lmfuse::skip_logits() ? torch::Tensor() : lm_head(lmfuse_hidden);
+    hidden_ = other;
+    return lmfuse::enabled() ? lmfuse::linear_cross_entropy(lmfuse_hidden, lm_head->weight, lm_head->bias, labels, lmfuse::LossOptions())
+                             : F::cross_entropy(logits.view({-1, 32}), labels.view(-1));
+  }
+)"},
+    {"head weight scaled in place", R"(
+  torch::Tensor forward(torch::Tensor x, torch::Tensor labels) {
+    auto logits = lm_head(x);
+    lm_head->weight.mul_(0.5);
+    return F::cross_entropy(logits.view({-1, 32}), labels.view(-1));
+  }
+)", Verb::RefusesWith, "inputs-modified"},
+    {"head bias changed in place", R"(
+  torch::Tensor forward(torch::Tensor x, torch::Tensor labels) {
+    auto logits = lm_head->forward(x);
+    lm_head->bias.add_(1.0);
+    return F::cross_entropy(logits.view({-1, 32}), labels.view(-1));
+  }
+)", Verb::RefusesWith, "inputs-modified"},
+    {"head module replaced", R"(
+  torch::Tensor forward(torch::Tensor x, torch::Tensor labels) {
+    auto logits = lm_head(x);
+    lm_head = torch::nn::Linear(16, 32);
+    return F::cross_entropy(logits.view({-1, 32}), labels.view(-1));
+  }
+)", Verb::RefusesWith, "inputs-modified"},
+    {"head module converted by a non-const method", R"(
+  torch::Tensor forward(torch::Tensor x, torch::Tensor labels) {
+    auto logits = lm_head(x);
+    lm_head->to(torch::kHalf);
+    return F::cross_entropy(logits.view({-1, 32}), labels.view(-1));
+  }
+)", Verb::RefusesWith, "inputs-modified"},
+    {"head weight re-initialised by a library in-place function", R"(
+  torch::Tensor forward(torch::Tensor x, torch::Tensor labels) {
+    auto logits = lm_head(x);
+    torch::nn::init::normal_(lm_head->weight);
+    return F::cross_entropy(logits.view({-1, 32}), labels.view(-1));
+  }
+)", Verb::RefusesWith, "inputs-modified"},
+    {"tied weight changed through the embedding", R"(
+  torch::Tensor forward(torch::Tensor x, torch::Tensor labels) {
+    auto logits = F::linear(x, wte->weight);
+    wte->weight.div_(2.0);
+    return F::cross_entropy(logits.view({-1, 32}), labels.view(-1));
+  }
+)", Verb::RefusesWith, "inputs-modified"},
+    {"weight argument of a functional head changed through another parameter (may alias)", R"(
+  torch::Tensor forward(torch::Tensor x, torch::Tensor w, torch::Tensor other, torch::Tensor labels) {
+    auto logits = F::linear(x, w);
+    other.zero_();
+    return F::cross_entropy(logits.view({-1, 32}), labels.view(-1));
+  }
+)", Verb::RefusesWith, "inputs-modified"},
+    {"input changed with a compound assignment through an alias", R"(
+  torch::Tensor forward(torch::Tensor x, torch::Tensor labels) {
+    torch::Tensor same = x;
+    auto logits = lm_head(x);
+    same += 1.0;
+    return F::cross_entropy(logits.view({-1, 32}), labels.view(-1));
+  }
+)", Verb::RefusesWith, "inputs-modified"},
+    {"input changed inside the loss's own arguments", R"(
+  torch::Tensor forward(torch::Tensor x, torch::Tensor labels) {
+    auto logits = lm_head(x);
+    return F::cross_entropy(logits.view({-1, 32}), labels.view(-1),
+                            F::CrossEntropyFuncOptions().ignore_index((x.zero_(), -1)));
+  }
+)", Verb::RefusesWith, "inputs-modified"},
+    {"a goto can run anything between head and loss", R"(
+  torch::Tensor forward(torch::Tensor x, torch::Tensor labels) {
+    auto logits = lm_head(x);
+    torch::Tensor loss;
+    int pass = 0;
+  again:
+    loss = F::cross_entropy(logits.view({-1, 32}), labels.view(-1));
+    x.add_(1.0);
+    if (pass++ == 0) goto again;
+    return loss;
+  }
+)", Verb::RefusesWith, "inputs-modified"},
+
+    // ---- the guard's inputs changed between the head and the `if` (the rewrite repeats the test) --
+    {"labels reset between head and guard", R"(
+  Output forward(torch::Tensor x, c10::optional<torch::Tensor> targets) {
+    auto logits = lm_head(x);
+    targets = c10::nullopt;
+    torch::Tensor loss;
+    if (targets.has_value())
+      loss = F::cross_entropy(logits.view({-1, 32}), targets->view(-1));
+    return {logits, loss};
+  }
+)", Verb::RefusesWith, "inputs-modified"},
+    {"labels reset through a reference", R"(
+  Output forward(torch::Tensor x, c10::optional<torch::Tensor> targets) {
+    auto &same = targets;
+    auto logits = lm_head(x);
+    same.reset();
+    torch::Tensor loss;
+    if (targets.has_value())
+      loss = F::cross_entropy(logits.view({-1, 32}), targets->view(-1));
+    return {logits, loss};
+  }
+)", Verb::RefusesWith, "inputs-modified"},
+    {"guard flag flipped through a pointer", R"(
+  Output forward(torch::Tensor x, torch::Tensor targets, bool training) {
+    bool *flag = &training;
+    auto logits = lm_head(x);
+    *flag = false;
+    torch::Tensor loss;
+    if (training)
+      loss = F::cross_entropy(logits.view({-1, 32}), targets.view(-1));
+    return {logits, loss};
+  }
+)", Verb::RefusesWith, "inputs-modified"},
+    {"member guard flag changed by a member function", R"(
+  bool training_ = true;
+  void stop();
+  Output forward(torch::Tensor x, torch::Tensor targets) {
+    auto logits = lm_head(x);
+    stop();
+    torch::Tensor loss;
+    if (training_)
+      loss = F::cross_entropy(logits.view({-1, 32}), targets.view(-1));
+    return {logits, loss};
+  }
+)", Verb::RefusesWith, "inputs-modified"},
+    {"labels cleared by a user function", R"(
+  static void clear(c10::optional<torch::Tensor> &labels);
+  Output forward(torch::Tensor x, c10::optional<torch::Tensor> targets) {
+    auto logits = lm_head(x);
+    clear(targets);
+    torch::Tensor loss;
+    if (targets)
+      loss = F::cross_entropy(logits.view({-1, 32}), targets->view(-1));
+    return {logits, loss};
+  }
+)", Verb::RefusesWith, "inputs-modified"},
+
+    // ---- accepted: nothing between head and loss can change an input ---------------------------------
+    {"a fresh tensor written between head and loss", R"(
+  torch::Tensor forward(torch::Tensor x, torch::Tensor labels) {
+    auto logits = lm_head(x);
+    auto count = torch::zeros({1});
+    count.add_(1.0);
+    return F::cross_entropy(logits.view({-1, 32}), labels.view(-1));
+  }
+)", Verb::RewritesTo, R"(
+  torch::Tensor forward(torch::Tensor x, torch::Tensor labels) {
+    auto logits = lmfuse::skip_logits() ? torch::Tensor() : lm_head(x);
+    auto count = torch::zeros({1});
+    count.add_(1.0);
+    return lmfuse::enabled() ? lmfuse::linear_cross_entropy(x, lm_head->weight, lm_head->bias, labels, lmfuse::LossOptions())
+                             : F::cross_entropy(logits.view({-1, 32}), labels.view(-1));
+  }
+)"},
+    {"a clone of the input written between head and loss", R"(
+  torch::Tensor forward(torch::Tensor x, torch::Tensor labels) {
+    auto logits = lm_head(x);
+    auto noisy = x.clone();
+    noisy.mul_(2.0);
+    return F::cross_entropy(logits.view({-1, 32}), labels.view(-1));
+  }
+)", Verb::RewritesTo, R"(
+  torch::Tensor forward(torch::Tensor x, torch::Tensor labels) {
+    auto logits = lmfuse::skip_logits() ? torch::Tensor() : lm_head(x);
+    auto noisy = x.clone();
+    noisy.mul_(2.0);
+    return lmfuse::enabled() ? lmfuse::linear_cross_entropy(x, lm_head->weight, lm_head->bias, labels, lmfuse::LossOptions())
+                             : F::cross_entropy(logits.view({-1, 32}), labels.view(-1));
+  }
+)"},
+    {"labels rebound (they are read at the loss by both versions)", R"(
+  torch::Tensor forward(torch::Tensor x, torch::Tensor labels) {
+    auto logits = lm_head(x);
+    auto y = labels.view(-1);
+    y = y.to(torch::kLong);
+    return F::cross_entropy(logits.view({-1, 32}), y);
+  }
+)", Verb::RewritesTo, R"(
+  torch::Tensor forward(torch::Tensor x, torch::Tensor labels) {
+    auto logits = lmfuse::skip_logits() ? torch::Tensor() : lm_head(x);
+    auto y = labels.view(-1);
+    y = y.to(torch::kLong);
+    return lmfuse::enabled() ? lmfuse::linear_cross_entropy(x, lm_head->weight, lm_head->bias, y, lmfuse::LossOptions())
+                             : F::cross_entropy(logits.view({-1, 32}), y);
+  }
+)"},
+    {"shape reads and a member store that is not an input", R"(
+  torch::Tensor forward(torch::Tensor x, torch::Tensor labels) {
+    auto logits = lm_head(x);
+    const auto batch = x.size(0);
+    pad_id_ = batch;
+    return F::cross_entropy(logits.view({-1, 32}), labels.view(-1));
+  }
+)", Verb::RewritesTo, R"(
+  torch::Tensor forward(torch::Tensor x, torch::Tensor labels) {
+    auto logits = lmfuse::skip_logits() ? torch::Tensor() : lm_head(x);
+    const auto batch = x.size(0);
+    pad_id_ = batch;
+    return lmfuse::enabled() ? lmfuse::linear_cross_entropy(x, lm_head->weight, lm_head->bias, labels, lmfuse::LossOptions())
+                             : F::cross_entropy(logits.view({-1, 32}), labels.view(-1));
+  }
+)"},
+    {"the input written before the head only", R"(
+  torch::Tensor forward(torch::Tensor x, torch::Tensor labels) {
+    x.mul_(2.0);
+    auto logits = lm_head(x);
+    return F::cross_entropy(logits.view({-1, 32}), labels.view(-1));
+  }
+)", Verb::RewritesTo, R"(
+  torch::Tensor forward(torch::Tensor x, torch::Tensor labels) {
+    x.mul_(2.0);
+    auto logits = lmfuse::skip_logits() ? torch::Tensor() : lm_head(x);
+    return lmfuse::enabled() ? lmfuse::linear_cross_entropy(x, lm_head->weight, lm_head->bias, labels, lmfuse::LossOptions())
+                             : F::cross_entropy(logits.view({-1, 32}), labels.view(-1));
+  }
+)"},
+};
+
+}  // namespace
+
+TEST_CASE("effect analysis cases", "[rewriter][effects]") {
+  for (const Case &Item : Cases)
+    DYNAMIC_SECTION(Item.Name) { checkCase(Item); }
+}
+
+TEST_CASE("the refusal names the statement that may change an input", "[rewriter][effects]") {
+  RewriteResult Result = rewriteWithStubs(source(R"(
+  torch::Tensor forward(torch::Tensor x, torch::Tensor labels) {
+    auto logits = lm_head(x);
+    lm_head->weight.mul_(0.5);
+    return F::cross_entropy(logits.view({-1, 32}), labels.view(-1));
+  }
+)", false));
+  REQUIRE(Result.Sites.size() == 1);
+  const SiteRecord &Site = Result.Sites[0];
+  CHECK(Site.Reason == ReasonKind::InputsModified);
+  CHECK(Site.DetailLine == Site.Line + 1);
+  CHECK(llvm::StringRef(Site.Detail).contains("lm_head->weight.mul_(0.5)"));
+  CHECK(llvm::StringRef(Site.Detail).contains("`mul_`"));
+}
