@@ -270,7 +270,7 @@ int main() {
         std::size_t freeBefore = 0, freeAfter = 0, total = 0;
         BENCH_CHECK(cudaDeviceSynchronize());
         BENCH_CHECK(cudaMemGetInfo(&freeBefore, &total));
-        const std::size_t bytes = lmfuse::workspace_size(problem, options, variant.parts != 1, context);
+        const std::size_t bytes = lmfuse::workspace_size(problem, options, outputs, context);  // for these outputs
         void* workspace;
         BENCH_CHECK(cudaMalloc(&workspace, bytes));
         const auto firstStart = std::chrono::steady_clock::now();

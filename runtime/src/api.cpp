@@ -20,6 +20,18 @@ std::size_t workspace_size(const Problem& problem, const Options& options, bool 
   });
 }
 
+std::size_t workspace_size(const Problem& problem, const Options& options, const Outputs& outputs,
+                           const Context& context) {
+  const char* function = "lmfuse::workspace_size";
+  detail::validate_shape(function, problem, options, context);
+  detail::validate_param_grads(function, outputs);
+  Problem dense = detail::with_dense_strides(problem);
+  return detail::reported(function, [&] {
+    return context.device == DeviceKind::Cuda ? detail::cuda::workspace_size(dense, options, outputs)
+                                              : detail::cpu::workspace_size(dense, options, outputs.wants_gradients());
+  });
+}
+
 void linear_cross_entropy(const Problem& problem, const Options& options, const Outputs& outputs,
                           Workspace workspace, const Context& context) {
   const char* function = "lmfuse::linear_cross_entropy";
@@ -30,8 +42,7 @@ void linear_cross_entropy(const Problem& problem, const Options& options, const 
   detail::reported(function, [&] {
     if (context.device == DeviceKind::Cuda) {
       detail::validate_cuda_alignment(function, problem, outputs, workspace);
-      detail::validate_workspace(function, workspace,
-                                 detail::cuda::workspace_size(dense, options, with_gradients));
+      detail::validate_workspace(function, workspace, detail::cuda::workspace_size(dense, options, dense_outputs));
       detail::cuda::linear_cross_entropy(dense, options, dense_outputs, workspace, context);
     } else {
       detail::validate_workspace(function, workspace,

@@ -20,6 +20,7 @@ void check(Workspace, const Context&);
 namespace cuda {
 bool available();
 std::size_t workspace_size(const Problem&, const Options&, bool with_gradients);
+std::size_t workspace_size(const Problem&, const Options&, const Outputs&);  // for exactly these outputs
 void linear_cross_entropy(const Problem&, const Options&, const Outputs&, Workspace, const Context&);
 void scale_grads(const Problem&, const Outputs&, const float* upstream, const Context&);
 void check(Workspace, const Context&);

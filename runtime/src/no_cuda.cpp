@@ -11,6 +11,7 @@ namespace {
 
 bool available() { return false; }
 std::size_t workspace_size(const Problem&, const Options&, bool) { notBuilt(); }
+std::size_t workspace_size(const Problem&, const Options&, const Outputs&) { notBuilt(); }
 void linear_cross_entropy(const Problem&, const Options&, const Outputs&, Workspace, const Context&) { notBuilt(); }
 void scale_grads(const Problem&, const Outputs&, const float*, const Context&) { notBuilt(); }
 void check(Workspace, const Context&) { notBuilt(); }

@@ -191,6 +191,8 @@ void validate_call(const char* function, const Problem& problem, const Options& 
                  "outputs.grad_bias is set but problem.bias is null (there is no bias to differentiate)");
 }
 
+void validate_param_grads(const char* function, const Outputs& outputs) { check_param_grad_kind(function, outputs); }
+
 void validate_workspace(const char* function, const Workspace& workspace, std::size_t required) {
   LMFUSE_REQUIRE(function, workspace.data != nullptr,
                  "workspace.data is null (this call needs " << required << " bytes; see workspace_size)");

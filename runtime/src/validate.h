@@ -22,6 +22,9 @@ void validate_shape(const char* function, const Problem& problem, const Options&
 void validate_call(const char* function, const Problem& problem, const Options& options,
                    const Outputs& outputs, const Context& context);
 
+/// outputs.param_grads: a ParamGradKind (the one field of Outputs that sizes a workspace besides its pointers).
+void validate_param_grads(const char* function, const Outputs& outputs);
+
 /// The workspace: non-null and at least `required` bytes (what the backend's workspace_size returned).
 void validate_workspace(const char* function, const Workspace& workspace, std::size_t required);
 

@@ -210,6 +210,13 @@ TEST_CASE("workspace_size, scale_grads and check name their bad arguments", "[ru
         "lmfuse::workspace_size: problem.vocab (0) must be positive");
   CHECK(error_of([&] { scale_grads(call.problem, call.outputs, nullptr, call.context); }) ==
         "lmfuse::scale_grads: upstream is null");
+  Outputs bad_kind = call.outputs;
+  bad_kind.param_grads = ParamGradKind(5);
+  CHECK(error_of([&] { workspace_size(call.problem, call.options, bad_kind, call.context); }) ==
+        "lmfuse::workspace_size: outputs.param_grads (5) is not a ParamGradKind (ProblemDType, Float32)");
+  // On the CPU the workspace depends on whether gradients are asked, not on which.
+  CHECK(workspace_size(call.problem, call.options, call.outputs, call.context) ==
+        workspace_size(call.problem, call.options, true, call.context));
   CHECK(call.untouched());
   CHECK(error_of([&] { check(Workspace{}, call.context); }) == "lmfuse::check: workspace.data is null");
   CHECK(error_of([&] { check(Workspace{call.workspace.data, 16}, call.context); })

@@ -234,3 +234,30 @@ TEST_CASE("the result does not depend on the chunking or the memory mode beyond 
     CHECK(relativeError(other->gradBias, sixChunks.gradBias) <= 1e-5);
   }
 }
+
+TEST_CASE("fp32 parameter gradients run in the workspace sized for their outputs, without the accumulator", "[cuda]") {
+  if (skipWithoutDevice()) return;
+  Spec spec = pipelineSpec(DType::BFloat16);
+  spec.fp32ParamGrads = true;  // in chunks of 96 tokens: a bf16 grad_weight would need the fp32 accumulator
+  Scenario scenario(spec);
+  const std::size_t forAny = lmfuse::workspace_size(scenario.problem(), scenario.options(), true, scenario.context());
+  const std::size_t forThese =
+      lmfuse::workspace_size(scenario.problem(), scenario.options(), scenario.outputs(), scenario.context());
+  INFO("workspace for any outputs " << forAny << ", for these " << forThese);
+  CHECK(forThese + std::size_t(spec.v * spec.d) * 4 <= forAny);
+  DeviceBuffer small(forThese);
+  scenario.prepareOutputs();
+  lmfuse::linear_cross_entropy(scenario.problem(), scenario.options(), scenario.outputs(), {small.get(), forThese},
+                               scenario.context());
+  TEST_CUDA(cudaDeviceSynchronize());
+  Result got = scenario.collect();
+  Reference want = scenario.expected();
+  CHECK(relativeError(got.loss, want.loss) <= 5e-3);
+  CHECK(relativeError(got.gradHidden, want.gradHidden) <= 2e-2);
+  CHECK(relativeError(got.gradWeight, want.gradWeight) <= 2e-2);
+  CHECK(relativeError(got.gradBias, want.gradBias) <= 2e-2);
+  // One byte less is refused, naming the workspace.
+  REQUIRE_THROWS_WITH(lmfuse::linear_cross_entropy(scenario.problem(), scenario.options(), scenario.outputs(),
+                                                   {small.get(), forThese - 1}, scenario.context()),
+                      Catch::Contains("workspace.bytes"));
+}

@@ -273,3 +273,22 @@ TEST_CASE("the plan chooses where grad_weight goes, for every pass", "[plan]") {
     CHECK(pass.chunks * pass.chunkTokens >= row.tokens);
   }
 }
+
+TEST_CASE("workspace_size for given outputs: fp32 parameter gradients need no accumulator", "[plan]") {
+  lmfuse::Context cuda;
+  cuda.device = lmfuse::DeviceKind::Cuda;
+  const lmfuse::Options defaults;
+  for (const Shape& shape : {Shape{"Llama-3-8B", 8192, 4096, 128256}, Shape{"Gemma-2-2B", 8192, 2304, 256000}}) {
+    INFO(shape.name);
+    const lmfuse::Problem problem = problemOf(shape);
+    lmfuse::Outputs bf16 = everyGradient(), mixed = everyGradient();
+    mixed.param_grads = lmfuse::ParamGradKind::Float32;
+    const std::size_t forAny = lmfuse::workspace_size(problem, defaults, true, cuda);
+    const std::size_t forBf16 = lmfuse::workspace_size(problem, defaults, bf16, cuda);
+    const std::size_t forMixed = lmfuse::workspace_size(problem, defaults, mixed, cuda);
+    CHECK(forBf16 <= forAny);
+    CHECK(forMixed < forBf16);
+    CHECK(double(forMixed) / kGiB <= 1.5);  // the default budget beyond an accumulator it does not hold
+    CHECK(forMixed == makePlan(problem, defaults, &mixed, true).totalBytes);
+  }
+}

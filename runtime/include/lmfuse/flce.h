@@ -184,8 +184,17 @@ struct Context {
   int threads = 0;         ///< CPU worker threads; 0 = all available (results do not depend on it)
 };
 
-/// Bytes of workspace the call needs for this problem (pointers in `problem` are not read).
+/// Bytes of workspace the call needs for this problem (pointers in `problem` are not read): enough for
+/// any combination of outputs (with_gradients: any gradient).
 std::size_t workspace_size(const Problem& problem, const Options& options, bool with_gradients,
+                           const Context& context);
+
+/// Bytes of workspace a call with exactly these outputs needs: which pointers are set (never what they
+/// point to) and param_grads decide it. Never more than the overload above, and less where the plan needs
+/// no [V, D] accumulator: on CUDA, fp32 parameter gradients (ParamGradKind::Float32, the mixed-precision
+/// case), grad_weight_accumulate without grad_weight, or no grad_weight at all. A call accepts a workspace
+/// of this size for these outputs.
+std::size_t workspace_size(const Problem& problem, const Options& options, const Outputs& outputs,
                            const Context& context);
 
 /// The fused call. Throws Error, before touching any output, when an argument is invalid.

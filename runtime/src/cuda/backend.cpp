@@ -418,6 +418,10 @@ std::size_t workspace_size(const Problem& problem, const Options& options, bool 
   return workspaceBytes(problem, options, with_gradients);
 }
 
+std::size_t workspace_size(const Problem& problem, const Options& options, const Outputs& outputs) {
+  return makePlan(problem, options, &outputs, outputs.wants_gradients()).totalBytes;
+}
+
 void linear_cross_entropy(const Problem& problem, const Options& options, const Outputs& outputs,
                           Workspace workspace, const Context& context) {
   const Plan plan = makePlan(problem, options, &outputs, outputs.wants_gradients());
