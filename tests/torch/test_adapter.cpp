@@ -1,15 +1,21 @@
 // lmfuse::linear_cross_entropy against F::cross_entropy(F::linear(...)) computed in fp64 through
 // LibTorch's own autograd: loss and the gradients of hidden, weight and bias, for each option, any
 // leading shape, non-contiguous operands, int32 labels, shift; plus no-grad, partial requires_grad,
-// a second backward pass, dtypes and the argument checks. Fresh random inputs each run (seed printed).
+// a second backward pass, dtypes and the argument checks; autocast and mixed dtypes against what
+// F::linear + F::cross_entropy do under the same state; the skipped logits and the fused-call count.
+// Fresh random inputs each run (seed printed).
 #include <lmfuse/torch.h>
 #include <torch/torch.h>
+
+#include <ATen/autocast_mode.h>
 // c10's logging defines a glog-style CHECK that would shadow Catch's (a failure would abort instead of
 // being reported): LibTorch first, its CHECK dropped, then Catch.
 #undef CHECK
 #include <catch2/catch.hpp>
 
+#include <functional>
 #include <random>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -263,4 +269,119 @@ TEST_CASE("run-time switches", "[torch][adapter]") {
   CHECK_FALSE(lmfuse::skip_logits());
   lmfuse::set_enabled(wasEnabled);
   lmfuse::set_return_logits(wasReturning);
+}
+
+// What `with torch.autocast("cpu", dtype=torch.bfloat16):` does, for the scope of the object.
+struct CpuAutocast {
+  CpuAutocast() {
+    at::autocast::set_cpu_enabled(true);
+    at::autocast::set_autocast_cpu_dtype(torch::kBFloat16);
+    at::autocast::increment_nesting();
+  }
+  ~CpuAutocast() {
+    if (at::autocast::decrement_nesting() == 0) at::autocast::clear_cache();
+    at::autocast::set_cpu_enabled(false);
+  }
+};
+
+TEST_CASE("autocast: the fused call casts as F::linear + F::cross_entropy do", "[torch][adapter][autocast]") {
+  torch::manual_seed(freshSeed());
+  INFO("seed " << freshSeed());
+  auto hidden = torch::randn({3, 7, kDim}).requires_grad_(true);
+  auto weight = (torch::randn({kVocab, kDim}) * 0.5).requires_grad_(true);
+  auto bias = (torch::randn({kVocab}) * 0.1).requires_grad_(true);
+  auto labels = randomLabels({3, 7}, -100, false);
+  torch::Tensor loss, original;
+  const int64_t calls = lmfuse::fused_call_count();
+  {
+    CpuAutocast autocast;
+    loss = lmfuse::linear_cross_entropy(hidden, weight, bias, labels);
+    auto logits = F::linear(hidden, weight, bias);
+    original = F::cross_entropy(logits.view({-1, kVocab}), labels.view(-1));
+    CHECK(lmfuse::skipped_logits(hidden, weight, "autocast.cpp:1").scalar_type() == logits.scalar_type());
+  }
+  CHECK(lmfuse::fused_call_count() == calls + 1);
+  CHECK(loss.scalar_type() == original.scalar_type());  // fp32: cross_entropy is on autocast's fp32 list
+  loss.backward();
+  CHECK(weight.grad().scalar_type() == torch::kFloat);  // the fp32 parameter's own gradient
+  CHECK(hidden.grad().scalar_type() == torch::kFloat);
+  // Exactly F::linear's operands: hidden, weight and bias rounded to bf16, then fp32 or better inside.
+  auto h64 = hidden.detach().to(torch::kBFloat16).to(torch::kDouble).requires_grad_(true);
+  auto w64 = weight.detach().to(torch::kBFloat16).to(torch::kDouble).requires_grad_(true);
+  auto b64 = bias.detach().to(torch::kBFloat16).to(torch::kDouble).requires_grad_(true);
+  auto expected = referenceLoss(h64, w64, b64, labels, {}, {});
+  expected.backward();
+  CHECK(relativeError(loss, expected) < 1e-5);
+  CHECK(relativeError(weight.grad(), w64.grad()) < 2e-2);  // the bf16 weight's gradient, cast back
+  CHECK(relativeError(hidden.grad(), h64.grad()) < 2e-2);
+
+  // Outside autocast, bf16 hidden and an fp32 weight are refused, as F::linear refuses them.
+  auto bf16Hidden = hidden.detach().to(torch::kBFloat16);
+  CHECK_THROWS(F::linear(bf16Hidden, weight.detach()));
+  CHECK_THROWS_WITH(lmfuse::linear_cross_entropy(bf16Hidden, weight.detach(), {}, labels),
+                    Catch::Matchers::Contains("weight has dtype Float but hidden has dtype BFloat16"));
+}
+
+TEST_CASE("skipped logits answer shape questions and refuse their values, naming the site", "[torch][adapter]") {
+  auto hidden = torch::randn({2, 5, kDim});
+  auto weight = torch::randn({kVocab, kDim});
+  const auto logits = lmfuse::skipped_logits(hidden, weight, "model.h:42");
+  const auto real = F::linear(hidden, weight);
+  CHECK(lmfuse::is_skipped_logits(logits));
+  CHECK_FALSE(lmfuse::is_skipped_logits(real));
+  CHECK(logits.defined());
+  CHECK(logits.sizes() == real.sizes());
+  CHECK(logits.size(-1) == kVocab);
+  CHECK(logits.dim() == real.dim());
+  CHECK(logits.numel() == real.numel());
+  CHECK(logits.scalar_type() == real.scalar_type());
+  CHECK(logits.device() == real.device());
+  CHECK(logits.options().dtype() == real.options().dtype());
+
+  struct Use {
+    const char* name;
+    std::function<void()> run;
+  };
+  const std::vector<Use> uses = {
+      {"view", [&] { logits.view({-1, kVocab}); }},
+      {"reshape", [&] { logits.reshape({-1}); }},
+      {"argmax", [&] { logits.argmax(-1); }},
+      {"to(kDouble)", [&] { logits.to(torch::kDouble); }},
+      {"float()", [&] { logits.to(torch::kHalf); }},
+      {"item", [&] { logits.sum().item<float>(); }},
+      {"contiguous", [&] { logits.contiguous(); }},
+      {"clone", [&] { logits.clone(); }},
+      {"softmax", [&] { logits.softmax(-1); }},
+      {"index", [&] { logits.index({0}); }},
+      {"slice", [&] { logits.slice(1, 0, 1); }},
+      {"copy_ from it", [&] { torch::empty(real.sizes()).copy_(logits); }},
+      {"printing", [&] { std::ostringstream out; out << logits; }},
+      {"detach, then view", [&] { logits.detach().view({-1}); }},
+      {"cross_entropy", [&] { F::cross_entropy(logits.view({-1, kVocab}), torch::zeros({10}, torch::kLong)); }},
+  };
+  for (const Use& use : uses) {
+    INFO(use.name);
+    try {
+      use.run();
+      FAIL("no error");
+    } catch (const std::exception& error) {
+      const std::string message = error.what();
+      CHECK_THAT(message, Catch::Matchers::Contains("lmfuse") && Catch::Matchers::Contains("model.h:42") &&
+                              Catch::Matchers::Contains("LMFUSE_RETURN_LOGITS=1") &&
+                              Catch::Matchers::Contains("// NOLINT(lmfuse)"));
+    }
+  }
+}
+
+TEST_CASE("fused_call_count counts the calls that ran the fused computation", "[torch][adapter]") {
+  auto hidden = torch::randn({4, kDim}).requires_grad_(true);
+  auto weight = torch::randn({kVocab, kDim});
+  auto labels = torch::randint(0, kVocab, {4});
+  const int64_t before = lmfuse::fused_call_count();
+  lmfuse::linear_cross_entropy(hidden, weight, {}, labels).backward();
+  {
+    torch::NoGradGuard noGrad;
+    lmfuse::linear_cross_entropy(hidden, weight, {}, labels);
+  }
+  CHECK(lmfuse::fused_call_count() == before + 2);
 }

@@ -22,7 +22,7 @@ struct Batch {
 inline Batch randomBatch(int64_t vocab, uint64_t seed) {
   torch::manual_seed(seed);
   auto tokens = torch::randint(0, vocab, {4, 17});
-  return {tokens.slice(1, 0, 16), tokens.slice(1, 1, 17)};
+  return {tokens.slice(1, 0, 16).contiguous(), tokens.slice(1, 1, 17).contiguous()};
 }
 
 inline uint64_t freshSeed() { return std::random_device{}(); }
