@@ -6,6 +6,13 @@
 # trains plain and rewritten in bf16 at a realistic head and writes the per-step CSVs, a PNG of both
 # loss curves and memory, and the summary table under $OUT (default: ./proof-out).
 #   scripts/gpu/torch_proof.sh [smoke]      smoke: build + operator test + 3 steps at small dims
+#   scripts/gpu/torch_proof.sh autocast     bf16 autocast (fp32 parameters) on CUDA: the example GPT trained
+#                                           through the fused path and through the original code in one
+#                                           process (gpt_autocast_fused, tests/torch/gpt_autocast.cpp), at the
+#                                           test dimensions (fp32 tolerance not expected: bf16 logits) and at
+#                                           the realistic head; CSVs and summaries under $OUT/autocast_*.
+# .carry/rewritten is a copy of a Clang build's <build>/examples/gpt/lmfuse_rewritten/ folder (it holds
+# gpt_train_fused/ and gpt_autocast_fused/, each a mirror of the source tree plus audit.json).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 out=${OUT:-$root/proof-out}
@@ -29,6 +36,7 @@ catch=()
     -DCMAKE_CUDA_ARCHITECTURES=90 -DLMFUSE_TESTS=OFF "${rewritten[@]}" "${catch[@]}"
   targets=(lmfuse_torch gpt_train)
   [ ${#rewritten[@]} -gt 0 ] && targets+=(gpt_train_fused)
+  [ ${#rewritten[@]} -gt 0 ] && [ "$mode" = autocast ] && targets+=(gpt_autocast_fused)
   cmake --build "$build" --target "${targets[@]}" -j "$(nproc)"
 } >"$out/build.log" 2>&1 || { tail -60 "$out/build.log"; exit 1; }
 tail -3 "$out/build.log"
@@ -37,6 +45,18 @@ echo "== operator test (torch.ops.lmfuse.linear_cross_entropy vs fp64 F.cross_en
 # A failing operator test is reported, and the training proof still runs.
 (LMFUSE_TORCH_LIB="$build/torch/liblmfuse_torch.so" python3 -m pytest -q -p no:cacheprovider \
   tests/torch/test_op.py 2>&1 || true) | tee "$out/test_op.log" | tail -15
+
+if [ "$mode" = autocast ]; then
+  [ -x "$build/examples/gpt/gpt_autocast_fused" ] || { echo "no gpt_autocast_fused: .carry/rewritten lacks it"; exit 1; }
+  # Exit status 1 = a step's loss beyond the tolerance, a missing fused call, or a wrong dtype.
+  echo "== bf16 autocast, test dims (fused vs original, one process)"
+  "$build/examples/gpt/gpt_autocast_fused" --device cuda --steps 20 >"$out/autocast_small.csv" \
+    2> >(tee "$out/autocast_small.txt" >&2)
+  echo "== bf16 autocast, realistic head"
+  "$build/examples/gpt/gpt_autocast_fused" --device cuda --steps 50 --vocab 32000 --dim 1024 --layers 2 \
+    --heads 16 --seq 1024 --batch 8 >"$out/autocast.csv" 2> >(tee "$out/autocast.txt" >&2)
+  exit 0
+fi
 
 if [ "$mode" = smoke ]; then
   "$build/examples/gpt/gpt_train" --device cuda --dtype bf16 --steps 3 --vocab 4096 --dim 256 --seq 128
