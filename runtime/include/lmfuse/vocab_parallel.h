@@ -25,9 +25,11 @@
 // Precision: problem.dtype as in flce.h, or, on the CPU only, float64 = true: hidden, weight, bias and every
 // gradient are fp64 (problem.dtype is ignored), so the result is the exact fp64 one whatever the split.
 // Errors: as flce.h (Error "<function>: <argument> <what is wrong>", before anything is written), plus
-// the shard: 0 ≤ vocab_begin, vocab_begin + problem.vocab ≤ vocab_total. Neither call synchronises the
-// stream (CUDA) or allocates; the CUDA passes are direct kernels (no cuBLAS, no chunking, no workspace),
-// correct but not tuned.
+// the shard: 0 ≤ vocab_begin, vocab_begin + problem.vocab ≤ vocab_total. The upstream gradient
+// (options.grad_scale) is fp32, as in flce.h. On CUDA neither call synchronises the stream or allocates:
+// the passes are direct kernels (no cuBLAS, no chunking, no workspace), correct but far from GEMM speed
+// (every pass recomputes its logits with plain fp32 dot products). On the CPU each row of a gradient
+// is summed in an fp64 buffer of D values.
 #pragma once
 
 #include <cstdint>

@@ -17,7 +17,10 @@
 //     and to its bias shard. Never gathers logits; per call the collectives are one all-reduce (max) and
 //     one all-reduce (sum) of per-token statistics, [N] and [3, N] in fp64, and, in the backward pass,
 //     one all-reduce (sum) of grad_hidden. CPU fp64 operands are accepted here (the runtime's exact path:
-//     the result equals the single-process fp64 loss to rounding whatever the split). Every LossOptions
+//     the result equals the single-process fp64 loss to rounding whatever the split; the upstream gradient
+//     is applied in fp32, as by the runtime). An out-of-range label makes the loss NaN, with no error
+//     raised (unlike the single-process CPU call, whose check() would need the rank's label report to
+//     cross ranks). grad_hidden is all-reduced in hidden's dtype. Every LossOptions
 //     field applies; with process_group set too, the mean's divisor is counted over that (data-parallel)
 //     group.
 //   Agreement check: before the first call with a given configuration on a group, one all-gather of a
