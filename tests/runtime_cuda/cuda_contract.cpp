@@ -246,6 +246,7 @@ TEST_CASE("fp32 parameter gradients run in the workspace sized for their outputs
   INFO("workspace for any outputs " << forAny << ", for these " << forThese);
   CHECK(forThese + std::size_t(spec.v * spec.d) * 4 <= forAny);
   DeviceBuffer small(forThese);
+  small.poison();  // as every workspace of these tests (scenario.h)
   scenario.prepareOutputs();
   lmfuse::linear_cross_entropy(scenario.problem(), scenario.options(), scenario.outputs(), {small.get(), forThese},
                                scenario.context());

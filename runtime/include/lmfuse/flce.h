@@ -193,7 +193,7 @@ std::size_t workspace_size(const Problem& problem, const Options& options, bool 
 /// point to) and param_grads decide it. Never more than the overload above, and less where the plan needs
 /// no [V, D] accumulator: on CUDA, fp32 parameter gradients (ParamGradKind::Float32, the mixed-precision
 /// case), grad_weight_accumulate without grad_weight, or no grad_weight at all. A call accepts a workspace
-/// of this size for these outputs.
+/// of this size for these outputs; a call with other outputs (a forward-only call too) may need more.
 std::size_t workspace_size(const Problem& problem, const Options& options, const Outputs& outputs,
                            const Context& context);
 
