@@ -64,7 +64,8 @@
 // grad_hidden stays in problem.dtype. The weight gradient is the same sum as with half outputs,
 // Σ_i dx_i·h_i accumulated in fp32 or better, but stored once in fp32: never rounded to the half type
 // (autocast's cast backward would round it to bf16/fp16 and then widen it), and with no [V, D]
-// accumulator in the workspace (on CUDA the fp32 grad_weight accumulates chunk after chunk in place).
+// accumulator in the workspace (on CUDA the fp32 grad_weight accumulates chunk after chunk in place; size
+// the workspace with the workspace_size overload that takes the outputs to leave that region out).
 // Under autocast this is the exact gradient of the computation autocast runs, minus that rounding.
 //
 // CPU backend: host memory, every sum in fp64 in a fixed order, so its results are bitwise independent
