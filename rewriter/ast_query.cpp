@@ -1,6 +1,8 @@
 // Syntax-level helpers shared by site capture, refusal analysis and edit planning.
 #include "ast_query.h"
 
+#include <functional>
+
 #include <algorithm>
 
 #include "clang/AST/ParentMapContext.h"
@@ -238,6 +240,44 @@ const FunctionDecl *AstQuery::enclosingFunction(const Stmt *Node) const {
       return Lambda->getCallOperator();
     Current = Parents[0];
   }
+}
+
+bool AstQuery::nameInUse(llvm::StringRef Name, const FunctionDecl *Function) const {
+  class NameFinder : public RecursiveASTVisitor<NameFinder> {
+  public:
+    explicit NameFinder(llvm::StringRef Name) : Name(Name) {}
+    bool shouldVisitLambdaBody() const { return true; }
+    bool VisitNamedDecl(NamedDecl *D) { return !(Found = Found || named(D)); }
+    bool VisitDeclRefExpr(DeclRefExpr *Ref) { return !(Found = Found || named(Ref->getDecl())); }
+    bool VisitMemberExpr(MemberExpr *Member) { return !(Found = Found || named(Member->getMemberDecl())); }
+    bool named(const NamedDecl *D) const { return D && D->getDeclName().isIdentifier() && D->getName() == Name; }
+    llvm::StringRef Name;
+    bool Found = false;
+  } Finder(Name);
+  for (const ParmVarDecl *Parameter : Function->parameters())
+    if (Finder.named(Parameter))
+      return true;
+  Finder.TraverseStmt(Function->getBody());
+  if (Finder.Found)
+    return true;
+  DeclarationName Identifier(&Context.Idents.get(Name));
+  std::function<bool(const CXXRecordDecl *)> InClass = [&](const CXXRecordDecl *Record) {
+    if (!Record || !(Record = Record->getDefinition()))
+      return false;
+    if (!Record->lookup(Identifier).empty())
+      return true;
+    for (const CXXBaseSpecifier &Base : Record->bases())
+      if (InClass(Base.getType()->getAsCXXRecordDecl()))
+        return true;
+    return false;
+  };
+  for (const DeclContext *Scope = Function; Scope; Scope = Scope->getParent()) {
+    if (const auto *Record = dyn_cast<CXXRecordDecl>(Scope); Record && InClass(Record))
+      return true;
+    if (!Scope->lookup(Identifier).empty())
+      return true;
+  }
+  return false;
 }
 
 namespace {

@@ -74,6 +74,10 @@ public:
   const clang::Stmt *enclosingStatement(const clang::Stmt *Node) const;
   /// The function whose body holds Node (a lambda's call operator for lambda bodies).
   const clang::FunctionDecl *enclosingFunction(const clang::Stmt *Node) const;
+  /// Whether Name means something inside Function: a parameter, a declaration or a use in its body,
+  /// or a name found by lookup from its scope outwards (members of the class and its bases included).
+  /// A name the rewrite introduces must not be one of these.
+  bool nameInUse(llvm::StringRef Name, const clang::FunctionDecl *Function) const;
 
 private:
   clang::ASTContext &Context;

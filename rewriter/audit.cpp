@@ -88,10 +88,16 @@ llvm::json::Object siteToJson(const SiteRecord &Site) {
     Object["head"] = Site.Head;
     Object["loss"] = Site.Loss;
   }
+  // An option known only at run time is written as the expression the rewritten code passes.
+  auto Option = [](auto Constant, const std::string &Expression) -> llvm::json::Value {
+    if (!Expression.empty())
+      return llvm::json::Object{{"expr", Expression}};
+    return Constant;
+  };
   if (Site.Options)
     Object["options"] = llvm::json::Object{
-        {"ignore_index", Site.Options->IgnoreIndex},
-        {"label_smoothing", Site.Options->LabelSmoothing},
+        {"ignore_index", Option(Site.Options->IgnoreIndex, Site.Options->IgnoreIndexExpression)},
+        {"label_smoothing", Option(Site.Options->LabelSmoothing, Site.Options->LabelSmoothingExpression)},
         {"reduction", Site.Options->Reduction},
         {"shift", Site.Options->Shift},
         {"bias", Site.Options->Bias},
@@ -143,8 +149,16 @@ llvm::Expected<SiteRecord> siteFromJson(const llvm::json::Value &Value) {
   Unsigned("detail_column", Site.DetailColumn);
   if (const llvm::json::Object *Options = Object->getObject("options")) {
     PatchedOptions Patched;
-    auto IgnoreIndex = Options->getInteger("ignore_index");
-    auto Smoothing = Options->getNumber("label_smoothing");
+    auto Expression = [&](llvm::StringRef Key, std::string &Into) {
+      if (const llvm::json::Object *Run = Options->getObject(Key))
+        if (auto Text = Run->getString("expr"))
+          Into = Text->str();
+      return !Into.empty();
+    };
+    bool IgnoreIndexAtRunTime = Expression("ignore_index", Patched.IgnoreIndexExpression);
+    bool SmoothingAtRunTime = Expression("label_smoothing", Patched.LabelSmoothingExpression);
+    auto IgnoreIndex = IgnoreIndexAtRunTime ? std::optional<int64_t>(Patched.IgnoreIndex) : Options->getInteger("ignore_index");
+    auto Smoothing = SmoothingAtRunTime ? std::optional<double>(Patched.LabelSmoothing) : Options->getNumber("label_smoothing");
     auto Reduction = Options->getString("reduction");
     auto Shift = Options->getBoolean("shift");
     auto Bias = Options->getBoolean("bias");

@@ -32,18 +32,27 @@ void setOption(CapturedSite &Site, const std::string &Option, const Expr *Value,
     if (!Site.OptionsBreak)
       Site.OptionsBreak = TraceBreak{ReasonKind::LossUnsupported, Value, std::move(Why)};
   };
+  // A value the rewrite carries must be copied as written: part of a macro expansion has no text of
+  // its own (a whole macro invocation, `.ignore_index(PAD)`, is carried as `PAD`).
+  std::string Written = Query.text(Value);  // unstripped: `(-1)` from a macro is the invocation
+  if ((Option == "ignore_index" || Option == "label_smoothing") && Written.empty()) {
+    if (!Site.OptionsBreak)
+      Site.OptionsBreak = TraceBreak{ReasonKind::InMacro, Value,
+                                     "the option `" + Option + "` comes from inside a macro expansion"};
+    return;
+  }
   if (Option == "ignore_index") {
     if (auto Integer = Query.integerValue(Spelled))
       Options.Effective.IgnoreIndex = *Integer;
     else
-      Options.Effective.IgnoreIndexExpression = Query.text(Spelled);
-    Options.IgnoreIndexText = Query.text(Spelled);
+      Options.Effective.IgnoreIndexExpression = Written;
+    Options.IgnoreIndexText = Written;
   } else if (Option == "label_smoothing") {
     if (auto Float = Query.floatValue(Spelled))
       Options.Effective.LabelSmoothing = *Float;
     else
-      Options.Effective.LabelSmoothingExpression = Query.text(Spelled);
-    Options.LabelSmoothingText = Query.text(Spelled);
+      Options.Effective.LabelSmoothingExpression = Written;
+    Options.LabelSmoothingText = Written;
   } else if (Option == "reduction") {
     auto Reduction = reductionOf(Value, Patterns, Query);
     if (!Reduction)

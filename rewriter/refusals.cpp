@@ -33,6 +33,8 @@ std::optional<Refusal> inMacro(const CapturedSite &Site, const PatternSet &, con
   for (const Stmt *Part : Parts)
     if (Part && Query.inMacro(Part))
       return Refusal{ReasonKind::InMacro, Part, "this part of the site comes from a macro expansion"};
+  if (auto Found = fromBreak(Site.OptionsBreak, ReasonKind::InMacro))
+    return Found;
   // Pieces the rewrite copies (the head's input, the hoisted value) must be written in the file,
   // possibly as a whole macro invocation, never as part of one.
   if (Site.Head && Query.fileRange(AstQuery::spelled(Site.Head->Hidden)->getSourceRange()).isInvalid())

@@ -159,16 +159,56 @@ TranslationUnitResult analyzeTranslationUnit(ASTContext &Context, const PatternS
       Record.Options = Site.Options.Effective;
       Record.Detail = "line " + std::to_string(Query.line(Loss->getBeginLoc())) + ": " + Record.Loss +
                       " fused with the head `" + Record.Head + "`.";
+      // The hoisted local gets a name nothing in the function can mean already.
       std::string HiddenName = Patterns.Replacement.HoistedHidden;
       if (Site.HoistHidden) {
-        int Count = ++HoistsByFunction[Function];
-        if (Count > 1)
-          HiddenName += std::to_string(Count);
+        int &Count = HoistsByFunction[Function];
+        do {
+          ++Count;
+          HiddenName = Patterns.Replacement.HoistedHidden + (Count > 1 ? std::to_string(Count) : "");
+        } while (Query.nameInUse(HiddenName, Function));
       }
       for (tooling::Replacement &Edit : planSiteEdits(Site, Patterns, Query, HiddenName))
         Result.Edits.push_back(std::move(Edit));
       EditedFiles.insert(SM.getFileID(Location));
     }
+    Result.Sites.push_back(std::move(Record));
+  }
+
+  // A function that calls the fused loss and no longer the original (hand-written, or a rewrite whose
+  // fallback was removed) is already patched too: every such call not seen above is recorded.
+  std::set<const FunctionDecl *> Recorded;
+  for (const auto &[Function, Uses] : UsesByFunction)
+    Recorded.insert(Function);
+  std::vector<const CallExpr *> FusedCalls;
+  class FusedCollector : public MatchFinder::MatchCallback {
+  public:
+    explicit FusedCollector(std::vector<const CallExpr *> &Out) : Out(Out) {}
+    void run(const MatchFinder::MatchResult &Result) override {
+      if (const auto *Call = Result.Nodes.getNodeAs<CallExpr>("fused"))
+        Out.push_back(Call);
+    }
+    std::vector<const CallExpr *> &Out;
+  } FusedFound(FusedCalls);
+  MatchFinder FusedFinder;
+  FusedFinder.addMatcher(traverse(TK_IgnoreUnlessSpelledInSource,
+                                  callExpr(callee(functionDecl(hasName("::" + Patterns.Replacement.Call)))).bind("fused")),
+                         &FusedFound);
+  FusedFinder.matchAST(Context);
+  for (const CallExpr *Call : FusedCalls) {
+    SourceLocation Location = SM.getExpansionLoc(Call->getBeginLoc());
+    const FunctionDecl *Function = Query.enclosingFunction(Call);
+    if (SM.isInSystemHeader(Location) || !Function || !Recorded.insert(Function).second)
+      continue;
+    SiteRecord Record;
+    Record.File = SM.getFilename(Location).str();
+    Record.Line = SM.getExpansionLineNumber(Location);
+    Record.Column = SM.getExpansionColumnNumber(Location);
+    Record.Function = Function->getQualifiedNameAsString();
+    Record.Loss = Patterns.Replacement.Call;
+    Record.Status = SiteStatus::AlreadyPatched;
+    Record.Detail = "line " + std::to_string(Record.Line) + ": the function already calls " +
+                    Patterns.Replacement.Call + ".";
     Result.Sites.push_back(std::move(Record));
   }
 

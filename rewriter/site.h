@@ -57,7 +57,7 @@ struct PatchedOptions {
   /// undefined tensor when absent).
   bool Bias = false;
   /// Set when the value is known only at run time (a member such as `pad_id_`): the rewrite passes
-  /// the expression as written, and IgnoreIndex / LabelSmoothing above keep LibTorch's default.
+  /// the expression as written, and the audit writes it as {"expr": "<text>"} instead of a value.
   std::string IgnoreIndexExpression;
   std::string LabelSmoothingExpression;
 };

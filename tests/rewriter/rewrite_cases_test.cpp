@@ -5,6 +5,7 @@
 // unchanged" expects no candidate site; "suppresses" expects one suppressed site.
 #include <catch2/catch.hpp>
 
+#include "audit.h"
 #include "rewrite_harness.h"
 
 using namespace lmfuse::rewriter;
@@ -667,6 +668,82 @@ const Case Cases[] = {
   }
 )"},
 
+    // ---- accepted: macros carried as written, introduced names that collide with nothing -----------
+    {"an option value that is a whole macro invocation is carried as written", R"(
+#define PAD_ID (-1)
+  torch::Tensor forward(torch::Tensor h, torch::Tensor labels) {
+    auto logits = lm_head(h);
+    return F::cross_entropy(logits.view({-1, 32}), labels.view(-1), F::CrossEntropyFuncOptions().ignore_index(PAD_ID));
+  }
+)", Verb::RewritesTo, R"(
+#define PAD_ID (-1)
+  torch::Tensor forward(torch::Tensor h, torch::Tensor labels) {
+    auto logits = lmfuse::skip_logits() ? torch::Tensor() : lm_head(h);
+    return lmfuse::enabled() ? lmfuse::linear_cross_entropy(h, lm_head->weight, lm_head->bias, labels, lmfuse::LossOptions().ignore_index(PAD_ID))
+                             : F::cross_entropy(logits.view({-1, 32}), labels.view(-1), F::CrossEntropyFuncOptions().ignore_index(PAD_ID));
+  }
+)"},
+    {"the hoisted local avoids a member of the same name", R"(
+  torch::Tensor lmfuse_hidden;
+  torch::Tensor forward(torch::Tensor x, torch::Tensor labels) {
+    auto logits = lm_head(ln_f(x));
+    return F::cross_entropy(logits.view({-1, 32}), labels.view(-1)) + lmfuse_hidden.mean();
+  }
+)", Verb::RewritesTo, R"(
+  torch::Tensor lmfuse_hidden;
+  torch::Tensor forward(torch::Tensor x, torch::Tensor labels) {
+    auto lmfuse_hidden2 = ln_f(x);
+    auto logits = lmfuse::skip_logits() ? torch::Tensor() : lm_head(lmfuse_hidden2);
+    return (lmfuse::enabled() ? lmfuse::linear_cross_entropy(lmfuse_hidden2, lm_head->weight, lm_head->bias, labels, lmfuse::LossOptions())
+                              : F::cross_entropy(logits.view({-1, 32}), labels.view(-1))) + lmfuse_hidden.mean();
+  }
+)"},
+    {"the hoisted local avoids a parameter and a later local of the same name", R"(
+  torch::Tensor forward(torch::Tensor x, torch::Tensor labels, torch::Tensor lmfuse_hidden) {
+    auto logits = lm_head(ln_f(x));
+    auto loss = F::cross_entropy(logits.view({-1, 32}), labels.view(-1));
+    { auto lmfuse_hidden2 = lmfuse_hidden * 2.0; }
+    return loss;
+  }
+)", Verb::RewritesTo, R"(
+  torch::Tensor forward(torch::Tensor x, torch::Tensor labels, torch::Tensor lmfuse_hidden) {
+    auto lmfuse_hidden3 = ln_f(x);
+    auto logits = lmfuse::skip_logits() ? torch::Tensor() : lm_head(lmfuse_hidden3);
+    auto loss = lmfuse::enabled() ? lmfuse::linear_cross_entropy(lmfuse_hidden3, lm_head->weight, lm_head->bias, labels, lmfuse::LossOptions())
+                                  : F::cross_entropy(logits.view({-1, 32}), labels.view(-1));
+    { auto lmfuse_hidden2 = lmfuse_hidden * 2.0; }
+    return loss;
+  }
+)"},
+    {"the hoisted local avoids a member of a base class and a global", R"(
+  struct Base { torch::Tensor lmfuse_hidden; };
+  struct Derived;
+  torch::Tensor forward(torch::Tensor x, torch::Tensor labels);
+};
+torch::Tensor lmfuse_hidden2;
+struct Child : Model::Base {
+  torch::nn::Linear lm_head{nullptr};
+  torch::nn::LayerNorm ln_f{nullptr};
+  torch::Tensor forward(torch::Tensor x, torch::Tensor labels) {
+    auto logits = lm_head(ln_f(x));
+    return F::cross_entropy(logits.view({-1, 32}), labels.view(-1));
+  }
+)", Verb::RewritesTo, R"(
+  struct Base { torch::Tensor lmfuse_hidden; };
+  struct Derived;
+  torch::Tensor forward(torch::Tensor x, torch::Tensor labels);
+};
+torch::Tensor lmfuse_hidden2;
+struct Child : Model::Base {
+  torch::nn::Linear lm_head{nullptr};
+  torch::nn::LayerNorm ln_f{nullptr};
+  torch::Tensor forward(torch::Tensor x, torch::Tensor labels) {
+    auto lmfuse_hidden3 = ln_f(x);
+    auto logits = lmfuse::skip_logits() ? torch::Tensor() : lm_head(lmfuse_hidden3);
+    return lmfuse::enabled() ? lmfuse::linear_cross_entropy(lmfuse_hidden3, lm_head->weight, lm_head->bias, labels, lmfuse::LossOptions())
+                             : F::cross_entropy(logits.view({-1, 32}), labels.view(-1));
+  }
+)"},
     // ---- refused: logits-rebound ----------------------------------------------------------------
     {"logits scaled after the head", R"(
   torch::Tensor forward(torch::Tensor h, torch::Tensor labels) {
@@ -986,6 +1063,34 @@ const Case Cases[] = {
   }
 )", Verb::RefusesWith, "in-macro"},
 
+    {"options from an object-like macro", R"(
+#define CE_OPTS F::CrossEntropyFuncOptions().ignore_index(-1)
+  torch::Tensor forward(torch::Tensor h, torch::Tensor labels) {
+    auto logits = lm_head(h);
+    return F::cross_entropy(logits.view({-1, 32}), labels.view(-1), CE_OPTS);
+  }
+)", Verb::RefusesWith, "in-macro"},
+    {"a setter chain pasted by a macro", R"(
+#define SMOOTHED .label_smoothing(0.1)
+  torch::Tensor forward(torch::Tensor h, torch::Tensor labels) {
+    auto logits = lm_head(h);
+    return F::cross_entropy(logits.view({-1, 32}), labels.view(-1), F::CrossEntropyFuncOptions() SMOOTHED);
+  }
+)", Verb::RefusesWith, "in-macro"},
+    {"positional options from a function-like macro", R"(
+#define WITH_IGNORE(a, b) at::cross_entropy_loss(a, b, {}, at::Reduction::Mean, -1)
+  torch::Tensor forward(torch::Tensor h, torch::Tensor labels) {
+    auto logits = lm_head(h);
+    return WITH_IGNORE(logits.view({-1, 32}), labels.view(-1));
+  }
+)", Verb::RefusesWith, "in-macro"},
+    {"an option value expanded inside a macro's body", R"(
+#define IGNORING(opts) opts.ignore_index(-1)
+  torch::Tensor forward(torch::Tensor h, torch::Tensor labels) {
+    auto logits = lm_head(h);
+    return F::cross_entropy(logits.view({-1, 32}), labels.view(-1), IGNORING(F::CrossEntropyFuncOptions()));
+  }
+)", Verb::RefusesWith, "in-macro"},
     // ---- not candidates -------------------------------------------------------------------------
     {"a cross_entropy of another namespace is not a candidate", R"(
   torch::Tensor forward(torch::Tensor h, torch::Tensor labels) {
@@ -1185,4 +1290,67 @@ TEST_CASE("sites in a user header are found and planned; the main file is left a
   CHECK(Result.Sites[0].Status == SiteStatus::Patched);
   CHECK(Result.Sites[0].Function == "Model::forward");
   CHECK(Result.Code == Main);
+}
+
+TEST_CASE("two hoisted sites in one function get two names", "[rewriter]") {
+  RewriteResult Result = rewriteWithStubs(source(R"(
+  torch::Tensor forward(torch::Tensor x, torch::Tensor labels) {
+    auto a = lm_head(ln_f(x));
+    auto first = F::cross_entropy(a.view({-1, 32}), labels.view(-1));
+    auto b = lm_head(ln_f(x * 2.0));
+    return first + F::cross_entropy(b.view({-1, 32}), labels.view(-1));
+  }
+)", false));
+  INFO(Result.Diagnostics << describeSites(Result) << Result.Code);
+  REQUIRE(Result.Sites.size() == 2);
+  CHECK(Result.Sites[0].Status == SiteStatus::Patched);
+  CHECK(Result.Sites[1].Status == SiteStatus::Patched);
+  CHECK(llvm::StringRef(Result.Code).contains("auto lmfuse_hidden = ln_f(x);"));
+  CHECK(llvm::StringRef(Result.Code).contains("auto lmfuse_hidden2 = ln_f(x * 2.0);"));
+  RewriteResult Again = rewriteWithStubs(Result.Code);
+  REQUIRE(Again.Parsed);
+  CHECK(Again.Code == Result.Code);
+}
+
+TEST_CASE("a function that calls only the fused loss is already patched", "[rewriter]") {
+  RewriteResult Result = rewriteWithStubs(std::string(PatchedPrelude) + ModelOpen + R"(
+  torch::Tensor forward(torch::Tensor x, torch::Tensor labels) {
+    return lmfuse::linear_cross_entropy(x, lm_head->weight, lm_head->bias, labels, lmfuse::LossOptions());
+  }
+)" + ModelClose);
+  INFO(Result.Diagnostics << describeSites(Result));
+  REQUIRE(Result.Parsed);
+  REQUIRE(Result.Sites.size() == 1);
+  CHECK(Result.Sites[0].Status == SiteStatus::AlreadyPatched);
+  CHECK(Result.Sites[0].Function == "Model::forward");
+  CHECK(Result.Sites[0].Line == 21);  // the fused call
+}
+
+TEST_CASE("run-time options round-trip through the audit and the cache", "[rewriter][audit]") {
+  RewriteResult Result = rewriteWithStubs(source(R"(
+  double smoothing_ = 0.1;
+  torch::Tensor forward(torch::Tensor h, torch::Tensor labels) {
+    auto logits = lm_head(h);
+    return F::cross_entropy(logits.view({-1, 32}), labels.view(-1),
+                            F::CrossEntropyFuncOptions().ignore_index(pad_id_).label_smoothing(smoothing_));
+  }
+)", false));
+  REQUIRE(Result.Sites.size() == 1);
+  const SiteRecord &Site = Result.Sites[0];
+  REQUIRE(Site.Options);
+  llvm::json::Object Json = siteToJson(Site);
+  const llvm::json::Object *Options = Json.getObject("options");
+  REQUIRE(Options);
+  // The audit states what the rewritten call passes: the expressions, not LibTorch's defaults.
+  REQUIRE(Options->getObject("ignore_index"));
+  CHECK(Options->getObject("ignore_index")->getString("expr") == llvm::StringRef("pad_id_"));
+  REQUIRE(Options->getObject("label_smoothing"));
+  CHECK(Options->getObject("label_smoothing")->getString("expr") == llvm::StringRef("smoothing_"));
+  CHECK(Options->getString("reduction") == llvm::StringRef("mean"));
+  auto Back = siteFromJson(llvm::json::Value(std::move(Json)));
+  REQUIRE(static_cast<bool>(Back));
+  REQUIRE(Back->Options);
+  CHECK(Back->Options->IgnoreIndexExpression == "pad_id_");
+  CHECK(Back->Options->LabelSmoothingExpression == "smoothing_");
+  CHECK(llvm::json::Value(siteToJson(*Back)) == llvm::json::Value(siteToJson(Site)));
 }
