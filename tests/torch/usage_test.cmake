@@ -27,7 +27,7 @@ function(run_program program)
   set(STATUS "${status}" PARENT_SCOPE)
 endfunction()
 
-# Builds the scenario's target, runs it and requires the fused-path check to pass.
+# Builds the scenario's target, runs it and requires the fused-path check to pass; OUT gets its output.
 function(trains_fused scenario)
   step("${CMAKE_COMMAND}" --build "${build}" --target usage_${scenario})
   run_program("${build}/${scenario}/usage_${scenario}")
@@ -36,6 +36,7 @@ function(trains_fused scenario)
                         "original (exit ${STATUS}):\n${OUT}")
   endif()
   message(STATUS "${scenario}:\n${OUT}")
+  set(OUT "${OUT}" PARENT_SCOPE)
 endfunction()
 
 # Builds a target that must fail; OUT gets the build's output.
@@ -94,7 +95,7 @@ elseif(STEP STREQUAL "already_patched")
   endif()
   # No site at all under EXPECT_PATCHED: the build fails and says where it looked.
   build_fails(usage_no_site)
-  if(NOT OUT MATCHES "fewer than EXPECT_PATCHED 1" OR NOT OUT MATCHES "no loss site found in [^\n]*no_site\\.cpp")
+  if(NOT OUT MATCHES "fewer than EXPECT_PATCHED 1" OR NOT OUT MATCHES "no loss site found in[ \n]+[^ \n]*no_site\\.cpp")
     message(FATAL_ERROR "usage_no_site: the failed build does not say that no loss site was found:\n${OUT}")
   endif()
   # A failed run leaves its own audit: the patched copy loses its site, the step fails, and the audit no
