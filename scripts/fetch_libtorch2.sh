@@ -14,8 +14,8 @@ set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cache=${1:-${LMFUSE_BUILD_DIR:-$root/build}/libtorch2}
 suite=trixie
-# libtorch-dev alone: <torch/torch.h> of 2.x reaches no header of its dependencies (python3-dev is for
-# <torch/python.h>, libprotobuf-dev for the ONNX export), and everything else it includes is the C++ library.
+# libtorch-dev alone: every header <torch/torch.h> of 2.x reaches is in it or in the C++ and C libraries
+# (clang -H says so); its dependencies (libtorch2.6, python3-dev, libprotobuf-dev) are not needed to parse.
 packages=(libtorch-dev)
 
 say() { echo "lmfuse setup: $*" >&2; }
@@ -31,7 +31,7 @@ fi
 trap 'give_up "a step failed (line $LINENO)"' ERR
 command -v apt-get >/dev/null && command -v dpkg >/dev/null || give_up "no apt-get or dpkg on this machine"
 
-# The mirror the system uses for its own release: the first InRelease apt would fetch for that suite.
+# The mirror the system uses for its own release: the first InRelease apt would fetch for it.
 codename=$(. /etc/os-release 2>/dev/null && echo "${VERSION_CODENAME:-}" || true)
 [ -n "$codename" ] || give_up "no VERSION_CODENAME in /etc/os-release"
 empty=$(mktemp -d)
