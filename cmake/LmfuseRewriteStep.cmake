@@ -22,9 +22,8 @@ function(fail message)
   message(FATAL_ERROR "lmfuse_rewrite(${TARGET}): ${message}")
 endfunction()
 
-# The sites of an audit as "file:line: status reason: detail" lines, optionally only those with a status
-# in `statuses`.
-function(describe_sites audit_file statuses out)
+# The sites of an audit as "file:line: status reason: detail" lines, but those whose status is in `skip`.
+function(describe_sites audit_file skip out)
   set(lines "")
   if(EXISTS "${audit_file}")
     file(READ "${audit_file}" audit)
@@ -33,7 +32,7 @@ function(describe_sites audit_file statuses out)
       math(EXPR last "${count} - 1")
       foreach(i RANGE ${last})
         string(JSON status ERROR_VARIABLE e GET "${audit}" sites ${i} status)
-        if(statuses AND NOT status IN_LIST statuses)
+        if(status IN_LIST skip)
           continue()
         endif()
         string(JSON file ERROR_VARIABLE e GET "${audit}" sites ${i} file)
@@ -71,7 +70,7 @@ if(MODE STREQUAL "carried")
       endif()
       math(EXPR done "${patched} + ${already}")
       if(done LESS EXPECT_PATCHED)
-        describe_sites("${AUDIT}" "" reasons)
+        describe_sites("${AUDIT}" "patched;already_patched" reasons)
         fail("the carried sources have ${done} sites patched or already patched, fewer than EXPECT_PATCHED ${EXPECT_PATCHED}:${reasons}")
       endif()
     endif()
@@ -204,12 +203,13 @@ execute_process(
   RESULT_VARIABLE status
   OUTPUT_VARIABLE output
   ERROR_VARIABLE output)
+# Every site that did not end patched, from this run's audit, follows the tool's own message.
+describe_sites("${STAGE_AUDIT}" "patched;already_patched" reasons)
 if(status EQUAL 3)
-  # The tool's own check: its message lists every site and its reason.
-  fail("fewer than EXPECT_PATCHED ${EXPECT_PATCHED} sites were patched or already patched:\n${output}")
+  # The tool's own check (--expect-patched): its count, its list of sites and reasons.
+  fail("fewer than EXPECT_PATCHED ${EXPECT_PATCHED} sites were patched or already patched:${reasons}\n${output}")
 elseif(NOT status EQUAL 0)
-  describe_sites("${STAGE_AUDIT}" "failed" reasons)
-  fail("the lmfuse tool failed (exit ${status}):\n${output}${reasons}")
+  fail("the lmfuse tool failed (exit ${status}):${reasons}\n${output}")
 endif()
 if(NOT EXISTS "${STAGE_AUDIT}")
   fail("the lmfuse tool wrote no audit (${STAGE_AUDIT})")

@@ -44,9 +44,11 @@ public:
   [[noreturn]] void refuse(const char* what) const { TORCH_CHECK(false, refusal(site_, what)); }
   c10::IntArrayRef strides_custom() const override { refuse("reading its strides"); }
   c10::SymIntArrayRef sym_strides_custom() const override { refuse("reading its strides"); }
-  bool is_contiguous_custom(at::MemoryFormat) const override { refuse("is_contiguous"); }
-  bool is_strides_like_custom(at::MemoryFormat) const override { refuse("reading its strides"); }
-  bool is_non_overlapping_and_dense_custom() const override { refuse("reading its strides"); }
+  // Virtual in 1.13; later releases move contiguity to SymBool variants: no `override`, so the file
+  // builds against both (where these are not virtual, the dispatch fallback still refuses the values).
+  bool is_contiguous_custom(at::MemoryFormat) const { refuse("is_contiguous"); }
+  bool is_strides_like_custom(at::MemoryFormat) const { refuse("reading its strides"); }
+  bool is_non_overlapping_and_dense_custom() const { refuse("reading its strides"); }
   const char* tensorimpl_type_name() const override { return "lmfuse::SkippedLogitsImpl"; }
   // detach() and friends copy the TensorImpl: the copy must be skipped logits of the same site too.
   c10::intrusive_ptr<c10::TensorImpl> shallow_copy_and_detach(const c10::VariableVersion& version,
@@ -101,8 +103,8 @@ torch::Tensor skipped_logits(const torch::Tensor& hidden, const torch::Tensor& w
   std::vector<int64_t> sizes(hidden.sizes().begin(), hidden.sizes().end() - 1);
   sizes.push_back(weight.size(0));
   const torch::ScalarType dtype = torch_detail::linearResultType(hidden, weight);
-  return at::Tensor(c10::make_intrusive<SkippedLogitsImpl>(sizes, caffe2::TypeMeta::fromScalarType(dtype),
-                                                           hidden.device(), site ? site : "?"));
+  return at::detail::make_tensor<SkippedLogitsImpl>(c10::IntArrayRef(sizes), caffe2::TypeMeta::fromScalarType(dtype),
+                                                    hidden.device(), std::string(site ? site : "?"));
 }
 
 bool is_skipped_logits(const torch::Tensor& tensor) {
