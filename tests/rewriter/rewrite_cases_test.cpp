@@ -1152,6 +1152,8 @@ struct Child : Model::Base {
 
 }  // namespace
 
+llvm::ArrayRef<Case> lmfuse::rewriter::testing::rewriteCases() { return Cases; }
+
 TEST_CASE("rewriter cases", "[rewriter]") {
   for (const Case &Item : Cases)
     DYNAMIC_SECTION(Item.Name) { checkCase(Item); }

@@ -32,6 +32,9 @@ extern const char *const ModelClose;
 /// The case's members inside the model, with the preludes.
 std::string source(const char *Members, bool Patched);
 
+/// The main table of rewrite_cases_test.cpp (the mutation test starts from it).
+llvm::ArrayRef<Case> rewriteCases();
+
 /// Runs one case of a table under its verb (Catch assertions).
 void checkCase(const Case &Item);
 /// One line per site, for failure messages.
