@@ -286,8 +286,19 @@ DriverResult runDriver(const clang::tooling::CompilationDatabase &Compilations,
     std::string Conflict = Edits.conflictFor(File, Originals[File]);
     if (Conflict.empty() && Disagreeing.count(File))
       Conflict = "translation units disagree on which sites of " + File + " to patch";
-    if (!Conflict.empty())
+    if (!Conflict.empty()) {
       DropFile(File, ReasonKind::EditConflict, Conflict + "; nothing was written to it");
+      continue;
+    }
+    // Every unit that reaches a file votes on its sites: one that did not compile could not, and its
+    // macros or flags might make a site unsafe there, so the file is left alone.
+    for (const Job &Unit : Units)
+      if (Unit.Outcome.ParseFailed && llvm::is_contained(Unit.Outcome.FilesRead, File)) {
+        DropFile(File, ReasonKind::ParseError,
+                 "not written: " + Unit.File + ", which includes it, does not compile, so its sites there were "
+                 "not analysed");
+        break;
+      }
   }
 
   // 4. Apply in memory.

@@ -186,6 +186,28 @@ TEST_CASE("units that disagree on a header's edits: edit-conflict, header untouc
   CHECK(field(Sites[0], "reason") == "edit-conflict");
 }
 
+TEST_CASE("a header is left alone when one unit that includes it does not compile", "[cli]") {
+  const std::string BrokenUser = std::string(SharedUserB) + "int broken() { return undeclared; }\n";
+  SourceTree Tree({{"shared.h", SharedHeader}, {"a.cpp", SharedUserA}, {"b.cpp", BrokenUser.c_str()}});
+  std::string Audit = Tree.path("audit.json");
+  ToolRun Run = runLmfuse(
+      withFlags({"--in-place", "-j", "2", "--audit", Audit, Tree.path("a.cpp"), Tree.path("b.cpp")}, Tree));
+  INFO(Run.Err);
+  CHECK(Run.ExitCode == 1);
+  CHECK(Tree.read("shared.h") == SharedHeader);
+  llvm::json::Value Document = readAudit(Audit);
+  bool HeaderSiteFailed = false;
+  for (const llvm::json::Value &Site : sitesOf(Document))
+    if (field(Site, "file") == Tree.path("shared.h"))
+      HeaderSiteFailed = field(Site, "status") == "failed" && field(Site, "reason") == "parse-error" &&
+                         llvm::StringRef(field(Site, "detail")).contains("b.cpp");
+  CHECK(HeaderSiteFailed);
+  // A second run (the unit still broken) must not report the header patched either.
+  ToolRun Again = runLmfuse(withFlags({"--audit", Audit, Tree.path("a.cpp"), Tree.path("b.cpp")}, Tree));
+  CHECK(Again.ExitCode == 1);
+  CHECK(summaryCount(readAudit(Audit), "already_patched") == 0);
+}
+
 TEST_CASE("--out-dir leaves the sources untouched, writes #line copies, and caches the second run", "[cli]") {
   SourceTree Tree({{"src/model.cpp", ModelSource}, {"src/refused.cpp", RefusedSource}});
   std::string Out = Tree.path("out");
