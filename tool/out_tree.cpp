@@ -37,6 +37,9 @@ std::string mirroredPath(llvm::StringRef Source, llvm::StringRef Root, llvm::Str
 
 llvm::Error writeIfChanged(llvm::StringRef Path, llvm::StringRef Contents, bool &Changed) {
   Changed = false;
+  // Before reading it: a FIFO in its place would block the read.
+  if (std::string Refusal = refusalToReplace(Path); !Refusal.empty())
+    return llvm::createStringError(llvm::inconvertibleErrorCode(), "not written: %s", Refusal.c_str());
   if (auto Existing = llvm::MemoryBuffer::getFile(Path); Existing && (*Existing)->getBuffer() == Contents)
     return llvm::Error::success();
   if (std::error_code EC = llvm::sys::fs::create_directories(llvm::sys::path::parent_path(Path)))
@@ -56,6 +59,23 @@ std::string overlapWithSources(llvm::StringRef Root, llvm::StringRef OutDir) {
            ": the copies would land among the sources";
   return "";
 }
+
+namespace {
+
+// Every copy starts with a #line directive naming its original (after a byte-order mark, if the original
+// has one); an existing regular file that does not was not made by lmfuse.
+bool isForeignFile(const std::string &Path) {
+  if (!llvm::sys::fs::is_regular_file(Path))
+    return false;  // absent (fine), or refused on its own by writeIfChanged
+  auto Existing = llvm::MemoryBuffer::getFile(Path, /*IsText=*/false, /*RequiresNullTerminator=*/false);
+  if (!Existing)
+    return false;
+  llvm::StringRef Text = (*Existing)->getBuffer();
+  Text.consume_front("\xEF\xBB\xBF");
+  return !Text.starts_with("#line 1 \"");
+}
+
+}  // namespace
 
 OutTreeResult writeOutTree(const rewriter::DriverResult &Result, const std::vector<std::string> &Inputs,
                            llvm::StringRef Root, llvm::StringRef OutDir) {
@@ -87,6 +107,11 @@ OutTreeResult writeOutTree(const rewriter::DriverResult &Result, const std::vect
     if (Sources.count(Target)) {
       Out.Failures.push_back({Source, "not written: the copy of " + Source + " would overwrite " + Target +
                                           ", a file the translation units read"});
+      continue;
+    }
+    if (isForeignFile(Target)) {
+      Out.Failures.push_back({Source, "not written: " + Target + " exists and is not a copy lmfuse made; --out-dir "
+                                                                 "never replaces other files"});
       continue;
     }
     bool Changed = false;

@@ -3,7 +3,8 @@
 // errors point at it; every other file under the root that a translation unit read (the inputs, their
 // quoted headers) is copied too, with a `#line 1` naming its original, so `#include "..."` next to a
 // rewritten file keeps finding the same neighbours. Files whose contents would not change are not
-// rewritten, so the build system sees unchanged timestamps.
+// rewritten, so the build system sees unchanged timestamps. An existing file that is not such a copy is
+// never replaced (its source gets a write-failed entry), nor is any file a translation unit read.
 #pragma once
 
 #include <string>

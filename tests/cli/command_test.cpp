@@ -484,6 +484,13 @@ TEST_CASE("an --out-dir that would overwrite the sources is refused", "[cli][wri
     CHECK(Run.ExitCode == 2);
     CHECK(countOf(Run.Err, "would overwrite the sources") == 1);
   }
+  SECTION("a folder inside the sources that holds files of its own") {
+    Tree.write("src/gen/model.cpp", "// a file of the user's, not a copy\n");
+    ToolRun Run = runLmfuse(withFlags({"--out-dir", Tree.path("src/gen"), Tree.path("src/model.cpp")}, Tree));
+    CHECK(Run.ExitCode == 1);
+    CHECK(countOf(Run.Err, "lmfuse: error: not written: " + Tree.path("src/gen/model.cpp") + " exists and is not a copy lmfuse made") == 1);
+    CHECK(Tree.read("src/gen/model.cpp") == "// a file of the user's, not a copy\n");
+  }
   SECTION("a folder that holds the sources' folder") {
     ToolRun Run = runLmfuse(withFlags({"--out-dir", Tree.Root, Tree.path("src/model.cpp")}, Tree));
     CHECK(Run.ExitCode == 2);
