@@ -4,6 +4,8 @@
 
 #include "clang/AST/ParentMapContext.h"
 #include "clang/Lex/Lexer.h"
+#include "llvm/Support/Path.h"
+#include "llvm/Support/raw_ostream.h"
 
 using namespace clang;
 
@@ -101,8 +103,16 @@ std::vector<tooling::Replacement> planSiteEdits(const CapturedSite &Site, const 
                              Query.indentation(Statement->getBeginLoc()));
       HiddenText = HiddenName;
     }
-    Edits.push_back(replace(Value, skipCondition(Site.Producer, Site, Patterns, Query) + " ? " +
-                                       Replacement.UndefinedTensor + " : " + ValueText,
+    // The skipped head still answers shape questions (`logits.size(-1)`), and names this site when
+    // anything reads its values.
+    SourceLocation At = Query.sourceManager().getExpansionLoc(Head.Call->getBeginLoc());
+    std::string SiteName = llvm::sys::path::filename(Query.sourceManager().getFilename(At)).str() + ":" +
+                           std::to_string(Query.sourceManager().getExpansionLineNumber(At));
+    std::string Quoted;
+    llvm::raw_string_ostream(Quoted).write_escaped(SiteName);
+    std::string Skipped = Replacement.SkippedLogits + "(" + HiddenText + ", " + Head.Weight + ", \"" + Quoted + "\")";
+    Edits.push_back(replace(Value, skipCondition(Site.Producer, Site, Patterns, Query) + " ? " + Skipped +
+                                       " : " + ValueText,
                             Query));
     // Rebindings and aliases would read the undefined logits: they get the same condition.
     for (const ChainStep &Step : Site.Chain) {

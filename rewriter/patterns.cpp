@@ -152,6 +152,7 @@ template <> struct MappingTraits<ReplacementPattern> {
     Io.mapRequired("enabled", P.Enabled);
     Io.mapRequired("skip_logits", P.SkipLogits);
     Io.mapRequired("undefined_tensor", P.UndefinedTensor);
+    Io.mapRequired("skipped_logits", P.SkippedLogits);
     Io.mapRequired("reductions", P.Reductions);
     Io.mapOptional("hoisted_hidden", P.HoistedHidden, std::string("lmfuse_hidden"));
     Io.mapOptional("loss_dtype_setter", P.LossDtypeSetter, std::string());

@@ -88,6 +88,9 @@ struct ReplacementPattern {
   std::string Enabled;
   std::string SkipLogits;
   std::string UndefinedTensor;
+  /// Called as SkippedLogits(hidden, weight, "file:line") where the head is skipped: a tensor with the
+  /// logits' shape whose values cannot be used (the error names the site and the ways out).
+  std::string SkippedLogits;
   std::map<std::string, std::string> Reductions;  ///< "mean"/"sum" -> runtime enumerator
   std::string HoistedHidden = "lmfuse_hidden";
   /// Options setter taking the dtype of an upcast of the logits (`.to(torch::kFloat)`), so the fused

@@ -128,7 +128,7 @@ const Case Cases[] = {
   torch::Tensor hidden_;
   torch::Tensor forward(torch::Tensor other, torch::Tensor labels) {
     auto lmfuse_hidden = hidden_;
-    auto logits = lmfuse::skip_logits() ? torch::Tensor() : lm_head(lmfuse_hidden);
+    auto logits = lmfuse::skip_logits() ? lmfuse::skipped_logits(lmfuse_hidden, lm_head->weight, "model.cpp:N") : lm_head(lmfuse_hidden);
     hidden_ = other;
     return lmfuse::enabled() ? lmfuse::linear_cross_entropy(lmfuse_hidden, lm_head->weight, lm_head->bias, labels, lmfuse::LossOptions())
                              : F::cross_entropy(logits.view({-1, 32}), labels.view(-1));
@@ -278,7 +278,7 @@ const Case Cases[] = {
   }
 )", Verb::RewritesTo, R"(
   torch::Tensor forward(torch::Tensor x, torch::Tensor labels) {
-    auto logits = lmfuse::skip_logits() ? torch::Tensor() : lm_head(x);
+    auto logits = lmfuse::skip_logits() ? lmfuse::skipped_logits(x, lm_head->weight, "model.cpp:N") : lm_head(x);
     auto count = torch::zeros({1});
     count.add_(1.0);
     return lmfuse::enabled() ? lmfuse::linear_cross_entropy(x, lm_head->weight, lm_head->bias, labels, lmfuse::LossOptions())
@@ -294,7 +294,7 @@ const Case Cases[] = {
   }
 )", Verb::RewritesTo, R"(
   torch::Tensor forward(torch::Tensor x, torch::Tensor labels) {
-    auto logits = lmfuse::skip_logits() ? torch::Tensor() : lm_head(x);
+    auto logits = lmfuse::skip_logits() ? lmfuse::skipped_logits(x, lm_head->weight, "model.cpp:N") : lm_head(x);
     auto noisy = x.clone();
     noisy.mul_(2.0);
     return lmfuse::enabled() ? lmfuse::linear_cross_entropy(x, lm_head->weight, lm_head->bias, labels, lmfuse::LossOptions())
@@ -310,7 +310,7 @@ const Case Cases[] = {
   }
 )", Verb::RewritesTo, R"(
   torch::Tensor forward(torch::Tensor x, torch::Tensor labels) {
-    auto logits = lmfuse::skip_logits() ? torch::Tensor() : lm_head(x);
+    auto logits = lmfuse::skip_logits() ? lmfuse::skipped_logits(x, lm_head->weight, "model.cpp:N") : lm_head(x);
     auto y = labels.view(-1);
     y = y.to(torch::kLong);
     return lmfuse::enabled() ? lmfuse::linear_cross_entropy(x, lm_head->weight, lm_head->bias, y, lmfuse::LossOptions())
@@ -326,7 +326,7 @@ const Case Cases[] = {
   }
 )", Verb::RewritesTo, R"(
   torch::Tensor forward(torch::Tensor x, torch::Tensor labels) {
-    auto logits = lmfuse::skip_logits() ? torch::Tensor() : lm_head(x);
+    auto logits = lmfuse::skip_logits() ? lmfuse::skipped_logits(x, lm_head->weight, "model.cpp:N") : lm_head(x);
     const auto batch = x.size(0);
     pad_id_ = batch;
     return lmfuse::enabled() ? lmfuse::linear_cross_entropy(x, lm_head->weight, lm_head->bias, labels, lmfuse::LossOptions())
@@ -342,7 +342,7 @@ const Case Cases[] = {
 )", Verb::RewritesTo, R"(
   torch::Tensor forward(torch::Tensor x, torch::Tensor labels) {
     x.mul_(2.0);
-    auto logits = lmfuse::skip_logits() ? torch::Tensor() : lm_head(x);
+    auto logits = lmfuse::skip_logits() ? lmfuse::skipped_logits(x, lm_head->weight, "model.cpp:N") : lm_head(x);
     return lmfuse::enabled() ? lmfuse::linear_cross_entropy(x, lm_head->weight, lm_head->bias, labels, lmfuse::LossOptions())
                              : F::cross_entropy(logits.view({-1, 32}), labels.view(-1));
   }

@@ -27,7 +27,7 @@ const Case Cases[] = {
   }
 )", Verb::RewritesTo, R"(
   Output forward(torch::Tensor x, c10::optional<torch::Tensor> targets) {
-    auto logits = lmfuse::skip_logits() && targets.has_value() ? torch::Tensor() : lm_head->forward(x);
+    auto logits = lmfuse::skip_logits() && targets.has_value() ? lmfuse::skipped_logits(x, lm_head->weight, "model.cpp:N") : lm_head->forward(x);
     torch::Tensor loss;
     if (targets.has_value()) {
       loss = lmfuse::enabled()
@@ -55,7 +55,7 @@ const Case Cases[] = {
   Output forward(torch::Tensor x, torch::Tensor targets) {
     torch::Tensor logits, loss;
     if (targets.defined()) {
-      logits = lmfuse::skip_logits() ? torch::Tensor() : lm_head(x);
+      logits = lmfuse::skip_logits() ? lmfuse::skipped_logits(x, lm_head->weight, "model.cpp:N") : lm_head(x);
       loss = lmfuse::enabled() ? lmfuse::linear_cross_entropy(x, lm_head->weight, lm_head->bias, targets,
                                                               lmfuse::LossOptions().ignore_index(-1))
                                : F::cross_entropy(logits.view({-1, logits.size(-1)}), targets.view(-1),
@@ -76,7 +76,7 @@ const Case Cases[] = {
   }
 )", Verb::RewritesTo, R"(
   torch::Tensor forward(torch::Tensor h, torch::optional<torch::Tensor> labels) {
-    auto logits = lmfuse::skip_logits() && labels ? torch::Tensor() : lm_head(h);
+    auto logits = lmfuse::skip_logits() && labels ? lmfuse::skipped_logits(h, lm_head->weight, "model.cpp:N") : lm_head(h);
     if (labels) {
       last_loss = lmfuse::enabled() ? lmfuse::linear_cross_entropy(h, lm_head->weight, lm_head->bias, labels.value(), lmfuse::LossOptions())
                                     : F::cross_entropy(logits.reshape({-1, 32}), labels.value().reshape({-1}));
@@ -94,7 +94,7 @@ const Case Cases[] = {
   }
 )", Verb::RewritesTo, R"(
   Output forward(torch::Tensor h, const torch::Tensor *labels) {
-    auto logits = lmfuse::skip_logits() && (labels != nullptr) ? torch::Tensor() : lm_head(h);
+    auto logits = lmfuse::skip_logits() && (labels != nullptr) ? lmfuse::skipped_logits(h, lm_head->weight, "model.cpp:N") : lm_head(h);
     torch::Tensor loss;
     if (labels != nullptr)
       loss = lmfuse::enabled() ? lmfuse::linear_cross_entropy(h, lm_head->weight, lm_head->bias, *labels, lmfuse::LossOptions())
@@ -111,7 +111,7 @@ const Case Cases[] = {
   }
 )", Verb::RewritesTo, R"(
   Output forward(torch::Tensor h, c10::optional<torch::Tensor> labels) {
-    auto logits = lmfuse::skip_logits() && labels.has_value() ? torch::Tensor() : lm_head(h);
+    auto logits = lmfuse::skip_logits() && labels.has_value() ? lmfuse::skipped_logits(h, lm_head->weight, "model.cpp:N") : lm_head(h);
     if (!labels.has_value()) return {logits, {}};
     auto loss = lmfuse::enabled() ? lmfuse::linear_cross_entropy(h, lm_head->weight, lm_head->bias, *labels, lmfuse::LossOptions())
                                   : F::cross_entropy(logits.view({-1, 32}), labels->view(-1));
@@ -130,7 +130,7 @@ const Case Cases[] = {
   }
 )", Verb::RewritesTo, R"(
   torch::Tensor forward(torch::Tensor h, c10::optional<torch::Tensor> labels) {
-    auto logits = lmfuse::skip_logits() && labels.has_value() ? torch::Tensor() : lm_head(h);
+    auto logits = lmfuse::skip_logits() && labels.has_value() ? lmfuse::skipped_logits(h, lm_head->weight, "model.cpp:N") : lm_head(h);
     torch::Tensor loss;
     if (labels.has_value()) {
       auto y = *labels;
@@ -171,7 +171,7 @@ const Case Cases[] = {
   }
 )", Verb::RewritesTo, R"(
   torch::Tensor forward(torch::Tensor h, torch::Tensor labels) {
-    auto logits = lmfuse::skip_logits() && labels.defined() ? torch::Tensor() : lm_head(h);
+    auto logits = lmfuse::skip_logits() && labels.defined() ? lmfuse::skipped_logits(h, lm_head->weight, "model.cpp:N") : lm_head(h);
     torch::Tensor loss;
     if (labels.defined()) {
       namespace G = torch::nn::functional;
@@ -194,7 +194,7 @@ const Case Cases[] = {
   }
 )", Verb::RewritesTo, R"(
   torch::Tensor forward(torch::Tensor h, torch::Tensor labels) {
-    auto logits = lmfuse::skip_logits() && labels.defined() ? torch::Tensor() : lm_head(h);
+    auto logits = lmfuse::skip_logits() && labels.defined() ? lmfuse::skipped_logits(h, lm_head->weight, "model.cpp:N") : lm_head(h);
     torch::Tensor loss;
     if (labels.defined()) {
       loss = lmfuse::enabled() ? lmfuse::linear_cross_entropy(h, lm_head->weight, lm_head->bias, labels,
@@ -232,7 +232,7 @@ const Case Cases[] = {
 )", Verb::RewritesTo, R"(
   torch::Tensor forward(torch::Tensor h, torch::Tensor labels, double n_items) {
     using torch::nn::functional::cross_entropy;
-    auto logits = lmfuse::skip_logits() && labels.defined() ? torch::Tensor() : lm_head(h);
+    auto logits = lmfuse::skip_logits() && labels.defined() ? lmfuse::skipped_logits(h, lm_head->weight, "model.cpp:N") : lm_head(h);
     torch::Tensor loss;
     if (labels.defined()) {
       loss = (lmfuse::enabled() ? lmfuse::linear_cross_entropy(h, lm_head->weight, lm_head->bias, labels,
@@ -255,7 +255,7 @@ const Case Cases[] = {
   }
 )", Verb::RewritesTo, R"(
   torch::Tensor forward(torch::Tensor h, torch::Tensor labels) {
-    auto logits = lmfuse::skip_logits() && labels.defined() ? torch::Tensor() : lm_head(h);
+    auto logits = lmfuse::skip_logits() && labels.defined() ? lmfuse::skipped_logits(h, lm_head->weight, "model.cpp:N") : lm_head(h);
     torch::Tensor loss;
     if (labels.defined()) {
       logits = lmfuse::skip_logits() ? torch::Tensor() : logits.view({-1, logits.size(-1)});
@@ -277,7 +277,7 @@ const Case Cases[] = {
   }
 )", Verb::RewritesTo, R"(
   torch::Tensor forward(torch::Tensor h, torch::Tensor labels) {
-    auto logits = lmfuse::skip_logits() && labels.defined() ? torch::Tensor() : lm_head(h);
+    auto logits = lmfuse::skip_logits() && labels.defined() ? lmfuse::skipped_logits(h, lm_head->weight, "model.cpp:N") : lm_head(h);
     torch::Tensor loss;
     if (labels.defined()) {
       const auto flat = lmfuse::skip_logits() ? torch::Tensor() : logits.reshape({-1, 32}).contiguous();
@@ -300,7 +300,7 @@ const Case Cases[] = {
   }
 )", Verb::RewritesTo, R"(
   torch::Tensor forward(torch::Tensor h, c10::optional<torch::Tensor> labels) {
-    auto logits = lmfuse::skip_logits() && labels.has_value() ? torch::Tensor() : lm_head(h);
+    auto logits = lmfuse::skip_logits() && labels.has_value() ? lmfuse::skipped_logits(h, lm_head->weight, "model.cpp:N") : lm_head(h);
     torch::Tensor loss;
     if (labels.has_value()) {
       auto shift_logits = lmfuse::skip_logits() ? torch::Tensor() : logits.slice(1, 0, -1).contiguous();
@@ -322,7 +322,7 @@ const Case Cases[] = {
   }
 )", Verb::RewritesTo, R"(
   torch::Tensor forward(torch::Tensor h, torch::Tensor labels) {
-    auto logits = lmfuse::skip_logits() && labels.defined() ? torch::Tensor() : F::linear(h, wte->weight);
+    auto logits = lmfuse::skip_logits() && labels.defined() ? lmfuse::skipped_logits(h, wte->weight, "model.cpp:N") : F::linear(h, wte->weight);
     torch::Tensor loss;
     if (labels.defined())
       loss = lmfuse::enabled() ? lmfuse::linear_cross_entropy(h, wte->weight, torch::Tensor(), labels, lmfuse::LossOptions())
@@ -340,7 +340,7 @@ const Case Cases[] = {
   }
 )", Verb::RewritesTo, R"(
   torch::Tensor forward(torch::Tensor h, torch::Tensor w, torch::Tensor b, torch::Tensor labels) {
-    auto logits = lmfuse::skip_logits() && labels.defined() ? torch::Tensor() : torch::linear(h, w, b);
+    auto logits = lmfuse::skip_logits() && labels.defined() ? lmfuse::skipped_logits(h, w, "model.cpp:N") : torch::linear(h, w, b);
     torch::Tensor loss;
     if (labels.defined())
       loss = lmfuse::enabled() ? lmfuse::linear_cross_entropy(h, w, b, labels, lmfuse::LossOptions())
@@ -359,7 +359,7 @@ const Case Cases[] = {
 )", Verb::RewritesTo, R"(
   torch::Tensor forward(torch::Tensor x, torch::Tensor labels) {
     auto lmfuse_hidden = ln_f(x);
-    auto logits = lmfuse::skip_logits() && labels.defined() ? torch::Tensor() : lm_head(lmfuse_hidden);
+    auto logits = lmfuse::skip_logits() && labels.defined() ? lmfuse::skipped_logits(lmfuse_hidden, lm_head->weight, "model.cpp:N") : lm_head(lmfuse_hidden);
     torch::Tensor loss;
     if (labels.defined())
       loss = lmfuse::enabled() ? lmfuse::linear_cross_entropy(lmfuse_hidden, lm_head->weight, lm_head->bias, labels, lmfuse::LossOptions())
@@ -379,7 +379,7 @@ const Case Cases[] = {
 )", Verb::RewritesTo, R"(
   torch::Tensor forward(torch::Tensor x, torch::Tensor labels) {
     auto lmfuse_hidden = x;
-    auto logits = lmfuse::skip_logits() && labels.defined() ? torch::Tensor() : lm_head(lmfuse_hidden);
+    auto logits = lmfuse::skip_logits() && labels.defined() ? lmfuse::skipped_logits(lmfuse_hidden, lm_head->weight, "model.cpp:N") : lm_head(lmfuse_hidden);
     x = x * 2.0;
     torch::Tensor loss;
     if (labels.defined())
@@ -399,7 +399,7 @@ const Case Cases[] = {
   }
 )", Verb::RewritesTo, R"(
   torch::Tensor forward(torch::Tensor h, torch::Tensor labels) {
-    auto logits = lmfuse::skip_logits() && labels.defined() ? torch::Tensor() : lm_head(h);
+    auto logits = lmfuse::skip_logits() && labels.defined() ? lmfuse::skipped_logits(h, lm_head->weight, "model.cpp:N") : lm_head(h);
     torch::Tensor loss;
     if (labels.defined())
       loss = lmfuse::enabled() ? lmfuse::linear_cross_entropy(h, lm_head->weight, lm_head->bias, labels,
@@ -423,7 +423,7 @@ const Case Cases[] = {
 )", Verb::RewritesTo, R"(
   torch::Tensor forward(torch::Tensor h, torch::Tensor labels) {
     constexpr int64_t kPad = 50256;
-    auto logits = lmfuse::skip_logits() && labels.defined() ? torch::Tensor() : lm_head(h);
+    auto logits = lmfuse::skip_logits() && labels.defined() ? lmfuse::skipped_logits(h, lm_head->weight, "model.cpp:N") : lm_head(h);
     torch::Tensor loss;
     if (labels.defined()) {
       auto options = F::CrossEntropyFuncOptions().ignore_index(kPad);
@@ -444,7 +444,7 @@ const Case Cases[] = {
   }
 )", Verb::RewritesTo, R"(
   torch::Tensor forward(torch::Tensor h, torch::Tensor labels) {
-    auto logits = lmfuse::skip_logits() && labels.defined() ? torch::Tensor() : lm_head(h);
+    auto logits = lmfuse::skip_logits() && labels.defined() ? lmfuse::skipped_logits(h, lm_head->weight, "model.cpp:N") : lm_head(h);
     torch::Tensor loss;
     if (labels.defined())
       loss = lmfuse::enabled() ? lmfuse::linear_cross_entropy(h, lm_head->weight, lm_head->bias, labels, lmfuse::LossOptions().dtype(torch::kFloat))
@@ -461,7 +461,7 @@ const Case Cases[] = {
 )", Verb::RewritesTo, R"(
   torch::Tensor train_step(torch::Tensor h, torch::Tensor y) {
     torch::nn::Linear unembedding(64, 32);
-    auto out = lmfuse::skip_logits() ? torch::Tensor() : unembedding(h);
+    auto out = lmfuse::skip_logits() ? lmfuse::skipped_logits(h, unembedding->weight, "model.cpp:N") : unembedding(h);
     return lmfuse::enabled() ? lmfuse::linear_cross_entropy(h, unembedding->weight, unembedding->bias, y, lmfuse::LossOptions())
                              : F::cross_entropy(out.view({-1, 32}), y.view(-1));
   }
@@ -477,7 +477,7 @@ const Case Cases[] = {
   }
 )", Verb::RewritesTo, R"(
   torch::Tensor forward(torch::Tensor h, torch::optional<torch::Tensor> labels) {
-    auto logits = lmfuse::skip_logits() && (labels != c10::nullopt) ? torch::Tensor() : lm_head->forward(h);
+    auto logits = lmfuse::skip_logits() && (labels != c10::nullopt) ? lmfuse::skipped_logits(h, lm_head->weight, "model.cpp:N") : lm_head->forward(h);
     torch::Tensor loss;
     if (labels != c10::nullopt) {
       loss = lmfuse::enabled() ? lmfuse::linear_cross_entropy(h, lm_head->weight, lm_head->bias, *labels, lmfuse::LossOptions())
@@ -500,7 +500,7 @@ const Case Cases[] = {
 )", Verb::RewritesTo, R"(
   Output forward(torch::Tensor x, c10::optional<torch::Tensor> targets) {
     if (targets.has_value()) {
-      auto logits = lmfuse::skip_logits() ? torch::Tensor() : F::linear(x, wte->weight);
+      auto logits = lmfuse::skip_logits() ? lmfuse::skipped_logits(x, wte->weight, "model.cpp:N") : F::linear(x, wte->weight);
       auto loss = lmfuse::enabled() ? lmfuse::linear_cross_entropy(x, wte->weight, torch::Tensor(), targets.value(), lmfuse::LossOptions())
                                     : F::cross_entropy(logits.view({-1, logits.size(-1)}), targets.value().view(-1));
       return {logits, loss};
@@ -518,7 +518,7 @@ const Case Cases[] = {
 )", Verb::RewritesTo, R"(
   torch::Tensor forward(torch::Tensor h, c10::optional<torch::Tensor> labels) {
     if (!labels) return {};
-    auto logits = lmfuse::skip_logits() ? torch::Tensor() : lm_head(h);
+    auto logits = lmfuse::skip_logits() ? lmfuse::skipped_logits(h, lm_head->weight, "model.cpp:N") : lm_head(h);
     return lmfuse::enabled() ? lmfuse::linear_cross_entropy(h, lm_head->weight, lm_head->bias, *labels, lmfuse::LossOptions())
                              : F::cross_entropy(logits.view({-1, 32}), labels->view(-1));
   }
@@ -533,7 +533,7 @@ const Case Cases[] = {
   torch::Tensor both(torch::Tensor h, torch::Tensor labels) { return scaled<1>(h, labels) + scaled<2>(h, labels); }
 )", Verb::RewritesTo, R"(
   template <int Scale> torch::Tensor scaled(torch::Tensor h, torch::Tensor labels) {
-    auto logits = lmfuse::skip_logits() && labels.defined() ? torch::Tensor() : lm_head(h);
+    auto logits = lmfuse::skip_logits() && labels.defined() ? lmfuse::skipped_logits(h, lm_head->weight, "model.cpp:N") : lm_head(h);
     torch::Tensor loss;
     if (labels.defined()) loss = lmfuse::enabled() ? lmfuse::linear_cross_entropy(h, lm_head->weight, lm_head->bias, labels, lmfuse::LossOptions())
                                                    : F::cross_entropy(logits.view({-1, 32}), labels.view(-1));
@@ -555,7 +555,7 @@ const Case Cases[] = {
   }
 )", Verb::RewritesTo, R"(
   Output forward(torch::Tensor h, c10::optional<torch::Tensor> labels) {
-    auto logits = lmfuse::skip_logits() && labels.has_value() ? torch::Tensor() : lm_head(h);
+    auto logits = lmfuse::skip_logits() && labels.has_value() ? lmfuse::skipped_logits(h, lm_head->weight, "model.cpp:N") : lm_head(h);
     torch::Tensor loss;
     if (!labels.has_value()) {
       loss = torch::zeros({1});
@@ -577,7 +577,7 @@ const Case Cases[] = {
 )", Verb::RewritesTo, R"(
   bool training_ = true;
   Output forward(torch::Tensor h, torch::Tensor labels) {
-    auto logits = lmfuse::skip_logits() && training_ ? torch::Tensor() : lm_head(h);
+    auto logits = lmfuse::skip_logits() && training_ ? lmfuse::skipped_logits(h, lm_head->weight, "model.cpp:N") : lm_head(h);
     torch::Tensor loss;
     if (training_) loss = lmfuse::enabled() ? lmfuse::linear_cross_entropy(h, lm_head->weight, lm_head->bias, labels, lmfuse::LossOptions())
                                             : F::cross_entropy(logits.view({-1, 32}), labels.view(-1));
@@ -597,7 +597,7 @@ const Case Cases[] = {
   }
 )", Verb::RewritesTo, R"(
   torch::Tensor forward(torch::Tensor h, torch::Tensor labels) {
-    auto logits = lmfuse::skip_logits() && labels.defined() ? torch::Tensor() : at::linear(h, wte->weight, c10::nullopt);
+    auto logits = lmfuse::skip_logits() && labels.defined() ? lmfuse::skipped_logits(h, wte->weight, "model.cpp:N") : at::linear(h, wte->weight, c10::nullopt);
     torch::Tensor loss;
     if (labels.defined()) {
       const torch::Tensor &scores = logits;
@@ -640,7 +640,7 @@ const Case Cases[] = {
 #define FINAL_NORM(x) ln_f(x)
   torch::Tensor forward(torch::Tensor x, torch::Tensor labels) {
     auto lmfuse_hidden = FINAL_NORM(x);
-    auto logits = lmfuse::skip_logits() && labels.defined() ? torch::Tensor() : lm_head(lmfuse_hidden);
+    auto logits = lmfuse::skip_logits() && labels.defined() ? lmfuse::skipped_logits(lmfuse_hidden, lm_head->weight, "model.cpp:N") : lm_head(lmfuse_hidden);
     torch::Tensor loss;
     if (labels.defined())
       loss = lmfuse::enabled() ? lmfuse::linear_cross_entropy(lmfuse_hidden, lm_head->weight, lm_head->bias, labels, lmfuse::LossOptions().ignore_index(PAD_ID))
@@ -659,7 +659,7 @@ const Case Cases[] = {
   }
 )", Verb::RewritesTo, R"(
   torch::Tensor forward(torch::Tensor h, torch::Tensor labels) {
-    auto logits = lmfuse::skip_logits() && labels.defined() ? torch::Tensor() : lm_head(h);
+    auto logits = lmfuse::skip_logits() && labels.defined() ? lmfuse::skipped_logits(h, lm_head->weight, "model.cpp:N") : lm_head(h);
     torch::Tensor loss;
     if (labels.defined()) loss = lmfuse::enabled() ? lmfuse::linear_cross_entropy(h, lm_head->weight, lm_head->bias, labels, lmfuse::LossOptions())
                                                    : F::cross_entropy(logits.view({-1, 32}), labels.view(-1));
@@ -678,7 +678,7 @@ const Case Cases[] = {
 )", Verb::RewritesTo, R"(
 #define PAD_ID (-1)
   torch::Tensor forward(torch::Tensor h, torch::Tensor labels) {
-    auto logits = lmfuse::skip_logits() ? torch::Tensor() : lm_head(h);
+    auto logits = lmfuse::skip_logits() ? lmfuse::skipped_logits(h, lm_head->weight, "model.cpp:N") : lm_head(h);
     return lmfuse::enabled() ? lmfuse::linear_cross_entropy(h, lm_head->weight, lm_head->bias, labels, lmfuse::LossOptions().ignore_index(PAD_ID))
                              : F::cross_entropy(logits.view({-1, 32}), labels.view(-1), F::CrossEntropyFuncOptions().ignore_index(PAD_ID));
   }
@@ -693,7 +693,7 @@ const Case Cases[] = {
   torch::Tensor lmfuse_hidden;
   torch::Tensor forward(torch::Tensor x, torch::Tensor labels) {
     auto lmfuse_hidden2 = ln_f(x);
-    auto logits = lmfuse::skip_logits() ? torch::Tensor() : lm_head(lmfuse_hidden2);
+    auto logits = lmfuse::skip_logits() ? lmfuse::skipped_logits(lmfuse_hidden2, lm_head->weight, "model.cpp:N") : lm_head(lmfuse_hidden2);
     return (lmfuse::enabled() ? lmfuse::linear_cross_entropy(lmfuse_hidden2, lm_head->weight, lm_head->bias, labels, lmfuse::LossOptions())
                               : F::cross_entropy(logits.view({-1, 32}), labels.view(-1))) + lmfuse_hidden.mean();
   }
@@ -708,7 +708,7 @@ const Case Cases[] = {
 )", Verb::RewritesTo, R"(
   torch::Tensor forward(torch::Tensor x, torch::Tensor labels, torch::Tensor lmfuse_hidden) {
     auto lmfuse_hidden3 = ln_f(x);
-    auto logits = lmfuse::skip_logits() ? torch::Tensor() : lm_head(lmfuse_hidden3);
+    auto logits = lmfuse::skip_logits() ? lmfuse::skipped_logits(lmfuse_hidden3, lm_head->weight, "model.cpp:N") : lm_head(lmfuse_hidden3);
     auto loss = lmfuse::enabled() ? lmfuse::linear_cross_entropy(lmfuse_hidden3, lm_head->weight, lm_head->bias, labels, lmfuse::LossOptions())
                                   : F::cross_entropy(logits.view({-1, 32}), labels.view(-1));
     { auto lmfuse_hidden2 = lmfuse_hidden * 2.0; }
@@ -739,7 +739,7 @@ struct Child : Model::Base {
   torch::nn::LayerNorm ln_f{nullptr};
   torch::Tensor forward(torch::Tensor x, torch::Tensor labels) {
     auto lmfuse_hidden3 = ln_f(x);
-    auto logits = lmfuse::skip_logits() ? torch::Tensor() : lm_head(lmfuse_hidden3);
+    auto logits = lmfuse::skip_logits() ? lmfuse::skipped_logits(lmfuse_hidden3, lm_head->weight, "model.cpp:N") : lm_head(lmfuse_hidden3);
     return lmfuse::enabled() ? lmfuse::linear_cross_entropy(lmfuse_hidden3, lm_head->weight, lm_head->bias, labels, lmfuse::LossOptions())
                              : F::cross_entropy(logits.view({-1, 32}), labels.view(-1));
   }
@@ -1141,7 +1141,7 @@ struct Child : Model::Base {
   }
 )", Verb::RewritesTo, R"(
   torch::Tensor forward(torch::Tensor h, torch::Tensor labels) {
-    auto logits = lmfuse::skip_logits() && labels.defined() ? torch::Tensor() : lm_head(h);  // NOLINT
+    auto logits = lmfuse::skip_logits() && labels.defined() ? lmfuse::skipped_logits(h, lm_head->weight, "model.cpp:N") : lm_head(h);  // NOLINT
     torch::Tensor loss;
     if (labels.defined()) loss = lmfuse::enabled() ? lmfuse::linear_cross_entropy(h, lm_head->weight, lm_head->bias, labels, lmfuse::LossOptions())
                                                    : F::cross_entropy(logits.view({-1, 32}), labels.view(-1));
@@ -1253,7 +1253,7 @@ struct Model : torch::nn::Module {
 struct Model : torch::nn::Module {
   torch::nn::Linear head{nullptr};
   torch::Tensor forward(torch::Tensor h, std::optional<torch::Tensor> labels) {
-    auto logits = lmfuse::skip_logits() && labels ? torch::Tensor() : head(h);
+    auto logits = lmfuse::skip_logits() && labels ? lmfuse::skipped_logits(h, head->weight, "model.cpp:6") : head(h);
     if (!labels) return logits;
     return lmfuse::enabled()
         ? lmfuse::linear_cross_entropy(h, head->weight, head->bias, labels.value(), lmfuse::LossOptions())

@@ -3,6 +3,7 @@
 
 #include <catch2/catch.hpp>
 #include <cctype>
+#include <regex>
 
 namespace lmfuse::rewriter::testing {
 
@@ -57,7 +58,10 @@ void checkCase(const Case &Item) {
         CHECK(Result.Sites[0].Options.has_value());
         const std::string Expected = source(Item.Expected, true);
         INFO("rewritten:\n" << Result.Code);
-        CHECK(normalizeWhitespace(Result.Code) == normalizeWhitespace(Expected));
+        // The site named in lmfuse::skipped_logits(..., "model.cpp:<line>") is written N in the tables.
+    std::regex SiteLine("\"model\\.cpp:[0-9]+\"");
+    CHECK(normalizeWhitespace(std::regex_replace(Result.Code, SiteLine, "\"model.cpp:N\"")) ==
+          normalizeWhitespace(Expected));
         // The output compiles against the agreed declarations, and a second run changes nothing.
         RewriteResult Again = rewriteWithStubs(Result.Code);
         INFO("second run diagnostics:\n" << Again.Diagnostics << "sites:\n" << describeSites(Again));

@@ -18,4 +18,5 @@ torch::Tensor linear_cross_entropy(const torch::Tensor &hidden, const torch::Ten
 bool enabled();
 bool return_logits();
 bool skip_logits();
+torch::Tensor skipped_logits(const torch::Tensor &hidden, const torch::Tensor &weight, const char *site);
 }  // namespace lmfuse
