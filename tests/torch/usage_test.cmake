@@ -61,8 +61,17 @@ if(STEP STREQUAL "setup")
   step("${CMAKE_COMMAND}" -S "${USAGE}" -B "${build}" -G "${GENERATOR}" -DCMAKE_BUILD_TYPE=Release
        "-DCMAKE_PREFIX_PATH=${prefix}" "-DTorch_DIR=${TORCH_PREFIX}")
 
-elseif(STEP STREQUAL "header_two_units" OR STEP STREQUAL "include_src" OR STEP STREQUAL "gcc_flag")
+elseif(STEP STREQUAL "header_two_units" OR STEP STREQUAL "gcc_flag")
   trains_fused(${STEP})
+
+elseif(STEP STREQUAL "include_src")
+  trains_fused(include_src)
+  # The compile database lists the original too: the tool finds its flags there and sees the header's site.
+  execute_process(COMMAND "${prefix}/bin/lmfuse" -p "${build}" "${USAGE}/include_src/src/train.cpp"
+                  RESULT_VARIABLE status OUTPUT_VARIABLE output ERROR_VARIABLE output)
+  if(NOT status EQUAL 0 OR NOT output MATCHES "linear_cross_entropy")
+    message(FATAL_ERROR "include_src: `lmfuse -p <build> src/train.cpp` does not work (exit ${status}):\n${output}")
+  endif()
 
 elseif(STEP STREQUAL "autocast_cpu")
   trains_fused(${STEP})
