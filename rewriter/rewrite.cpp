@@ -59,6 +59,15 @@ public:
   bool Found = false;
 };
 
+/// Whether Function belongs to a library (its outermost namespace is one of the pattern set's).
+bool isLibraryCode(const FunctionDecl *Function, const PatternSet &Patterns) {
+  const NamespaceDecl *Outermost = nullptr;
+  for (const DeclContext *Context = Function->getDeclContext(); Context; Context = Context->getParent())
+    if (const auto *Namespace = dyn_cast<NamespaceDecl>(Context); Namespace && !Namespace->isAnonymousNamespace())
+      Outermost = Namespace;
+  return Outermost && contains(Patterns.Effects.LibraryNamespaces, Outermost->getName());
+}
+
 /// "the snippet" (line N): the offending code named for a person reading the audit.
 std::string describe(const Stmt *Node, const std::string &Why, const AstQuery &Query) {
   if (!Node)
@@ -106,11 +115,32 @@ TranslationUnitResult analyzeTranslationUnit(ASTContext &Context, const PatternS
     const CallExpr *Loss = Found.Loss;
     if (!Seen.insert(Loss).second || SM.isInSystemHeader(SM.getExpansionLoc(Loss->getBeginLoc())))
       continue;
-    if (Loss->getNumArgs() <= std::max(Found.Rule->Input, Found.Rule->Target))
-      continue;  // an overload the pattern does not describe
     const FunctionDecl *Function = Query.enclosingFunction(Loss);
     if (!Function || !Function->getBody())
       continue;
+    // The library's own code (LibTorch's headers reached through -I rather than -isystem) is never a
+    // site: only user code is analysed, whatever the include flags.
+    if (isLibraryCode(Function, Patterns))
+      continue;
+    if (Loss->getNumArgs() <= std::max(Found.Rule->Input, Found.Rule->Target)) {
+      // The pattern names an argument the call does not have: recorded, never silently dropped.
+      SiteRecord Record;
+      SourceLocation Location = SM.getExpansionLoc(Loss->getBeginLoc());
+      Record.File = SM.getFilename(Location).str();
+      Record.Line = SM.getExpansionLineNumber(Location);
+      Record.Column = SM.getExpansionColumnNumber(Location);
+      Record.Function = Function->getQualifiedNameAsString();
+      Record.Loss = Found.Rule->Callee;
+      Record.Status = SiteStatus::Unmatched;
+      Record.Reason = ReasonKind::LossUnsupported;
+      Record.Detail = "line " + std::to_string(Record.Line) + ": the pattern of " + Found.Rule->Callee +
+                      " names argument " + std::to_string(std::max(Found.Rule->Input, Found.Rule->Target)) +
+                      ", but this call has " + std::to_string(Loss->getNumArgs()) + ".";
+      Record.DetailLine = Record.Line;
+      Record.DetailColumn = Record.Column;
+      Result.Sites.push_back(std::move(Record));
+      continue;
+    }
     auto &Uses = UsesByFunction[Function];
     if (!Uses)
       Uses = std::make_unique<VariableUses>(Function->getBody(), Query);
@@ -198,7 +228,8 @@ TranslationUnitResult analyzeTranslationUnit(ASTContext &Context, const PatternS
   for (const CallExpr *Call : FusedCalls) {
     SourceLocation Location = SM.getExpansionLoc(Call->getBeginLoc());
     const FunctionDecl *Function = Query.enclosingFunction(Call);
-    if (SM.isInSystemHeader(Location) || !Function || !Recorded.insert(Function).second)
+    if (SM.isInSystemHeader(Location) || !Function || isLibraryCode(Function, Patterns) ||
+        !Recorded.insert(Function).second)
       continue;
     SiteRecord Record;
     Record.File = SM.getFilename(Location).str();

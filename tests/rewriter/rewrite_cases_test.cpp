@@ -1356,3 +1356,38 @@ TEST_CASE("run-time options round-trip through the audit and the cache", "[rewri
   CHECK(Back->Options->LabelSmoothingExpression == "smoothing_");
   CHECK(llvm::json::Value(siteToJson(*Back)) == llvm::json::Value(siteToJson(Site)));
 }
+
+TEST_CASE("the library's own code is never a site, even when its headers are not system headers", "[rewriter]") {
+  // LibTorch on -I: its inline functional API calls a loss pattern inside namespace torch.
+  const std::string Library = R"(#include <torch/torch.h>
+namespace torch { namespace nn { namespace functional { namespace detail {
+inline Tensor cross_entropy_from_linear(const Tensor &h, const Tensor &w, const Tensor &y) {
+  auto logits = torch::nn::functional::linear(h, w);
+  return torch::nn::functional::cross_entropy(logits, y);
+}
+}}}}
+)";
+  RewriteResult Result = rewriteSource(Library, stubArgs(), defaultPatterns(), "library.cpp",
+                                       {});
+  INFO(Result.Diagnostics << describeSites(Result));
+  REQUIRE(Result.Parsed);
+  CHECK(Result.Sites.empty());
+  CHECK(Result.Code == Library);
+}
+
+TEST_CASE("a pattern naming an argument the call lacks records the site instead of dropping it", "[rewriter]") {
+  PatternSet Patterns = defaultPatterns();
+  for (LossPattern &Loss : Patterns.Losses)
+    Loss.Target = 7;
+  RewriteResult Result = rewriteSource(source(R"(
+  torch::Tensor forward(torch::Tensor h, torch::Tensor labels) {
+    auto logits = lm_head(h);
+    return F::cross_entropy(logits.view({-1, 32}), labels.view(-1));
+  }
+)", false), stubArgs(), Patterns, "model.cpp");
+  INFO(Result.Diagnostics << describeSites(Result));
+  REQUIRE(Result.Sites.size() == 1);
+  CHECK(Result.Sites[0].Status == SiteStatus::Unmatched);
+  CHECK(Result.Sites[0].Reason == ReasonKind::LossUnsupported);
+  CHECK(llvm::StringRef(Result.Sites[0].Detail).contains("names argument 7"));
+}
