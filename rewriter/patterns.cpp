@@ -125,6 +125,7 @@ template <> struct MappingTraits<BenignPatterns> {
     Io.mapRequired("shift_method", P.ShiftMethod);
     Io.mapRequired("shift_logits_arguments", P.ShiftLogitsArguments);
     Io.mapRequired("shift_labels_arguments", P.ShiftLabelsArguments);
+    Io.mapOptional("shape_reads", P.ShapeReads);
   }
 };
 

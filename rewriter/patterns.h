@@ -59,6 +59,8 @@ struct BenignPatterns {
   std::string ShiftMethod = "slice";
   std::vector<int64_t> ShiftLogitsArguments;
   std::vector<int64_t> ShiftLabelsArguments;
+  /// Methods that read only a tensor's shape, dtype or device: the skipped logits answer them.
+  std::vector<std::string> ShapeReads;
 };
 
 struct GuardPatterns {

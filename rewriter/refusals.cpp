@@ -122,6 +122,24 @@ std::optional<Refusal> logitsIndexed(const CapturedSite &Site, const PatternSet 
   return std::nullopt;
 }
 
+/// Whether Ref is the object of a method that reads only the tensor's shape, dtype or device.
+bool isShapeRead(const DeclRefExpr *Ref, const PatternSet &Patterns, const AstQuery &Query) {
+  DynTypedNode Parent = Query.spelledParent(Ref);
+  const auto *Member = Parent.get<MemberExpr>();
+  if (!Member || !Member->getMemberDecl()->getDeclName().isIdentifier())
+    return false;
+  return contains(Patterns.Benign.ShapeReads, Member->getMemberDecl()->getName());
+}
+
+/// Whether a rebinding of the logits variable (a chain step) runs before Read: past it, the fused
+/// path holds an undefined tensor there, not the skipped logits.
+bool reboundBefore(const CapturedSite &Site, const DeclRefExpr *Read, const AstQuery &Query) {
+  for (const ChainStep &Step : Site.Chain)
+    if (Step.Variable == Site.Logits && Query.before(Step.Statement->getBeginLoc(), Read->getBeginLoc()))
+      return true;
+  return false;
+}
+
 /// Whether Ref is handed out unchanged: the whole of a returned value (`return logits;`,
 /// `return {logits, loss};`, `return std::make_tuple(logits, loss);`) or the whole right-hand side
 /// of a store (`last_logits_ = logits;`). That is the model's output, undefined on the fused path
@@ -157,8 +175,8 @@ bool isHandedOutAsIs(const DeclRefExpr *Ref, const AstQuery &Query) {
   return false;
 }
 
-std::optional<Refusal> logitsUsedElsewhere(const CapturedSite &Site, const PatternSet &, const AstQuery &Query,
-                                           const VariableUses &Uses) {
+std::optional<Refusal> logitsUsedElsewhere(const CapturedSite &Site, const PatternSet &Patterns,
+                                           const AstQuery &Query, const VariableUses &Uses) {
   std::vector<const VarDecl *> Variables = Site.Aliases;
   if (Site.Logits)
     Variables.push_back(Site.Logits);
@@ -179,6 +197,10 @@ std::optional<Refusal> logitsUsedElsewhere(const CapturedSite &Site, const Patte
         continue;
       if (Variable == Site.Logits && Query.before(Site.Loss->getBeginLoc(), Read->getBeginLoc()) &&
           isHandedOutAsIs(Read, Query))
+        continue;
+      // A shape read (`logits.size(-1)`) of the head's own variable answers the same on the fused path,
+      // where the variable holds lmfuse::skipped_logits, as long as no rebinding came before it.
+      if (Variable == Site.Logits && isShapeRead(Read, Patterns, Query) && !reboundBefore(Site, Read, Query))
         continue;
       return Refusal{ReasonKind::LogitsUsedElsewhere, Query.enclosingStatement(Read) ? Query.enclosingStatement(Read) : Read,
                      "`" + Variable->getNameAsString() + "` is read by something other than the loss"};
@@ -204,8 +226,41 @@ bool onlyReturnsValues(const ReturnStmt *Return) {
   return !Finder.Computes;
 }
 
+/// Whether E computes only from the logits' shape: shape reads of the head's variable, constants,
+/// arithmetic and other locals (a value the skipped logits give as the real ones would).
+bool isShapeOnly(const Expr *E, const CapturedSite &Site, const PatternSet &Patterns) {
+  E = E->IgnoreImplicit()->IgnoreParens();
+  if (const auto *Cleanups = dyn_cast<ExprWithCleanups>(E))
+    return isShapeOnly(Cleanups->getSubExpr(), Site, Patterns);
+  if (isa<IntegerLiteral>(E) || isa<FloatingLiteral>(E))
+    return true;
+  if (const auto *Unary = dyn_cast<UnaryOperator>(E))
+    return Unary->isArithmeticOp() && isShapeOnly(Unary->getSubExpr(), Site, Patterns);
+  if (const auto *Binary = dyn_cast<BinaryOperator>(E))
+    return (Binary->isAdditiveOp() || Binary->isMultiplicativeOp()) && isShapeOnly(Binary->getLHS(), Site, Patterns) &&
+           isShapeOnly(Binary->getRHS(), Site, Patterns);
+  if (const auto *Ref = dyn_cast<DeclRefExpr>(E)) {
+    const auto *Variable = dyn_cast<VarDecl>(Ref->getDecl());
+    return Variable && Variable->hasLocalStorage() && Variable->getType().isConstQualified() &&
+           Variable != Site.Logits;
+  }
+  if (const auto *Call = dyn_cast<CXXMemberCallExpr>(E)) {
+    const auto *Object = dyn_cast<DeclRefExpr>(Call->getImplicitObjectArgument()->IgnoreImplicit());
+    const CXXMethodDecl *Method = Call->getMethodDecl();
+    if (!Object || Object->getDecl() != Site.Logits || !Method || !Method->getDeclName().isIdentifier() ||
+        !contains(Patterns.Benign.ShapeReads, Method->getName()))
+      return false;
+    for (const Expr *Argument : Call->arguments())
+      if (!isShapeOnly(Argument, Site, Patterns))
+        return false;
+    return true;
+  }
+  return false;
+}
+
 /// Whether a statement of the labels branch belongs to the site (or is a harmless declaration).
-bool belongsToSite(const Stmt *Statement, const CapturedSite &Site, const AstQuery &Query) {
+bool belongsToSite(const Stmt *Statement, const CapturedSite &Site, const PatternSet &Patterns,
+                   const AstQuery &Query) {
   if (const auto *Return = dyn_cast<ReturnStmt>(Statement); Return && onlyReturnsValues(Return))
     return true;
   if (isa<NullStmt>(Statement) || Query.within(Site.Loss, Statement) ||
@@ -221,6 +276,8 @@ bool belongsToSite(const Stmt *Statement, const CapturedSite &Site, const AstQue
       const auto *Variable = dyn_cast<VarDecl>(D);
       if (Variable && (llvm::is_contained(Site.LabelLocals, Variable) || llvm::is_contained(Site.OptionLocals, Variable)))
         continue;
+      if (Variable && Variable->getInit() && isShapeOnly(Variable->getInit(), Site, Patterns))
+        continue;  // `const auto B = logits.size(0), T = ...;`: the same on both paths
       return false;
     }
     return true;
@@ -228,7 +285,8 @@ bool belongsToSite(const Stmt *Statement, const CapturedSite &Site, const AstQue
   return false;
 }
 
-std::optional<Refusal> labelsBranchNontrivial(const CapturedSite &Site, const PatternSet &, const AstQuery &Query,
+std::optional<Refusal> labelsBranchNontrivial(const CapturedSite &Site, const PatternSet &Patterns,
+                                              const AstQuery &Query,
                                               const VariableUses &) {
   std::vector<const Stmt *> Statements;
   if (Site.Guard.Kind == GuardKind::Branch) {
@@ -247,7 +305,7 @@ std::optional<Refusal> labelsBranchNontrivial(const CapturedSite &Site, const Pa
     }
   }
   for (const Stmt *Statement : Statements)
-    if (!belongsToSite(Statement, Site, Query))
+    if (!belongsToSite(Statement, Site, Patterns, Query))
       return Refusal{ReasonKind::LabelsBranchNontrivial, Statement,
                      "the labels branch does more than compute the loss"};
   return std::nullopt;

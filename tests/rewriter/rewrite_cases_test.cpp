@@ -744,6 +744,47 @@ struct Child : Model::Base {
                              : F::cross_entropy(logits.view({-1, 32}), labels.view(-1));
   }
 )"},
+    // ---- accepted: shape reads of the logits (the skipped logits answer them) ---------------------
+    {"nanoGPT's B, T, C read from the logits before the view", R"(
+  torch::Tensor forward(torch::Tensor x, c10::optional<torch::Tensor> targets) {
+    auto logits = lm_head(x);
+    torch::Tensor loss;
+    if (targets.has_value()) {
+      const auto B = logits.size(0), T = logits.size(1), C = logits.size(2);
+      logits = logits.view({B * T, C});
+      loss = F::cross_entropy(logits, targets->view({B * T}));
+    }
+    return loss;
+  }
+)", Verb::RewritesTo, R"(
+  torch::Tensor forward(torch::Tensor x, c10::optional<torch::Tensor> targets) {
+    auto logits = lmfuse::skip_logits() && targets.has_value() ? lmfuse::skipped_logits(x, lm_head->weight, "model.cpp:N") : lm_head(x);
+    torch::Tensor loss;
+    if (targets.has_value()) {
+      const auto B = logits.size(0), T = logits.size(1), C = logits.size(2);
+      logits = lmfuse::skip_logits() ? torch::Tensor() : logits.view({B * T, C});
+      loss = lmfuse::enabled() ? lmfuse::linear_cross_entropy(x, lm_head->weight, lm_head->bias, *targets, lmfuse::LossOptions())
+                               : F::cross_entropy(logits, targets->view({B * T}));
+    }
+    return loss;
+  }
+)"},
+    {"the vocabulary size and rank read before the loss", R"(
+  torch::Tensor forward(torch::Tensor x, torch::Tensor labels) {
+    auto logits = lm_head(x);
+    const int64_t vocab = logits.size(-1);
+    const int64_t rank = logits.dim();
+    return F::cross_entropy(logits.view({-1, vocab}), labels.view(-1)) * (rank - 2);
+  }
+)", Verb::RewritesTo, R"(
+  torch::Tensor forward(torch::Tensor x, torch::Tensor labels) {
+    auto logits = lmfuse::skip_logits() ? lmfuse::skipped_logits(x, lm_head->weight, "model.cpp:N") : lm_head(x);
+    const int64_t vocab = logits.size(-1);
+    const int64_t rank = logits.dim();
+    return (lmfuse::enabled() ? lmfuse::linear_cross_entropy(x, lm_head->weight, lm_head->bias, labels, lmfuse::LossOptions())
+                              : F::cross_entropy(logits.view({-1, vocab}), labels.view(-1))) * (rank - 2);
+  }
+)"},
     // ---- refused: logits-rebound ----------------------------------------------------------------
     {"logits scaled after the head", R"(
   torch::Tensor forward(torch::Tensor h, torch::Tensor labels) {
@@ -952,6 +993,22 @@ struct Child : Model::Base {
   }
 )", Verb::RefusesWith, "logits-used-elsewhere"},
 
+    {"a shape read after the rebinding (the fused path holds no logits there)", R"(
+  torch::Tensor forward(torch::Tensor x, torch::Tensor labels) {
+    auto logits = lm_head(x);
+    logits = logits.view({-1, 32});
+    const auto rows = logits.size(0);
+    return F::cross_entropy(logits, labels.view({rows}));
+  }
+)", Verb::RefusesWith, "logits-used-elsewhere"},
+    {"a shape read beside a read of the values", R"(
+  torch::Tensor forward(torch::Tensor x, torch::Tensor labels) {
+    auto logits = lm_head(x);
+    const auto C = logits.size(-1);
+    last_logits = logits.argmax(C - 1);
+    return F::cross_entropy(logits.view({-1, C}), labels.view(-1));
+  }
+)", Verb::RefusesWith, "logits-used-elsewhere"},
     // ---- refused: labels-branch-nontrivial ------------------------------------------------------
     {"accuracy computed in the labels branch", R"(
   torch::Tensor forward(torch::Tensor h, torch::Tensor labels) {

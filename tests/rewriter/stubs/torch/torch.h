@@ -56,6 +56,9 @@ public:
   bool defined() const;
   int64_t size(int64_t dim) const;
   int64_t dim() const;
+  IntArrayRef sizes() const;
+  int64_t numel() const;
+  ScalarType scalar_type() const;
   Tensor view(IntArrayRef shape) const;
   Tensor reshape(IntArrayRef shape) const;
   Tensor flatten(int64_t start_dim = 0, int64_t end_dim = -1) const;
