@@ -15,6 +15,27 @@ struct LabelsTrace {
   bool Shift = false;
 };
 
+/// Whether every write of a labels local after its declaration and before the loss only reshapes it
+/// (`shift_labels = shift_labels.view(-1)`): it then holds its declaration's labels at the loss.
+bool onlyReshapedAfterDeclaration(const VarDecl *Variable, llvm::ArrayRef<VariableWrite> Writes,
+                                  const CapturedSite &Site, const PatternSet &Patterns, const AstQuery &Query) {
+  for (const VariableWrite &Write : Writes.drop_front()) {
+    if (!Query.before(Write.Node->getBeginLoc(), Site.Loss->getBeginLoc()))
+      break;
+    if (Write.Kind != VariableWrite::WriteKind::Assignment || !Write.Value)
+      return false;
+    const Expr *E = AstQuery::spelled(Write.Value);
+    while (auto Call = AstQuery::asCall(E)) {
+      if (!Call->Object || !contains(Patterns.Benign.Reshapes, Call->Name))
+        break;
+      E = AstQuery::spelled(Call->Object);
+    }
+    if (AstQuery::namedVariable(E) != Variable)
+      return false;
+  }
+  return true;
+}
+
 std::optional<LabelsTrace> traceLabelsFrom(const Expr *E, CapturedSite &Site, const PatternSet &Patterns,
                                            const AstQuery &Query, const VariableUses &Uses, int Depth = 0) {
   const BenignPatterns &Benign = Patterns.Benign;
@@ -65,7 +86,8 @@ std::optional<LabelsTrace> traceLabelsFrom(const Expr *E, CapturedSite &Site, co
     // A local unwrapped from the labels (`auto y = *labels;`): keep the local, but trace where it
     // came from; a local that holds shifted labels is replaced by the unshifted labels.
     if (Depth < 8 && Variable != Site.Guard.Labels && Variable->hasLocalStorage() && !isa<ParmVarDecl>(Variable) &&
-        Writes.size() == 1 && Writes[0].Kind == VariableWrite::WriteKind::Declaration) {
+        !Writes.empty() && Writes[0].Kind == VariableWrite::WriteKind::Declaration &&
+        onlyReshapedAfterDeclaration(Variable, Writes, Site, Patterns, Query)) {
       auto Inner = traceLabelsFrom(Writes[0].Value, Site, Patterns, Query, Uses, Depth + 1);
       if (!Inner)
         return std::nullopt;
@@ -90,7 +112,9 @@ void traceLabels(CapturedSite &Site, const PatternSet &Patterns, const AstQuery 
   auto Trace = traceLabelsFrom(Site.Target, Site, Patterns, Query, Uses);
   if (!Trace) {
     Site.LabelsBreak = TraceBreak{ReasonKind::LabelsMismatch, Site.Target,
-                                  "the loss target `" + Query.text(Site.Target) + "` is not a labels variable"};
+                                  "the loss target `" + Query.text(Site.Target) +
+                                      "` is not a variable (or a view, cast or unwrapped optional of one) that "
+                                      "the fused call could be given as its labels"};
     return;
   }
   Site.LabelsRoot = Trace->Root;

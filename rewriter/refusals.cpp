@@ -323,7 +323,9 @@ std::optional<Refusal> labelsMismatch(const CapturedSite &Site, const PatternSet
   if (Guard.Kind == GuardKind::Unrelated && Site.Producer && !Query.within(Site.Producer, Guard.Taken) &&
       Guard.If->getCond()->HasSideEffects(Query.context()))
     return Refusal{ReasonKind::LabelsMismatch, Guard.If->getCond(),
-                   "the loss is under a condition that does not test the labels and cannot be evaluated twice"};
+                   "the loss runs under `" + Query.text(Guard.If->getCond()) +
+                       "`, which is not a presence test of the labels, and the rewrite cannot repeat it at the "
+                       "head (it calls a function)"};
   return std::nullopt;
 }
 

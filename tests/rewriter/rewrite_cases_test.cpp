@@ -785,6 +785,24 @@ struct Child : Model::Base {
                               : F::cross_entropy(logits.view({-1, vocab}), labels.view(-1))) * (rank - 2);
   }
 )"},
+    {"HF's shift with the shifted labels flattened through a rebinding", R"(
+  torch::Tensor forward(torch::Tensor x, torch::Tensor labels) {
+    auto logits = lm_head(x);
+    auto shift_logits = logits.slice(1, 0, -1);
+    auto shift_labels = labels.slice(1, 1);
+    shift_labels = shift_labels.view(-1);
+    return F::cross_entropy(shift_logits.reshape({-1, 32}), shift_labels);
+  }
+)", Verb::RewritesTo, R"(
+  torch::Tensor forward(torch::Tensor x, torch::Tensor labels) {
+    auto logits = lmfuse::skip_logits() ? lmfuse::skipped_logits(x, lm_head->weight, "model.cpp:N") : lm_head(x);
+    auto shift_logits = lmfuse::skip_logits() ? torch::Tensor() : logits.slice(1, 0, -1);
+    auto shift_labels = labels.slice(1, 1);
+    shift_labels = shift_labels.view(-1);
+    return lmfuse::enabled() ? lmfuse::linear_cross_entropy(x, lm_head->weight, lm_head->bias, labels, lmfuse::LossOptions().shift(true))
+                             : F::cross_entropy(shift_logits.reshape({-1, 32}), shift_labels);
+  }
+)"},
     // ---- refused: logits-rebound ----------------------------------------------------------------
     {"logits scaled after the head", R"(
   torch::Tensor forward(torch::Tensor h, torch::Tensor labels) {
@@ -1447,4 +1465,46 @@ TEST_CASE("a pattern naming an argument the call lacks records the site instead 
   CHECK(Result.Sites[0].Status == SiteStatus::Unmatched);
   CHECK(Result.Sites[0].Reason == ReasonKind::LossUnsupported);
   CHECK(llvm::StringRef(Result.Sites[0].Detail).contains("names argument 7"));
+}
+
+TEST_CASE("refusal details name what is wrong with the statement they point at", "[rewriter]") {
+  struct Detail {
+    const char *Members;
+    const char *Reason;
+    const char *Says;
+  };
+  const Detail Details[] = {
+      {R"(
+  torch::Tensor targets_of(const torch::Tensor &ids);
+  torch::Tensor forward(torch::Tensor x, torch::Tensor ids) {
+    auto logits = lm_head(x);
+    return F::cross_entropy(logits.view({-1, 32}), targets_of(ids));
+  }
+)", "labels-mismatch", "`targets_of(ids)` is not a variable"},
+      {R"(
+  torch::Tensor forward(torch::Tensor x, torch::Tensor y) {
+    auto logits = lm_head(x);
+    torch::Tensor loss;
+    if (y.size(0) > 0)
+      loss = F::cross_entropy(logits.view({-1, 32}), y.view(-1));
+    return loss;
+  }
+)", "labels-mismatch", "`y.size(0) > 0`, which is not a presence test of the labels"},
+      {R"(
+  torch::Tensor forward(torch::Tensor x, torch::Tensor labels) {
+    auto logits = lm_head(x);
+    auto shift_logits = logits.slice(1, 0, -1);
+    auto shift_labels = labels;
+    shift_labels = shift_labels.view(-1);
+    return F::cross_entropy(shift_logits.reshape({-1, 32}), shift_labels);
+  }
+)", "logits-indexed", "the logits are shifted but the labels are not"},
+  };
+  for (const Detail &Item : Details) {
+    RewriteResult Result = rewriteWithStubs(source(Item.Members, false));
+    INFO(describeSites(Result) << Result.Diagnostics);
+    REQUIRE(Result.Sites.size() == 1);
+    CHECK(reasonCode(Result.Sites[0].Reason) == Item.Reason);
+    CHECK(llvm::StringRef(Result.Sites[0].Detail).contains(Item.Says));
+  }
 }
