@@ -111,7 +111,7 @@ std::optional<LabelsTrace> traceLabelsFrom(const Expr *E, CapturedSite &Site, co
 void traceLabels(CapturedSite &Site, const PatternSet &Patterns, const AstQuery &Query, const VariableUses &Uses) {
   auto Trace = traceLabelsFrom(Site.Target, Site, Patterns, Query, Uses);
   if (!Trace) {
-    Site.LabelsBreak = TraceBreak{ReasonKind::LabelsMismatch, Site.Target,
+    Site.LabelsBreak = TraceBreak{BreakKind::LabelsNotTraced, Site.Target,
                                   "the loss target `" + Query.text(Site.Target) +
                                       "` is not a variable (or a view, cast or unwrapped optional of one) that "
                                       "the fused call could be given as its labels"};

@@ -30,14 +30,14 @@ void setOption(CapturedSite &Site, const std::string &Option, const Expr *Value,
   const Expr *Spelled = AstQuery::spelled(Value);
   auto Unsupported = [&](std::string Why) {
     if (!Site.OptionsBreak)
-      Site.OptionsBreak = TraceBreak{ReasonKind::LossUnsupported, Value, std::move(Why)};
+      Site.OptionsBreak = TraceBreak{BreakKind::OptionUnsupported, Value, std::move(Why)};
   };
   // A value the rewrite carries must be copied as written: part of a macro expansion has no text of
   // its own (a whole macro invocation, `.ignore_index(PAD)`, is carried as `PAD`).
   std::string Written = Query.text(Value);  // unstripped: `(-1)` from a macro is the invocation
   if ((Option == "ignore_index" || Option == "label_smoothing") && Written.empty()) {
     if (!Site.OptionsBreak)
-      Site.OptionsBreak = TraceBreak{ReasonKind::InMacro, Value,
+      Site.OptionsBreak = TraceBreak{BreakKind::OptionInMacro, Value,
                                      "the option `" + Option + "` comes from inside a macro expansion"};
     return;
   }
@@ -90,7 +90,7 @@ void captureOptions(CapturedSite &Site, const PatternSet &Patterns, const AstQue
     if (auto Call = AstQuery::asCall(E); Call && Call->Object) {
       if (contains(Rule.UnsupportedSetters, Call->Name)) {
         if (!Site.OptionsBreak)
-          Site.OptionsBreak = TraceBreak{ReasonKind::LossUnsupported, E,
+          Site.OptionsBreak = TraceBreak{BreakKind::OptionUnsupported, E,
                                          "the option `" + Call->Name + "` is not supported by the fused loss"};
       } else {
         std::string Option;
@@ -99,7 +99,7 @@ void captureOptions(CapturedSite &Site, const PatternSet &Patterns, const AstQue
             Option = Runtime;
         if (Option.empty() || Call->Args.size() != 1) {
           if (!Site.OptionsBreak)
-            Site.OptionsBreak = TraceBreak{ReasonKind::LossUnsupported, E,
+            Site.OptionsBreak = TraceBreak{BreakKind::OptionUnsupported, E,
                                            "the option `" + Call->Name + "` has no fused equivalent"};
         } else if (Seen.insert(Option).second) {
           setOption(Site, Option, Call->Args[0], Patterns, Query);
@@ -116,7 +116,7 @@ void captureOptions(CapturedSite &Site, const PatternSet &Patterns, const AstQue
         continue;
       }
       if (!Site.OptionsBreak)
-        Site.OptionsBreak = TraceBreak{ReasonKind::LossUnsupported, E,
+        Site.OptionsBreak = TraceBreak{BreakKind::OptionUnsupported, E,
                                        "the options `" + Query.text(E) + "` are not visible where the loss is called"};
       return;
     }
@@ -129,7 +129,7 @@ void captureOptions(CapturedSite &Site, const PatternSet &Patterns, const AstQue
     if (const auto *List = dyn_cast<InitListExpr>(E); List && List->getNumInits() == 0)
       return;
     if (!Site.OptionsBreak)
-      Site.OptionsBreak = TraceBreak{ReasonKind::LossUnsupported, E,
+      Site.OptionsBreak = TraceBreak{BreakKind::OptionUnsupported, E,
                                      "the options `" + Query.text(E) + "` cannot be read at compile time"};
     return;
   }

@@ -15,8 +15,10 @@ namespace {
 using Check = std::optional<Refusal> (*)(const CapturedSite &, const PatternSet &, const AstQuery &,
                                          const VariableUses &);
 
-std::optional<Refusal> fromBreak(const std::optional<TraceBreak> &Break, ReasonKind Reason) {
-  if (Break && Break->Reason == Reason)
+/// The refusal Reason when capture stopped short for one of Kinds.
+std::optional<Refusal> fromBreak(const std::optional<TraceBreak> &Break, std::initializer_list<BreakKind> Kinds,
+                                 ReasonKind Reason) {
+  if (Break && llvm::is_contained(Kinds, Break->Kind))
     return Refusal{Reason, Break->Node, Break->Why};
   return std::nullopt;
 }
@@ -33,7 +35,7 @@ std::optional<Refusal> inMacro(const CapturedSite &Site, const PatternSet &, con
   for (const Stmt *Part : Parts)
     if (Part && Query.inMacro(Part))
       return Refusal{ReasonKind::InMacro, Part, "this part of the site comes from a macro expansion"};
-  if (auto Found = fromBreak(Site.OptionsBreak, ReasonKind::InMacro))
+  if (auto Found = fromBreak(Site.OptionsBreak, {BreakKind::OptionInMacro}, ReasonKind::InMacro))
     return Found;
   // Pieces the rewrite copies (the head's input, the hoisted value) must be written in the file,
   // possibly as a whole macro invocation, never as part of one.
@@ -44,7 +46,7 @@ std::optional<Refusal> inMacro(const CapturedSite &Site, const PatternSet &, con
 
 std::optional<Refusal> softcapped(const CapturedSite &Site, const PatternSet &Patterns, const AstQuery &,
                                   const VariableUses &) {
-  if (auto Found = fromBreak(Site.Break, ReasonKind::LogitsSoftcapped))
+  if (auto Found = fromBreak(Site.Break, {BreakKind::Capped}, ReasonKind::LogitsSoftcapped))
     return Found;
   // Anything between head and loss, and the loss's own input; the producer's value is the head
   // itself here (a tanh inside the head's argument caps the hidden state, not the logits).
@@ -58,7 +60,7 @@ std::optional<Refusal> softcapped(const CapturedSite &Site, const PatternSet &Pa
 
 std::optional<Refusal> headWrapped(const CapturedSite &Site, const PatternSet &, const AstQuery &Query,
                                    const VariableUses &) {
-  if (auto Found = fromBreak(Site.Break, ReasonKind::HeadWrapped))
+  if (auto Found = fromBreak(Site.Break, {BreakKind::HeadInExpression}, ReasonKind::HeadWrapped))
     return Found;
   if (!Site.Head || !Site.Producer)
     return std::nullopt;
@@ -83,7 +85,8 @@ std::optional<Refusal> headWrapped(const CapturedSite &Site, const PatternSet &,
 
 std::optional<Refusal> headNotLinear(const CapturedSite &Site, const PatternSet &, const AstQuery &,
                                      const VariableUses &) {
-  if (auto Found = fromBreak(Site.Break, ReasonKind::HeadNotLinear))
+  if (auto Found = fromBreak(Site.Break, {BreakKind::NoHeadAssignment, BreakKind::NotALinearHead, BreakKind::Normalized},
+                                 ReasonKind::HeadNotLinear))
     return Found;
   if (!Site.Head && !Site.Break)
     return Refusal{ReasonKind::HeadNotLinear, Site.Input, "no linear head produces the loss's input"};
@@ -92,7 +95,10 @@ std::optional<Refusal> headNotLinear(const CapturedSite &Site, const PatternSet 
 
 std::optional<Refusal> logitsRebound(const CapturedSite &Site, const PatternSet &, const AstQuery &Query,
                                      const VariableUses &Uses) {
-  if (auto Found = fromBreak(Site.Break, ReasonKind::LogitsRebound))
+  if (auto Found = fromBreak(Site.Break,
+                                 {BreakKind::ChangedInPlace, BreakKind::CompoundAssigned, BreakKind::ReboundToChange,
+                                  BreakKind::ChangedBeforeLoss},
+                                 ReasonKind::LogitsRebound))
     return Found;
   if (!Site.Head || !Site.Producer)
     return std::nullopt;
@@ -113,7 +119,7 @@ std::optional<Refusal> logitsRebound(const CapturedSite &Site, const PatternSet 
 
 std::optional<Refusal> logitsIndexed(const CapturedSite &Site, const PatternSet &, const AstQuery &,
                                      const VariableUses &) {
-  if (auto Found = fromBreak(Site.Break, ReasonKind::LogitsIndexed))
+  if (auto Found = fromBreak(Site.Break, {BreakKind::Indexed, BreakKind::ReboundToSlice}, ReasonKind::LogitsIndexed))
     return Found;
   if (Site.LogitsShift != Site.LabelsShift)
     return Refusal{ReasonKind::LogitsIndexed, Site.LogitsShift ? Site.Input : Site.Target,
@@ -313,7 +319,7 @@ std::optional<Refusal> labelsBranchNontrivial(const CapturedSite &Site, const Pa
 
 std::optional<Refusal> labelsMismatch(const CapturedSite &Site, const PatternSet &, const AstQuery &Query,
                                       const VariableUses &) {
-  if (auto Found = fromBreak(Site.LabelsBreak, ReasonKind::LabelsMismatch))
+  if (auto Found = fromBreak(Site.LabelsBreak, {BreakKind::LabelsNotTraced}, ReasonKind::LabelsMismatch))
     return Found;
   const LabelsGuard &Guard = Site.Guard;
   if ((Guard.Kind == GuardKind::Branch || Guard.Kind == GuardKind::EarlyReturn) && Site.LabelsRoot != Guard.Labels)
@@ -360,7 +366,7 @@ std::optional<Refusal> inputsModified(const CapturedSite &Site, const PatternSet
 
 std::optional<Refusal> lossUnsupported(const CapturedSite &Site, const PatternSet &, const AstQuery &,
                                        const VariableUses &) {
-  return fromBreak(Site.OptionsBreak, ReasonKind::LossUnsupported);
+  return fromBreak(Site.OptionsBreak, {BreakKind::OptionUnsupported}, ReasonKind::LossUnsupported);
 }
 
 // The order is the precedence: a site in a macro is never analysed further, a softcap wins over

@@ -1,7 +1,8 @@
-// Refusal analysis: decides whether a captured site may be rewritten. Each refusal kind is one
-// check over the captured facts; the checks run in a fixed order (in-macro first, then the
-// softcap, which takes precedence over every other change to the logits) and the first that
-// fires is the site's one reason.
+// Refusal analysis: decides whether a captured site may be rewritten, and is the one place that does.
+// Each refusal kind is one check over the captured facts (captured_site.h: capture records where a
+// trace stopped and why, never a reason); the checks run in a fixed order (in-macro first, then the
+// softcap, which takes precedence over every other change to the logits) and the first that fires
+// is the site's one reason.
 #pragma once
 
 #include <optional>
@@ -10,7 +11,7 @@
 #include "ast_query.h"
 #include "patterns.h"
 #include "site.h"
-#include "site_capture.h"
+#include "captured_site.h"
 
 namespace lmfuse::rewriter {
 

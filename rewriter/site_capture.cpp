@@ -43,7 +43,7 @@ public:
         ProducerIndex = I;
     }
     if (ProducerIndex < 0) {
-      breakAt(ReasonKind::HeadNotLinear, E, "`" + Variable->getNameAsString() +
+      breakAt(BreakKind::NoHeadAssignment, E, "`" + Variable->getNameAsString() +
                                                 "` is not assigned the output of a head in this function");
       return;
     }
@@ -114,19 +114,19 @@ private:
       Site.Casts.push_back(std::move(Cast));
   }
 
-  void breakAt(ReasonKind Reason, const Stmt *Node, std::string Why) {
+  void breakAt(BreakKind Kind, const Stmt *Node, std::string Why) {
     if (!Site.Break)
-      Site.Break = TraceBreak{Reason, Node, std::move(Why)};
+      Site.Break = TraceBreak{Kind, Node, std::move(Why)};
   }
 
   void inspectRebinding(const VariableWrite &Write, const VarDecl *Variable) {
     std::string Name = Variable->getNameAsString();
     if (Write.Kind == VariableWrite::WriteKind::InPlaceCall) {
-      breakAt(ReasonKind::LogitsRebound, Write.Node, "`" + Write.Method + "` changes `" + Name + "` in place");
+      breakAt(BreakKind::ChangedInPlace, Write.Node, "`" + Write.Method + "` changes `" + Name + "` in place");
       return;
     }
     if (Write.Kind == VariableWrite::WriteKind::CompoundAssignment) {
-      breakAt(ReasonKind::LogitsRebound, Write.Node, "a compound assignment changes `" + Name + "`");
+      breakAt(BreakKind::CompoundAssigned, Write.Node, "a compound assignment changes `" + Name + "`");
       return;
     }
     const Expr *Core = stripLogitsWrappers(Write.Value);
@@ -136,27 +136,27 @@ private:
     }
     auto Call = AstQuery::asCall(Core);
     if (Call && (contains(Patterns.Indexing, Call->Name) || Call->Name == Patterns.Benign.ShiftMethod))
-      breakAt(ReasonKind::LogitsIndexed, Write.Node, "`" + Name + "` is re-bound to a slice of itself");
+      breakAt(BreakKind::ReboundToSlice, Write.Node, "`" + Name + "` is re-bound to a slice of itself");
     else
-      breakAt(ReasonKind::LogitsRebound, Write.Node, "`" + Name + "` is re-bound to a changed value");
+      breakAt(BreakKind::ReboundToChange, Write.Node, "`" + Name + "` is re-bound to a changed value");
   }
 
   /// Names why an expression that should have been the head's output is not.
   void classify(const Expr *E) {
     auto Call = AstQuery::asCall(E);
     if (AstQuery::containsCallNamed(E, Patterns.Softcap)) {
-      breakAt(ReasonKind::LogitsSoftcapped, E, "the logits are capped with tanh");
+      breakAt(BreakKind::Capped, E, "the logits are capped with tanh");
     } else if (Call && contains(Patterns.Normalizers, Call->Name)) {
-      breakAt(ReasonKind::HeadNotLinear, E, "`" + Call->Name + "` is applied to the head's output");
+      breakAt(BreakKind::Normalized, E, "`" + Call->Name + "` is applied to the head's output");
     } else if (Call && (contains(Patterns.Indexing, Call->Name) || Call->Name == Patterns.Benign.ShiftMethod) &&
                (containsHead(E, Patterns, Query) || holdsHeadOutput(E))) {
-      breakAt(ReasonKind::LogitsIndexed, E, "the logits are indexed with `" + Call->Name + "`");
+      breakAt(BreakKind::Indexed, E, "the logits are indexed with `" + Call->Name + "`");
     } else if (containsHead(E, Patterns, Query)) {
-      breakAt(ReasonKind::HeadWrapped, E, "the head call is part of a larger expression");
+      breakAt(BreakKind::HeadInExpression, E, "the head call is part of a larger expression");
     } else if (holdsHeadOutput(E)) {
-      breakAt(ReasonKind::LogitsRebound, E, "the logits are changed before they reach the loss");
+      breakAt(BreakKind::ChangedBeforeLoss, E, "the logits are changed before they reach the loss");
     } else {
-      breakAt(ReasonKind::HeadNotLinear, E, "the logits are not produced by a torch::nn::Linear or a functional linear");
+      breakAt(BreakKind::NotALinearHead, E, "the logits are not produced by a torch::nn::Linear or a functional linear");
     }
   }
 

@@ -1,0 +1,99 @@
+// The captured-site record: what site capture (site_capture.h) found for one candidate loss call —
+// the head, the logits' way to the loss, the guard, the labels and the options — and where a trace
+// stopped short. Facts only: refusals.h is the one place that turns them into a reason.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "clang/AST/Decl.h"
+#include "clang/AST/Expr.h"
+#include "clang/AST/Stmt.h"
+
+#include "head_match.h"
+#include "labels_guard.h"
+#include "patterns.h"
+#include "site.h"
+
+namespace lmfuse::rewriter {
+
+/// What capture saw where a trace stopped short: a fact, not a verdict (refusals.cpp decides which
+/// refusal, if any, each fact leads to).
+enum class BreakKind {
+  NoHeadAssignment,   ///< the variable is not assigned a head's output in this function
+  NotALinearHead,     ///< the logits come from something other than a head
+  Normalized,         ///< a normaliser (softmax, ...) is applied to the head's output
+  Capped,             ///< a tanh cap is applied to the logits
+  HeadInExpression,   ///< the head call is part of a larger expression
+  Indexed,            ///< the logits are indexed or sliced (other than the causal shift)
+  ReboundToSlice,     ///< the logits variable is re-bound to a slice of itself
+  ChangedInPlace,     ///< an in-place method changes the logits
+  CompoundAssigned,   ///< a compound assignment changes the logits
+  ReboundToChange,    ///< the logits variable is re-bound to a changed value
+  ChangedBeforeLoss,  ///< the logits are changed on the way to the loss
+  LabelsNotTraced,    ///< the loss target is not a labels variable, view, cast or unwrap
+  OptionUnsupported,  ///< a loss option the fused call cannot honour
+  OptionInMacro,      ///< an option's value lies inside a macro expansion
+};
+
+/// Where and why the trace from the loss to the head (or to the labels, or through the options)
+/// stopped short.
+struct TraceBreak {
+  BreakKind Kind = BreakKind::NotALinearHead;
+  const clang::Stmt *Node = nullptr;  ///< the offending statement or expression
+  std::string Why;                    ///< what it does, e.g. "multiplies the logits"
+};
+
+/// A statement that rebinds or aliases the logits on the way to the loss (`logits =
+/// logits.view(...)`, `auto flat = logits.view(...)`): on the fused path it must not run on the
+/// undefined logits, so its value gets the same condition as the head.
+struct ChainStep {
+  const clang::Stmt *Statement = nullptr;
+  const clang::Expr *Value = nullptr;
+  const clang::VarDecl *Variable = nullptr;
+};
+
+struct LossOptionValues {
+  PatchedOptions Effective;        ///< values known at compile time (defaults otherwise)
+  std::string IgnoreIndexText;     ///< source text to emit ("" = default)
+  std::string LabelSmoothingText;  ///< source text to emit ("" = default)
+};
+
+struct CapturedSite {
+  const clang::CallExpr *Loss = nullptr;
+  const LossPattern *LossRule = nullptr;
+  const clang::FunctionDecl *Function = nullptr;
+  const clang::Stmt *Body = nullptr;
+  const clang::Expr *Input = nullptr;   ///< the loss's logits argument
+  const clang::Expr *Target = nullptr;  ///< the loss's labels argument
+
+  std::optional<HeadCall> Head;
+  /// The statement that stores the head's output (null when the head call is inline in the loss).
+  const clang::Stmt *Producer = nullptr;
+  const clang::Expr *ProducerValue = nullptr;  ///< its initialiser or right-hand side
+  const clang::VarDecl *Logits = nullptr;      ///< the variable the head's output is stored in
+  std::vector<ChainStep> Chain;                ///< rebindings and aliases, producer to loss
+  std::vector<const clang::VarDecl *> Aliases; ///< variables other than Logits on the chain
+  std::vector<const clang::Stmt *> Inspected;  ///< everything between head and loss (softcap scan)
+  std::vector<std::string> Casts;              ///< upcasts to append to the fused result
+  std::string UpcastType;                      ///< the dtype argument of a `.to(T)` upcast, as written
+  bool LogitsShift = false;
+  /// The head's input is not a plain variable unchanged until the loss: the rewrite evaluates it
+  /// once into a local before the logits statement instead of duplicating it.
+  bool HoistHidden = false;
+  bool LabelsShift = false;
+  std::optional<TraceBreak> Break;
+
+  LabelsGuard Guard;
+  std::string LabelsText;                      ///< labels for the runtime ("" when not derived)
+  const clang::VarDecl *LabelsRoot = nullptr;  ///< the variable the labels come from
+  std::vector<const clang::VarDecl *> LabelLocals;  ///< unwrapped labels locals (`auto y = *labels;`)
+  std::optional<TraceBreak> LabelsBreak;
+
+  LossOptionValues Options;
+  std::vector<const clang::VarDecl *> OptionLocals;  ///< options held in a local (`auto opts = ...;`)
+  std::optional<TraceBreak> OptionsBreak;
+};
+
+}  // namespace lmfuse::rewriter
