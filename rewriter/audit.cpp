@@ -1,6 +1,8 @@
 // Audit JSON through llvm/Support/JSON.h. Field names are the schema; README documents them.
 #include "audit.h"
 
+#include "loss_option_table.h"
+
 #include <algorithm>
 #include <map>
 #include <tuple>
@@ -88,20 +90,12 @@ llvm::json::Object siteToJson(const SiteRecord &Site) {
     Object["head"] = Site.Head;
     Object["loss"] = Site.Loss;
   }
-  // An option known only at run time is written as the expression the rewritten code passes.
-  auto Option = [](auto Constant, const std::string &Expression) -> llvm::json::Value {
-    if (!Expression.empty())
-      return llvm::json::Object{{"expr", Expression}};
-    return Constant;
-  };
-  if (Site.Options)
-    Object["options"] = llvm::json::Object{
-        {"ignore_index", Option(Site.Options->IgnoreIndex, Site.Options->IgnoreIndexExpression)},
-        {"label_smoothing", Option(Site.Options->LabelSmoothing, Site.Options->LabelSmoothingExpression)},
-        {"reduction", Site.Options->Reduction},
-        {"shift", Site.Options->Shift},
-        {"bias", Site.Options->Bias},
-    };
+  if (Site.Options) {
+    llvm::json::Object Options;
+    for (const LossOptionField &Field : lossOptionFields())
+      Options[Field.Name] = Field.ToJson(*Site.Options);
+    Object["options"] = std::move(Options);
+  }
   return Object;
 }
 
@@ -149,26 +143,11 @@ llvm::Expected<SiteRecord> siteFromJson(const llvm::json::Value &Value) {
   Unsigned("detail_column", Site.DetailColumn);
   if (const llvm::json::Object *Options = Object->getObject("options")) {
     PatchedOptions Patched;
-    auto Expression = [&](llvm::StringRef Key, std::string &Into) {
-      if (const llvm::json::Object *Run = Options->getObject(Key))
-        if (auto Text = Run->getString("expr"))
-          Into = Text->str();
-      return !Into.empty();
-    };
-    bool IgnoreIndexAtRunTime = Expression("ignore_index", Patched.IgnoreIndexExpression);
-    bool SmoothingAtRunTime = Expression("label_smoothing", Patched.LabelSmoothingExpression);
-    auto IgnoreIndex = IgnoreIndexAtRunTime ? std::optional<int64_t>(Patched.IgnoreIndex) : Options->getInteger("ignore_index");
-    auto Smoothing = SmoothingAtRunTime ? std::optional<double>(Patched.LabelSmoothing) : Options->getNumber("label_smoothing");
-    auto Reduction = Options->getString("reduction");
-    auto Shift = Options->getBoolean("shift");
-    auto Bias = Options->getBoolean("bias");
-    if (!IgnoreIndex || !Smoothing || !Reduction || !Shift || !Bias)
-      return Malformed("options");
-    Patched.IgnoreIndex = *IgnoreIndex;
-    Patched.LabelSmoothing = *Smoothing;
-    Patched.Reduction = Reduction->str();
-    Patched.Shift = *Shift;
-    Patched.Bias = *Bias;
+    for (const LossOptionField &Field : lossOptionFields()) {
+      const llvm::json::Value *Value = Options->get(Field.Name);
+      if (!Value || !Field.FromJson(*Value, Patched))
+        return Malformed(std::string("options.") + Field.Name);
+    }
     Site.Options = Patched;
   }
   return Site;

@@ -55,9 +55,7 @@ struct ChainStep {
 };
 
 struct LossOptionValues {
-  PatchedOptions Effective;        ///< values known at compile time (defaults otherwise)
-  std::string IgnoreIndexText;     ///< source text to emit ("" = default)
-  std::string LabelSmoothingText;  ///< source text to emit ("" = default)
+  PatchedOptions Effective;  ///< the options as the rewritten call passes them (loss_option_table.h)
 };
 
 struct CapturedSite {

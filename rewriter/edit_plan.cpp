@@ -2,6 +2,8 @@
 // touch a macro expansion were refused before planning.
 #include "edit_plan.h"
 
+#include "loss_option_table.h"
+
 #include "clang/AST/ParentMapContext.h"
 #include "clang/Lex/Lexer.h"
 #include "llvm/Support/Path.h"
@@ -64,16 +66,9 @@ bool carriesUpcastInOptions(const CapturedSite &Site, const PatternSet &Patterns
 
 std::string lossOptionsText(const CapturedSite &Site, const PatternSet &Patterns) {
   const ReplacementPattern &Replacement = Patterns.Replacement;
-  const LossOptionValues &Options = Site.Options;
   std::string Text = Replacement.OptionsType + "()";
-  if (!Options.IgnoreIndexText.empty())
-    Text += ".ignore_index(" + Options.IgnoreIndexText + ")";
-  if (!Options.LabelSmoothingText.empty())
-    Text += ".label_smoothing(" + Options.LabelSmoothingText + ")";
-  if (Options.Effective.Reduction != "mean")
-    Text += ".reduction(" + Replacement.Reductions.at(Options.Effective.Reduction) + ")";
-  if (Site.LogitsShift)
-    Text += ".shift(true)";
+  for (const LossOptionField &Field : lossOptionFields())
+    Text += Field.Setter(Site.Options.Effective, Replacement);
   if (carriesUpcastInOptions(Site, Patterns))
     Text += "." + Replacement.LossDtypeSetter + "(" + Site.UpcastType + ")";
   return Text;

@@ -46,13 +46,13 @@ void setOption(CapturedSite &Site, const std::string &Option, const Expr *Value,
       Options.Effective.IgnoreIndex = *Integer;
     else
       Options.Effective.IgnoreIndexExpression = Written;
-    Options.IgnoreIndexText = Written;
+    Options.Effective.IgnoreIndexText = Written;
   } else if (Option == "label_smoothing") {
     if (auto Float = Query.floatValue(Spelled))
       Options.Effective.LabelSmoothing = *Float;
     else
       Options.Effective.LabelSmoothingExpression = Written;
-    Options.LabelSmoothingText = Written;
+    Options.Effective.LabelSmoothingText = Written;
   } else if (Option == "reduction") {
     auto Reduction = reductionOf(Value, Patterns, Query);
     if (!Reduction)

@@ -2,6 +2,8 @@
 // name the file, the line and the key, so a typo in a pattern file never silently drops a rule.
 #include "patterns.h"
 
+#include "loss_option_table.h"
+
 #include <algorithm>
 #include <string>
 
@@ -88,7 +90,8 @@ template <> struct MappingTraits<LossPattern> {
     // The options the rewrite carries over to the runtime (loss_options.cpp); a positional pattern may
     // also name the class weight, which the rewrite accepts only when it is empty.
     auto isRuntimeOption = [](const std::string &Option) {
-      return Option == "ignore_index" || Option == "label_smoothing" || Option == "reduction";
+      const LossOptionField *Field = lossOptionField(Option);
+      return Field && Field->FromLossCall;
     };
     for (const auto &[Option, Unused] : P.Setters)
       if (!isRuntimeOption(Option))

@@ -46,7 +46,8 @@ llvm::StringRef reasonDescription(ReasonKind Reason);
 /// The reason whose code is Code, if any (for reading audits and test tables).
 std::optional<ReasonKind> reasonFromCode(llvm::StringRef Code);
 
-/// The effective loss options of a patched site, as passed to the runtime.
+/// The effective loss options of a patched site, as passed to the runtime. loss_option_table.h
+/// describes each once: how the rewritten call passes it and how the audit and the cache store it.
 struct PatchedOptions {
   int64_t IgnoreIndex = -100;
   double LabelSmoothing = 0.0;
@@ -60,6 +61,9 @@ struct PatchedOptions {
   /// the expression as written, and the audit writes it as {"expr": "<text>"} instead of a value.
   std::string IgnoreIndexExpression;
   std::string LabelSmoothingExpression;
+  /// The values as written in the source, which the rewritten call passes ("" = absent: the default).
+  std::string IgnoreIndexText;
+  std::string LabelSmoothingText;
 };
 
 struct SiteRecord {
