@@ -312,7 +312,7 @@ TEST_CASE("autocast: the fused call casts as F::linear + F::cross_entropy do", "
   auto expected = referenceLoss(h64, w64, b64, labels, {}, {});
   expected.backward();
   CHECK(relativeError(loss, expected) < 1e-5);
-  CHECK(relativeError(weight.grad(), w64.grad()) < 2e-2);  // the bf16 weight's gradient, cast back
+  CHECK(relativeError(weight.grad(), w64.grad()) < 2e-2);  // fp32 (tight bound: the test below)
   CHECK(relativeError(hidden.grad(), h64.grad()) < 2e-2);
 
   // Outside autocast, bf16 hidden and an fp32 weight are refused, as F::linear refuses them.
@@ -320,6 +320,47 @@ TEST_CASE("autocast: the fused call casts as F::linear + F::cross_entropy do", "
   CHECK_THROWS(F::linear(bf16Hidden, weight.detach()));
   CHECK_THROWS_WITH(lmfuse::linear_cross_entropy(bf16Hidden, weight.detach(), {}, labels),
                     Catch::Matchers::Contains("weight has dtype Float but hidden has dtype BFloat16"));
+}
+
+// ||actual - expected|| / ||expected||: the measure of a gradient stored in fp32 (its largest entries
+// carry its error; an elementwise relative error would be swamped by entries near zero).
+double normwiseError(const torch::Tensor& actual, const torch::Tensor& expected) {
+  auto a = actual.to(torch::kDouble), e = expected.to(torch::kDouble);
+  return (a - e).norm().item<double>() / e.norm().item<double>();
+}
+
+TEST_CASE("autocast: fp32 weight and bias get fp32 gradients not rounded to bf16", "[torch][adapter][autocast]") {
+  torch::manual_seed(freshSeed());
+  INFO("seed " << freshSeed());
+  // Mean (gradients from the forward call), None (recomputed in the backward pass), and Mean's second
+  // backward pass through the same graph (recomputed too).
+  const lmfuse::Reduction reduction = GENERATE(lmfuse::Reduction::Mean, lmfuse::Reduction::None);
+  const bool twice = GENERATE(false, true);
+  INFO("reduction " << static_cast<int>(reduction) << (twice ? ", two backward passes" : ""));
+  auto hidden = torch::randn({4, 9, kDim}).requires_grad_(true);
+  auto weight = (torch::randn({kVocab, kDim}) * 0.5).requires_grad_(true);
+  auto bias = (torch::randn({kVocab}) * 0.1).requires_grad_(true);
+  auto labels = randomLabels({4, 9}, -100, false);
+  const auto options = lmfuse::LossOptions().reduction(reduction);
+  torch::Tensor loss;
+  {
+    CpuAutocast autocast;
+    loss = lmfuse::linear_cross_entropy(hidden, weight, bias, labels, options);
+  }
+  auto upstream = torch::rand(loss.sizes(), torch::kDouble);
+  const int passes = twice ? 2 : 1;
+  for (int pass = 0; pass < passes; ++pass) loss.backward(upstream.to(loss.scalar_type()), pass + 1 < passes);
+  CHECK(weight.grad().scalar_type() == torch::kFloat);
+  CHECK(bias.grad().scalar_type() == torch::kFloat);
+  // The exact gradient of what the fused call computes with: hidden, weight and bias rounded to bf16.
+  auto h64 = hidden.detach().to(torch::kBFloat16).to(torch::kDouble).requires_grad_(true);
+  auto w64 = weight.detach().to(torch::kBFloat16).to(torch::kDouble).requires_grad_(true);
+  auto b64 = bias.detach().to(torch::kBFloat16).to(torch::kDouble).requires_grad_(true);
+  referenceLoss(h64, w64, b64, labels, options, {}).backward(upstream * passes);
+  // fp32 storage of an fp64 sum is ~1e-7; a bf16 rounding on the way (autocast's cast backward) is ~1e-3.
+  CHECK(normwiseError(weight.grad(), w64.grad()) < 1e-5);
+  CHECK(normwiseError(bias.grad(), b64.grad()) < 1e-5);
+  CHECK(relativeError(hidden.grad(), h64.grad()) < 2e-2);  // through hidden's own cast: bf16, as F::linear's
 }
 
 TEST_CASE("skipped logits answer shape questions and refuse their values, naming the site", "[torch][adapter]") {

@@ -2,6 +2,9 @@
 // <lmfuse/torch.h>). Mean/Sum: the forward call computes the loss and the gradients together; the
 // backward pass scales them in place by the upstream gradient on the device. None (or a second
 // backward pass through the same graph): the backward pass recomputes with the upstream gradient.
+// Mixed precision (autocast over fp32 weight and bias, autocast_rule.h): the function's weight and bias
+// are the fp32 parameters, the GEMMs multiply their half copies, and the runtime writes the parameter
+// gradients in fp32 (ParamGradKind::Float32), in every pass.
 #include <lmfuse/torch.h>
 
 #include <torch/autograd.h>
@@ -53,23 +56,37 @@ LossOptions loadOptions(AutogradContext* ctx, const torch::Tensor& n_items) {
 }
 
 variable_list inputGradients(const CallResult& result, const torch::Tensor& hidden) {
-  variable_list grads(7);  // one per forward argument: hidden, weight, bias, hasBias, labels, n_items, options
+  // One per forward argument: hidden, weight, bias, hasBias, labels, n_items, options, gemmWeight,
+  // gemmBias (never differentiable: the half copies), fp32Params.
+  variable_list grads(10);
   if (result.grad_hidden.defined()) grads[0] = result.grad_hidden.view(hidden.sizes());
   grads[1] = result.grad_weight;
   grads[2] = result.grad_bias;
   return grads;
 }
 
+ParamGradKind paramGrads(bool fp32Params) {
+  return fp32Params ? ParamGradKind::Float32 : ParamGradKind::ProblemDType;
+}
+
 class FusedLinearCrossEntropy : public torch::autograd::Function<FusedLinearCrossEntropy> {
 public:
-  // bias and n_items arrive as empty placeholders when absent (see linear_cross_entropy below).
+  // bias and n_items arrive as empty placeholders when absent (see linear_cross_entropy below). weight
+  // and bias receive the gradients; gemmWeight and gemmBias are what the GEMMs multiply: the same tensors,
+  // or under fp32Params the detached half copies of the fp32 weight and bias.
   static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& hidden, const torch::Tensor& weight,
                                const torch::Tensor& biasOrEmpty, bool hasBias, const torch::Tensor& labels,
-                               const torch::Tensor& n_itemsOrEmpty, const LossOptions& options) {
+                               const torch::Tensor& n_itemsOrEmpty, const LossOptions& options,
+                               const torch::Tensor& gemmWeight, const torch::Tensor& gemmBiasOrEmpty,
+                               bool fp32Params) {
     const torch::Tensor bias = hasBias ? biasOrEmpty : torch::Tensor();
-    const Operands operands = torch_detail::prepareOperands(hidden, weight, bias, labels, options);
-    ctx->save_for_backward({hidden, weight, biasOrEmpty, labels, n_itemsOrEmpty});
+    const torch::Tensor gemmBias = hasBias ? gemmBiasOrEmpty : torch::Tensor();
+    const Operands operands =
+        torch_detail::prepareOperands(hidden, gemmWeight, gemmBias, labels, options, paramGrads(fp32Params));
+    // Only the GEMM operands are kept: the fp32 parameters are not needed to recompute.
+    ctx->save_for_backward({hidden, gemmWeight, gemmBiasOrEmpty, labels, n_itemsOrEmpty});
     ctx->saved_data["has_bias"] = bias.defined();
+    ctx->saved_data["fp32_params"] = fp32Params;
     ctx->saved_data["has_n_items"] = options.n_items().defined();
     saveOptions(ctx, options);
     const bool reduced = options.reduction() != Reduction::None;
@@ -91,11 +108,12 @@ public:
 
   static variable_list backward(AutogradContext* ctx, variable_list grad_outputs) {
     const variable_list saved = ctx->get_saved_variables();
-    const torch::Tensor &hidden = saved[0], &weight = saved[1], &labels = saved[3];
-    const torch::Tensor bias = ctx->saved_data["has_bias"].toBool() ? saved[2] : torch::Tensor();
+    const torch::Tensor &hidden = saved[0], &gemmWeight = saved[1], &labels = saved[3];
+    const torch::Tensor gemmBias = ctx->saved_data["has_bias"].toBool() ? saved[2] : torch::Tensor();
     const LossOptions options =
         loadOptions(ctx, ctx->saved_data["has_n_items"].toBool() ? saved[4] : torch::Tensor());
-    const Operands operands = torch_detail::prepareOperands(hidden, weight, bias, labels, options);
+    const Operands operands = torch_detail::prepareOperands(hidden, gemmWeight, gemmBias, labels, options,
+                                                            paramGrads(ctx->saved_data["fp32_params"].toBool()));
     const torch::Tensor& upstream = grad_outputs[0];
 
     if (ctx->saved_data["precomputed"].toBool()) {
@@ -113,7 +131,7 @@ public:
     Gradients wanted;
     wanted.hidden = ctx->needs_input_grad(0);
     wanted.weight = ctx->needs_input_grad(1);
-    wanted.bias = bias.defined() && ctx->needs_input_grad(2);  // index 3 is hasBias
+    wanted.bias = gemmBias.defined() && ctx->needs_input_grad(2);  // index 3 is hasBias
     const torch::Tensor scale = options.reduction() == Reduction::None ? upstream.reshape({-1}) : upstream.reshape({1});
     const CallResult result = torch_detail::runFused(operands, wanted, scale);
     return inputGradients(result, hidden);
@@ -126,7 +144,8 @@ torch::Tensor linear_cross_entropy(const torch::Tensor& hidden_, const torch::Te
                                    const torch::Tensor& bias_, const torch::Tensor& labels,
                                    const LossOptions& options_) {
   // Under autocast the operands and the loss dtype become what F::linear + F::cross_entropy would see
-  // (autocast_rule.h); the casts are recorded by autograd, so an fp32 weight gets an fp32 gradient.
+  // (autocast_rule.h); hidden's cast is recorded by autograd, and fp32 weight and bias get fp32
+  // gradients from the runtime (cast.fp32Params) or, otherwise, through their recorded casts.
   const torch_detail::AutocastOperands cast =
       torch_detail::applyAutocast(hidden_, weight_, bias_, options_.dtype());
   const torch::Tensor &hidden = cast.hidden, &weight = cast.weight, &bias = cast.bias;
@@ -135,10 +154,11 @@ torch::Tensor linear_cross_entropy(const torch::Tensor& hidden_, const torch::Te
   if (options.process_group())  // data parallel: the Mean's divisor counted over the group (distributed_mean.h)
     options = distributed_detail::withGlobalMean(hidden, weight, bias, labels, options);
   torch_detail::countFusedCall();
+  const torch::Tensor &gradWeight = cast.gradWeight, &gradBias = cast.gradBias;
   const bool needsGraph = torch::GradMode::is_enabled() &&
                           ((hidden.defined() && hidden.requires_grad()) ||
-                           (weight.defined() && weight.requires_grad()) ||
-                           (bias.defined() && bias.requires_grad()));
+                           (gradWeight.defined() && gradWeight.requires_grad()) ||
+                           (gradBias.defined() && gradBias.requires_grad()));
   if (!needsGraph) {  // no graph: the loss alone, no gradient computed
     const Operands operands = torch_detail::prepareOperands(hidden, weight, bias, labels, options);
     return shapedLoss(operands, torch_detail::runFused(operands, Gradients{}).loss,
@@ -148,8 +168,10 @@ torch::Tensor linear_cross_entropy(const torch::Tensor& hidden_, const torch::Te
   // as an empty placeholder and is told apart by a flag in saved_data.
   TORCH_CHECK(hidden.defined(), "lmfuse::linear_cross_entropy: hidden is an undefined tensor");
   const torch::Tensor placeholder = torch::empty({0}, hidden.options());
-  return FusedLinearCrossEntropy::apply(hidden, weight, bias.defined() ? bias : placeholder, bias.defined(), labels,
-                                        options.n_items().defined() ? options.n_items() : placeholder, options);
+  const torch::Tensor biasOrEmpty = bias.defined() ? bias : placeholder;
+  return FusedLinearCrossEntropy::apply(hidden, gradWeight, bias.defined() ? gradBias : placeholder, bias.defined(),
+                                        labels, options.n_items().defined() ? options.n_items() : placeholder,
+                                        options, weight, biasOrEmpty, cast.fp32Params);
 }
 
 }  // namespace lmfuse

@@ -33,12 +33,22 @@ torch::ScalarType linearResultType(const torch::Tensor& hidden, const torch::Ten
 
 AutocastOperands applyAutocast(const torch::Tensor& hidden, const torch::Tensor& weight, const torch::Tensor& bias,
                                c10::optional<torch::ScalarType> requested) {
-  AutocastOperands operands{hidden, weight, bias, requested};
+  AutocastOperands operands{hidden, weight, bias, weight, bias, false, requested};
   if (!hidden.defined() || !autocastOn(hidden.device().type())) return operands;
   operands.hidden = cast(hidden);
   operands.weight = cast(weight);
   operands.bias = cast(bias);
   if (!requested) operands.lossDtype = torch::kFloat;
+  const auto isFloat = [](const torch::Tensor& tensor) { return tensor.scalar_type() == torch::kFloat; };
+  operands.fp32Params = weight.defined() && isFloat(weight) && !isFloat(operands.weight) &&
+                        (!bias.defined() || isFloat(bias));
+  if (operands.fp32Params) {  // the half copies only feed the GEMMs: no cast node, no half gradient
+    operands.weight = operands.weight.detach();
+    if (bias.defined()) operands.bias = operands.bias.detach();
+  } else {
+    operands.gradWeight = operands.weight;
+    operands.gradBias = operands.bias;
+  }
   return operands;
 }
 

@@ -3,6 +3,9 @@
 //   linear (lower-precision list): hidden, weight and bias cast to the autocast dtype of hidden's device
 //     (at::autocast::cached_cast, so an fp32 weight is cast once per autocast region, as for F::linear);
 //   cross_entropy (fp32 list): the loss is fp32.
+// One difference, in the gradients only: fp32 weight and bias (mixed precision's master parameters) get
+// theirs written in fp32 by the runtime (ParamGradKind::Float32, computed from the bf16/fp16 copies)
+// instead of through the cast's backward, which would round them to the half type and then widen them.
 // Outside autocast nothing is cast (mixed dtypes are then refused, as F::linear refuses them).
 // Autocast is active for a device when its autocast dispatch key is not excluded in this thread: the
 // test at::autocast::is_enabled()/is_autocast_enabled(device) make, spelled the same in 1.13 and 2.x.
@@ -19,12 +22,18 @@ bool autocastCasts(const torch::Tensor& tensor);
 torch::ScalarType linearResultType(const torch::Tensor& hidden, const torch::Tensor& weight);
 
 struct AutocastOperands {
-  torch::Tensor hidden, weight, bias;
+  torch::Tensor hidden, weight, bias;  ///< what the GEMMs multiply
+  /// The tensors autograd hands the weight and bias gradients to: weight and bias above, or under
+  /// fp32Params the caller's fp32 weight and bias (weight and bias above are then their half copies,
+  /// detached).
+  torch::Tensor gradWeight, gradBias;
+  bool fp32Params = false;  ///< the runtime writes fp32 weight and bias gradients (ParamGradKind::Float32)
   c10::optional<torch::ScalarType> lossDtype;  ///< fp32 under autocast, else the caller's choice
 };
 
 /// hidden, weight and bias as F::linear would see them under the current autocast state; lossDtype is
-/// `requested` when set, fp32 under autocast, unset otherwise.
+/// `requested` when set, fp32 under autocast, unset otherwise. fp32Params when autocast casts an fp32
+/// weight and the bias is absent or fp32 too (one storage type for both gradients, as the runtime takes).
 AutocastOperands applyAutocast(const torch::Tensor& hidden, const torch::Tensor& weight, const torch::Tensor& bias,
                                c10::optional<torch::ScalarType> requested);
 

@@ -86,7 +86,7 @@ void callRuntime(Call&& call) {
 
 Operands prepareOperands(const torch::Tensor& hidden, const torch::Tensor& weight,
                          const torch::Tensor& bias, const torch::Tensor& labels,
-                         const LossOptions& options) {
+                         const LossOptions& options, ParamGradKind param_grads) {
   TORCH_CHECK(hidden.defined(), kWho, "hidden is an undefined tensor");
   TORCH_CHECK(weight.defined(), kWho, "weight is an undefined tensor");
   TORCH_CHECK(labels.defined(), kWho, "labels is an undefined tensor");
@@ -164,6 +164,7 @@ Operands prepareOperands(const torch::Tensor& hidden, const torch::Tensor& weigh
     runtimeOptions.shift.seq_len = labels.size(-1);
   }
   operands.context = contextFor(hidden.device());
+  operands.param_grads = param_grads;
   return operands;
 }
 
@@ -174,8 +175,10 @@ CallResult runFused(const Operands& operands, Gradients wanted, const torch::Ten
   CallResult result;
   result.loss = torch::empty({perToken ? problem.tokens : 1}, floatOptions);
   if (wanted.hidden) result.grad_hidden = torch::empty({problem.tokens, problem.hidden_dim}, operands.hidden.options());
-  if (wanted.weight) result.grad_weight = torch::empty({problem.vocab, problem.hidden_dim}, operands.weight.options());
-  if (wanted.bias) result.grad_bias = torch::empty({problem.vocab}, operands.weight.options());
+  const bool fp32Params = operands.param_grads == ParamGradKind::Float32;
+  const auto paramOptions = fp32Params ? floatOptions : operands.weight.options();
+  if (wanted.weight) result.grad_weight = torch::empty({problem.vocab, problem.hidden_dim}, paramOptions);
+  if (wanted.bias) result.grad_bias = torch::empty({problem.vocab}, paramOptions);
   if (problem.tokens == 0) {  // nothing to compute: a zero loss (see the Mean rule in flce.h), zero gradients
     result.loss.zero_();
     for (torch::Tensor* grad : {&result.grad_hidden, &result.grad_weight, &result.grad_bias})
@@ -192,6 +195,7 @@ CallResult runFused(const Operands& operands, Gradients wanted, const torch::Ten
     options.grad_scale = scale.data_ptr<float>();
   }
   Outputs outputs;
+  outputs.param_grads = operands.param_grads;
   outputs.loss = result.loss.data_ptr<float>();
   if (wanted.hidden) outputs.grad_hidden = result.grad_hidden.data_ptr();
   if (wanted.weight) outputs.grad_weight = result.grad_weight.data_ptr();
@@ -201,7 +205,10 @@ CallResult runFused(const Operands& operands, Gradients wanted, const torch::Ten
   torch::Tensor workspace;
   Workspace space;
   callRuntime([&] {
-    space.bytes = workspace_size(problem, options, outputs.wants_gradients(), operands.context);
+    // fp32 parameter gradients: sized for these outputs, which leaves out the [V, D] accumulator on CUDA
+    // (the fp32 grad_weight accumulates in place).
+    space.bytes = fp32Params ? workspace_size(problem, options, outputs, operands.context)
+                             : workspace_size(problem, options, outputs.wants_gradients(), operands.context);
     // From LibTorch's allocator: on CUDA the caching allocator serves it (no cudaMalloc per call,
     // capturable), and it lives exactly as long as this call.
     workspace = torch::empty({static_cast<int64_t>(std::max<std::size_t>(space.bytes, 1))},
@@ -217,6 +224,7 @@ CallResult runFused(const Operands& operands, Gradients wanted, const torch::Ten
 void scaleGradients(const Operands& operands, CallResult& result, const torch::Tensor& upstream) {
   if (operands.problem.tokens == 0) return;
   Outputs outputs;
+  outputs.param_grads = operands.param_grads;
   if (result.grad_hidden.defined()) outputs.grad_hidden = result.grad_hidden.data_ptr();
   if (result.grad_weight.defined()) outputs.grad_weight = result.grad_weight.data_ptr();
   if (result.grad_bias.defined()) outputs.grad_bias = result.grad_bias.data_ptr();

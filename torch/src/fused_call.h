@@ -18,11 +18,14 @@ struct Operands {
   Problem problem;
   Options options;
   Context context;
+  ParamGradKind param_grads = ParamGradKind::ProblemDType;  ///< storage type of grad_weight and grad_bias
 };
 
+/// param_grads = Float32: weight and bias are half copies of fp32 parameters whose gradients are fp32
+/// (mixed precision, see flce.h).
 Operands prepareOperands(const torch::Tensor& hidden, const torch::Tensor& weight,
                          const torch::Tensor& bias, const torch::Tensor& labels,
-                         const LossOptions& options);
+                         const LossOptions& options, ParamGradKind param_grads = ParamGradKind::ProblemDType);
 
 struct Gradients {
   bool hidden = false, weight = false, bias = false;

@@ -12,9 +12,9 @@
 // The loss has hidden's dtype (what F::linear would give) unless LossOptions::dtype says otherwise; all
 // arithmetic inside is fp32 or better.
 // Under autocast (at::autocast, CPU or CUDA) the call casts as the pair it replaces would: hidden, weight
-// and bias to the autocast dtype, as F::linear does (an fp32 weight gets an fp32 gradient through the
-// cast), and the loss is fp32 unless LossOptions::dtype is set, as F::cross_entropy (autocast's fp32
-// list) gives.
+// and bias to the autocast dtype, as F::linear does, and the loss is fp32 unless LossOptions::dtype is
+// set, as F::cross_entropy (autocast's fp32 list) gives. An fp32 weight (and bias) gets its gradient
+// written in fp32 by the runtime, never rounded to the autocast dtype (F::linear's cast backward would).
 // Reduction Mean and Sum compute the loss and the gradients in the forward call (one pass over the
 // vocabulary) and the backward pass only scales them by the upstream gradient on the device; None
 // returns hidden's leading shape and recomputes in the backward pass. A mean over zero valid tokens is
