@@ -208,7 +208,19 @@ std::optional<Refusal> logitsUsedElsewhere(const CapturedSite &Site, const Patte
       // where the variable holds lmfuse::skipped_logits, as long as no rebinding came before it.
       if (Variable == Site.Logits && isShapeRead(Read, Patterns, Query) && !reboundBefore(Site, Read, Query))
         continue;
-      return Refusal{ReasonKind::LogitsUsedElsewhere, Query.enclosingStatement(Read) ? Query.enclosingStatement(Read) : Read,
+      const Stmt *Statement = Query.enclosingStatement(Read) ? Query.enclosingStatement(Read) : Read;
+      if (isHandedOutAsIs(Read, Query)) {
+        // Handed out before the loss: on the fused path it holds no values yet.
+        for (const Stmt *At = Query.parentStmt(Read); At && !isa<CompoundStmt>(At); At = Query.parentStmt(At))
+          if (isa<ReturnStmt>(At)) {
+            Statement = At;
+            break;
+          }
+        return Refusal{ReasonKind::LogitsUsedElsewhere, Statement,
+                       "`" + Variable->getNameAsString() +
+                           "` is handed out before the loss is computed, where the fused path holds only its shape"};
+      }
+      return Refusal{ReasonKind::LogitsUsedElsewhere, Statement,
                      "`" + Variable->getNameAsString() + "` is read by something other than the loss"};
     }
   }

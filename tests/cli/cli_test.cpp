@@ -187,25 +187,51 @@ TEST_CASE("units that disagree on a header's edits: edit-conflict, header untouc
 }
 
 TEST_CASE("a header is left alone when one unit that includes it does not compile", "[cli]") {
-  const std::string BrokenUser = std::string(SharedUserB) + "int broken() { return undeclared; }\n";
-  SourceTree Tree({{"shared.h", SharedHeader}, {"a.cpp", SharedUserA}, {"b.cpp", BrokenUser.c_str()}});
-  std::string Audit = Tree.path("audit.json");
-  ToolRun Run = runLmfuse(
-      withFlags({"--in-place", "-j", "2", "--audit", Audit, Tree.path("a.cpp"), Tree.path("b.cpp")}, Tree));
-  INFO(Run.Err);
-  CHECK(Run.ExitCode == 1);
-  CHECK(Tree.read("shared.h") == SharedHeader);
-  llvm::json::Value Document = readAudit(Audit);
-  bool HeaderSiteFailed = false;
-  for (const llvm::json::Value &Site : sitesOf(Document))
-    if (field(Site, "file") == Tree.path("shared.h"))
-      HeaderSiteFailed = field(Site, "status") == "failed" && field(Site, "reason") == "parse-error" &&
-                         llvm::StringRef(field(Site, "detail")).contains("b.cpp");
-  CHECK(HeaderSiteFailed);
-  // A second run (the unit still broken) must not report the header patched either.
-  ToolRun Again = runLmfuse(withFlags({"--audit", Audit, Tree.path("a.cpp"), Tree.path("b.cpp")}, Tree));
-  CHECK(Again.ExitCode == 1);
-  CHECK(summaryCount(readAudit(Audit), "already_patched") == 0);
+  // The unit that fails: broken code of its own, or a macro that breaks the header only there; listed
+  // first or last; the header's sites must never be patched while that unit has no say.
+  struct Variant {
+    const char *Name;
+    std::string Broken;
+    bool BrokenFirst;
+    bool OutDir;
+  };
+  const Variant Variants[] = {
+      {"broken code after the include", std::string(SharedUserB) + "int broken() { return undeclared; }\n", false,
+       false},
+      {"an #error after the include", std::string(SharedUserB) + "#error this unit does not build\n", false, false},
+      {"the broken unit listed first", std::string(SharedUserB) + "static_assert(false, \"broken\");\n", true,
+       false},
+      {"copies under --out-dir", std::string(SharedUserB) + "int broken() { return undeclared; }\n", false, true},
+  };
+  for (const Variant &Item : Variants) {
+    DYNAMIC_SECTION(Item.Name) {
+      SourceTree Tree({{"shared.h", SharedHeader}, {"a.cpp", SharedUserA}, {"b.cpp", Item.Broken.c_str()}});
+      std::string Audit = Tree.path("audit.json");
+      std::vector<std::string> Args = {Item.OutDir ? "--out-dir=" + Tree.path("out") : "--in-place", "-j", "2",
+                                       "--audit", Audit};
+      for (const char *Unit : Item.BrokenFirst ? std::vector<const char *>{"b.cpp", "a.cpp"}
+                                               : std::vector<const char *>{"a.cpp", "b.cpp"})
+        Args.push_back(Tree.path(Unit));
+      ToolRun Run = runLmfuse(withFlags(Args, Tree));
+      INFO(Run.Err);
+      CHECK(Run.ExitCode == 1);
+      CHECK(Tree.read("shared.h") == SharedHeader);
+      if (Item.OutDir)
+        CHECK(!llvm::sys::fs::exists(Tree.path("out") + Tree.path("shared.h")));
+      llvm::json::Value Document = readAudit(Audit);
+      bool HeaderSiteFailed = false;
+      for (const llvm::json::Value &Site : sitesOf(Document))
+        if (field(Site, "file") == Tree.path("shared.h"))
+          HeaderSiteFailed = field(Site, "status") == "failed" && field(Site, "reason") == "parse-error" &&
+                             llvm::StringRef(field(Site, "detail")).contains("b.cpp");
+      CHECK(HeaderSiteFailed);
+      CHECK(summaryCount(Document, "patched") == 0);
+      // A second run (the unit still broken) must not report the header patched either.
+      ToolRun Again = runLmfuse(withFlags({"--audit", Audit, Tree.path("a.cpp"), Tree.path("b.cpp")}, Tree));
+      CHECK(Again.ExitCode == 1);
+      CHECK(summaryCount(readAudit(Audit), "already_patched") == 0);
+    }
+  }
 }
 
 TEST_CASE("--out-dir leaves the sources untouched, writes #line copies, and caches the second run", "[cli]") {

@@ -1499,6 +1499,13 @@ TEST_CASE("refusal details name what is wrong with the statement they point at",
     return F::cross_entropy(shift_logits.reshape({-1, 32}), shift_labels);
   }
 )", "logits-indexed", "the logits are shifted but the labels are not"},
+      {R"(
+  torch::Tensor forward(torch::Tensor x, c10::optional<torch::Tensor> labels, bool eval) {
+    auto logits = lm_head(x);
+    if (eval) return logits;
+    return F::cross_entropy(logits.view({-1, 32}), labels->view(-1));
+  }
+)", "logits-used-elsewhere", "handed out before the loss is computed, where the fused path holds only its shape (`return logits`)"},
   };
   for (const Detail &Item : Details) {
     RewriteResult Result = rewriteWithStubs(source(Item.Members, false));
