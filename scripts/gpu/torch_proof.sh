@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The GPU proof of issue 4, in one call on the GPU machine (LibTorch from its PyTorch, no Clang there):
+# The GPU training proof, in one call on the GPU machine (LibTorch from its PyTorch, no Clang there):
 # builds lmfuse (CUDA runtime for sm_90, LibTorch adapter) and the example GPT twice, the rewritten one
 # from the sources rewritten by the lmfuse tool elsewhere and carried in .carry/rewritten (layout of
 # LMFUSE_REWRITTEN_DIR, see cmake/LmfuseRewrite.cmake); runs the Python operator test on CPU and CUDA;
