@@ -11,6 +11,7 @@
 
 #include "head_match.h"
 #include "labels_guard.h"
+#include "pattern_match.h"
 
 using namespace clang;
 
@@ -541,14 +542,7 @@ private:
   }
 
   bool isLibrary(const FunctionDecl *Callee) const {
-    if (SM.isInSystemHeader(SM.getExpansionLoc(Callee->getLocation())))
-      return true;
-    const DeclContext *Context = Callee->getDeclContext();
-    const NamespaceDecl *Outermost = nullptr;
-    for (; Context; Context = Context->getParent())
-      if (const auto *Namespace = dyn_cast<NamespaceDecl>(Context); Namespace && !Namespace->isInline())
-        Outermost = Namespace;
-    return Outermost && contains(Effects.LibraryNamespaces, Outermost->getName());
+    return SM.isInSystemHeader(SM.getExpansionLoc(Callee->getLocation())) || inLibraryNamespace(Callee, Patterns);
   }
 
   static bool isLambdaCall(const CallExpr *Call) {

@@ -37,4 +37,13 @@ bool isNullConstant(const Expr *E, const PatternSet &Patterns, const AstQuery &Q
   return isa<CXXNullPtrLiteralExpr>(E) || contains(Patterns.Guards.NullConstants, Query.text(E));
 }
 
+bool inLibraryNamespace(const clang::Decl *D, const PatternSet &Patterns) {
+  const clang::NamespaceDecl *Outermost = nullptr;
+  for (const clang::DeclContext *Context = D->getDeclContext(); Context; Context = Context->getParent())
+    if (const auto *Namespace = llvm::dyn_cast<clang::NamespaceDecl>(Context);
+        Namespace && !Namespace->isInline() && !Namespace->isAnonymousNamespace())
+      Outermost = Namespace;
+  return Outermost && contains(Patterns.Effects.LibraryNamespaces, Outermost->getName());
+}
+
 }  // namespace lmfuse::rewriter

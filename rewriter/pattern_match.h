@@ -23,6 +23,9 @@ llvm::StringRef lastIdentifier(llvm::StringRef Text);
 bool argumentsAre(llvm::ArrayRef<const clang::Expr *> Args, llvm::ArrayRef<int64_t> Expected, const AstQuery &Query);
 /// Whether an argument was left to its default.
 bool isDefaultArgument(const clang::Expr *Arg);
+/// Whether D is declared in one of the pattern set's library namespaces (its outermost named,
+/// non-inline namespace: `torch`, `at`, `std`, ...), wherever its header lies.
+bool inLibraryNamespace(const clang::Decl *D, const PatternSet &Patterns);
 /// Whether E is `nullptr` or one of the pattern set's null constants (`c10::nullopt`, ...).
 bool isNullConstant(const clang::Expr *E, const PatternSet &Patterns, const AstQuery &Query);
 

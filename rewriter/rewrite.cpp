@@ -18,6 +18,7 @@
 
 #include "ast_query.h"
 #include "edit_plan.h"
+#include "pattern_match.h"
 #include "refusals.h"
 #include "site_capture.h"
 #include "suppression.h"
@@ -33,16 +34,18 @@ struct Candidate {
   const LossPattern *Rule;
 };
 
+/// Collects the calls one matcher binds as "call": the loss calls of one rule, or (Rule null) the
+/// calls of the fused loss itself.
 class CandidateCollector : public MatchFinder::MatchCallback {
 public:
-  CandidateCollector(const LossPattern &Rule, std::vector<Candidate> &Out) : Rule(Rule), Out(Out) {}
+  CandidateCollector(const LossPattern *Rule, std::vector<Candidate> &Out) : Rule(Rule), Out(Out) {}
   void run(const MatchFinder::MatchResult &Result) override {
-    if (const auto *Loss = Result.Nodes.getNodeAs<CallExpr>("loss"))
-      Out.push_back({Loss, &Rule});
+    if (const auto *Call = Result.Nodes.getNodeAs<CallExpr>("call"))
+      Out.push_back({Call, Rule});
   }
 
 private:
-  const LossPattern &Rule;
+  const LossPattern *Rule;
   std::vector<Candidate> &Out;
 };
 
@@ -59,13 +62,17 @@ public:
   bool Found = false;
 };
 
-/// Whether Function belongs to a library (its outermost namespace is one of the pattern set's).
-bool isLibraryCode(const FunctionDecl *Function, const PatternSet &Patterns) {
-  const NamespaceDecl *Outermost = nullptr;
-  for (const DeclContext *Context = Function->getDeclContext(); Context; Context = Context->getParent())
-    if (const auto *Namespace = dyn_cast<NamespaceDecl>(Context); Namespace && !Namespace->isAnonymousNamespace())
-      Outermost = Namespace;
-  return Outermost && contains(Patterns.Effects.LibraryNamespaces, Outermost->getName());
+/// A record of a site of Function whose location is Anchor's (its expansion, for macros).
+SiteRecord recordAt(const Expr *Anchor, const FunctionDecl *Function, const std::string &Loss,
+                    const SourceManager &SM) {
+  SiteRecord Record;
+  SourceLocation Location = SM.getExpansionLoc(Anchor->getBeginLoc());
+  Record.File = SM.getFilename(Location).str();
+  Record.Line = SM.getExpansionLineNumber(Location);
+  Record.Column = SM.getExpansionColumnNumber(Location);
+  Record.Function = Function->getQualifiedNameAsString();
+  Record.Loss = Loss;
+  return Record;
 }
 
 /// "the snippet" (line N): the offending code named for a person reading the audit.
@@ -93,16 +100,21 @@ TranslationUnitResult analyzeTranslationUnit(ASTContext &Context, const PatternS
   const SourceManager &SM = Context.getSourceManager();
   AstQuery Query(Context);
 
-  std::vector<Candidate> Candidates;
+  // One traversal finds the loss calls of every rule and the calls of the fused loss.
+  std::vector<Candidate> Candidates, FusedCalls;
   std::vector<std::unique_ptr<CandidateCollector>> Collectors;
   MatchFinder Finder;
-  for (const LossPattern &Rule : Patterns.Losses) {
-    Collectors.push_back(std::make_unique<CandidateCollector>(Rule, Candidates));
+  auto Match = [&](const std::string &Callee, const LossPattern *Rule, std::vector<Candidate> &Into) {
+    Collectors.push_back(std::make_unique<CandidateCollector>(Rule, Into));
     Finder.addMatcher(
-        traverse(TK_IgnoreUnlessSpelledInSource, callExpr(callee(functionDecl(hasName("::" + Rule.Callee)))).bind("loss")),
+        traverse(TK_IgnoreUnlessSpelledInSource, callExpr(callee(functionDecl(hasName("::" + Callee)))).bind("call")),
         Collectors.back().get());
-  }
+  };
+  for (const LossPattern &Rule : Patterns.Losses)
+    Match(Rule.Callee, &Rule, Candidates);
+  Match(Patterns.Replacement.Call, nullptr, FusedCalls);
   Finder.matchAST(Context);
+  std::set<const FunctionDecl *> Recorded;  // functions with a site
 
   std::set<const CallExpr *> Seen;
   std::map<const FunctionDecl *, std::unique_ptr<VariableUses>> UsesByFunction;
@@ -120,17 +132,12 @@ TranslationUnitResult analyzeTranslationUnit(ASTContext &Context, const PatternS
       continue;
     // The library's own code (LibTorch's headers reached through -I rather than -isystem) is never a
     // site: only user code is analysed, whatever the include flags.
-    if (isLibraryCode(Function, Patterns))
+    if (inLibraryNamespace(Function, Patterns))
       continue;
     if (Loss->getNumArgs() <= std::max(Found.Rule->Input, Found.Rule->Target)) {
       // The pattern names an argument the call does not have: recorded, never silently dropped.
-      SiteRecord Record;
-      SourceLocation Location = SM.getExpansionLoc(Loss->getBeginLoc());
-      Record.File = SM.getFilename(Location).str();
-      Record.Line = SM.getExpansionLineNumber(Location);
-      Record.Column = SM.getExpansionColumnNumber(Location);
-      Record.Function = Function->getQualifiedNameAsString();
-      Record.Loss = Found.Rule->Callee;
+      SiteRecord Record = recordAt(Loss, Function, Found.Rule->Callee, SM);
+      Recorded.insert(Function);
       Record.Status = SiteStatus::Unmatched;
       Record.Reason = ReasonKind::LossUnsupported;
       Record.Detail = "line " + std::to_string(Record.Line) + ": the pattern of " + Found.Rule->Callee +
@@ -146,14 +153,10 @@ TranslationUnitResult analyzeTranslationUnit(ASTContext &Context, const PatternS
       Uses = std::make_unique<VariableUses>(Function->getBody(), Query);
     CapturedSite Site = captureSite(Loss, *Found.Rule, Patterns, Query, *Uses);
 
-    SiteRecord Record;
     const Expr *Anchor = Site.Head ? Site.Head->Call : Loss;
     SourceLocation Location = SM.getExpansionLoc(Anchor->getBeginLoc());
-    Record.File = SM.getFilename(Location).str();
-    Record.Line = SM.getExpansionLineNumber(Location);
-    Record.Column = SM.getExpansionColumnNumber(Location);
-    Record.Function = Function->getQualifiedNameAsString();
-    Record.Loss = Found.Rule->Callee;
+    SiteRecord Record = recordAt(Anchor, Function, Found.Rule->Callee, SM);
+    Recorded.insert(Function);
     if (Site.Head)
       Record.Head = Site.Head->Text;
 
@@ -207,36 +210,12 @@ TranslationUnitResult analyzeTranslationUnit(ASTContext &Context, const PatternS
 
   // A function that calls the fused loss and no longer the original (hand-written, or a rewrite whose
   // fallback was removed) is already patched too: every such call not seen above is recorded.
-  std::set<const FunctionDecl *> Recorded;
-  for (const auto &[Function, Uses] : UsesByFunction)
-    Recorded.insert(Function);
-  std::vector<const CallExpr *> FusedCalls;
-  class FusedCollector : public MatchFinder::MatchCallback {
-  public:
-    explicit FusedCollector(std::vector<const CallExpr *> &Out) : Out(Out) {}
-    void run(const MatchFinder::MatchResult &Result) override {
-      if (const auto *Call = Result.Nodes.getNodeAs<CallExpr>("fused"))
-        Out.push_back(Call);
-    }
-    std::vector<const CallExpr *> &Out;
-  } FusedFound(FusedCalls);
-  MatchFinder FusedFinder;
-  FusedFinder.addMatcher(traverse(TK_IgnoreUnlessSpelledInSource,
-                                  callExpr(callee(functionDecl(hasName("::" + Patterns.Replacement.Call)))).bind("fused")),
-                         &FusedFound);
-  FusedFinder.matchAST(Context);
-  for (const CallExpr *Call : FusedCalls) {
-    SourceLocation Location = SM.getExpansionLoc(Call->getBeginLoc());
-    const FunctionDecl *Function = Query.enclosingFunction(Call);
-    if (SM.isInSystemHeader(Location) || !Function || isLibraryCode(Function, Patterns) ||
-        !Recorded.insert(Function).second)
+  for (const Candidate &Fused : FusedCalls) {
+    const FunctionDecl *Function = Query.enclosingFunction(Fused.Loss);
+    if (SM.isInSystemHeader(SM.getExpansionLoc(Fused.Loss->getBeginLoc())) || !Function ||
+        inLibraryNamespace(Function, Patterns) || !Recorded.insert(Function).second)
       continue;
-    SiteRecord Record;
-    Record.File = SM.getFilename(Location).str();
-    Record.Line = SM.getExpansionLineNumber(Location);
-    Record.Column = SM.getExpansionColumnNumber(Location);
-    Record.Function = Function->getQualifiedNameAsString();
-    Record.Loss = Patterns.Replacement.Call;
+    SiteRecord Record = recordAt(Fused.Loss, Function, Patterns.Replacement.Call, SM);
     Record.Status = SiteStatus::AlreadyPatched;
     Record.Detail = "line " + std::to_string(Record.Line) + ": the function already calls " +
                     Patterns.Replacement.Call + ".";
