@@ -292,3 +292,128 @@ TEST_CASE("workspace_size for given outputs: fp32 parameter gradients need no ac
     CHECK(forMixed == makePlan(problem, defaults, &mixed, true).totalBytes);
   }
 }
+
+namespace {
+
+// Every region of one lean pass lies inside grad_weight where nothing it still needs lives: pass A's
+// gathered rows, logits and cuBLASLt workspace in order; each slice's buffer and workspace after its own
+// rows and before the gathered hidden rows (or grad_weight's end); the slices cover [0, V) in order.
+void checkLeanPass(const Plan& plan, int64_t tokens, bool gather) {
+  using lmfuse::detail::cuda::leanPass;
+  using lmfuse::detail::cuda::LeanPass;
+  const LeanPass pass = leanPass(plan, tokens, gather);
+  const std::size_t e = plan.elementSize, d = std::size_t(plan.hiddenDim), big = plan.borrowedBytes;
+  const std::size_t rowBytes = d * plan.paramElementSize;
+  INFO("tokens " << tokens << ", gather " << gather << ", chunk " << pass.chunkTokens << " x " << pass.chunks);
+  REQUIRE(pass.chunkTokens >= 1);
+  CHECK(pass.chunks * pass.chunkTokens >= tokens);
+  CHECK((pass.chunks - 1) * pass.chunkTokens < tokens);
+  if (gather) CHECK(pass.gatheredOffset + std::size_t(pass.chunkTokens) * d * e <= pass.logitsOffset);
+  CHECK(pass.logitsOffset + std::size_t(pass.chunkTokens) * std::size_t(plan.logitsLd) * e <= pass.blasOffset);
+  CHECK(pass.blasOffset + pass.blasBytes <= big);
+  CHECK(pass.logitsOffset % 256 == 0);
+  CHECK(pass.blasOffset % 256 == 0);
+  int64_t next = 0;
+  int stage = 0;  // 0 gathered slices, 1 slices over all N, 2 residue
+  bool anyGathered = false;
+  for (const auto& slice : pass.slices) {
+    INFO("slice " << slice.first << " + " << slice.columns << " (ld " << slice.ld << ")");
+    REQUIRE(slice.first == next);
+    REQUIRE(slice.columns >= 1);
+    CHECK(slice.ld >= slice.columns);
+    CHECK(std::size_t(slice.ld) * e % 16 == 0);
+    next += slice.columns;
+    const int sliceStage = slice.inWorkspace ? 2 : slice.gathered ? 0 : 1;
+    CHECK(sliceStage >= stage);
+    stage = sliceStage;
+    const int64_t count = slice.gathered ? tokens : plan.tokens;
+    if (slice.inWorkspace) {
+      CHECK(slice.ld == lmfuse::detail::cuda::kLeanResidueColumns);
+      CHECK(plan.residue.bytes >= std::size_t(count) * std::size_t(slice.ld) * e);
+      CHECK(slice.blasBytes == 0);
+      continue;
+    }
+    CHECK((gather || !slice.gathered));
+    anyGathered = anyGathered || slice.gathered;
+    const std::size_t limit = slice.gathered ? pass.hcOffset : big;
+    CHECK(slice.bufferOffset % 256 == 0);
+    CHECK(slice.bufferOffset >= std::size_t(slice.first + slice.columns) * rowBytes);
+    CHECK(slice.bufferOffset + std::size_t(count) * std::size_t(slice.ld) * e <= slice.blasOffset);
+    CHECK(slice.blasOffset + slice.blasBytes <= limit);
+  }
+  CHECK(next == plan.vocab);
+  if (anyGathered) {
+    CHECK(pass.hcOffset % 256 == 0);
+    CHECK(pass.hcOffset + std::size_t(tokens) * d * e <= big);
+  }
+}
+
+}  // namespace
+
+TEST_CASE("the lean low-memory plan: a workspace under 1 MiB at model shapes, every branch inside grad_weight", "[plan]") {
+  const Shape shapes[] = {{"Llama-3-8B", 8192, 4096, 128256}, {"Gemma-2-2B", 8192, 2304, 256000},
+                          {"Qwen-2.5-7B", 16384, 3584, 152064}, {"test", 300, 64, 1000}, {"odd", 777, 96, 1003},
+                          {"long vocabulary", 80, 32, 100003}};
+  for (const Shape& shape : shapes) {
+    for (bool fp32Params : {false, true}) {
+      for (bool compact : {true, false}) {
+        INFO(shape.name << ", fp32 parameter gradients " << fp32Params << ", compact " << compact);
+        lmfuse::Options options;
+        options.memory = lmfuse::MemoryMode::LowMemory;
+        options.compact = compact;
+        lmfuse::Outputs outputs = everyGradient();
+        if (fp32Params) outputs.param_grads = lmfuse::ParamGradKind::Float32;
+        const lmfuse::Problem problem = problemOf(shape);
+        const Plan plan = makePlan(problem, options, &outputs, true);
+        REQUIRE(plan.lean);
+        CHECK(plan.lowMemory);
+        CHECK(plan.weightAccumulator.bytes == 0);
+        CHECK(plan.borrowedBytes == std::size_t(shape.v) * std::size_t(shape.d) * (fp32Params ? 4 : 2));
+        if (shape.n >= 8192) {
+          CHECK(plan.compact == compact);
+          CHECK(double(plan.totalBytes) < double(1 << 20));  // the token arrays and the residue buffer
+        }
+        CHECK(plan.residue.bytes >= std::size_t(shape.n) * lmfuse::detail::cuda::kLeanResidueColumns * 2);
+        if (!plan.compact) {
+          checkLeanPass(plan, shape.n, false);
+          continue;
+        }
+        CHECK(plan.identityBranch);
+        for (int64_t r = 0; r < plan.compactBranches; ++r) checkLeanPass(plan, std::min(shape.n, (r + 1) * plan.compactGranule), true);
+        checkLeanPass(plan, shape.n, false);  // the identity branch
+      }
+    }
+  }
+}
+
+TEST_CASE("the lean plan's size is what workspace_size reports for these outputs; without grad_weight nothing is borrowed", "[plan]") {
+  static float marker;
+  lmfuse::Context cuda;
+  cuda.device = lmfuse::DeviceKind::Cuda;
+  lmfuse::Options options;
+  options.memory = lmfuse::MemoryMode::LowMemory;
+  for (const Shape& shape : {Shape{"Llama-3-8B", 8192, 4096, 128256}, Shape{"Gemma-2-2B", 8192, 2304, 256000}}) {
+    INFO(shape.name);
+    const lmfuse::Problem problem = problemOf(shape);
+    lmfuse::Outputs all = everyGradient(), accumulateToo = everyGradient(), accumulateOnly, noWeight, strided = everyGradient();
+    accumulateToo.grad_weight_accumulate = &marker;
+    accumulateOnly.loss = noWeight.loss = &marker;
+    accumulateOnly.grad_weight_accumulate = &marker;
+    noWeight.grad_hidden = &marker;
+    strided.grad_weight_stride = shape.d + 8;
+    for (const lmfuse::Outputs* lean : {&all, &accumulateToo}) {
+      const std::size_t size = lmfuse::workspace_size(problem, options, *lean, cuda);
+      CHECK(size == makePlan(problem, options, lean, true).totalBytes);
+      CHECK(double(size) < double(1 << 20));
+      CHECK(makePlan(problem, options, lean, true).lean);
+    }
+    CHECK_FALSE(makePlan(problem, options, &accumulateOnly, true).lean);
+    CHECK_FALSE(makePlan(problem, options, &noWeight, true).lean);
+    CHECK_FALSE(makePlan(problem, options, &strided, true).lean);
+    CHECK_FALSE(makePlan(problem, options, nullptr, false).lean);
+    // A budget below the lean plan's arrays is refused, naming the budget.
+    lmfuse::Options tight = options;
+    tight.workspace_budget = 4096;
+    CHECK_THROWS_WITH(makePlan(problem, tight, &all, true), Catch::Contains("workspace_budget"));
+  }
+}

@@ -89,7 +89,10 @@ enum class Reduction : int { Mean, Sum, None };
 enum class DeviceKind : int { Cpu, Cuda };
 enum class ShiftKind : int { None, Rows, Segments };
 /// Accumulate: one [V, D] grad_weight accumulator in the workspace (fp32 on CUDA, fp64 on the CPU; fastest).
-/// LowMemory: no V × D accumulator (vocabulary slices, logits recomputed for the backward pass).
+/// LowMemory: no V × D accumulator (vocabulary slices, logits recomputed for the backward pass). On CUDA with
+/// a dense grad_weight output, every buffer of the call but a few per-token arrays lives inside
+/// grad_weight until the slices write it (workspace_size for these outputs: under 1 MiB at N = 8192),
+/// and ignored tokens are skipped as in the default mode.
 /// Auto: Accumulate when it fits workspace_budget, else LowMemory.
 enum class MemoryMode : int { Auto, Accumulate, LowMemory };
 /// Storage type of outputs.grad_weight and outputs.grad_bias: problem.dtype (the default), or fp32

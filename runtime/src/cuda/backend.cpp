@@ -10,7 +10,11 @@
 // accumulator's region for its logits (plan.h: oneChunkTokens). Without room for the
 // fp32 [V, D] accumulator (MemoryMode::LowMemory), a first pass computes loss, lse, grad_hidden and
 // grad_bias, and a second pass over vocabulary slices recomputes the logits of each slice to accumulate
-// grad_weight. Forward-only calls without compaction overlap the row kernel with the next chunk's GEMM on
+// grad_weight. When grad_weight is given and dense, that low-memory schedule is the lean one (plan.h:
+// LeanPass): both passes keep their logits, gathered rows and cuBLASLt workspace inside grad_weight's own
+// bytes, which are free until the slices write them, so the workspace holds only per-token arrays and a
+// [N, 16] buffer for the last slices; it compacts like the default schedule, with one more branch for a
+// count of exactly N (the identity order: nothing gathered). Forward-only calls without compaction overlap the row kernel with the next chunk's GEMM on
 // a side stream.
 // Compaction (Options::compact, the default): a device-side stable order of the tokens with a label, and
 // one SWITCH node of a CUDA graph whose branch r runs the whole pass above over the first
@@ -192,7 +196,8 @@ public:
         biasAccumulator_(reinterpret_cast<float*>(at(workspace, plan.biasAccumulator))),
         weightAccumulator_(reinterpret_cast<float*>(at(workspace, plan.weightAccumulator))),
         order_(reinterpret_cast<int64_t*>(at(workspace, plan.order))), gathered_(at(workspace, plan.gathered)),
-        compactGradHidden_(at(workspace, plan.compactGradHidden)), logits_(at(workspace, plan.logits)),
+        compactGradHidden_(at(workspace, plan.compactGradHidden)), residue_(at(workspace, plan.residue)),
+        logits_(at(workspace, plan.logits)),
         blasWorkspace_(at(workspace, plan.cublas)) {
     params_.vocab = problem.vocab;
     params_.smoothing = float(options.label_smoothing);
@@ -208,6 +213,18 @@ public:
 
   void run(cudaStream_t main) {
     const cudaGraphConditionalHandle branch = prepare(main);
+    if (plan_.lean) {
+      if (plan_.compact)
+        enqueueSwitch(main, branch, int(plan_.compactBranches) + 1, state_.body, [&](int r, cudaStream_t body) {
+          // The last branch is the count of exactly N: the order is the identity, nothing to gather.
+          if (r == plan_.compactBranches) leanPasses(problem_.tokens, false, body);
+          else leanPasses(std::min(problem_.tokens, (r + 1) * plan_.compactGranule), true, body);
+        });
+      else
+        leanPasses(problem_.tokens, false, main);
+      finish(main);
+      return;
+    }
     if (plan_.compact)
       enqueueSwitch(main, branch, int(plan_.compactBranches), state_.body, [&](int r, cudaStream_t body) {
         fullPass(std::min(problem_.tokens, (r + 1) * plan_.compactGranule), body);
@@ -230,7 +247,8 @@ private:
       launchZeroIgnoredRows(problem_.dtype, targets_, problem_.tokens, problem_.hidden_dim, outputs_.grad_hidden,
                             outputs_.grad_hidden_stride, main);
     branch = newCondition(capturingGraph(main));
-    launchSelectBranch(branch, plan_.compactGranule, plan_.compactBranches, scalars_, main);
+    launchSelectBranch(branch, plan_.compactGranule, plan_.compactBranches, plan_.identityBranch ? problem_.tokens : 0,
+                       scalars_, main);
     return branch;
   }
 
@@ -297,6 +315,83 @@ private:
         convertAccumulator(weightAccumulator_, item.firstColumn, item.columns, stream);
     };
     sliced.run(items);
+  }
+
+  // The lean plan over `tokens` tokens (plan.h: LeanPass), all of its scratch inside grad_weight.
+  void leanPasses(int64_t tokens, bool gather, cudaStream_t stream) {
+    const LeanPass pass = leanPass(plan_, tokens, gather);
+    const int64_t v = problem_.vocab, d = problem_.hidden_dim, n = problem_.tokens;
+    char* const borrowed = static_cast<char*>(outputs_.grad_weight);
+    const char* const hidden = static_cast<const char*>(problem_.hidden);
+    const std::size_t pe = elementBytes(paramDType_);
+    // Pass A: loss, lse, grad_hidden, grad_bias over token chunks.
+    char* const rows = borrowed + pass.gatheredOffset;
+    char* const logits = borrowed + pass.logitsOffset;
+    void* const blasA = pass.blasBytes ? borrowed + pass.blasOffset : nullptr;
+    const bool dx = outputs_.grad_hidden || outputs_.grad_bias;
+    for (int64_t t = 0; t < tokens; t += pass.chunkTokens) {
+      const int64_t count = std::min(pass.chunkTokens, tokens - t);
+      const char* h = hidden + std::size_t(t) * problem_.hidden_stride * e_;
+      int64_t ldh = problem_.hidden_stride;
+      if (gather) {
+        launchGatherRows(problem_.dtype, hidden, problem_.hidden_stride, order_, t, count, d, rows, stream);
+        h = rows;
+        ldh = d;
+      }
+      GemmShape forward{type_, type_, true, false, v, count, d, problem_.weight_stride, ldh, plan_.logitsLd};
+      gemm(state_.blas, forward, 1.0f, problem_.weight, h, 0.0f, logits, blasA, pass.blasBytes, stream);
+      RowParams p = params_;
+      p.columns = v;
+      p.ld = plan_.logitsLd;
+      p.firstToken = t;
+      p.rows = count;
+      p.rowTokens = gather ? order_ : nullptr;
+      launchRowLoss(problem_.dtype, logits, p, dx, rowLoss_, lse_, outputs_.lse, userLoss_, stream);
+      if (outputs_.grad_bias)
+        launchColumnSum(problem_.dtype, logits, count, v, plan_.logitsLd, biasAccumulator_, t > 0, stream);
+      if (!outputs_.grad_hidden) continue;
+      char* out = gather ? rows : static_cast<char*>(outputs_.grad_hidden) + std::size_t(t) * outputs_.grad_hidden_stride * e_;
+      const int64_t ldOut = gather ? d : outputs_.grad_hidden_stride;
+      GemmShape backward{type_, type_, false, false, d, count, v, problem_.weight_stride, plan_.logitsLd, ldOut};
+      gemm(state_.blas, backward, 1.0f, problem_.weight, logits, 0.0f, out, blasA, pass.blasBytes, stream);
+      if (gather)
+        launchScatterRows(problem_.dtype, rows, order_, t, count, d, outputs_.grad_hidden, outputs_.grad_hidden_stride,
+                          stream);
+    }
+    // Pass B: grad_weight slice by slice, logits recomputed, dx from pass A's lse.
+    char* const gathered = borrowed + pass.hcOffset;
+    bool haveGathered = false;
+    for (const LeanSlice& slice : pass.slices) {
+      if (slice.gathered && !haveGathered) {
+        launchGatherRows(problem_.dtype, hidden, problem_.hidden_stride, order_, 0, tokens, d, gathered, stream);
+        haveGathered = true;
+      }
+      const int64_t count = slice.gathered ? tokens : n;
+      const char* h = slice.gathered ? gathered : hidden;
+      const int64_t ldh = slice.gathered ? d : problem_.hidden_stride;
+      char* buffer = slice.inWorkspace ? residue_ : borrowed + slice.bufferOffset;
+      void* blas = slice.blasBytes ? borrowed + slice.blasOffset : nullptr;
+      GemmShape forward{type_, type_, true, false, slice.columns, count, d, problem_.weight_stride, ldh, slice.ld};
+      gemm(state_.blas, forward, 1.0f,
+           static_cast<const char*>(problem_.weight) + std::size_t(slice.first) * problem_.weight_stride * e_, h, 0.0f,
+           buffer, blas, slice.blasBytes, stream);
+      RowParams p = params_;
+      p.columnBegin = slice.first;
+      p.columns = slice.columns;
+      p.ld = slice.ld;
+      p.firstToken = 0;
+      p.rows = count;
+      p.rowTokens = slice.gathered ? order_ : nullptr;
+      launchSliceGradient(problem_.dtype, buffer, p, lse_, stream);
+      GemmShape weight{type_, cudaType(paramDType_), false, true, d, slice.columns, count, ldh, slice.ld, d};
+      gemm(state_.blas, weight, 1.0f, h, buffer, 0.0f, borrowed + std::size_t(slice.first) * std::size_t(d) * pe, blas,
+           slice.blasBytes, stream);
+      if (outputs_.grad_weight_accumulate) {
+        GemmShape add{type_, CUDA_R_32F, false, true, d, slice.columns, count, ldh, slice.ld, d};
+        gemm(state_.blas, add, 1.0f, h, buffer, 1.0f, outputs_.grad_weight_accumulate + slice.first * d, blas,
+             slice.blasBytes, stream);
+      }
+    }
   }
 
   void finish(cudaStream_t main) {
@@ -398,6 +493,7 @@ private:
   int64_t* const order_;
   char* const gathered_;
   char* const compactGradHidden_;
+  char* const residue_;
   char* const logits_;
   void* const blasWorkspace_;
   RowParams params_;

@@ -90,10 +90,11 @@ __global__ void scatterKernel(const T* compact, const int64_t* order, int64_t fi
 }
 
 __global__ void selectBranchKernel(cudaGraphConditionalHandle branch, int64_t granule, int64_t branches,
-                                   const Scalars* scalars) {
+                                   int64_t identityTokens, const Scalars* scalars) {
   const long long count = scalars->compactCount;
   long long r = count > 0 ? (count - 1) / granule : 0;
   if (r > branches - 1) r = branches - 1;
+  if (identityTokens > 0 && count == identityTokens) r = branches;
   cudaGraphSetConditional(branch, unsigned(r));
 }
 
@@ -134,9 +135,9 @@ void launchScatterRows(DType dtype, const void* compact, const int64_t* order, i
   LMFUSE_CUDA_CHECK(cudaGetLastError());
 }
 
-void launchSelectBranch(cudaGraphConditionalHandle branch, int64_t granule, int64_t branches, const Scalars* scalars,
-                        cudaStream_t stream) {
-  selectBranchKernel<<<1, 1, 0, stream>>>(branch, granule, branches, scalars);
+void launchSelectBranch(cudaGraphConditionalHandle branch, int64_t granule, int64_t branches, int64_t identityTokens,
+                        const Scalars* scalars, cudaStream_t stream) {
+  selectBranchKernel<<<1, 1, 0, stream>>>(branch, granule, branches, identityTokens, scalars);
   LMFUSE_CUDA_CHECK(cudaGetLastError());
 }
 

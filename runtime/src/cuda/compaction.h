@@ -32,8 +32,9 @@ void launchScatterRows(DType dtype, const void* compact, const int64_t* order, i
                        int64_t columns, void* out, int64_t ld, cudaStream_t stream);
 
 /// Sets `branch` to the smallest r with (r + 1)·granule ≥ the compacted count (0 for no tokens: branch 0
-/// runs its rows as padding, which writes the zero gradients), at most branches − 1.
-void launchSelectBranch(cudaGraphConditionalHandle branch, int64_t granule, int64_t branches, const Scalars* scalars,
-                        cudaStream_t stream);
+/// runs its rows as padding, which writes the zero gradients), at most branches − 1; to `branches` itself
+/// when identityTokens > 0 and the count is exactly identityTokens (every token: no gather needed).
+void launchSelectBranch(cudaGraphConditionalHandle branch, int64_t granule, int64_t branches, int64_t identityTokens,
+                        const Scalars* scalars, cudaStream_t stream);
 
 }  // namespace lmfuse::detail::cuda

@@ -50,6 +50,56 @@ int64_t compactGranule(int64_t tokens, int64_t maxChunk) {
   return 0;
 }
 
+std::size_t alignDown(std::size_t value, std::size_t to) { return value / to * to; }
+
+// A cuBLASLt workspace borrowed from grad_weight, where the free region is large enough to spare it.
+std::size_t leanBlasBytes(std::size_t freeBytes) {
+  return freeBytes >= kLeanBlasRoom * kCublasWorkspaceBytes ? kCublasWorkspaceBytes : 0;
+}
+
+// The most tokens one pass-A chunk holds inside grad_weight: logits (and gathered rows) of each token,
+// and the cuBLASLt workspace.
+int64_t leanChunkLimit(const Plan& plan, bool gather) {
+  const std::size_t e = plan.elementSize;
+  const std::size_t perToken = std::size_t(plan.logitsLd) * e + (gather ? std::size_t(plan.hiddenDim) * e : 0);
+  const std::size_t blas = leanBlasBytes(plan.borrowedBytes);
+  if (plan.borrowedBytes < blas + 3 * kAlign) return 0;
+  int64_t limit = int64_t((plan.borrowedBytes - blas - 3 * kAlign) / perToken);
+  if (plan.leanChunkCap > 0) limit = std::min(limit, plan.leanChunkCap);
+  return limit;
+}
+
+// The widest slice from vocabulary row `first` whose grad_weight rows, logits buffer (tokens × ld) and
+// cuBLASLt workspace all end by byte `limit` of grad_weight; false when it would be narrower than
+// minColumns (and than what is left of the vocabulary).
+bool fitSlice(const Plan& plan, int64_t first, std::size_t limit, int64_t tokens, int64_t minColumns,
+              LeanSlice& slice) {
+  const std::size_t rowBytes = std::size_t(plan.hiddenDim) * plan.paramElementSize, e = plan.elementSize;
+  const std::size_t start = std::size_t(first) * rowBytes;
+  const int64_t remaining = plan.vocab - first;
+  if (limit <= start + 3 * kAlign) return false;
+  const std::size_t free = limit - start - 3 * kAlign;
+  for (std::size_t blas : {kCublasWorkspaceBytes, std::size_t(0)}) {
+    if (blas && (leanBlasBytes(free) == 0 || free <= blas)) continue;
+    int64_t columns = int64_t((free - blas) / (rowBytes + std::size_t(tokens) * e));
+    columns = columns >= 256 ? columns / 128 * 128 : columns / 16 * 16;
+    if (columns >= remaining) columns = remaining;
+    if (blas && columns < 1024 && columns < remaining) continue;  // narrow slices borrow no cuBLASLt workspace
+    if (columns <= 0 || (columns < minColumns && columns < remaining)) return false;
+    LeanSlice s;
+    s.first = first;
+    s.columns = columns;
+    s.ld = int64_t(alignUp(std::size_t(columns), 16));
+    s.bufferOffset = alignUp(start + std::size_t(columns) * rowBytes, kAlign);
+    s.blasOffset = alignUp(s.bufferOffset + std::size_t(tokens) * std::size_t(s.ld) * e, kAlign);
+    s.blasBytes = blas;
+    if (s.blasOffset + blas > limit) return false;
+    slice = s;
+    return true;
+  }
+  return false;
+}
+
 [[noreturn]] void budgetTooSmall(std::size_t budget, std::size_t needed, const char* what) {
   LMFUSE_FAIL("options.workspace_budget of " << budget << " bytes is too small for " << what << " (needs at least "
                                              << needed << " bytes)");
@@ -120,6 +170,38 @@ Plan makePlan(const Problem& problem, const Options& options, const Outputs* out
                                                 : WeightSinkKind::None;
   plan.weightSink = plan.lowMemory ? WeightSinkKind::None : sink;
   plan.sliceWeightSink = plan.lowMemory ? sink : WeightSinkKind::None;
+  plan.tokens = n;
+  plan.hiddenDim = d;
+  plan.vocab = v;
+  plan.elementSize = e;
+  plan.paramElementSize = elementBytes(
+      param_grad_dtype(problem.dtype, outputs ? outputs->param_grads : ParamGradKind::ProblemDType));
+
+  // The lean plan: grad_weight given and dense, so its bytes hold the logits until the slices write it.
+  const bool denseWeight =
+      wantsOutput && outputs && (outputs->grad_weight_stride == 0 || outputs->grad_weight_stride == d);
+  if (plan.lowMemory && denseWeight) {
+    plan.borrowedBytes = std::size_t(v) * std::size_t(d) * plan.paramElementSize;
+    plan.leanChunkCap = options.chunk_tokens > 0 ? options.chunk_tokens : 0;
+    const int64_t gatheredLimit = leanChunkLimit(plan, options.compact);
+    if (gatheredLimit >= std::min<int64_t>(n, 8)) {
+      plan.lean = true;
+      plan.compactGranule = options.compact ? compactGranule(n, gatheredLimit) : 0;
+      plan.compact = plan.compactGranule > 0;
+      plan.identityBranch = plan.compact;
+      if (plan.compact) {
+        plan.compactBranches = ceilDiv(n, plan.compactGranule);
+        plan.order = layout.take(std::size_t(n) * 8);
+      }
+      plan.residue = layout.take(std::size_t(n) * kLeanResidueColumns * e);
+      plan.totalBytes = layout.end();
+      if (options.workspace_budget && options.workspace_budget < plan.totalBytes)
+        budgetTooSmall(options.workspace_budget, plan.totalBytes, "the lean low-memory plan's token arrays");
+      return plan;
+    }
+    plan.borrowedBytes = 0;
+    plan.leanChunkCap = 0;
+  }
 
   std::size_t logitsRegion = 0;
   if (!plan.lowMemory) {
@@ -229,6 +311,47 @@ Plan makePlan(const Problem& problem, const Options& options, const Outputs* out
                               std::size_t(plan.sliceVocab) * std::size_t(d) * 4};
   plan.totalBytes = layout.end();
   return plan;
+}
+
+LeanPass leanPass(const Plan& plan, int64_t tokens, bool gather) {
+  LeanPass pass;
+  pass.tokens = tokens;
+  pass.gather = gather;
+  const std::size_t e = plan.elementSize, d = std::size_t(plan.hiddenDim), big = plan.borrowedBytes;
+  // Pass A: gathered rows (reused for the compact grad_hidden rows), logits, cuBLASLt workspace.
+  balanceChunks(tokens, std::max<int64_t>(1, leanChunkLimit(plan, gather)), pass.chunkTokens, pass.chunks);
+  pass.gatheredOffset = 0;
+  pass.logitsOffset = gather ? alignUp(std::size_t(pass.chunkTokens) * d * e, kAlign) : 0;
+  pass.blasOffset = alignUp(pass.logitsOffset + std::size_t(pass.chunkTokens) * std::size_t(plan.logitsLd) * e, kAlign);
+  pass.blasBytes = leanBlasBytes(big);
+  // Pass B, first over the gathered rows h_c kept in grad_weight's last bytes, ...
+  int64_t first = 0;
+  LeanSlice slice;
+  const std::size_t hc = std::size_t(tokens) * d * e;
+  if (gather && hc + 4 * kAlign < big) {
+    pass.hcOffset = alignDown(big - hc, kAlign);
+    const int64_t minSlice = std::min<int64_t>(kLeanGatheredMinSlice, int64_t(alignUp(std::size_t(plan.vocab / 32), 16)));
+    while (first < plan.vocab && fitSlice(plan, first, pass.hcOffset, tokens, std::max<int64_t>(16, minSlice), slice)) {
+      slice.gathered = true;
+      pass.slices.push_back(slice);
+      first += slice.columns;
+    }
+  }
+  // ... then over all N tokens (dx of ignored tokens is zero) with the rest of grad_weight free, ...
+  while (first < plan.vocab && fitSlice(plan, first, big, plan.tokens, kLeanResidueColumns, slice)) {
+    pass.slices.push_back(slice);
+    first += slice.columns;
+  }
+  // ... and the last rows from the workspace's residue buffer.
+  for (; first < plan.vocab; first += kLeanResidueColumns) {
+    LeanSlice residue;
+    residue.first = first;
+    residue.columns = std::min(kLeanResidueColumns, plan.vocab - first);
+    residue.ld = kLeanResidueColumns;
+    residue.inWorkspace = true;
+    pass.slices.push_back(residue);
+  }
+  return pass;
 }
 
 PassPlan passPlan(const Plan& plan, int64_t tokens) {

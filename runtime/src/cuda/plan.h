@@ -12,6 +12,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <vector>
 
 #include "lmfuse/flce.h"
 
@@ -30,6 +31,14 @@ constexpr int64_t kMaxCompactBranches = 64;
 constexpr int64_t kMinCompactGranule = 64;
 constexpr int64_t kMaxCompactChunkBodies = 384;  // chunks summed over every branch
 constexpr int64_t kMinCompactBranches = 4;       // below this compaction would save too little to pay
+// Lean low-memory plan (see LeanPass): the narrowest vocabulary slice that runs in grad_weight's own
+// free rows before the last ones run from a workspace buffer of this many columns for all N tokens.
+constexpr int64_t kLeanResidueColumns = 16;
+// Slices over the gathered hidden rows stop below this width (or V/32 for small vocabularies); the rest
+// runs over all N tokens.
+constexpr int64_t kLeanGatheredMinSlice = 512;
+// A borrowed cuBLASLt workspace is taken only where the free region is this many times its size.
+constexpr std::size_t kLeanBlasRoom = 4;
 
 struct Region {
   std::size_t offset = 0;
@@ -54,9 +63,44 @@ struct PassPlan {
   bool logitsOverAccumulator = false;  // its one chunk's logits span the accumulator's region and the buffer
 };
 
+/// One vocabulary slice of the lean plan's grad_weight pass: grad_weight rows [first, first + columns)
+/// = dxᵀ·h over the slice's logits, recomputed into a buffer of `ld` columns.
+struct LeanSlice {
+  int64_t first = 0, columns = 0, ld = 0;
+  bool gathered = false;        // over the gathered hidden rows (h_c, `tokens` of them), else all N tokens
+  bool inWorkspace = false;     // buffer in the workspace's residue region, else at bufferOffset of grad_weight
+  std::size_t bufferOffset = 0;
+  std::size_t blasOffset = 0, blasBytes = 0;  // cuBLASLt workspace inside grad_weight; 0 bytes: none
+};
+
+/// The lean low-memory plan for one token count (all N, or one compaction branch's): everything beyond a
+/// few small arrays lives inside the grad_weight output, whose bytes are free until the slices write them.
+/// Pass A (token chunks, full vocabulary): optionally gathered hidden rows at gatheredOffset, logits at
+/// logitsOffset (dx in place), grad_hidden = dx·W (into the gathered rows' place, then scattered, or
+/// straight into grad_hidden). Pass B: the gathered hidden rows h_c at hcOffset (the last bytes of
+/// grad_weight) while the slices' rows and buffers stay below it, then slices over all N tokens with
+/// buffers in the unwritten rows above the slice, then the last rows from the workspace's residue buffer.
+struct LeanPass {
+  int64_t tokens = 0;
+  bool gather = false;
+  int64_t chunkTokens = 0, chunks = 0;
+  std::size_t gatheredOffset = 0, logitsOffset = 0, blasOffset = 0, blasBytes = 0;
+  std::size_t hcOffset = 0;
+  std::vector<LeanSlice> slices;
+};
+
 struct Plan {
   bool gradients = false;
   bool lowMemory = false;
+  // Lean low-memory plan (LeanPass): grad_weight is given and dense, so its bytes are the scratch space.
+  bool lean = false;
+  // Compaction under the lean plan: one more branch (index compactBranches) for a count of exactly N,
+  // whose order is the identity, so it gathers nothing.
+  bool identityBranch = false;
+  std::size_t borrowedBytes = 0;  // lean: grad_weight's bytes
+  int64_t leanChunkCap = 0;       // lean: Options::chunk_tokens, 0 for none
+  int64_t tokens = 0, hiddenDim = 0, vocab = 0;
+  std::size_t elementSize = 0, paramElementSize = 0;
   bool ownWeightAccumulator = false;
   bool compact = false;               // only tokens with a label go through the GEMMs (compaction.h)
   int logitsBuffers = 2;              // 1 or 2 full-vocabulary logits buffers (see above)
@@ -84,6 +128,7 @@ struct Plan {
 
   Region report, scalars, targets, rowLoss, lse, biasAccumulator, weightAccumulator, cublas, logits;
   Region order, gathered, compactGradHidden;  // compaction: token order, gathered [chunk, D], grad [chunk, D]
+  Region residue;                              // lean: [N, kLeanResidueColumns] logits of the last slices
   std::size_t logitsBufferBytes = 0;  // one logits buffer
   std::size_t sliceBufferBytes = 0;   // LowMemory: one of the two slice buffers (same region as the above)
   std::size_t totalBytes = 0;
@@ -95,6 +140,9 @@ Plan makePlan(const Problem& problem, const Options& options, const Outputs* out
 /// How the full-vocabulary pass runs over its first `tokens` tokens (plan.tokens, or a compaction
 /// branch's count): its chunks and where its grad_weight goes.
 PassPlan passPlan(const Plan& plan, int64_t tokens);
+
+/// The lean plan's passes over `tokens` tokens, gathered (a compaction branch) or not (all N in order).
+LeanPass leanPass(const Plan& plan, int64_t tokens, bool gather);
 
 /// What workspace_size() returns: enough for any combination of requested outputs.
 std::size_t workspaceBytes(const Problem& problem, const Options& options, bool withGradients);
