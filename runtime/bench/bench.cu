@@ -11,6 +11,8 @@
 // (comma list of ignored-label fractions, default 0), LMFUSE_BENCH_PARTS (also time forward only and
 // forward + grad_hidden, to place the time; their TFLOP/s count 2 and 4 · N·D·V). The "fp32 grad_weight"
 // rows are mixed precision: bf16 hidden and weight, grad_weight in fp32 (ParamGradKind::Float32).
+// LMFUSE_BENCH_MODES (comma list: default, no compaction, low-memory, fp32 grad_weight) keeps only those rows.
+// The "low-memory" rows run the lean plan (grad_weight given and dense: its bytes are the scratch space).
 #include <cublas_v2.h>
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
@@ -236,6 +238,14 @@ int main() {
                                        {"no compaction", lmfuse::MemoryMode::Auto, 0, 0, false},
                                        {"low-memory", lmfuse::MemoryMode::LowMemory, 0, 0},
                                        {"fp32 grad_weight", lmfuse::MemoryMode::Auto, 0, 0, true, true}};
+      if (const char* modes = std::getenv("LMFUSE_BENCH_MODES")) {  // e.g. "default,low-memory"
+        const std::string wanted = std::string(",") + modes + ",";
+        variants.erase(std::remove_if(variants.begin(), variants.end(),
+                                      [&](const Variant& v) {
+                                        return wanted.find(std::string(",") + v.mode + ",") == std::string::npos;
+                                      }),
+                       variants.end());
+      }
       for (double c : chunks) variants.push_back({"chunk", lmfuse::MemoryMode::Accumulate, int64_t(c), 0});
 
       if (std::getenv("LMFUSE_BENCH_PARTS")) {
@@ -341,7 +351,7 @@ int main() {
               "| workspace GiB | workspace − fp32 [V, D] GiB | measured extra GiB | loss rel err |\n"
               "|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
   for (const Row& r : rows)
-    std::printf("| %s | %s | %.0f%% | %.2f | %.0f | %.2f | %.3f | %.3f | %.1f | %.2f | %.2f | %.2f | %.1e |\n",
+    std::printf("| %s | %s | %.0f%% | %.2f | %.0f | %.2f | %.3f | %.3f | %.1f | %.4f | %.4f | %.4f | %.1e |\n",
                 r.shape.c_str(), r.mode.c_str(), 100 * r.ignored, r.ms, r.tflops, r.gemmMs, r.ms / r.gemmMs,
                 r.ms / (r.labelled * r.gemmMs), r.firstCallMs, r.workspaceGiB, r.beyondAccumulatorGiB,
                 r.measuredExtraGiB, r.lossError);

@@ -262,3 +262,61 @@ TEST_CASE("fp32 parameter gradients run in the workspace sized for their outputs
                                                    {small.get(), forThese - 1}, scenario.context()),
                       Catch::Contains("workspace.bytes"));
 }
+
+// The lean low-memory plan (every buffer inside grad_weight): in the workspace sized for its outputs,
+// against the fp64 reference at random masks, the captured graph replaying to the eager result bitwise
+// (and following new labels, through the identity branch and the all-ignored one).
+TEST_CASE("lean low memory: random masks against fp64, captured replay bitwise equal to eager", "[cuda][lean]") {
+  if (skipWithoutDevice()) return;
+  for (bool fp32Params : {false, true}) {
+    for (double ignored : {0.0, 0.1, 0.5, 0.95, 1.0}) {
+      INFO("fp32 parameter gradients " << fp32Params << ", ignored fraction " << ignored);
+      Spec spec = pipelineSpec(DType::BFloat16);
+      spec.n = 1000;
+      spec.options.chunk_tokens = 0;
+      spec.options.memory = MemoryMode::LowMemory;
+      spec.ignoredFraction = ignored;
+      spec.fp32ParamGrads = fp32Params;
+      spec.accumulate = fp32Params;
+      Scenario scenario(spec);
+      const std::size_t forThese =
+          lmfuse::workspace_size(scenario.problem(), scenario.options(), scenario.outputs(), scenario.context());
+      CHECK(forThese < std::size_t(spec.n) * 256);  // per-token arrays and a 16-column buffer
+      DeviceBuffer small(forThese);
+      small.poison();
+      scenario.prepareOutputs();
+      lmfuse::linear_cross_entropy(scenario.problem(), scenario.options(), scenario.outputs(), {small.get(), forThese},
+                                   scenario.context());
+      TEST_CUDA(cudaDeviceSynchronize());
+      Result got = scenario.collect();
+      Reference want = scenario.expected();
+      CHECK(relativeError(got.loss, want.loss) <= 5e-3);
+      CHECK(relativeError(got.gradHidden, want.gradHidden) <= 2e-2);
+      CHECK(relativeError(got.gradWeight, want.gradWeight) <= 2e-2);
+      CHECK(relativeError(got.gradBias, want.gradBias) <= 2e-2);
+      if (spec.accumulate) CHECK(relativeError(got.accumulate, want.gradWeight) <= 2e-2);
+      Result eager = scenario.run();
+      requireBitwiseEqual(got, eager);  // the workspace's size does not change the result
+      CapturedCall captured(scenario);
+      for (int replay = 0; replay < 2; ++replay) requireBitwiseEqual(eager, captured.replay());
+    }
+  }
+  // One graph, new labels at every replay.
+  Spec spec = pipelineSpec(DType::BFloat16);
+  spec.options.chunk_tokens = 0;
+  spec.options.memory = MemoryMode::LowMemory;
+  spec.ignoredFraction = 0.3;
+  Scenario scenario(spec);
+  CapturedCall captured(scenario);
+  for (double ignored : {0.0, 0.95, 1.0, 0.5, 0.02, 0.0}) {
+    INFO("replayed with ignored fraction " << ignored);
+    scenario.redrawLabels(ignored);
+    Result replayed = captured.replay();
+    Reference want = scenario.expected();
+    CHECK(relativeError(replayed.loss, want.loss) <= 5e-3);
+    CHECK(relativeError(replayed.gradHidden, want.gradHidden) <= 2e-2);
+    CHECK(relativeError(replayed.gradWeight, want.gradWeight) <= 2e-2);
+    CHECK(relativeError(replayed.gradBias, want.gradBias) <= 2e-2);
+    requireBitwiseEqual(replayed, scenario.run());
+  }
+}

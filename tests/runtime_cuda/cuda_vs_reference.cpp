@@ -108,6 +108,33 @@ const std::vector<NamedSpec>& cases() {
       {"fp32 parameter gradients, tight budget", [](Spec& s) {
          s.fp32ParamGrads = true; s.options.chunk_tokens = 0; s.ignoredFraction = 0.05;
          s.options.workspace_budget = kTightBudget; s.options.memory = MemoryMode::Accumulate; }},
+      // Low memory with a dense grad_weight: the lean plan, every buffer inside grad_weight (plan.h).
+      {"lean low memory, none ignored (identity branch)", [](Spec& s) {
+         s.options.memory = MemoryMode::LowMemory; s.options.chunk_tokens = 0; s.ignoredFraction = 0.0; }},
+      {"lean low memory, 10% ignored, odd vocabulary, bias", [](Spec& s) {
+         s.options.memory = MemoryMode::LowMemory; s.options.chunk_tokens = 0; s.v = 2003; s.bias = true;
+         s.gradBias = true; }},
+      {"lean low memory, half ignored, many branches", [](Spec& s) {
+         s.options.memory = MemoryMode::LowMemory; s.options.chunk_tokens = 0; s.n = 1200; s.ignoredFraction = 0.5; }},
+      {"lean low memory, 95% ignored, smoothing and z-loss", [](Spec& s) {
+         s.options.memory = MemoryMode::LowMemory; s.options.chunk_tokens = 0; s.ignoredFraction = 0.95;
+         s.options.label_smoothing = 0.1; s.options.z_loss = 1e-3; }},
+      {"lean low memory, all ignored", [](Spec& s) {
+         s.options.memory = MemoryMode::LowMemory; s.options.chunk_tokens = 0; s.ignoredFraction = 1.0; s.gradBias = true; }},
+      {"lean low memory without compaction, strided hidden", [](Spec& s) {
+         s.options.memory = MemoryMode::LowMemory; s.options.compact = false; s.options.chunk_tokens = 0;
+         s.hiddenPad = 8; s.ignoredFraction = 0.3; }},
+      {"lean low memory, grad_weight only", [](Spec& s) {
+         s.options.memory = MemoryMode::LowMemory; s.options.chunk_tokens = 0; s.gradHidden = false; }},
+      {"lean low memory, reduction none, packed segments", [](Spec& s) {
+         s.options.memory = MemoryMode::LowMemory; s.options.chunk_tokens = 0; s.options.reduction = Reduction::None;
+         s.gradScale = true; s.segments = 3; }},
+      {"lean low memory with grad_weight_accumulate, fp32 parameter gradients", [](Spec& s) {
+         s.options.memory = MemoryMode::LowMemory; s.options.chunk_tokens = 0; s.accumulate = true;
+         s.fp32ParamGrads = true; s.v = 1003; s.bias = true; s.gradBias = true; }},
+      {"low memory, grad_weight_accumulate only (slices in the workspace)", [](Spec& s) {
+         s.options.memory = MemoryMode::LowMemory; s.options.chunk_tokens = 64; s.gradWeight = false;
+         s.accumulate = true; s.ignoredFraction = 0.3; }},
       {"fp32 parameter gradients, low memory", [](Spec& s) {
          s.fp32ParamGrads = true; s.options.memory = MemoryMode::LowMemory; s.options.chunk_tokens = 64;
          s.v = 1003; s.bias = true; s.gradBias = true; s.options.softcap = 4.0; }},

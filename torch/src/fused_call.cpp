@@ -207,7 +207,9 @@ CallResult runFused(const Operands& operands, Gradients wanted, const torch::Ten
   callRuntime([&] {
     // fp32 parameter gradients: sized for these outputs, which leaves out the [V, D] accumulator on CUDA
     // (the fp32 grad_weight accumulates in place).
-    space.bytes = fp32Params ? workspace_size(problem, options, outputs, operands.context)
+    // Low memory: sized for these outputs too, which is the lean plan's few per-token arrays on CUDA.
+    const bool forOutputs = fp32Params || options.memory == MemoryMode::LowMemory;
+    space.bytes = forOutputs ? workspace_size(problem, options, outputs, operands.context)
                              : workspace_size(problem, options, outputs.wants_gradients(), operands.context);
     // From LibTorch's allocator: on CUDA the caching allocator serves it (no cudaMalloc per call,
     // capturable), and it lives exactly as long as this call.
