@@ -4,7 +4,9 @@
 # in one process per ignored-label fraction, so ratios come from the same run. Builds the operator
 # library (LibTorch of the machine's PyTorch, CUDA for sm_90), then runs the harness anchors_flce.py.
 # Needs (git-ignored, carried): .anchors/anchors_flce.py, .anchors/liger/src/liger_kernel,
-# .anchors/cce/cut_cross_entropy. Results: $OUT/ignore-<fraction>/{anchors.log,anchors.json}.
+# .anchors/cce/cut_cross_entropy. Results: $OUT/ignore-<fraction>/{anchors.log,anchors.json}. The harness runs
+# through scripts/gpu/anchors_lean.py, which adds the operator's low-memory mode as one more row ("lmfuse
+# low-memory"), reprints the rows with peak memory in 4 decimals and compares its gradients with the default's.
 #   scripts/gpu/anchors.sh [fractions...]     default: 0 0.1 0.5; SHAPES (harness) defaults to 0 (Llama-3)
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
@@ -26,6 +28,6 @@ fractions=("$@")
 for fraction in "${fractions[@]}"; do
   mkdir -p "$out/ignore-$fraction"
   OUT="$out/ignore-$fraction" IGNORE="$fraction" SHAPES="${SHAPES:-0}" ANCHORS="$root/.anchors" PYTHONUNBUFFERED=1 \
-    LMFUSE_TORCH_LIB="$build/torch/liblmfuse_torch.so" python3 .anchors/anchors_flce.py 2>&1 |
-    tee "$out/ignore-$fraction/anchors.log" | tail -9
+    LMFUSE_TORCH_LIB="$build/torch/liblmfuse_torch.so" python3 scripts/gpu/anchors_lean.py .anchors/anchors_flce.py 2>&1 |
+    tee "$out/ignore-$fraction/anchors.log" | tail -${ANCHORS_TAIL:-16}
 done
