@@ -320,3 +320,23 @@ TEST_CASE("lean low memory: random masks against fp64, captured replay bitwise e
     requireBitwiseEqual(replayed, scenario.run());
   }
 }
+
+// Calls that record no graph (no compaction), default and lean: what the sanitizers see of a whole call
+// without a conditional node.
+TEST_CASE("uncompacted calls, default and lean, against fp64", "[cuda][uncompacted]") {
+  if (skipWithoutDevice()) return;
+  for (MemoryMode mode : {MemoryMode::Auto, MemoryMode::LowMemory}) {
+    INFO("low memory " << (mode == MemoryMode::LowMemory));
+    Spec spec = pipelineSpec(DType::BFloat16);
+    spec.options.compact = false;
+    spec.options.memory = mode;
+    spec.ignoredFraction = 0.3;
+    Scenario scenario(spec);
+    Result got = scenario.run();
+    Reference want = scenario.expected();
+    CHECK(relativeError(got.loss, want.loss) <= 5e-3);
+    CHECK(relativeError(got.gradHidden, want.gradHidden) <= 2e-2);
+    CHECK(relativeError(got.gradWeight, want.gradWeight) <= 2e-2);
+    CHECK(relativeError(got.gradBias, want.gradBias) <= 2e-2);
+  }
+}

@@ -8,6 +8,7 @@
 
 #include "cuda/compaction.h"
 #include "cuda/conditional.h"
+#include "cuda/gemm.h"
 #include "cuda/kernels.h"
 #include "harness.h"
 
@@ -224,4 +225,32 @@ TEST_CASE("a graph whose SWITCH node's branch a kernel picks", "[cuda][graph][co
     });
     CHECK(got == float(2 + (count - 1) / 64));
   }
+}
+
+// What the sanitizers meet beyond the backend's own kernels, each alone: one cuBLASLt product (Hopper
+// GEMM kernels, no lmfuse kernel, no graph), and a whole call that records no graph (uncompacted), in the
+// default and the lean low-memory schedules.
+TEST_CASE("one cuBLASLt product of the backend, eagerly", "[cuda][gemm]") {
+  if (!lmfuse::cuda_available()) return;
+  const int64_t m = 1024, n = 2048, k = 512;
+  auto& g = rng();
+  Stored a = randomStored(g, DType::BFloat16, std::size_t(m * k), 1.0), b = randomStored(g, DType::BFloat16, std::size_t(k * n), 1.0);
+  DeviceBuffer da(a.raw.size()), db(b.raw.size()), dc(std::size_t(m * n) * 4), workspace(std::size_t(32) << 20);
+  da.upload(a.raw.data());
+  db.upload(b.raw.data());
+  cublasLtHandle_t handle;
+  REQUIRE(cublasLtCreate(&handle) == CUBLAS_STATUS_SUCCESS);
+  // C[m, n] = Aᵀ·B with A stored k × m and B k × n (column-major), fp32 out.
+  backend::GemmShape shape{CUDA_R_16BF, CUDA_R_32F, true, false, m, n, k, k, k, m};
+  backend::gemm(handle, shape, 1.0f, da.get(), db.get(), 0.0f, dc.get(), workspace.get(), workspace.bytes(), nullptr);
+  TEST_CUDA(cudaDeviceSynchronize());
+  const std::vector<double> c = floatsToDoubles(dc.download());
+  for (int64_t i : {int64_t(0), m - 1}) {
+    for (int64_t j : {int64_t(0), n - 1}) {
+      double want = 0;
+      for (int64_t l = 0; l < k; ++l) want += a.values[i * k + l] * b.values[j * k + l];
+      CHECK(std::abs(c[j * m + i] - want) <= 1e-3 * (1 + std::abs(want)));
+    }
+  }
+  cublasLtDestroy(handle);
 }

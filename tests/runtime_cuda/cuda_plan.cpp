@@ -309,7 +309,9 @@ void checkLeanPass(const Plan& plan, int64_t tokens, bool gather) {
   CHECK(pass.chunks * pass.chunkTokens >= tokens);
   CHECK((pass.chunks - 1) * pass.chunkTokens < tokens);
   if (gather) CHECK(pass.gatheredOffset + std::size_t(pass.chunkTokens) * d * e <= pass.logitsOffset);
-  CHECK(pass.logitsOffset + std::size_t(pass.chunkTokens) * std::size_t(plan.logitsLd) * e <= pass.blasOffset);
+  const std::size_t logitsEnd = pass.logitsOffset + std::size_t(pass.chunkTokens) * std::size_t(plan.logitsLd) * e;
+  CHECK(logitsEnd <= big);
+  if (pass.blasBytes) CHECK(logitsEnd <= pass.blasOffset);
   CHECK(pass.blasOffset + pass.blasBytes <= big);
   CHECK(pass.logitsOffset % 256 == 0);
   CHECK(pass.blasOffset % 256 == 0);
