@@ -57,20 +57,6 @@ std::size_t leanBlasBytes(std::size_t freeBytes) {
   return freeBytes >= kLeanBlasRoom * kCublasWorkspaceBytes ? kCublasWorkspaceBytes : 0;
 }
 
-// Measured variants of the borrowed cuBLASLt workspace (runtime/bench/NOTES.md), chosen at build time.
-#ifndef LMFUSE_LEAN_VARIANT
-#define LMFUSE_LEAN_VARIANT 0
-#endif
-
-// Variant 1: a slice borrows a workspace of up to 1/16 of its free region (a power of two, 1 to 32 MiB).
-std::size_t proportionalBlasBytes(std::size_t freeBytes) {
-  const std::size_t cap = std::min(kCublasWorkspaceBytes, freeBytes / 16);
-  if (cap < (std::size_t(1) << 20)) return 0;
-  std::size_t bytes = std::size_t(1) << 20;
-  while (bytes * 2 <= cap) bytes *= 2;
-  return bytes;
-}
-
 // The most tokens one pass-A chunk holds inside grad_weight: logits (and gathered rows) of each token,
 // and `blas` bytes of cuBLASLt workspace.
 int64_t leanChunkLimit(const Plan& plan, bool gather, std::size_t blas) {
@@ -84,18 +70,12 @@ int64_t leanChunkLimit(const Plan& plan, bool gather, std::size_t blas) {
   return limit;
 }
 
-// Pass A's borrowed cuBLASLt workspace over `tokens` tokens: variant 0 whenever grad_weight has room;
-// the others only where it costs no extra chunk.
-std::size_t passABlasBytes(const Plan& plan, bool gather, int64_t tokens) {
-  const std::size_t blas = leanBlasBytes(plan.borrowedBytes);
-  if (LMFUSE_LEAN_VARIANT == 0 || blas == 0) return blas;
-  const int64_t with = std::max<int64_t>(1, leanChunkLimit(plan, gather, blas));
-  const int64_t without = std::max<int64_t>(1, leanChunkLimit(plan, gather, 0));
-  return ceilDiv(tokens, with) > ceilDiv(tokens, without) ? 0 : blas;
-}
+// Pass A's borrowed cuBLASLt workspace, whenever grad_weight has room for it (measured against borrowing
+// none where it costs a chunk, and against smaller ones for narrow slices: runtime/bench/NOTES.md).
+std::size_t passABlasBytes(const Plan& plan) { return leanBlasBytes(plan.borrowedBytes); }
 
 int64_t leanChunkLimit(const Plan& plan, bool gather) {
-  return leanChunkLimit(plan, gather, passABlasBytes(plan, gather, plan.tokens));
+  return leanChunkLimit(plan, gather, passABlasBytes(plan));
 }
 
 // The widest slice from vocabulary row `first` whose grad_weight rows, logits buffer (tokens × ld) and
@@ -108,14 +88,12 @@ bool fitSlice(const Plan& plan, int64_t first, std::size_t limit, int64_t tokens
   const int64_t remaining = plan.vocab - first;
   if (limit <= start + 3 * kAlign) return false;
   const std::size_t free = limit - start - 3 * kAlign;
-  const std::size_t firstBlas = LMFUSE_LEAN_VARIANT == 1 ? proportionalBlasBytes(free) : leanBlasBytes(free);
-  for (std::size_t blas : {firstBlas, std::size_t(0)}) {
+  for (std::size_t blas : {leanBlasBytes(free), std::size_t(0)}) {
     if (blas && free <= blas) continue;
     int64_t columns = int64_t((free - blas) / (rowBytes + std::size_t(tokens) * e));
     columns = columns >= 256 ? columns / 128 * 128 : columns / 16 * 16;
     if (columns >= remaining) columns = remaining;
-    // Variant 0: narrow slices borrow no cuBLASLt workspace.
-    if (LMFUSE_LEAN_VARIANT != 1 && blas && columns < 1024 && columns < remaining) continue;
+    if (blas && columns < 1024 && columns < remaining) continue;  // narrow slices borrow no cuBLASLt workspace
     if (columns <= 0 || (columns < minColumns && columns < remaining)) return false;
     LeanSlice s;
     s.first = first;
@@ -351,7 +329,7 @@ LeanPass leanPass(const Plan& plan, int64_t tokens, bool gather) {
   pass.gather = gather;
   const std::size_t e = plan.elementSize, d = std::size_t(plan.hiddenDim), big = plan.borrowedBytes;
   // Pass A: gathered rows (reused for the compact grad_hidden rows), logits, cuBLASLt workspace.
-  pass.blasBytes = passABlasBytes(plan, gather, tokens);
+  pass.blasBytes = passABlasBytes(plan);
   balanceChunks(tokens, std::max<int64_t>(1, leanChunkLimit(plan, gather, pass.blasBytes)), pass.chunkTokens,
                 pass.chunks);
   pass.gatheredOffset = 0;
