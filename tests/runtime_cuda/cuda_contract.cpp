@@ -281,7 +281,7 @@ TEST_CASE("lean low memory: random masks against fp64, captured replay bitwise e
       Scenario scenario(spec);
       const std::size_t forThese =
           lmfuse::workspace_size(scenario.problem(), scenario.options(), scenario.outputs(), scenario.context());
-      CHECK(forThese < std::size_t(spec.n) * 256);  // per-token arrays and a 16-column buffer
+      CHECK(forThese < std::size_t(spec.n) * 256);  // per-token arrays and an 8-column buffer
       DeviceBuffer small(forThese);
       small.poison();
       scenario.prepareOutputs();

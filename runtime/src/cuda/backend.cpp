@@ -13,7 +13,7 @@
 // grad_weight. When grad_weight is given and dense, that low-memory schedule is the lean one (plan.h:
 // LeanPass): both passes keep their logits, gathered rows and cuBLASLt workspace inside grad_weight's own
 // bytes, which are free until the slices write them, so the workspace holds only per-token arrays and a
-// [N, 16] buffer for the last slices; it compacts like the default schedule, with one more branch for a
+// [N, 8] buffer for the last slices; it compacts like the default schedule, with one more branch for a
 // count of exactly N (the identity order: nothing gathered). Forward-only calls without compaction overlap the row kernel with the next chunk's GEMM on
 // a side stream.
 // Compaction (Options::compact, the default): a device-side stable order of the tokens with a label, and

@@ -91,14 +91,14 @@ bool fitSlice(const Plan& plan, int64_t first, std::size_t limit, int64_t tokens
   for (std::size_t blas : {leanBlasBytes(free), std::size_t(0)}) {
     if (blas && free <= blas) continue;
     int64_t columns = int64_t((free - blas) / (rowBytes + std::size_t(tokens) * e));
-    columns = columns >= 256 ? columns / 128 * 128 : columns / 16 * 16;
+    columns = columns >= 256 ? columns / 128 * 128 : columns / kLeanResidueColumns * kLeanResidueColumns;
     if (columns >= remaining) columns = remaining;
     if (blas && columns < 1024 && columns < remaining) continue;  // narrow slices borrow no cuBLASLt workspace
     if (columns <= 0 || (columns < minColumns && columns < remaining)) return false;
     LeanSlice s;
     s.first = first;
     s.columns = columns;
-    s.ld = int64_t(alignUp(std::size_t(columns), 16));
+    s.ld = int64_t(alignUp(std::size_t(columns), std::size_t(kLeanResidueColumns)));
     s.bufferOffset = alignUp(start + std::size_t(columns) * rowBytes, kAlign);
     s.blasOffset = alignUp(s.bufferOffset + std::size_t(tokens) * std::size_t(s.ld) * e, kAlign);
     s.blasBytes = blas;

@@ -33,7 +33,7 @@ constexpr int64_t kMaxCompactChunkBodies = 384;  // chunks summed over every bra
 constexpr int64_t kMinCompactBranches = 4;       // below this compaction would save too little to pay
 // Lean low-memory plan (see LeanPass): the narrowest vocabulary slice that runs in grad_weight's own
 // free rows before the last ones run from a workspace buffer of this many columns for all N tokens.
-constexpr int64_t kLeanResidueColumns = 16;
+constexpr int64_t kLeanResidueColumns = 8;  // 16-byte rows in bf16/fp16
 // Slices over the gathered hidden rows stop below this width (or V/32 for small vocabularies); the rest
 // runs over all N tokens.
 constexpr int64_t kLeanGatheredMinSlice = 512;
