@@ -154,15 +154,23 @@ void compare(const char* what, const std::vector<double>& got, const std::vector
 }  // namespace
 
 TEST_CASE("CUDA matches the fp64 reference for every option and dtype", "[cuda]") {
+  // LMFUSE_TEST_CASE: only the cases whose name contains it; LMFUSE_TEST_CASE_INDEX: only the case at this
+  // index of the table (one case per process under a sanitizer, say).
+  const char* only = std::getenv("LMFUSE_TEST_CASE");
+  const char* index = std::getenv("LMFUSE_TEST_CASE_INDEX");
+  if (index && std::size_t(std::atoi(index)) >= cases().size()) {
+    WARN("no case at index " << index << " of " << cases().size());
+    return;
+  }
   if (!lmfuse::cuda_available()) {
     WARN("skipped: no CUDA device visible");
     return;
   }
   for (DType dtype : {DType::BFloat16, DType::Float16, DType::Float32}) {
-    for (const NamedSpec& named : cases()) {
-      // LMFUSE_TEST_CASE: only the cases whose name contains it (one case under a sanitizer, say).
-      const char* only = std::getenv("LMFUSE_TEST_CASE");
+    for (std::size_t k = 0; k < cases().size(); ++k) {
+      const NamedSpec& named = cases()[k];
       if (only && !std::strstr(named.name, only)) continue;
+      if (index && std::size_t(std::atoi(index)) != k) continue;
       Spec spec;
       spec.dtype = dtype;
       spec.options.chunk_tokens = 128;
