@@ -45,27 +45,12 @@ if [[ $what == sanitize || $what == checked ]]; then
     return $code
   }
   tools=${LMFUSE_SANITIZE_TOOLS:-memcheck initcheck racecheck synccheck}
-  # memcheck and initcheck: every kernel (cuBLASLt's too). initcheck over the whole binary; memcheck over
-  # every test but the reference table in one process, and the table one case per process, four at a time:
-  # in one process, a lean case after the table's default-mode cases has met an illegal address under
-  # memcheck that the same cases do not meet alone, nor any run without a sanitizer (NOTES.md, open).
-  pids=()
-  if [[ " $tools " == *" initcheck "* ]]; then
-    sanitize initcheck initcheck -- >"$out/sanitize-initcheck.summary" 2>&1 &
-    pids+=($!)
-  fi
-  if [[ " $tools " == *" memcheck "* ]]; then
-    sanitize memcheck memcheck -- "~CUDA matches the fp64 reference*" >"$out/sanitize-memcheck.summary" 2>&1 &
-    pids+=($!)
-    count=$(LMFUSE_TEST_CASE_INDEX=100000 "$bin" "CUDA matches the fp64 reference*" 2>&1 | grep -oE "of [0-9]+" | grep -oE "[0-9]+")
-    export -f sanitize; export bin out
-    seq 0 $((count - 1)) | xargs -P 4 -I{} bash -c 'LMFUSE_TEST_CASE_INDEX={} sanitize memcheck-case{} memcheck -- "CUDA matches the fp64 reference*" >"$out/sanitize-memcheck-case{}.summary" 2>&1' ||
-      status=1
-    echo "compute-sanitizer memcheck [reference table, $count cases, one process each]: $(cat "$out"/sanitize-memcheck-case*.summary | grep -c 'ERROR SUMMARY: 0 errors') of $count with 0 errors and every test passed: $(cat "$out"/sanitize-memcheck-case*.summary | grep -c 'All tests passed')" >"$out/sanitize-memcheck-cases.summary"
-    grep -L "ERROR SUMMARY: 0 errors" "$out"/sanitize-memcheck-case*.summary | head -5 >>"$out/sanitize-memcheck-cases.summary"
-  fi
-  for pid in "${pids[@]}"; do wait "$pid" || status=1; done
-  for name in initcheck memcheck memcheck-cases; do [[ -f $out/sanitize-$name.summary ]] && cat "$out/sanitize-$name.summary"; done
+  # memcheck and initcheck: the whole binary, every kernel (cuBLASLt's too), one tool after the other:
+  # sanitized processes sharing the GPU have met illegal addresses that none meets alone (NOTES.md).
+  for tool in memcheck initcheck; do
+    [[ " $tools " == *" $tool "* ]] || continue
+    sanitize "$tool" "$tool" -- || status=1
+  done
   # racecheck and synccheck: only lmfuse's own kernels are instrumented (--kernel-name kns=lmfuse: every one
   # is in namespace lmfuse::detail::cuda); cuBLASLt's kernels run uninstrumented. Gated: the tests whose GPU
   # work is lmfuse's kernels alone: each backend kernel launched directly ([kernels]), a plain captured graph
