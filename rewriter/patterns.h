@@ -32,16 +32,47 @@ struct FunctionHeadPattern {
   unsigned Bias = 2;
 };
 
-/// A cross-entropy callee and how its options are spelled: fluent setters on an options
-/// argument, or positional arguments. Unset positions are -1.
+/// A head spelled as a product with the transpose of a weight: Callee(input, Wᵀ) for a function, or
+/// input.Callee(Wᵀ) for a method (Input is then -1: the object is the input). No bias.
+struct ProductHeadPattern {
+  std::string Callee;  ///< qualified function or method name, e.g. at::matmul, at::Tensor::mm
+  int Input = -1;
+  unsigned Operand = 1;  ///< the argument that must be the weight's transpose
+};
+
+/// One spelling of a 2-D weight's transpose: Method(Arguments...) on the weight.
+struct TransposePattern {
+  std::string Method;
+  std::vector<int64_t> Arguments;
+};
+
+/// A cross-entropy and how its options are spelled. A function (Callee) takes fluent setters on an
+/// options argument, or positional arguments (unset positions are -1). A module (Impl: a
+/// Holder<Impl> called as m(x, y) or m->Method(x, y)) takes its options from its construction, read
+/// with the same setters, and holds them in OptionsMember at run time. InputLogSoftmax: the loss
+/// takes log-probabilities (nll_loss), so its input must be log_softmax of the logits over the
+/// class dimension.
 struct LossPattern {
-  std::string Callee;
+  std::string Callee;  ///< a function loss's qualified name; for a module loss, Impl's
+  std::string Holder;  ///< module losses only
+  std::string Impl;
+  std::string Method = "forward";
+  std::string OptionsMember;
   unsigned Input = 0;
   unsigned Target = 1;
   int OptionsArgument = -1;
   std::map<std::string, std::string> Setters;  ///< runtime option -> setter name
   std::vector<std::string> UnsupportedSetters;
   std::map<std::string, int> Positional;       ///< runtime option (or "weight") -> argument index
+  bool InputLogSoftmax = false;
+  bool isModule() const { return !Impl.empty(); }
+};
+
+/// The spellings of log_softmax over the class dimension, which an nll_loss input must be.
+struct LogSoftmaxPattern {
+  std::vector<std::string> Callees;  ///< functions (input first) and Tensor methods
+  std::vector<int64_t> Dims;         ///< the class dimension as it may be written
+  std::string DtypeSetter;           ///< the options setter of an upcast (`.dtype(torch::kFloat)`)
 };
 
 struct ReductionPattern {
@@ -95,6 +126,9 @@ struct ReplacementPattern {
   std::string SkippedLogits;
   std::map<std::string, std::string> Reductions;  ///< "mean"/"sum" -> runtime enumerator
   std::string HoistedHidden = "lmfuse_hidden";
+  /// Called as ModuleOptions(<module>->options) for a module loss: the loss options the module holds
+  /// when the loss runs.
+  std::string ModuleOptions;
   /// Options setter taking the dtype of an upcast of the logits (`.to(torch::kFloat)`), so the fused
   /// loss is returned in that dtype without first being rounded to the logits' dtype. Empty: the cast
   /// is appended to the fused result instead.
@@ -107,6 +141,11 @@ struct PatternSet {
   std::string Source;  ///< the file it came from, or "<built-in>"
   std::vector<ModuleHeadPattern> ModuleHeads;
   std::vector<FunctionHeadPattern> FunctionHeads;
+  std::vector<ProductHeadPattern> ProductHeads;
+  std::vector<TransposePattern> WeightTransposes;
+  /// A product head's weight must be a member of a class derived from this (a parameter).
+  std::string ParameterOwner;
+  LogSoftmaxPattern LogSoftmax;
   std::vector<LossPattern> Losses;
   std::vector<ReductionPattern> Reductions;
   BenignPatterns Benign;

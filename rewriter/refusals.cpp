@@ -83,6 +83,11 @@ std::optional<Refusal> headWrapped(const CapturedSite &Site, const PatternSet &,
   return std::nullopt;
 }
 
+std::optional<Refusal> notLogProbabilities(const CapturedSite &Site, const PatternSet &, const AstQuery &,
+                                           const VariableUses &) {
+  return fromBreak(Site.Break, {BreakKind::NotLogProbabilities}, ReasonKind::LossUnsupported);
+}
+
 std::optional<Refusal> headNotLinear(const CapturedSite &Site, const PatternSet &, const AstQuery &,
                                      const VariableUses &) {
   if (auto Found = fromBreak(Site.Break, {BreakKind::NoHeadAssignment, BreakKind::NotALinearHead, BreakKind::Normalized},
@@ -383,7 +388,8 @@ std::optional<Refusal> lossUnsupported(const CapturedSite &Site, const PatternSe
 
 // The order is the precedence: a site in a macro is never analysed further, a softcap wins over
 // every other change to the logits, and option problems only matter for an otherwise good site.
-constexpr Check Checks[] = {inMacro,        softcapped,           headWrapped,            headNotLinear,
+constexpr Check Checks[] = {inMacro,        softcapped,           headWrapped,            notLogProbabilities,
+                            headNotLinear,
                             logitsRebound,  logitsIndexed,        logitsUsedElsewhere,    labelsBranchNontrivial,
                             labelsMismatch, guardOutOfReach, inputsModified, lossUnsupported};
 

@@ -82,7 +82,7 @@ public:
   template <class T> T *data_ptr() const;
   Tensor clone() const;
   Tensor softmax(int64_t dim) const;
-  Tensor log_softmax(int64_t dim) const;
+  Tensor log_softmax(int64_t dim, optional<ScalarType> dtype = nullopt) const;
   Tensor argmax(int64_t dim) const;
   Tensor mean() const;
   Tensor detach() const;
@@ -92,12 +92,20 @@ public:
   Tensor operator+(const Tensor &other) const;
   Tensor operator*(const Tensor &other) const;
   Tensor operator==(const Tensor &other) const;
+  Tensor matmul(const Tensor &other) const;
+  Tensor mm(const Tensor &mat2) const;
+  Tensor t() const;
+  Tensor transpose(int64_t dim0, int64_t dim1) const;
 };
 namespace Reduction {
 enum Reduction { None, Mean, Sum, END };
 }
 Tensor tanh(const Tensor &self);
-Tensor log_softmax(const Tensor &self, int64_t dim);
+Tensor log_softmax(const Tensor &self, int64_t dim, optional<ScalarType> dtype = nullopt);
+Tensor matmul(const Tensor &self, const Tensor &other);
+Tensor mm(const Tensor &self, const Tensor &mat2);
+Tensor nll_loss(const Tensor &self, const Tensor &target, const optional<Tensor> &weight = {},
+                int64_t reduction = Reduction::Mean, int64_t ignore_index = -100);
 Tensor linear(const Tensor &input, const Tensor &weight, const optional<Tensor> &bias = {});
 Tensor cross_entropy_loss(const Tensor &self, const Tensor &target, const optional<Tensor> &weight = {},
                           int64_t reduction = Reduction::Mean, int64_t ignore_index = -100,
@@ -131,6 +139,7 @@ public:
 
 template <class Contained> class ModuleHolder {
 public:
+  ModuleHolder() : impl_(new Contained()) {}
   ModuleHolder(decltype(nullptr)) {}
   template <class... Args> explicit ModuleHolder(Args &&...args) : impl_(new Contained(args...)) {}
   Contained *operator->() const { return impl_; }
@@ -197,6 +206,29 @@ struct CrossEntropyLossOptions {
   CrossEntropyLossOptions &label_smoothing(double value) { return *this; }
 };
 
+class CrossEntropyLossImpl : public Module {
+public:
+  explicit CrossEntropyLossImpl(const CrossEntropyLossOptions &options_ = {}) {}
+  Tensor forward(const Tensor &input, const Tensor &target);
+  CrossEntropyLossOptions options;
+  Tensor weight;
+};
+TORCH_MODULE(CrossEntropyLoss);
+
+struct NLLLossOptions {
+  NLLLossOptions &weight(const Tensor &value) { return *this; }
+  NLLLossOptions &ignore_index(int64_t value) { return *this; }
+  NLLLossOptions &reduction(const ReductionOption &value) { return *this; }
+};
+class NLLLossImpl : public Module {
+public:
+  explicit NLLLossImpl(const NLLLossOptions &options_ = {}) {}
+  Tensor forward(const Tensor &input, const Tensor &target);
+  NLLLossOptions options;
+  Tensor weight;
+};
+TORCH_MODULE(NLLLoss);
+
 namespace init {
 Tensor normal_(Tensor tensor, double mean = 0, double std = 1);
 }  // namespace init
@@ -206,6 +238,13 @@ using CrossEntropyFuncOptions = CrossEntropyLossOptions;
 Tensor cross_entropy(const Tensor &input, const Tensor &target, const CrossEntropyFuncOptions &options = {});
 Tensor linear(const Tensor &input, const Tensor &weight, const Tensor &bias = {});
 Tensor gelu(const Tensor &input);
+using NLLLossFuncOptions = NLLLossOptions;
+Tensor nll_loss(const Tensor &input, const Tensor &target, const NLLLossFuncOptions &options = {});
+struct LogSoftmaxFuncOptions {
+  LogSoftmaxFuncOptions(int64_t dim) {}
+  LogSoftmaxFuncOptions &dtype(optional<ScalarType> value) { return *this; }
+};
+Tensor log_softmax(const Tensor &input, const LogSoftmaxFuncOptions &options);
 }  // namespace functional
 }  // namespace nn
 }  // namespace torch
