@@ -169,3 +169,36 @@ TEST_CASE("qualified names may be written with a leading ::", "[patterns]") {
     Found = Found || Loss.Callee == "torch::nn::functional::cross_entropy";
   CHECK(Found);
 }
+
+TEST_CASE("product heads, loss modules and nll_loss rules are checked when loaded", "[patterns]") {
+  const std::string Yaml = readFile(LMFUSE_PATTERNS_FILE);
+  std::string Path;
+  auto ErrorOf = [&](const std::string &Needle, const std::string &Replacement) {
+    std::string Error = loadError(withLineReplaced(Yaml, Needle, Replacement), Path);
+    INFO(Error);
+    CHECK(Error.find(Path) != std::string::npos);
+    return Error;
+  };
+  CHECK_THAT(ErrorOf("    options_member: options", ""), Catch::Contains("needs 'holder', 'options_member' and 'setters'"));
+  CHECK_THAT(ErrorOf("    impl: torch::nn::CrossEntropyLossImpl",
+                     "    impl: torch::nn::CrossEntropyLossImpl\n    callee: torch::nn::functional::cross_entropy"),
+             Catch::Contains("exactly one of 'callee' (a function) and 'impl' (a module)"));
+  CHECK_THAT(ErrorOf("parameter_owner: torch::nn::Module", ""),
+             Catch::Contains("'product_heads' need 'weight_transposes' and 'parameter_owner'"));
+  CHECK_THAT(ErrorOf("  module_options: lmfuse::module_loss_options", ""), Catch::Contains("needs 'module_options'"));
+  CHECK_THAT(ErrorOf("  callees: [torch::nn::functional::log_softmax, at::log_softmax, at::Tensor::log_softmax]",
+                     "  callees: []"),
+             Catch::Contains("'log_softmax' must name its spellings"));
+
+  auto Default = loadDefaultPatterns();
+  REQUIRE(static_cast<bool>(Default));
+  size_t Modules = 0, LogSoftmaxInputs = 0;
+  for (const LossPattern &Loss : Default->Losses) {
+    Modules += Loss.isModule();
+    LogSoftmaxInputs += Loss.InputLogSoftmax;
+  }
+  CHECK(Modules == 2);           // CrossEntropyLoss, NLLLoss
+  CHECK(LogSoftmaxInputs == 3);  // F::nll_loss, at::nll_loss, NLLLoss
+  CHECK(Default->ProductHeads.size() == 4);
+  CHECK(Default->ParameterOwner == "torch::nn::Module");
+}
