@@ -84,6 +84,8 @@ struct CapturedSite {
   /// once into a local before the logits statement instead of duplicating it.
   bool HoistHidden = false;
   bool LabelsShift = false;
+  /// Locals holding the length a shift was proven with (`const auto T = logits.size(1);`).
+  std::vector<const clang::VarDecl *> ShiftLengths;
   std::optional<TraceBreak> Break;
 
   LabelsGuard Guard;

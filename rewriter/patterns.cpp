@@ -172,10 +172,37 @@ template <> struct MappingTraits<BenignPatterns> {
     Io.mapRequired("cast_method", P.CastMethod);
     Io.mapRequired("upcast_types", P.UpcastTypes);
     Io.mapRequired("label_cast_types", P.LabelCastTypes);
-    Io.mapRequired("shift_method", P.ShiftMethod);
-    Io.mapRequired("shift_logits_arguments", P.ShiftLogitsArguments);
-    Io.mapRequired("shift_labels_arguments", P.ShiftLabelsArguments);
     Io.mapOptional("shape_reads", P.ShapeReads);
+  }
+};
+
+template <> struct MappingTraits<CausalShiftPatterns> {
+  static void mapping(IO &Io, CausalShiftPatterns &P) {
+    Io.mapRequired("slice_method", P.SliceMethod);
+    Io.mapRequired("narrow_method", P.NarrowMethod);
+    Io.mapRequired("index_method", P.IndexMethod);
+    Io.mapRequired("size_method", P.SizeMethod);
+    Io.mapRequired("sizes_method", P.SizesMethod);
+    Io.mapRequired("logits_dims", P.LogitsDims);
+    Io.mapRequired("labels_dims", P.LabelsDims);
+    Io.mapRequired("index_type", P.IndexType);
+    Io.mapRequired("slice_type", P.SliceType);
+    Io.mapRequired("ellipsis_types", P.EllipsisTypes);
+    Io.mapOptional("ellipsis_literal", P.EllipsisLiteral, std::string("..."));
+    Io.mapRequired("none_types", P.NoneTypes);
+  }
+  static std::string validate(IO &Io, CausalShiftPatterns &P) {
+    if (failedAlready(Io))
+      return "";
+    // The runtime's shift is along the labels' last dimension: the logits' position dimension is the
+    // one before their last (-2, or 1 for [B, T, V]), the labels' their last (-1, or 1 for [B, T]).
+    for (int64_t Dim : P.LogitsDims)
+      if (Dim != 1 && Dim != -2)
+        return "causal_shift 'logits_dims' may only name 1 or -2, not " + std::to_string(Dim);
+    for (int64_t Dim : P.LabelsDims)
+      if (Dim != 1 && Dim != -1)
+        return "causal_shift 'labels_dims' may only name 1 or -1, not " + std::to_string(Dim);
+    return "";
   }
 };
 
@@ -231,6 +258,7 @@ template <> struct MappingTraits<PatternSet> {
     Io.mapRequired("losses", P.Losses);
     Io.mapRequired("reductions", P.Reductions);
     Io.mapRequired("benign", P.Benign);
+    Io.mapRequired("causal_shift", P.CausalShift);
     Io.mapRequired("softcap", P.Softcap);
     Io.mapRequired("indexing", P.Indexing);
     Io.mapRequired("normalizers", P.Normalizers);
@@ -317,6 +345,12 @@ llvm::Expected<PatternSet> lmfuse::rewriter::parsePatterns(llvm::StringRef Yaml,
   Unqualify(Patterns.ParameterOwner);
   for (ReductionPattern &Reduction : Patterns.Reductions)
     Unqualify(Reduction.Type);
+  Unqualify(Patterns.CausalShift.IndexType);
+  Unqualify(Patterns.CausalShift.SliceType);
+  for (std::string &Type : Patterns.CausalShift.EllipsisTypes)
+    Unqualify(Type);
+  for (std::string &Type : Patterns.CausalShift.NoneTypes)
+    Unqualify(Type);
   Unqualify(Patterns.Replacement.Call);
   Patterns.Source = BufferName.str();
   return Patterns;

@@ -87,11 +87,27 @@ struct BenignPatterns {
   std::string CastMethod = "to";
   std::vector<std::string> UpcastTypes;
   std::vector<std::string> LabelCastTypes;
-  std::string ShiftMethod = "slice";
-  std::vector<int64_t> ShiftLogitsArguments;
-  std::vector<int64_t> ShiftLabelsArguments;
   /// Methods that read only a tensor's shape, dtype or device: the skipped logits answer them.
   std::vector<std::string> ShapeReads;
+};
+
+/// The spellings of the causal shift (logits without their last position along the sequence
+/// dimension, labels without their first): the calls that may write it, the dimensions it may be
+/// written on, and the index types of `x.index({...})`. Which bounds make a call the shift is
+/// decided in C++ (causal_shift.h), where the arithmetic is proven.
+struct CausalShiftPatterns {
+  std::string SliceMethod = "slice";    ///< x.slice(dim, start, end[, step])
+  std::string NarrowMethod = "narrow";  ///< x.narrow(dim, start, length)
+  std::string IndexMethod = "index";    ///< x.index({index, ...})
+  std::string SizeMethod = "size";      ///< x.size(dim)
+  std::string SizesMethod = "sizes";    ///< x.sizes()[dim]
+  std::vector<int64_t> LogitsDims;      ///< dims the logits' shift may be written on, as written
+  std::vector<int64_t> LabelsDims;      ///< dims the labels' shift may be written on, as written
+  std::string IndexType;                ///< the element type of index lists (at::indexing::TensorIndex)
+  std::string SliceType;                ///< at::indexing::Slice
+  std::vector<std::string> EllipsisTypes;  ///< at::indexing::EllipsisIndexType
+  std::string EllipsisLiteral = "...";  ///< the string an index list may spell the ellipsis with
+  std::vector<std::string> NoneTypes;   ///< the type of at::indexing::None (c10::nullopt_t, ...)
 };
 
 struct GuardPatterns {
@@ -149,6 +165,7 @@ struct PatternSet {
   std::vector<LossPattern> Losses;
   std::vector<ReductionPattern> Reductions;
   BenignPatterns Benign;
+  CausalShiftPatterns CausalShift;
   std::vector<std::string> Softcap;
   std::vector<std::string> Indexing;
   std::vector<std::string> Normalizers;

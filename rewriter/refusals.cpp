@@ -126,6 +126,9 @@ std::optional<Refusal> logitsIndexed(const CapturedSite &Site, const PatternSet 
                                      const VariableUses &) {
   if (auto Found = fromBreak(Site.Break, {BreakKind::Indexed, BreakKind::ReboundToSlice}, ReasonKind::LogitsIndexed))
     return Found;
+  // Labels sliced next to shifted logits, by something that is not the labels' shift.
+  if (auto Found = fromBreak(Site.LabelsBreak, {BreakKind::Indexed}, ReasonKind::LogitsIndexed))
+    return Found;
   if (Site.LogitsShift != Site.LabelsShift)
     return Refusal{ReasonKind::LogitsIndexed, Site.LogitsShift ? Site.Input : Site.Target,
                    Site.LogitsShift ? "the logits are shifted but the labels are not"
@@ -297,7 +300,8 @@ bool belongsToSite(const Stmt *Statement, const CapturedSite &Site, const Patter
       if (isa<NamespaceAliasDecl>(D) || isa<UsingDirectiveDecl>(D) || isa<UsingDecl>(D))
         continue;
       const auto *Variable = dyn_cast<VarDecl>(D);
-      if (Variable && (llvm::is_contained(Site.LabelLocals, Variable) || llvm::is_contained(Site.OptionLocals, Variable)))
+      if (Variable && (llvm::is_contained(Site.LabelLocals, Variable) || llvm::is_contained(Site.OptionLocals, Variable) ||
+                       llvm::is_contained(Site.ShiftLengths, Variable)))
         continue;
       if (Variable && Variable->getInit() && isShapeOnly(Variable->getInit(), Site, Patterns))
         continue;  // `const auto B = logits.size(0), T = ...;`: the same on both paths

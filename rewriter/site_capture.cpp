@@ -5,6 +5,7 @@
 
 #include "clang/AST/RecursiveASTVisitor.h"
 
+#include "causal_shift.h"
 #include "labels_trace.h"
 #include "loss_options.h"
 #include "pattern_match.h"
@@ -107,9 +108,11 @@ public:
           Site.UpcastType = Type;
         addCast("." + Call->Name + "(" + Type + ")");
         E = Call->Object;
-      } else if (Call->Name == Benign.ShiftMethod && !Site.LogitsShift &&
-                 argumentsAre(Call->Args, Benign.ShiftLogitsArguments, Query)) {
+      } else if (auto Shift = matchCausalShift(E, ShiftRole::Logits, Patterns, Query, Uses);
+                 Shift && Shift->Shift && !Site.LogitsShift) {
         Site.LogitsShift = true;
+        if (Shift->Length)
+          Site.ShiftLengths.push_back(Shift->Length);
         E = Call->Object;
       } else {
         return E;
@@ -193,7 +196,7 @@ private:
       return;
     }
     auto Call = AstQuery::asCall(Core);
-    if (Call && (contains(Patterns.Indexing, Call->Name) || Call->Name == Patterns.Benign.ShiftMethod))
+    if (Call && (contains(Patterns.Indexing, Call->Name) || matchCausalShift(Core, ShiftRole::Logits, Patterns, Query, Uses)))
       breakAt(BreakKind::ReboundToSlice, Write.Node, "`" + Name + "` is re-bound to a slice of itself");
     else
       breakAt(BreakKind::ReboundToChange, Write.Node, "`" + Name + "` is re-bound to a changed value");
@@ -208,9 +211,16 @@ private:
       breakAt(BreakKind::NotALinearHead, E, *Why);
     } else if (Call && contains(Patterns.Normalizers, Call->Name)) {
       breakAt(BreakKind::Normalized, E, "`" + Call->Name + "` is applied to the head's output");
-    } else if (Call && (contains(Patterns.Indexing, Call->Name) || Call->Name == Patterns.Benign.ShiftMethod) &&
+    } else if (Call && (contains(Patterns.Indexing, Call->Name) || matchCausalShift(E, ShiftRole::Logits, Patterns, Query, Uses)) &&
                (containsHead(E, Patterns, Query) || holdsHeadOutput(E))) {
-      breakAt(BreakKind::Indexed, E, "the logits are indexed with `" + Call->Name + "`");
+      // A slice that is not the causal shift (or a second one) says which bound is wrong.
+      auto Shift = matchCausalShift(E, ShiftRole::Logits, Patterns, Query, Uses);
+      if (Shift && !Shift->Shift)
+        breakAt(BreakKind::Indexed, E, Shift->Why);
+      else if (Shift)
+        breakAt(BreakKind::Indexed, E, "the logits are shifted twice");
+      else
+        breakAt(BreakKind::Indexed, E, "the logits are indexed with `" + Call->Name + "`");
     } else if (containsHead(E, Patterns, Query)) {
       breakAt(BreakKind::HeadInExpression, E, "the head call is part of a larger expression");
     } else if (holdsHeadOutput(E)) {
