@@ -271,6 +271,8 @@ private:
     int Sliced = -1, Ellipsis = -1;
     for (int I = 0; I < static_cast<int>(Elements.size()); ++I) {
       const IndexElement &Element = Elements[I];
+      if (Element.Kind == IndexKind::Other && typeName(AstQuery::spelled(Element.Written)) == Rules.SliceType)
+        return "its slice `" + text(Element.Written) + "` is not written in place, so its bounds are unknown";
       if (Element.Kind == IndexKind::Other)
         return "its index `" + text(Element.Written) + "` is not a Slice or an ellipsis";
       if (Element.Kind == IndexKind::Ellipsis) {
