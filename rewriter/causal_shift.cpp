@@ -271,6 +271,8 @@ private:
     int Sliced = -1, Ellipsis = -1;
     for (int I = 0; I < static_cast<int>(Elements.size()); ++I) {
       const IndexElement &Element = Elements[I];
+      if (Element.Kind == IndexKind::Other && typeName(AstQuery::spelled(Element.Written)) == Rules.SliceType)
+        return "its slice `" + text(Element.Written) + "` is not written in place, so its bounds are unknown";
       if (Element.Kind == IndexKind::Other)
         return "its index `" + text(Element.Written) + "` is not a Slice or an ellipsis";
       if (Element.Kind == IndexKind::Ellipsis) {
@@ -338,20 +340,73 @@ private:
     return Loops;
   }
 
-  /// The first write of Target that may run after Point and before the call, if any.
-  const VariableWrite *writtenBetween(const VarDecl *Target, SourceLocation Point) const {
+  /// Whether Node may run after Point and before the call: between them in the source, or anywhere in
+  /// a loop around the call that does not also hold Point.
+  bool runsBetween(const Stmt *Node, SourceLocation Point, llvm::ArrayRef<const Stmt *> Loops) const {
+    SourceLocation At = Node->getBeginLoc();
+    if (Query.before(Point, At) && Query.before(At, Call.Call->getBeginLoc()))
+      return true;
+    for (const Stmt *Loop : Loops)
+      if (Query.within(Node, Loop))
+        return true;
+    return false;
+  }
+
+  /// Whether a mention hands the variable out to be changed elsewhere: a non-const reference or a
+  /// pointer made from it, or an argument bound to a non-const reference (`std::swap(labels, y)`).
+  bool handsOutForWriting(const DeclRefExpr *Mention) const {
+    const Expr *Child = Mention;
+    auto Parents = Query.context().getParents(*Child);
+    while (!Parents.empty() && (Parents[0].get<ParenExpr>() || Parents[0].get<ImplicitCastExpr>())) {
+      const auto *Cast = Parents[0].get<ImplicitCastExpr>();
+      if (Cast && Cast->getCastKind() != CK_NoOp && Cast->getCastKind() != CK_DerivedToBase)
+        return false;  // a value read
+      Child = Parents[0].get<Expr>();
+      Parents = Query.context().getParents(*Child);
+    }
+    if (Parents.empty())
+      return false;
+    auto WritableReference = [](QualType Type) {
+      return Type->isReferenceType() && !Type.getNonReferenceType().isConstQualified();
+    };
+    if (const auto *Declared = Parents[0].get<VarDecl>())
+      return WritableReference(Declared->getType());
+    if (const auto *Unary = Parents[0].get<UnaryOperator>())
+      return Unary->getOpcode() == UO_AddrOf;
+    const FunctionDecl *Callee = nullptr;
+    std::vector<const Expr *> Args;
+    if (const auto *Invocation = Parents[0].get<CallExpr>()) {
+      Callee = Invocation->getDirectCallee();
+      unsigned First = isa<CXXOperatorCallExpr>(Invocation) && isa_and_nonnull<CXXMethodDecl>(Callee) ? 1 : 0;
+      for (unsigned I = First; I < Invocation->getNumArgs(); ++I)
+        Args.push_back(Invocation->getArg(I));
+    } else if (const auto *Construct = Parents[0].get<CXXConstructExpr>()) {
+      Callee = Construct->getConstructor();
+      for (const Expr *Arg : Construct->arguments())
+        Args.push_back(Arg);
+    } else {
+      return false;
+    }
+    for (unsigned I = 0; I < Args.size(); ++I)
+      if (Args[I] == Child)
+        return !Callee || I >= Callee->getNumParams() || WritableReference(Callee->getParamDecl(I)->getType());
+    return false;  // the object of a call: its in-place methods are recorded as writes
+  }
+
+  /// The line of the first statement that may change Target after Point and before the call, if any:
+  /// a write of it, or a mention that hands it out to be changed.
+  std::optional<unsigned> changedBetween(const VarDecl *Target, SourceLocation Point) const {
     std::vector<const Stmt *> Loops = loopsAroundCallOnly(Point);
     for (const VariableWrite &Write : Uses.writes(Target)) {
       if (Query.within(Call.Call, Write.Node))
         continue;  // `logits = logits.slice(1, 0, T - 1)`: the write is of the call's result
-      SourceLocation At = Write.Node->getBeginLoc();
-      bool Between = Query.before(Point, At) && Query.before(At, Call.Call->getBeginLoc());
-      for (const Stmt *Loop : Loops)
-        Between = Between || Query.within(Write.Node, Loop);
-      if (Between)
-        return &Write;
+      if (runsBetween(Write.Node, Point, Loops))
+        return Query.line(Write.Node->getBeginLoc());
     }
-    return nullptr;
+    for (const DeclRefExpr *Mention : Uses.reads(Target))
+      if (!Query.within(Mention, Call.Call) && runsBetween(Mention, Point, Loops) && handsOutForWriting(Mention))
+        return Query.line(Mention->getBeginLoc());
+    return std::nullopt;
   }
 
   /// "" when Value is proven to be the sliced tensor's size along Dim minus Minus; else why not.
@@ -409,9 +464,9 @@ private:
     if (!Read.Dim || *Read.Dim != Dim)
       return "`" + Text + "` is the size along another dim than " + std::to_string(Dim);
     if (Point != Call.Call->getBeginLoc())
-      if (const VariableWrite *Write = writtenBetween(Variable, Point))
-        return "`" + Variable->getNameAsString() + "` is changed at line " +
-               std::to_string(Query.line(Write->Node->getBeginLoc())) + ", after its size was read";
+      if (auto Line = changedBetween(Variable, Point))
+        return "`" + Variable->getNameAsString() + "` is changed at line " + std::to_string(*Line) +
+               ", after its size was read";
     return "";
   }
 

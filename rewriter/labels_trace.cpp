@@ -61,7 +61,8 @@ std::optional<LabelsTrace> traceLabelsFrom(const Expr *E, CapturedSite &Site, co
       if (!Shift->Shift || Trace.Shift) {
         // Sliced labels next to shifted logits: name what keeps the slice from being the shift.
         if (Site.LogitsShift && !Site.LabelsBreak)
-          Site.LabelsBreak = TraceBreak{BreakKind::Indexed, E, Shift->Shift ? "the labels are shifted twice" : Shift->Why};
+          Site.LabelsBreak =
+              TraceBreak{BreakKind::Indexed, E, Shift->Shift ? "the labels are shifted twice" : Shift->Why};
         break;
       }
       Trace.Shift = true;

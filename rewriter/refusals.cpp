@@ -300,8 +300,9 @@ bool belongsToSite(const Stmt *Statement, const CapturedSite &Site, const Patter
       if (isa<NamespaceAliasDecl>(D) || isa<UsingDirectiveDecl>(D) || isa<UsingDecl>(D))
         continue;
       const auto *Variable = dyn_cast<VarDecl>(D);
-      if (Variable && (llvm::is_contained(Site.LabelLocals, Variable) || llvm::is_contained(Site.OptionLocals, Variable) ||
-                       llvm::is_contained(Site.ShiftLengths, Variable)))
+      if (Variable &&
+          (llvm::is_contained(Site.LabelLocals, Variable) || llvm::is_contained(Site.OptionLocals, Variable) ||
+           llvm::is_contained(Site.ShiftLengths, Variable)))
         continue;
       if (Variable && Variable->getInit() && isShapeOnly(Variable->getInit(), Site, Patterns))
         continue;  // `const auto B = logits.size(0), T = ...;`: the same on both paths

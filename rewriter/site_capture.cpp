@@ -196,7 +196,8 @@ private:
       return;
     }
     auto Call = AstQuery::asCall(Core);
-    if (Call && (contains(Patterns.Indexing, Call->Name) || matchCausalShift(Core, ShiftRole::Logits, Patterns, Query, Uses)))
+    if (Call && (contains(Patterns.Indexing, Call->Name) ||
+                 matchCausalShift(Core, ShiftRole::Logits, Patterns, Query, Uses)))
       breakAt(BreakKind::ReboundToSlice, Write.Node, "`" + Name + "` is re-bound to a slice of itself");
     else
       breakAt(BreakKind::ReboundToChange, Write.Node, "`" + Name + "` is re-bound to a changed value");
@@ -211,7 +212,9 @@ private:
       breakAt(BreakKind::NotALinearHead, E, *Why);
     } else if (Call && contains(Patterns.Normalizers, Call->Name)) {
       breakAt(BreakKind::Normalized, E, "`" + Call->Name + "` is applied to the head's output");
-    } else if (Call && (contains(Patterns.Indexing, Call->Name) || matchCausalShift(E, ShiftRole::Logits, Patterns, Query, Uses)) &&
+    } else if (Call &&
+               (contains(Patterns.Indexing, Call->Name) ||
+                matchCausalShift(E, ShiftRole::Logits, Patterns, Query, Uses)) &&
                (containsHead(E, Patterns, Query) || holdsHeadOutput(E))) {
       // A slice that is not the causal shift (or a second one) says which bound is wrong.
       auto Shift = matchCausalShift(E, ShiftRole::Logits, Patterns, Query, Uses);

@@ -435,6 +435,29 @@ const Refused Neighbours[] = {
   }
 )", Verb::RefusesWith, "logits-indexed"},
      "`T` is not the logits' size along dim 1: `logits` is changed at line 22, after its size was read"},
+    {{"logits re-bound later in the loop that holds the slice", R"(
+  torch::Tensor forward(torch::Tensor h, torch::Tensor labels, int64_t steps) {
+    auto logits = lm_head(h);
+    const auto T = logits.size(1);
+    torch::Tensor loss;
+    for (int64_t step = 0; step < steps; ++step) {
+      loss = F::cross_entropy(logits.slice(1, 0, T - 1).reshape({-1, 32}), labels.slice(1, 1).reshape({-1}));
+      logits = logits.view({T, -1, 32});
+    }
+    return loss;
+  }
+)", Verb::RefusesWith, "logits-indexed"},
+     "`logits` is changed at line 25, after its size was read"},
+    {{"index with a Slice held in a variable", R"(
+  torch::Tensor forward(torch::Tensor h, torch::Tensor labels) {
+    using namespace torch::indexing;
+    const Slice all_but_last(None, -1);
+    auto logits = lm_head(h);
+    return F::cross_entropy(logits.index({Slice(), all_but_last}).reshape({-1, 32}),
+                            labels.slice(1, 1).reshape({-1}));
+  }
+)", Verb::RefusesWith, "logits-indexed"},
+     "its slice `all_but_last` is not written in place, so its bounds are unknown"},
     {{"T - 1 with T the logits' vocabulary size", R"(
   torch::Tensor forward(torch::Tensor h, torch::Tensor labels) {
     auto logits = lm_head(h);
@@ -527,6 +550,26 @@ const Refused Neighbours[] = {
   }
 )", Verb::RefusesWith, "logits-indexed"},
      "`T` is not the labels' size along dim 1: `logits.size(1)` is the size of `logits`, not of `labels`"},
+    {{"labels handed to a function by reference between the read of L and the slice", R"(
+  void pad_to_block(torch::Tensor &t);
+  torch::Tensor forward(torch::Tensor h, torch::Tensor labels) {
+    auto logits = lm_head(h);
+    const auto L = labels.size(1);
+    pad_to_block(labels);
+    return F::cross_entropy(logits.slice(1, 0, -1).reshape({-1, 32}), labels.slice(1, 1, L).reshape({-1}));
+  }
+)", Verb::RefusesWith, "logits-indexed"},
+     "`L` is not the labels' size along dim 1: `labels` is changed at line 23, after its size was read"},
+    {{"labels reshaped through a reference alias between the read of L and the slice", R"(
+  torch::Tensor forward(torch::Tensor h, torch::Tensor labels) {
+    auto logits = lm_head(h);
+    const auto L = labels.size(1);
+    auto &y = labels;
+    y = y.view({L, -1});
+    return F::cross_entropy(logits.slice(1, 0, -1).reshape({-1, 32}), labels.narrow(1, 1, L - 1).reshape({-1}));
+  }
+)", Verb::RefusesWith, "logits-indexed"},
+     "`labels` is changed at line 22, after its size was read"},
     {{"labels index with the slice's start at 2", R"(
   torch::Tensor forward(torch::Tensor h, torch::Tensor labels) {
     using namespace torch::indexing;
