@@ -316,6 +316,8 @@ const Case FormCases[] = {
 
 }  // namespace
 
+llvm::ArrayRef<Case> lmfuse::rewriter::testing::formCases() { return FormCases; }
+
 TEST_CASE("heads and losses in other spellings", "[rewriter][forms]") {
   for (const Case &Item : FormCases)
     DYNAMIC_SECTION(Item.Name) { checkCase(Item); }

@@ -599,6 +599,8 @@ const Refused Neighbours[] = {
 
 }  // namespace
 
+llvm::ArrayRef<Case> lmfuse::rewriter::testing::shiftCases() { return Accepted; }
+
 TEST_CASE("causal shift spellings are mapped to the runtime's shift", "[rewriter][shift]") {
   for (const Case &Item : Accepted)
     DYNAMIC_SECTION(Item.Name) { checkCase(Item); }
