@@ -35,6 +35,7 @@ enum class BreakKind {
   LabelsNotTraced,    ///< the loss target is not a labels variable, view, cast or unwrap
   OptionUnsupported,  ///< a loss option the fused call cannot honour
   OptionInMacro,      ///< an option's value lies inside a macro expansion
+  NotLogProbabilities,  ///< an nll_loss input is not log_softmax of the logits over the class dimension
 };
 
 /// Where and why the trace from the loss to the head (or to the labels, or through the options)
@@ -77,10 +78,14 @@ struct CapturedSite {
   std::vector<std::string> Casts;              ///< upcasts to append to the fused result
   std::string UpcastType;                      ///< the dtype argument of a `.to(T)` upcast, as written
   bool LogitsShift = false;
+  /// nll_loss: the log_softmax call between the logits and the loss (LossRule->InputLogSoftmax).
+  const clang::Expr *LogSoftmax = nullptr;
   /// The head's input is not a plain variable unchanged until the loss: the rewrite evaluates it
   /// once into a local before the logits statement instead of duplicating it.
   bool HoistHidden = false;
   bool LabelsShift = false;
+  /// Locals holding the length a shift was proven with (`const auto T = logits.size(1);`).
+  std::vector<const clang::VarDecl *> ShiftLengths;
   std::optional<TraceBreak> Break;
 
   LabelsGuard Guard;
@@ -90,7 +95,11 @@ struct CapturedSite {
   std::optional<TraceBreak> LabelsBreak;
 
   LossOptionValues Options;
-  std::vector<const clang::VarDecl *> OptionLocals;  ///< options held in a local (`auto opts = ...;`)
+  /// A module loss: what the rewritten call passes as its options, read from the module when the loss
+  /// runs (`lmfuse::module_loss_options(criterion->options)`); "" for a function loss.
+  std::string ModuleOptions;
+  /// Options held in a local (`auto opts = ...;`), and a loss module held in a local.
+  std::vector<const clang::VarDecl *> OptionLocals;
   std::optional<TraceBreak> OptionsBreak;
 };
 

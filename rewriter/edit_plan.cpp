@@ -66,9 +66,12 @@ bool carriesUpcastInOptions(const CapturedSite &Site, const PatternSet &Patterns
 
 std::string lossOptionsText(const CapturedSite &Site, const PatternSet &Patterns) {
   const ReplacementPattern &Replacement = Patterns.Replacement;
-  std::string Text = Replacement.OptionsType + "()";
+  // A module loss passes the options its module holds when the loss runs; the site adds the rest.
+  bool FromModule = !Site.ModuleOptions.empty();
+  std::string Text = FromModule ? Site.ModuleOptions : Replacement.OptionsType + "()";
   for (const LossOptionField &Field : lossOptionFields())
-    Text += Field.Setter(Site.Options.Effective, Replacement);
+    if (!(FromModule && Field.FromLossCall))
+      Text += Field.Setter(Site.Options.Effective, Replacement);
   if (carriesUpcastInOptions(Site, Patterns))
     Text += "." + Replacement.LossDtypeSetter + "(" + Site.UpcastType + ")";
   return Text;

@@ -6,6 +6,7 @@
 #include "clang/AST/DeclTemplate.h"
 #include "clang/AST/RecursiveASTVisitor.h"
 
+#include "module_construction.h"
 #include "pattern_match.h"
 
 using namespace clang;
@@ -36,28 +37,6 @@ public:
   bool Found = false;
 };
 
-/// Expressions that construct or assign a module holder: a local's initialiser, a member's
-/// in-class initialiser, its constructor initialisers, and assignments in constructor bodies.
-class HolderConstruction : public RecursiveASTVisitor<HolderConstruction> {
-public:
-  explicit HolderConstruction(const ValueDecl *Holder) : Holder(Holder) {}
-  bool VisitCXXOperatorCallExpr(CXXOperatorCallExpr *Operator) {
-    if (Operator->getOperator() == OO_Equal && Operator->getNumArgs() == 2 && assigns(Operator->getArg(0)))
-      Values.push_back(Operator->getArg(1));
-    return true;
-  }
-  bool assigns(const Expr *Target) const {
-    Target = AstQuery::spelled(Target);
-    if (const auto *Member = dyn_cast<MemberExpr>(Target))
-      return Member->getMemberDecl() == Holder;
-    if (const auto *Ref = dyn_cast<DeclRefExpr>(Target))
-      return Ref->getDecl() == Holder;
-    return false;
-  }
-  const ValueDecl *Holder;
-  std::vector<const Expr *> Values;
-};
-
 /// Whether a value sets the option `bias` to false (`LinearOptions(d, v).bias(false)`).
 bool disablesBias(const Expr *Value, const AstQuery &Query) {
   class BiasFinder : public RecursiveASTVisitor<BiasFinder> {
@@ -77,7 +56,66 @@ bool disablesBias(const Expr *Value, const AstQuery &Query) {
   return Finder.Found;
 }
 
+/// Whether a record is Owner or derives from it.
+bool derivesFrom(const CXXRecordDecl *Record, const std::string &Owner) {
+  if (!Record || !Record->hasDefinition())
+    return false;
+  if (qualifiedName(Record) == Owner)
+    return true;
+  return !Record->forallBases([&](const CXXRecordDecl *Base) { return qualifiedName(Base) != Owner; });
+}
+
+/// The weight W when E spells its transpose (`W.t()`, `W.transpose(0, 1)`, ...), else null.
+const Expr *transposed(const Expr *E, const PatternSet &Patterns, const AstQuery &Query) {
+  auto Call = AstQuery::asCall(E);
+  if (!Call || !Call->Object)
+    return nullptr;
+  for (const TransposePattern &Rule : Patterns.WeightTransposes)
+    if (Call->Name == Rule.Method && argumentsAre(Call->Args, Rule.Arguments, Query))
+      return AstQuery::spelled(Call->Object);
+  return nullptr;
+}
+
+/// Whether E names a member of the pattern set's parameter owner (a module's parameter).
+bool isParameter(const Expr *E, const PatternSet &Patterns) {
+  const auto *Member = dyn_cast<MemberExpr>(AstQuery::spelled(E));
+  const auto *Field = Member ? dyn_cast<FieldDecl>(Member->getMemberDecl()) : nullptr;
+  return Field && derivesFrom(dyn_cast<CXXRecordDecl>(Field->getParent()), Patterns.ParameterOwner);
+}
+
+/// The input and operand of E when it calls a product head's callee.
+std::optional<std::pair<const Expr *, const Expr *>> productOperands(const CallView &Call,
+                                                                     const ProductHeadPattern &Rule) {
+  if (qualifiedName(Call.Callee) != Rule.Callee || Rule.Operand >= Call.Args.size())
+    return std::nullopt;
+  if (Rule.Input < 0)
+    return Call.Object ? std::optional(std::pair(Call.Object, Call.Args[Rule.Operand])) : std::nullopt;
+  if (Call.Object || unsigned(Rule.Input) >= Call.Args.size())
+    return std::nullopt;
+  return std::pair(Call.Args[Rule.Input], Call.Args[Rule.Operand]);
+}
+
 }  // namespace
+
+std::optional<std::string> whyNotProductHead(const Expr *E, const PatternSet &Patterns, const AstQuery &Query) {
+  auto Call = AstQuery::asCall(E);
+  if (!Call)
+    return std::nullopt;
+  for (const ProductHeadPattern &Rule : Patterns.ProductHeads) {
+    auto Operands = productOperands(*Call, Rule);
+    if (!Operands)
+      continue;
+    std::string Operand = Query.text(AstQuery::spelled(Operands->second));
+    const Expr *Weight = transposed(Operands->second, Patterns, Query);
+    if (!Weight)
+      return "`" + Call->Name + "` multiplies by `" + Operand +
+             "`, which is not spelled as the transpose of a [V, D] weight (`W.t()`, `W.transpose(0, 1)`)";
+    if (!isParameter(Weight, Patterns))
+      return "`" + Call->Name + "` multiplies by `" + Operand + "`, and `" + Query.text(Weight) +
+             "` is not a parameter of a module (an activation in a product is not a head)";
+  }
+  return std::nullopt;
+}
 
 std::optional<HeadCall> matchHead(const Expr *E, const PatternSet &Patterns, const AstQuery &Query) {
   E = AstQuery::spelled(E);
@@ -130,6 +168,19 @@ std::optional<HeadCall> matchHead(const Expr *E, const PatternSet &Patterns, con
       Head.Bias = Query.text(AstQuery::spelled(Call->Args[Rule.Bias]));
     return Head;
   }
+  for (const ProductHeadPattern &Rule : Patterns.ProductHeads) {
+    auto Operands = productOperands(*Call, Rule);
+    const Expr *Weight = Operands ? transposed(Operands->second, Patterns, Query) : nullptr;
+    if (!Weight || !isParameter(Weight, Patterns))
+      continue;
+    HeadCall Head;
+    Head.Kind = HeadKind::Function;
+    Head.Call = E;
+    Head.Hidden = Operands->first;
+    Head.Text = Query.text(E);
+    Head.Weight = Query.text(Weight);
+    return Head;
+  }
   return std::nullopt;
 }
 
@@ -140,34 +191,10 @@ bool containsHead(const Stmt *S, const PatternSet &Patterns, const AstQuery &Que
 }
 
 bool moduleHasBias(const Expr *Object, const AstQuery &Query) {
-  const Expr *Spelled = AstQuery::spelled(Object);
-  if (const auto *Arrow = dyn_cast_or_null<CXXOperatorCallExpr>(Spelled); Arrow && Arrow->getOperator() == OO_Arrow)
-    Spelled = AstQuery::spelled(Arrow->getArg(0));  // m->forward(x): the holder behind operator->
-  const ValueDecl *Holder = nullptr;
-  if (const auto *Member = dyn_cast_or_null<MemberExpr>(Spelled))
-    Holder = Member->getMemberDecl();
-  else if (const auto *Ref = dyn_cast_or_null<DeclRefExpr>(Spelled))
-    Holder = Ref->getDecl();
+  const ValueDecl *Holder = moduleDeclaration(Object);
   if (!Holder)
     return true;
-  HolderConstruction Construction(Holder);
-  if (const auto *Variable = dyn_cast<VarDecl>(Holder); Variable && Variable->getInit())
-    Construction.Values.push_back(Variable->getInit());
-  if (const auto *Field = dyn_cast<FieldDecl>(Holder)) {
-    if (Field->hasInClassInitializer() && Field->getInClassInitializer())
-      Construction.Values.push_back(Field->getInClassInitializer());
-    if (const auto *Record = dyn_cast<CXXRecordDecl>(Field->getParent()))
-      for (const CXXConstructorDecl *Constructor : Record->ctors()) {
-        const FunctionDecl *Definition = nullptr;
-        if (!Constructor->hasBody(Definition))
-          continue;
-        for (const CXXCtorInitializer *Init : cast<CXXConstructorDecl>(Definition)->inits())
-          if (Init->getMember() == Field && Init->isWritten())
-            Construction.Values.push_back(Init->getInit());
-        Construction.TraverseStmt(Definition->getBody());
-      }
-  }
-  for (const Expr *Value : Construction.Values)
+  for (const Expr *Value : constructionsOf(Holder, Query).Values)
     if (disablesBias(Value, Query))
       return false;
   return true;

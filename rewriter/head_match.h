@@ -1,5 +1,6 @@
 // Head matching: whether an expression is a plain linear head under the pattern set (a
-// torch::nn::Linear called as m(x) or m->forward(x), or a functional linear), by the resolved
+// torch::nn::Linear called as m(x) or m->forward(x), a functional linear, or a product with the
+// transpose of a module's parameter: `torch::matmul(x, wte->weight.t())`), by the resolved
 // declaration and the holder's type, never by the variable's name.
 #pragma once
 
@@ -28,6 +29,10 @@ struct HeadCall {
 
 /// Whether E is a head under Patterns.
 std::optional<HeadCall> matchHead(const clang::Expr *E, const PatternSet &Patterns, const AstQuery &Query);
+/// Why E, a call of a product head's callee (`torch::matmul(x, k.t())`), is not a head: its operand
+/// is not the transpose of a module's parameter. Nullopt when E is no such call.
+std::optional<std::string> whyNotProductHead(const clang::Expr *E, const PatternSet &Patterns,
+                                             const AstQuery &Query);
 /// Whether S contains a head call anywhere.
 bool containsHead(const clang::Stmt *S, const PatternSet &Patterns, const AstQuery &Query);
 /// Whether a module head has a bias: false only when its construction, visible in this

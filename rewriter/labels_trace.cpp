@@ -1,6 +1,7 @@
 // Traces the loss target back to the labels variable.
 #include "labels_trace.h"
 
+#include "causal_shift.h"
 #include "pattern_match.h"
 
 using namespace clang;
@@ -56,9 +57,17 @@ std::optional<LabelsTrace> traceLabelsFrom(const Expr *E, CapturedSite &Site, co
                contains(Benign.LabelCastTypes, lastIdentifier(Query.text(AstQuery::spelled(Call->Args[0]))))) {
       if (Cast.empty())
         Cast = "." + Call->Name + "(" + Query.text(AstQuery::spelled(Call->Args[0])) + ")";
-    } else if (Call->Name == Benign.ShiftMethod && !Trace.Shift &&
-               argumentsAre(Call->Args, Benign.ShiftLabelsArguments, Query)) {
+    } else if (auto Shift = matchCausalShift(E, ShiftRole::Labels, Patterns, Query, Uses)) {
+      if (!Shift->Shift || Trace.Shift) {
+        // Sliced labels next to shifted logits: name what keeps the slice from being the shift.
+        if (Site.LogitsShift && !Site.LabelsBreak)
+          Site.LabelsBreak =
+              TraceBreak{BreakKind::Indexed, E, Shift->Shift ? "the labels are shifted twice" : Shift->Why};
+        break;
+      }
       Trace.Shift = true;
+      if (Shift->Length)
+        Site.ShiftLengths.push_back(Shift->Length);
     } else {
       break;
     }
@@ -110,6 +119,8 @@ std::optional<LabelsTrace> traceLabelsFrom(const Expr *E, CapturedSite &Site, co
 
 void traceLabels(CapturedSite &Site, const PatternSet &Patterns, const AstQuery &Query, const VariableUses &Uses) {
   auto Trace = traceLabelsFrom(Site.Target, Site, Patterns, Query, Uses);
+  if (!Trace && Site.LabelsBreak)
+    return;
   if (!Trace) {
     Site.LabelsBreak = TraceBreak{BreakKind::LabelsNotTraced, Site.Target,
                                   "the loss target `" + Query.text(Site.Target) +

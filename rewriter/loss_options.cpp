@@ -2,7 +2,9 @@
 #include "loss_options.h"
 
 #include <set>
+#include <tuple>
 
+#include "module_construction.h"
 #include "pattern_match.h"
 
 using namespace clang;
@@ -71,20 +73,11 @@ void setOption(CapturedSite &Site, const std::string &Option, const Expr *Value,
   }
 }
 
-}  // namespace
-
-void captureOptions(CapturedSite &Site, const PatternSet &Patterns, const AstQuery &Query, const VariableUses &Uses) {
-  const LossPattern &Rule = *Site.LossRule;
-  for (const auto &[Option, Index] : Rule.Positional)
-    if (Index >= 0 && static_cast<unsigned>(Index) < Site.Loss->getNumArgs() &&
-        !isDefaultArgument(Site.Loss->getArg(Index)))
-      setOption(Site, Option, Site.Loss->getArg(Index), Patterns, Query);
-  if (Rule.OptionsArgument < 0 || static_cast<unsigned>(Rule.OptionsArgument) >= Site.Loss->getNumArgs() ||
-      isDefaultArgument(Site.Loss->getArg(Rule.OptionsArgument)))
-    return;
-  // Setters apply inner to outer; walking outer to inner, the first value seen is the effective one.
+/// Reads fluent setters from an options expression: setters apply inner to outer, so walking outer to
+/// inner the first value seen is the effective one. Follows an options local declared once.
+void readSetters(CapturedSite &Site, const Expr *E, const LossPattern &Rule, const PatternSet &Patterns,
+                 const AstQuery &Query, const VariableUses &Uses) {
   std::set<std::string> Seen;
-  const Expr *E = Site.Loss->getArg(Rule.OptionsArgument);
   for (int Depth = 0; Depth < 64; ++Depth) {
     E = AstQuery::spelled(E);
     if (auto Call = AstQuery::asCall(E); Call && Call->Object) {
@@ -133,6 +126,120 @@ void captureOptions(CapturedSite &Site, const PatternSet &Patterns, const AstQue
                                      "the options `" + Query.text(E) + "` cannot be read at compile time"};
     return;
   }
+}
+
+/// The options argument of a module construction (`CrossEntropyLoss(opts)`, also inside
+/// `register_module("name", ...)`): null for a default module. Empty is set for an empty holder
+/// (`CrossEntropyLoss{nullptr}`), which configures nothing; Unknown for anything else.
+const Expr *constructionOptions(const Expr *Value, const PatternSet &Patterns, const AstQuery &Query, bool &Empty,
+                                bool &Unknown) {
+  const Expr *E = AstQuery::spelled(Value);
+  if (auto Call = AstQuery::asCall(E); Call && Call->Name == "register_module" && Call->Args.size() == 2)
+    E = AstQuery::spelled(Call->Args[1]);
+  if (const auto *Cast = dyn_cast<CXXFunctionalCastExpr>(E))
+    E = AstQuery::spelled(Cast->getSubExpr());
+  const auto *Construct = dyn_cast<CXXConstructExpr>(E);
+  if (!Construct || Construct->getNumArgs() > 1) {
+    Unknown = true;
+    return nullptr;
+  }
+  if (Construct->getNumArgs() == 0)
+    return nullptr;
+  if (isNullConstant(Construct->getArg(0), Patterns, Query)) {
+    Empty = true;
+    return nullptr;
+  }
+  return Construct->getArg(0);
+}
+
+/// A module loss: its options as constructed (for the audit, and to refuse what the fused loss cannot
+/// honour), and the expression the rewritten call reads them from when the loss runs.
+void captureModuleOptions(CapturedSite &Site, const PatternSet &Patterns, const AstQuery &Query,
+                          const VariableUses &Uses) {
+  const LossPattern &Rule = *Site.LossRule;
+  auto View = AstQuery::asCall(Site.Loss);
+  std::string Module = Query.text(AstQuery::spelled(View->Object));
+  std::string Access = Module + "->";
+  if (const auto *Member = dyn_cast<CXXMemberCallExpr>(View->Call)) {
+    // m->forward(x, y) on the holder, or on the module itself (`m.forward`, `pointer->forward`).
+    const auto *Callee = dyn_cast<MemberExpr>(Member->getCallee()->IgnoreParens());
+    const Expr *Base = Callee->getBase()->IgnoreImplicit();
+    if (const auto *Arrow = dyn_cast<CXXOperatorCallExpr>(Base); Arrow && Arrow->getOperator() == OO_Arrow)
+      Module = Query.text(AstQuery::spelled(Arrow->getArg(0))), Access = Module + "->";
+    else
+      Module = Query.text(AstQuery::spelled(Base)), Access = Module + (Callee->isArrow() ? "->" : ".");
+  }
+  Site.ModuleOptions = Patterns.Replacement.ModuleOptions + "(" + Access + Rule.OptionsMember + ")";
+  auto Fail = [&](std::string Why) {
+    if (!Site.OptionsBreak)
+      Site.OptionsBreak = TraceBreak{BreakKind::OptionUnsupported, Site.Loss,
+                                     "the options of the loss module `" + Module + "` cannot be determined: " + Why};
+  };
+  const ValueDecl *Holder = moduleDeclaration(View->Object);
+  if (!Holder)
+    return Fail("it is not a variable or a member");
+  if (const auto *Variable = dyn_cast<VarDecl>(Holder); Variable && Variable->isLocalVarDecl())
+    Site.OptionLocals.push_back(Variable);
+  ModuleConstructions Found = constructionsOf(Holder, Query);
+  if (!Found.Unseen.empty())
+    return Fail(Found.Unseen);
+  // Every construction must configure the same options; each is read like a loss call's options.
+  std::optional<PatchedOptions> Agreed;
+  const Expr *AgreedAt = nullptr;
+  auto Agree = [&](const PatchedOptions &Options, const Expr *At) {
+    auto Key = [](const PatchedOptions &O) {
+      return std::tie(O.IgnoreIndex, O.LabelSmoothing, O.Reduction, O.IgnoreIndexText, O.LabelSmoothingText);
+    };
+    if (!Agreed) {
+      Agreed = Options, AgreedAt = At;
+      return true;
+    }
+    if (Key(*Agreed) == Key(Options))
+      return true;
+    std::string Lines = AgreedAt && At ? " (lines " + std::to_string(Query.line(AgreedAt->getBeginLoc())) + " and " +
+                                             std::to_string(Query.line(At->getBeginLoc())) + ")"
+                                       : "";
+    Fail("it is constructed with different options" + Lines);
+    return false;
+  };
+  if (Found.DefaultConstructed && !Agree(PatchedOptions(), nullptr))
+    return;
+  for (const Expr *Value : Found.Values) {
+    bool Empty = false, Unknown = false;
+    const Expr *Options = constructionOptions(Value, Patterns, Query, Empty, Unknown);
+    if (Unknown)
+      return Fail("it is made by `" + Query.text(AstQuery::spelled(Value)) + "`");
+    if (Empty)
+      continue;
+    CapturedSite Scratch;
+    Scratch.LossRule = Site.LossRule;
+    if (Options)
+      readSetters(Scratch, Options, Rule, Patterns, Query, Uses);
+    if (Scratch.OptionsBreak) {
+      Site.OptionsBreak = Scratch.OptionsBreak;
+      return;
+    }
+    if (!Agree(Scratch.Options.Effective, Value))
+      return;
+  }
+  if (!Agreed)
+    return Fail("no construction of it is visible here");
+  Site.Options.Effective = *Agreed;
+}
+
+}  // namespace
+
+void captureOptions(CapturedSite &Site, const PatternSet &Patterns, const AstQuery &Query, const VariableUses &Uses) {
+  const LossPattern &Rule = *Site.LossRule;
+  if (Rule.isModule())
+    return captureModuleOptions(Site, Patterns, Query, Uses);
+  for (const auto &[Option, Index] : Rule.Positional)
+    if (Index >= 0 && static_cast<unsigned>(Index) < Site.Loss->getNumArgs() &&
+        !isDefaultArgument(Site.Loss->getArg(Index)))
+      setOption(Site, Option, Site.Loss->getArg(Index), Patterns, Query);
+  if (Rule.OptionsArgument >= 0 && static_cast<unsigned>(Rule.OptionsArgument) < Site.Loss->getNumArgs() &&
+      !isDefaultArgument(Site.Loss->getArg(Rule.OptionsArgument)))
+    readSetters(Site, Site.Loss->getArg(Rule.OptionsArgument), Rule, Patterns, Query, Uses);
 }
 
 }  // namespace lmfuse::rewriter

@@ -1,6 +1,8 @@
 // Loss options capture: the effective ignore_index, label_smoothing and reduction of the loss call
 // (LibTorch's defaults where unset), read from fluent setters or positional arguments as the
-// pattern set describes; options the fused runtime cannot honour are recorded as a break.
+// pattern set describes, or, for a loss module, from every construction of the module (which must
+// agree); options the fused runtime cannot honour, or a module whose constructions are not all
+// visible, are recorded as a break.
 #pragma once
 
 #include "ast_query.h"
@@ -9,7 +11,7 @@
 
 namespace lmfuse::rewriter {
 
-/// Fills Site.Options and Site.OptionLocals, or Site.OptionsBreak.
+/// Fills Site.Options, Site.OptionLocals and (module losses) Site.ModuleOptions, or Site.OptionsBreak.
 void captureOptions(CapturedSite &Site, const PatternSet &Patterns, const AstQuery &Query, const VariableUses &Uses);
 
 }  // namespace lmfuse::rewriter

@@ -19,6 +19,8 @@ using namespace lmfuse::rewriter;
 LLVM_YAML_IS_SEQUENCE_VECTOR(lmfuse::rewriter::ModuleHeadPattern)
 LLVM_YAML_IS_SEQUENCE_VECTOR(lmfuse::rewriter::FunctionHeadPattern)
 LLVM_YAML_IS_SEQUENCE_VECTOR(lmfuse::rewriter::LossPattern)
+LLVM_YAML_IS_SEQUENCE_VECTOR(lmfuse::rewriter::ProductHeadPattern)
+LLVM_YAML_IS_SEQUENCE_VECTOR(lmfuse::rewriter::TransposePattern)
 LLVM_YAML_IS_SEQUENCE_VECTOR(lmfuse::rewriter::ReductionPattern)
 
 namespace llvm::yaml {
@@ -63,19 +65,64 @@ template <> struct MappingTraits<FunctionHeadPattern> {
   }
 };
 
+template <> struct MappingTraits<ProductHeadPattern> {
+  static void mapping(IO &Io, ProductHeadPattern &P) {
+    Io.mapRequired("callee", P.Callee);
+    Io.mapOptional("input", P.Input, -1);
+    Io.mapRequired("operand", P.Operand);
+  }
+  static std::string validate(IO &Io, ProductHeadPattern &P) {
+    if (failedAlready(Io))
+      return "";
+    if (P.Input >= 0 && unsigned(P.Input) == P.Operand)
+      return "product head '" + P.Callee + "': 'input' and 'operand' name the same argument";
+    return "";
+  }
+};
+
+template <> struct MappingTraits<TransposePattern> {
+  static void mapping(IO &Io, TransposePattern &P) {
+    Io.mapRequired("method", P.Method);
+    Io.mapOptional("arguments", P.Arguments);
+  }
+};
+
+template <> struct MappingTraits<LogSoftmaxPattern> {
+  static void mapping(IO &Io, LogSoftmaxPattern &P) {
+    Io.mapRequired("callees", P.Callees);
+    Io.mapRequired("dims", P.Dims);
+    Io.mapOptional("dtype_setter", P.DtypeSetter, std::string("dtype"));
+  }
+};
+
 template <> struct MappingTraits<LossPattern> {
   static void mapping(IO &Io, LossPattern &P) {
-    Io.mapRequired("callee", P.Callee);
+    Io.mapOptional("callee", P.Callee, std::string());
+    Io.mapOptional("holder", P.Holder, std::string());
+    Io.mapOptional("impl", P.Impl, std::string());
+    Io.mapOptional("method", P.Method, std::string("forward"));
+    Io.mapOptional("options_member", P.OptionsMember, std::string());
     Io.mapRequired("input", P.Input);
     Io.mapRequired("target", P.Target);
     Io.mapOptional("options_argument", P.OptionsArgument, -1);
     Io.mapOptional("setters", P.Setters);
     Io.mapOptional("unsupported_setters", P.UnsupportedSetters);
     Io.mapOptional("positional", P.Positional);
+    Io.mapOptional("input_log_softmax", P.InputLogSoftmax, false);
   }
   static std::string validate(IO &Io, LossPattern &P) {
     if (failedAlready(Io))
       return "";  // the first error is the one to show; the half-read pattern proves nothing more
+    if (P.Callee.empty() == P.Impl.empty())
+      return "a loss needs exactly one of 'callee' (a function) and 'impl' (a module)";
+    if (P.isModule()) {
+      if (P.Holder.empty() || P.OptionsMember.empty() || P.Setters.empty())
+        return "module loss '" + P.Impl + "' needs 'holder', 'options_member' and 'setters'";
+      if (P.OptionsArgument >= 0 || !P.Positional.empty())
+        return "module loss '" + P.Impl + "' takes its options from its construction: no 'options_argument' "
+               "or 'positional'";
+      P.Callee = P.Impl;
+    }
     if (P.Input == P.Target)
       return "loss '" + P.Callee + "': 'input' and 'target' name the same argument";
     if (P.OptionsArgument >= 0 &&
@@ -85,7 +132,7 @@ template <> struct MappingTraits<LossPattern> {
       if (Index < 0 || unsigned(Index) == P.Input || unsigned(Index) == P.Target)
         return "loss '" + P.Callee + "': 'positional' option '" + Option +
                "' names a negative index or the input or target argument";
-    if (P.OptionsArgument < 0 && P.Positional.empty())
+    if (!P.isModule() && P.OptionsArgument < 0 && P.Positional.empty())
       return "loss '" + P.Callee + "' needs 'options_argument' with 'setters', or 'positional'";
     // The options the rewrite carries over to the runtime (loss_options.cpp); a positional pattern may
     // also name the class weight, which the rewrite accepts only when it is empty.
@@ -125,10 +172,37 @@ template <> struct MappingTraits<BenignPatterns> {
     Io.mapRequired("cast_method", P.CastMethod);
     Io.mapRequired("upcast_types", P.UpcastTypes);
     Io.mapRequired("label_cast_types", P.LabelCastTypes);
-    Io.mapRequired("shift_method", P.ShiftMethod);
-    Io.mapRequired("shift_logits_arguments", P.ShiftLogitsArguments);
-    Io.mapRequired("shift_labels_arguments", P.ShiftLabelsArguments);
     Io.mapOptional("shape_reads", P.ShapeReads);
+  }
+};
+
+template <> struct MappingTraits<CausalShiftPatterns> {
+  static void mapping(IO &Io, CausalShiftPatterns &P) {
+    Io.mapRequired("slice_method", P.SliceMethod);
+    Io.mapRequired("narrow_method", P.NarrowMethod);
+    Io.mapRequired("index_method", P.IndexMethod);
+    Io.mapRequired("size_method", P.SizeMethod);
+    Io.mapRequired("sizes_method", P.SizesMethod);
+    Io.mapRequired("logits_dims", P.LogitsDims);
+    Io.mapRequired("labels_dims", P.LabelsDims);
+    Io.mapRequired("index_type", P.IndexType);
+    Io.mapRequired("slice_type", P.SliceType);
+    Io.mapRequired("ellipsis_types", P.EllipsisTypes);
+    Io.mapOptional("ellipsis_literal", P.EllipsisLiteral, std::string("..."));
+    Io.mapRequired("none_types", P.NoneTypes);
+  }
+  static std::string validate(IO &Io, CausalShiftPatterns &P) {
+    if (failedAlready(Io))
+      return "";
+    // The runtime's shift is along the labels' last dimension: the logits' position dimension is the
+    // one before their last (-2, or 1 for [B, T, V]), the labels' their last (-1, or 1 for [B, T]).
+    for (int64_t Dim : P.LogitsDims)
+      if (Dim != 1 && Dim != -2)
+        return "causal_shift 'logits_dims' may only name 1 or -2, not " + std::to_string(Dim);
+    for (int64_t Dim : P.LabelsDims)
+      if (Dim != 1 && Dim != -1)
+        return "causal_shift 'labels_dims' may only name 1 or -1, not " + std::to_string(Dim);
+    return "";
   }
 };
 
@@ -159,6 +233,7 @@ template <> struct MappingTraits<ReplacementPattern> {
     Io.mapRequired("skipped_logits", P.SkippedLogits);
     Io.mapRequired("reductions", P.Reductions);
     Io.mapOptional("hoisted_hidden", P.HoistedHidden, std::string("lmfuse_hidden"));
+    Io.mapOptional("module_options", P.ModuleOptions, std::string());
     Io.mapOptional("loss_dtype_setter", P.LossDtypeSetter, std::string());
   }
   static std::string validate(IO &Io, ReplacementPattern &P) {
@@ -176,9 +251,14 @@ template <> struct MappingTraits<PatternSet> {
     Io.mapRequired("version", P.Version);
     Io.mapOptional("module_heads", P.ModuleHeads);
     Io.mapOptional("function_heads", P.FunctionHeads);
+    Io.mapOptional("product_heads", P.ProductHeads);
+    Io.mapOptional("weight_transposes", P.WeightTransposes);
+    Io.mapOptional("parameter_owner", P.ParameterOwner, std::string());
+    Io.mapOptional("log_softmax", P.LogSoftmax);
     Io.mapRequired("losses", P.Losses);
     Io.mapRequired("reductions", P.Reductions);
     Io.mapRequired("benign", P.Benign);
+    Io.mapRequired("causal_shift", P.CausalShift);
     Io.mapRequired("softcap", P.Softcap);
     Io.mapRequired("indexing", P.Indexing);
     Io.mapRequired("normalizers", P.Normalizers);
@@ -189,8 +269,16 @@ template <> struct MappingTraits<PatternSet> {
   static std::string validate(IO &Io, PatternSet &P) {
     if (failedAlready(Io))
       return "";
-    if (P.ModuleHeads.empty() && P.FunctionHeads.empty())
-      return "the pattern set names no head ('module_heads' and 'function_heads' are empty)";
+    if (P.ModuleHeads.empty() && P.FunctionHeads.empty() && P.ProductHeads.empty())
+      return "the pattern set names no head ('module_heads', 'function_heads' and 'product_heads' are empty)";
+    if (!P.ProductHeads.empty() && (P.WeightTransposes.empty() || P.ParameterOwner.empty()))
+      return "'product_heads' need 'weight_transposes' and 'parameter_owner'";
+    for (const LossPattern &Loss : P.Losses) {
+      if (Loss.isModule() && P.Replacement.ModuleOptions.empty())
+        return "module loss '" + Loss.Impl + "' needs 'module_options' in 'replacement'";
+      if (Loss.InputLogSoftmax && P.LogSoftmax.Callees.empty())
+        return "loss '" + Loss.Callee + "' takes log_softmax input: 'log_softmax' must name its spellings";
+    }
     if (P.Losses.empty())
       return "the pattern set names no loss ('losses' is empty)";
     return "";
@@ -248,10 +336,21 @@ llvm::Expected<PatternSet> lmfuse::rewriter::parsePatterns(llvm::StringRef Yaml,
     Unqualify(Head.Holder), Unqualify(Head.Impl);
   for (FunctionHeadPattern &Head : Patterns.FunctionHeads)
     Unqualify(Head.Callee);
+  for (ProductHeadPattern &Head : Patterns.ProductHeads)
+    Unqualify(Head.Callee);
   for (LossPattern &Loss : Patterns.Losses)
-    Unqualify(Loss.Callee);
+    Unqualify(Loss.Callee), Unqualify(Loss.Holder), Unqualify(Loss.Impl);
+  for (std::string &Callee : Patterns.LogSoftmax.Callees)
+    Unqualify(Callee);
+  Unqualify(Patterns.ParameterOwner);
   for (ReductionPattern &Reduction : Patterns.Reductions)
     Unqualify(Reduction.Type);
+  Unqualify(Patterns.CausalShift.IndexType);
+  Unqualify(Patterns.CausalShift.SliceType);
+  for (std::string &Type : Patterns.CausalShift.EllipsisTypes)
+    Unqualify(Type);
+  for (std::string &Type : Patterns.CausalShift.NoneTypes)
+    Unqualify(Type);
   Unqualify(Patterns.Replacement.Call);
   Patterns.Source = BufferName.str();
   return Patterns;

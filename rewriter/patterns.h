@@ -32,16 +32,47 @@ struct FunctionHeadPattern {
   unsigned Bias = 2;
 };
 
-/// A cross-entropy callee and how its options are spelled: fluent setters on an options
-/// argument, or positional arguments. Unset positions are -1.
+/// A head spelled as a product with the transpose of a weight: Callee(input, Wᵀ) for a function, or
+/// input.Callee(Wᵀ) for a method (Input is then -1: the object is the input). No bias.
+struct ProductHeadPattern {
+  std::string Callee;  ///< qualified function or method name, e.g. at::matmul, at::Tensor::mm
+  int Input = -1;
+  unsigned Operand = 1;  ///< the argument that must be the weight's transpose
+};
+
+/// One spelling of a 2-D weight's transpose: Method(Arguments...) on the weight.
+struct TransposePattern {
+  std::string Method;
+  std::vector<int64_t> Arguments;
+};
+
+/// A cross-entropy and how its options are spelled. A function (Callee) takes fluent setters on an
+/// options argument, or positional arguments (unset positions are -1). A module (Impl: a
+/// Holder<Impl> called as m(x, y) or m->Method(x, y)) takes its options from its construction, read
+/// with the same setters, and holds them in OptionsMember at run time. InputLogSoftmax: the loss
+/// takes log-probabilities (nll_loss), so its input must be log_softmax of the logits over the
+/// class dimension.
 struct LossPattern {
-  std::string Callee;
+  std::string Callee;  ///< a function loss's qualified name; for a module loss, Impl's
+  std::string Holder;  ///< module losses only
+  std::string Impl;
+  std::string Method = "forward";
+  std::string OptionsMember;
   unsigned Input = 0;
   unsigned Target = 1;
   int OptionsArgument = -1;
   std::map<std::string, std::string> Setters;  ///< runtime option -> setter name
   std::vector<std::string> UnsupportedSetters;
   std::map<std::string, int> Positional;       ///< runtime option (or "weight") -> argument index
+  bool InputLogSoftmax = false;
+  bool isModule() const { return !Impl.empty(); }
+};
+
+/// The spellings of log_softmax over the class dimension, which an nll_loss input must be.
+struct LogSoftmaxPattern {
+  std::vector<std::string> Callees;  ///< functions (input first) and Tensor methods
+  std::vector<int64_t> Dims;         ///< the class dimension as it may be written
+  std::string DtypeSetter;           ///< the options setter of an upcast (`.dtype(torch::kFloat)`)
 };
 
 struct ReductionPattern {
@@ -56,11 +87,27 @@ struct BenignPatterns {
   std::string CastMethod = "to";
   std::vector<std::string> UpcastTypes;
   std::vector<std::string> LabelCastTypes;
-  std::string ShiftMethod = "slice";
-  std::vector<int64_t> ShiftLogitsArguments;
-  std::vector<int64_t> ShiftLabelsArguments;
   /// Methods that read only a tensor's shape, dtype or device: the skipped logits answer them.
   std::vector<std::string> ShapeReads;
+};
+
+/// The spellings of the causal shift (logits without their last position along the sequence
+/// dimension, labels without their first): the calls that may write it, the dimensions it may be
+/// written on, and the index types of `x.index({...})`. Which bounds make a call the shift is
+/// decided in C++ (causal_shift.h), where the arithmetic is proven.
+struct CausalShiftPatterns {
+  std::string SliceMethod = "slice";    ///< x.slice(dim, start, end[, step])
+  std::string NarrowMethod = "narrow";  ///< x.narrow(dim, start, length)
+  std::string IndexMethod = "index";    ///< x.index({index, ...})
+  std::string SizeMethod = "size";      ///< x.size(dim)
+  std::string SizesMethod = "sizes";    ///< x.sizes()[dim]
+  std::vector<int64_t> LogitsDims;      ///< dims the logits' shift may be written on, as written
+  std::vector<int64_t> LabelsDims;      ///< dims the labels' shift may be written on, as written
+  std::string IndexType;                ///< the element type of index lists (at::indexing::TensorIndex)
+  std::string SliceType;                ///< at::indexing::Slice
+  std::vector<std::string> EllipsisTypes;  ///< at::indexing::EllipsisIndexType
+  std::string EllipsisLiteral = "...";  ///< the string an index list may spell the ellipsis with
+  std::vector<std::string> NoneTypes;   ///< the type of at::indexing::None (c10::nullopt_t, ...)
 };
 
 struct GuardPatterns {
@@ -95,6 +142,9 @@ struct ReplacementPattern {
   std::string SkippedLogits;
   std::map<std::string, std::string> Reductions;  ///< "mean"/"sum" -> runtime enumerator
   std::string HoistedHidden = "lmfuse_hidden";
+  /// Called as ModuleOptions(<module>->options) for a module loss: the loss options the module holds
+  /// when the loss runs.
+  std::string ModuleOptions;
   /// Options setter taking the dtype of an upcast of the logits (`.to(torch::kFloat)`), so the fused
   /// loss is returned in that dtype without first being rounded to the logits' dtype. Empty: the cast
   /// is appended to the fused result instead.
@@ -107,9 +157,15 @@ struct PatternSet {
   std::string Source;  ///< the file it came from, or "<built-in>"
   std::vector<ModuleHeadPattern> ModuleHeads;
   std::vector<FunctionHeadPattern> FunctionHeads;
+  std::vector<ProductHeadPattern> ProductHeads;
+  std::vector<TransposePattern> WeightTransposes;
+  /// A product head's weight must be a member of a class derived from this (a parameter).
+  std::string ParameterOwner;
+  LogSoftmaxPattern LogSoftmax;
   std::vector<LossPattern> Losses;
   std::vector<ReductionPattern> Reductions;
   BenignPatterns Benign;
+  CausalShiftPatterns CausalShift;
   std::vector<std::string> Softcap;
   std::vector<std::string> Indexing;
   std::vector<std::string> Normalizers;

@@ -83,6 +83,11 @@ std::optional<Refusal> headWrapped(const CapturedSite &Site, const PatternSet &,
   return std::nullopt;
 }
 
+std::optional<Refusal> notLogProbabilities(const CapturedSite &Site, const PatternSet &, const AstQuery &,
+                                           const VariableUses &) {
+  return fromBreak(Site.Break, {BreakKind::NotLogProbabilities}, ReasonKind::LossUnsupported);
+}
+
 std::optional<Refusal> headNotLinear(const CapturedSite &Site, const PatternSet &, const AstQuery &,
                                      const VariableUses &) {
   if (auto Found = fromBreak(Site.Break, {BreakKind::NoHeadAssignment, BreakKind::NotALinearHead, BreakKind::Normalized},
@@ -120,6 +125,9 @@ std::optional<Refusal> logitsRebound(const CapturedSite &Site, const PatternSet 
 std::optional<Refusal> logitsIndexed(const CapturedSite &Site, const PatternSet &, const AstQuery &,
                                      const VariableUses &) {
   if (auto Found = fromBreak(Site.Break, {BreakKind::Indexed, BreakKind::ReboundToSlice}, ReasonKind::LogitsIndexed))
+    return Found;
+  // Labels sliced next to shifted logits, by something that is not the labels' shift.
+  if (auto Found = fromBreak(Site.LabelsBreak, {BreakKind::Indexed}, ReasonKind::LogitsIndexed))
     return Found;
   if (Site.LogitsShift != Site.LabelsShift)
     return Refusal{ReasonKind::LogitsIndexed, Site.LogitsShift ? Site.Input : Site.Target,
@@ -292,7 +300,9 @@ bool belongsToSite(const Stmt *Statement, const CapturedSite &Site, const Patter
       if (isa<NamespaceAliasDecl>(D) || isa<UsingDirectiveDecl>(D) || isa<UsingDecl>(D))
         continue;
       const auto *Variable = dyn_cast<VarDecl>(D);
-      if (Variable && (llvm::is_contained(Site.LabelLocals, Variable) || llvm::is_contained(Site.OptionLocals, Variable)))
+      if (Variable &&
+          (llvm::is_contained(Site.LabelLocals, Variable) || llvm::is_contained(Site.OptionLocals, Variable) ||
+           llvm::is_contained(Site.ShiftLengths, Variable)))
         continue;
       if (Variable && Variable->getInit() && isShapeOnly(Variable->getInit(), Site, Patterns))
         continue;  // `const auto B = logits.size(0), T = ...;`: the same on both paths
@@ -383,7 +393,8 @@ std::optional<Refusal> lossUnsupported(const CapturedSite &Site, const PatternSe
 
 // The order is the precedence: a site in a macro is never analysed further, a softcap wins over
 // every other change to the logits, and option problems only matter for an otherwise good site.
-constexpr Check Checks[] = {inMacro,        softcapped,           headWrapped,            headNotLinear,
+constexpr Check Checks[] = {inMacro,        softcapped,           headWrapped,            notLogProbabilities,
+                            headNotLinear,
                             logitsRebound,  logitsIndexed,        logitsUsedElsewhere,    labelsBranchNontrivial,
                             labelsMismatch, guardOutOfReach, inputsModified, lossUnsupported};
 

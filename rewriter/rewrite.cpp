@@ -110,8 +110,26 @@ TranslationUnitResult analyzeTranslationUnit(ASTContext &Context, const PatternS
         traverse(TK_IgnoreUnlessSpelledInSource, callExpr(callee(functionDecl(hasName("::" + Callee)))).bind("call")),
         Collectors.back().get());
   };
-  for (const LossPattern &Rule : Patterns.Losses)
-    Match(Rule.Callee, &Rule, Candidates);
+  for (const LossPattern &Rule : Patterns.Losses) {
+    if (!Rule.isModule()) {
+      Match(Rule.Callee, &Rule, Candidates);
+      continue;
+    }
+    // A loss module: m->Method(x, y) on the module, or m(x, y) through its holder's call operator.
+    Collectors.push_back(std::make_unique<CandidateCollector>(&Rule, Candidates));
+    auto Impl = cxxRecordDecl(hasName("::" + Rule.Impl));
+    Finder.addMatcher(traverse(TK_IgnoreUnlessSpelledInSource,
+                               cxxMemberCallExpr(callee(cxxMethodDecl(hasName(Rule.Method), ofClass(Impl)))).bind("call")),
+                      Collectors.back().get());
+    Finder.addMatcher(
+        traverse(TK_IgnoreUnlessSpelledInSource,
+                 cxxOperatorCallExpr(hasOverloadedOperatorName("()"),
+                                     callee(cxxMethodDecl(ofClass(classTemplateSpecializationDecl(
+                                         hasName("::" + Rule.Holder),
+                                         hasTemplateArgument(0, refersToType(hasDeclaration(Impl))))))))
+                     .bind("call")),
+        Collectors.back().get());
+  }
   Match(Patterns.Replacement.Call, nullptr, FusedCalls);
   Finder.matchAST(Context);
   std::set<const FunctionDecl *> Recorded;  // functions with a site
@@ -134,7 +152,10 @@ TranslationUnitResult analyzeTranslationUnit(ASTContext &Context, const PatternS
     // site: only user code is analysed, whatever the include flags.
     if (inLibraryNamespace(Function, Patterns))
       continue;
-    if (Loss->getNumArgs() <= std::max(Found.Rule->Input, Found.Rule->Target)) {
+    auto LossView = AstQuery::asCall(Loss);
+    if (!LossView)
+      continue;
+    if (LossView->Args.size() <= std::max(Found.Rule->Input, Found.Rule->Target)) {
       // The pattern names an argument the call does not have: recorded, never silently dropped.
       SiteRecord Record = recordAt(Loss, Function, Found.Rule->Callee, SM);
       Recorded.insert(Function);
@@ -142,7 +163,7 @@ TranslationUnitResult analyzeTranslationUnit(ASTContext &Context, const PatternS
       Record.Reason = ReasonKind::LossUnsupported;
       Record.Detail = "line " + std::to_string(Record.Line) + ": the pattern of " + Found.Rule->Callee +
                       " names argument " + std::to_string(std::max(Found.Rule->Input, Found.Rule->Target)) +
-                      ", but this call has " + std::to_string(Loss->getNumArgs()) + ".";
+                      ", but this call has " + std::to_string(LossView->Args.size()) + ".";
       Record.DetailLine = Record.Line;
       Record.DetailColumn = Record.Column;
       Result.Sites.push_back(std::move(Record));

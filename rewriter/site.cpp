@@ -20,7 +20,7 @@ constexpr ReasonEntry Reasons[] = {
     {ReasonKind::HeadWrapped, "head-wrapped",
      "the head call is wrapped in an expression that changes its value"},
     {ReasonKind::HeadNotLinear, "head-not-linear",
-     "the logits do not come from a plain torch::nn::Linear or functional linear"},
+     "the logits do not come from a plain torch::nn::Linear, functional linear or product with a weight's transpose"},
     {ReasonKind::LogitsIndexed, "logits-indexed",
      "the logits are sliced or indexed other than by the causal-shift idiom"},
     {ReasonKind::LogitsUsedElsewhere, "logits-used-elsewhere",

@@ -5,6 +5,7 @@
 
 #include "clang/AST/RecursiveASTVisitor.h"
 
+#include "causal_shift.h"
 #include "labels_trace.h"
 #include "loss_options.h"
 #include "pattern_match.h"
@@ -84,6 +85,15 @@ public:
     while (true) {
       E = AstQuery::spelled(E);
       auto Call = AstQuery::asCall(E);
+      // An nll_loss takes log-probabilities: one log_softmax over the class dimension is part of it.
+      if (Call && Site.LossRule->InputLogSoftmax && !Site.LogSoftmax &&
+          contains(Patterns.LogSoftmax.Callees, qualifiedName(Call->Callee))) {
+        if (!acceptLogSoftmax(*Call))
+          return E;
+        Site.LogSoftmax = E;
+        E = Call->Object ? Call->Object : Call->Args[0];
+        continue;
+      }
       if (!Call || !Call->Object)
         return E;
       if (contains(Benign.Reshapes, Call->Name)) {
@@ -98,9 +108,11 @@ public:
           Site.UpcastType = Type;
         addCast("." + Call->Name + "(" + Type + ")");
         E = Call->Object;
-      } else if (Call->Name == Benign.ShiftMethod && !Site.LogitsShift &&
-                 argumentsAre(Call->Args, Benign.ShiftLogitsArguments, Query)) {
+      } else if (auto Shift = matchCausalShift(E, ShiftRole::Logits, Patterns, Query, Uses);
+                 Shift && Shift->Shift && !Site.LogitsShift) {
         Site.LogitsShift = true;
+        if (Shift->Length)
+          Site.ShiftLengths.push_back(Shift->Length);
         E = Call->Object;
       } else {
         return E;
@@ -108,15 +120,64 @@ public:
     }
   }
 
-private:
-  void addCast(std::string Cast) {
-    if (Site.Casts.empty())
-      Site.Casts.push_back(std::move(Cast));
-  }
-
   void breakAt(BreakKind Kind, const Stmt *Node, std::string Why) {
     if (!Site.Break)
       Site.Break = TraceBreak{Kind, Node, std::move(Why)};
+  }
+
+private:
+  /// Whether a log_softmax call is over the class dimension, with at most an upcast (its dtype);
+  /// records the upcast, or the break that says why not.
+  bool acceptLogSoftmax(const CallView &Call) {
+    const LogSoftmaxPattern &Rule = Patterns.LogSoftmax;
+    size_t DimIndex = Call.Object ? 0 : 1;  // a method's object is its input
+    if (DimIndex >= Call.Args.size()) {
+      breakAt(BreakKind::NotLogProbabilities, Call.Call, "`" + Call.Name + "` names no dimension");
+      return false;
+    }
+    // The dimension, through the options class it may be converted to (F::log_softmax(x, -1)) and
+    // that class's dtype setter (F::LogSoftmaxFuncOptions(-1).dtype(torch::kFloat)).
+    const Expr *Dim = AstQuery::spelled(Call.Args[DimIndex]);
+    std::string Dtype;
+    for (int Depth = 0; Depth < 8; ++Depth) {
+      if (auto Setter = AstQuery::asCall(Dim); Setter && Setter->Object && Setter->Name == Rule.DtypeSetter &&
+                                                 Setter->Args.size() == 1) {
+        Dtype = Query.text(AstQuery::spelled(Setter->Args[0]));
+        Dim = AstQuery::spelled(Setter->Object);
+      } else if (const auto *Cast = dyn_cast<CXXFunctionalCastExpr>(Dim)) {
+        Dim = AstQuery::spelled(Cast->getSubExpr());
+      } else if (const auto *Construct = dyn_cast<CXXConstructExpr>(Dim); Construct && Construct->getNumArgs() == 1) {
+        Dim = AstQuery::spelled(Construct->getArg(0));
+      } else {
+        break;
+      }
+    }
+    if (DimIndex + 1 < Call.Args.size() && !isDefaultArgument(Call.Args[DimIndex + 1]) &&
+        !isNullConstant(Call.Args[DimIndex + 1], Patterns, Query))
+      Dtype = Query.text(AstQuery::spelled(Call.Args[DimIndex + 1]));
+    auto Value = Query.integerValue(Dim);
+    if (!Value || !llvm::is_contained(Rule.Dims, *Value)) {
+      breakAt(BreakKind::NotLogProbabilities, Call.Call,
+              "`" + Call.Name + "` runs over dimension `" + Query.text(Dim) +
+                  "`, which is not provably the class dimension (write -1)");
+      return false;
+    }
+    if (!Dtype.empty()) {
+      if (!contains(Patterns.Benign.UpcastTypes, lastIdentifier(Dtype))) {
+        breakAt(BreakKind::NotLogProbabilities, Call.Call,
+                "`" + Call.Name + "` computes in `" + Dtype + "`, which is not an upcast");
+        return false;
+      }
+      if (Site.Casts.empty())
+        Site.UpcastType = Dtype;
+      addCast(".to(" + Dtype + ")");
+    }
+    return true;
+  }
+
+  void addCast(std::string Cast) {
+    if (Site.Casts.empty())
+      Site.Casts.push_back(std::move(Cast));
   }
 
   void inspectRebinding(const VariableWrite &Write, const VarDecl *Variable) {
@@ -135,7 +196,8 @@ private:
       return;
     }
     auto Call = AstQuery::asCall(Core);
-    if (Call && (contains(Patterns.Indexing, Call->Name) || Call->Name == Patterns.Benign.ShiftMethod))
+    if (Call && (contains(Patterns.Indexing, Call->Name) ||
+                 matchCausalShift(Core, ShiftRole::Logits, Patterns, Query, Uses)))
       breakAt(BreakKind::ReboundToSlice, Write.Node, "`" + Name + "` is re-bound to a slice of itself");
     else
       breakAt(BreakKind::ReboundToChange, Write.Node, "`" + Name + "` is re-bound to a changed value");
@@ -146,17 +208,28 @@ private:
     auto Call = AstQuery::asCall(E);
     if (AstQuery::containsCallNamed(E, Patterns.Softcap)) {
       breakAt(BreakKind::Capped, E, "the logits are capped with tanh");
+    } else if (auto Why = whyNotProductHead(E, Patterns, Query)) {
+      breakAt(BreakKind::NotALinearHead, E, *Why);
     } else if (Call && contains(Patterns.Normalizers, Call->Name)) {
       breakAt(BreakKind::Normalized, E, "`" + Call->Name + "` is applied to the head's output");
-    } else if (Call && (contains(Patterns.Indexing, Call->Name) || Call->Name == Patterns.Benign.ShiftMethod) &&
+    } else if (Call &&
+               (contains(Patterns.Indexing, Call->Name) ||
+                matchCausalShift(E, ShiftRole::Logits, Patterns, Query, Uses)) &&
                (containsHead(E, Patterns, Query) || holdsHeadOutput(E))) {
-      breakAt(BreakKind::Indexed, E, "the logits are indexed with `" + Call->Name + "`");
+      // A slice that is not the causal shift (or a second one) says which bound is wrong.
+      auto Shift = matchCausalShift(E, ShiftRole::Logits, Patterns, Query, Uses);
+      if (Shift && !Shift->Shift)
+        breakAt(BreakKind::Indexed, E, Shift->Why);
+      else if (Shift)
+        breakAt(BreakKind::Indexed, E, "the logits are shifted twice");
+      else
+        breakAt(BreakKind::Indexed, E, "the logits are indexed with `" + Call->Name + "`");
     } else if (containsHead(E, Patterns, Query)) {
       breakAt(BreakKind::HeadInExpression, E, "the head call is part of a larger expression");
     } else if (holdsHeadOutput(E)) {
       breakAt(BreakKind::ChangedBeforeLoss, E, "the logits are changed before they reach the loss");
     } else {
-      breakAt(BreakKind::NotALinearHead, E, "the logits are not produced by a torch::nn::Linear or a functional linear");
+      breakAt(BreakKind::NotALinearHead, E, "the logits are not produced by a torch::nn::Linear, a functional linear or a product with a weight's transpose");
     }
   }
 
@@ -195,12 +268,18 @@ CapturedSite captureSite(const CallExpr *Loss, const LossPattern &Rule, const Pa
   Site.LossRule = &Rule;
   Site.Function = Query.enclosingFunction(Loss);
   Site.Body = Site.Function ? Site.Function->getBody() : nullptr;
-  Site.Input = Loss->getArg(Rule.Input);
-  Site.Target = Loss->getArg(Rule.Target);
+  // Arguments as the loss sees them: a module's call operator has the module as its first operand.
+  auto View = AstQuery::asCall(Loss);
+  Site.Input = View->Args[Rule.Input];
+  Site.Target = View->Args[Rule.Target];
   Site.Guard = findGuard(Loss, Site.Body, Patterns, Query);
 
   Tracer Trace(Site, Patterns, Query, Uses);
   Trace.traceLogits(Site.Input, Loss->getBeginLoc());
+  if (Rule.InputLogSoftmax && !Site.LogSoftmax)
+    Trace.breakAt(BreakKind::NotLogProbabilities, Site.Input,
+                  "`" + Query.text(Site.Input) + "` reaches " + Rule.Callee +
+                      " without log_softmax over the class dimension; it takes log-probabilities, not logits");
   traceLabels(Site, Patterns, Query, Uses);
   captureOptions(Site, Patterns, Query, Uses);
   if (Site.Head && Site.Producer) {

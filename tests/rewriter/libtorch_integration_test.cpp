@@ -48,7 +48,7 @@ TEST_CASE("a LibTorch model is rewritten and the result compiles against <lmfuse
   RewriteResult First = rewriteSource(Original, libtorchArgs(), *Patterns, LMFUSE_REWRITER_EXAMPLE);
   INFO("diagnostics:\n" << First.Diagnostics);
   REQUIRE(First.Parsed);
-  REQUIRE(First.Sites.size() == 3);
+  REQUIRE(First.Sites.size() == 5);
 
   const SiteRecord *Forward = siteIn(First, "GPTImpl::forward");
   REQUIRE(Forward);
@@ -73,7 +73,23 @@ TEST_CASE("a LibTorch model is rewritten and the result compiles against <lmfuse
   CHECK(Capped->Status == SiteStatus::Unmatched);
   CHECK(Capped->Reason == ReasonKind::LogitsSoftcapped);
 
+  const SiteRecord *Product = siteIn(First, "GPTImpl::product_loss");
+  REQUIRE(Product);
+  CHECK(Product->Status == SiteStatus::Patched);
+  CHECK(Product->Loss == "torch::nn::CrossEntropyLossImpl");
+  REQUIRE(Product->Options);
+  CHECK(Product->Options->IgnoreIndex == -1);
+
+  const SiteRecord *Nll = siteIn(First, "GPTImpl::nll_step");
+  REQUIRE(Nll);
+  CHECK(Nll->Status == SiteStatus::Patched);
+  CHECK(Nll->Loss == "at::nll_loss");
+
   INFO("rewritten:\n" << First.Code);
+  CHECK(First.Code.find("lmfuse::linear_cross_entropy(hidden, wte->weight, torch::Tensor(), labels, "
+                        "lmfuse::module_loss_options(criterion->options))") != std::string::npos);
+  CHECK(First.Code.find("lmfuse::linear_cross_entropy(hidden, lm_head->weight, torch::Tensor(), labels, "
+                        "lmfuse::LossOptions())") != std::string::npos);
   CHECK(First.Code.find("#include <lmfuse/torch.h>") != std::string::npos);
   CHECK(First.Code.find("lmfuse::linear_cross_entropy(x, lm_head->weight, lm_head->bias, *targets") !=
         std::string::npos);
@@ -85,7 +101,9 @@ TEST_CASE("a LibTorch model is rewritten and the result compiles against <lmfuse
   INFO("second run diagnostics:\n" << Second.Diagnostics);
   REQUIRE(Second.Parsed);
   CHECK(Second.Code == First.Code);
-  REQUIRE(Second.Sites.size() == 3);
+  REQUIRE(Second.Sites.size() == 5);
+  CHECK(siteIn(Second, "GPTImpl::product_loss")->Status == SiteStatus::AlreadyPatched);
+  CHECK(siteIn(Second, "GPTImpl::nll_step")->Status == SiteStatus::AlreadyPatched);
   CHECK(siteIn(Second, "GPTImpl::forward")->Status == SiteStatus::AlreadyPatched);
   CHECK(siteIn(Second, "GPTImpl::tied_loss")->Status == SiteStatus::AlreadyPatched);
   CHECK(siteIn(Second, "GPTImpl::capped_loss")->Status == SiteStatus::Unmatched);

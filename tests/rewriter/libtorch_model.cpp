@@ -55,9 +55,22 @@ struct GPTImpl : torch::nn::Module {
     return F::cross_entropy(logits.view({-1, logits.size(-1)}), labels.view(-1));
   }
 
+  // GPT-2 ports: the tied head as a product with the embedding's transpose, a CrossEntropyLoss module.
+  torch::Tensor product_loss(const torch::Tensor &hidden, const torch::Tensor &labels) {
+    auto logits = torch::matmul(hidden, wte->weight.t());
+    return criterion(logits.view({-1, logits.size(-1)}), labels.view(-1));
+  }
+
+  // Char-RNN tutorials: nll_loss over log_softmax, the head as x.mm(W.t()).
+  torch::Tensor nll_step(const torch::Tensor &hidden, const torch::Tensor &labels) {
+    auto logits = hidden.mm(lm_head->weight.t());
+    return torch::nll_loss(torch::log_softmax(logits, -1), labels);
+  }
+
   torch::nn::Embedding wte;
   Block block;
   torch::nn::LayerNorm ln_f;
   torch::nn::Linear lm_head;
+  torch::nn::CrossEntropyLoss criterion{torch::nn::CrossEntropyLossOptions().ignore_index(-1)};
 };
 TORCH_MODULE(GPT);

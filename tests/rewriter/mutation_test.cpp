@@ -1,4 +1,5 @@
-// Mutation test: a deterministic random mutator over the accepted cases of the rewrite table. Each
+// Mutation test: a deterministic random mutator over the accepted cases of the rewrite, shift and form
+// tables. Each
 // mutant inserts a write to an input between head and loss, a harmless statement there, wraps a piece
 // of the site in a macro, renames the logits, or duplicates the site; the invariants below must hold
 // for every mutant:
@@ -201,7 +202,10 @@ TEST_CASE("mutants of the accepted cases keep every invariant", "[rewriter][muta
   std::mt19937 Random(Seed);
   int Made = 0, Parsed = 0, Writes = 0;
   std::map<std::string, int> ByKind;
-  for (const Case &Base : rewriteCases()) {
+  std::vector<Case> Bases(rewriteCases().begin(), rewriteCases().end());
+  Bases.insert(Bases.end(), shiftCases().begin(), shiftCases().end());
+  Bases.insert(Bases.end(), formCases().begin(), formCases().end());
+  for (const Case &Base : Bases) {
     if (Base.Kind != Verb::RewritesTo)
       continue;
     RewriteResult Original = rewriteWithStubs(source(Base.Before, false));

@@ -73,6 +73,11 @@ TEST_CASE("the built-in patterns are the shipped YAML", "[patterns]") {
                                       Loss.Setters.at("ignore_index") == "ignore_index");
   CHECK(HasFunctional);
   CHECK(Default->Replacement.Call == "lmfuse::linear_cross_entropy");
+  CHECK(Default->CausalShift.SliceMethod == "slice");
+  CHECK(Default->CausalShift.LogitsDims == std::vector<int64_t>{1, -2});
+  CHECK(Default->CausalShift.LabelsDims == std::vector<int64_t>{1, -1});
+  CHECK(Default->CausalShift.SliceType == "at::indexing::Slice");
+  CHECK(contains(Default->CausalShift.NoneTypes, "c10::nullopt_t"));
   CHECK(Default->Replacement.Reductions.at("sum") == "lmfuse::Reduction::Sum");
 }
 
@@ -89,11 +94,18 @@ TEST_CASE("a malformed pattern file names the file, the line and the key", "[pat
     CHECK(Error.find("unknown key 'unsuported_setters'") != std::string::npos);
   }
   SECTION("misspelt required key") {
-    std::string Bad = withLineReplaced(Yaml, "  shift_method: slice", "  shift_methd: slice");
+    std::string Bad = withLineReplaced(Yaml, "  slice_method: slice", "  slice_methd: slice");
     std::string Error = loadError(Bad, Path);
     INFO(Error);
-    CHECK(Error.find(Path + ":" + std::to_string(lineOf(Bad, "benign:") + 1) + ":") != std::string::npos);
-    CHECK(Error.find("missing required key 'shift_method'") != std::string::npos);
+    CHECK(Error.find(Path + ":" + std::to_string(lineOf(Bad, "causal_shift:") + 1) + ":") != std::string::npos);
+    CHECK(Error.find("missing required key 'slice_method'") != std::string::npos);
+  }
+  SECTION("a shift dim that is not the sequence dimension") {
+    std::string Bad = withLineReplaced(Yaml, "  logits_dims: [1, -2]", "  logits_dims: [1, 2]");
+    std::string Error = loadError(Bad, Path);
+    INFO(Error);
+    CHECK(Error.find(Path) != std::string::npos);
+    CHECK(Error.find("'logits_dims' may only name 1 or -2, not 2") != std::string::npos);
   }
   SECTION("missing required key") {
     std::string Bad = withLineReplaced(Yaml, "  call: lmfuse::linear_cross_entropy", "");
@@ -168,4 +180,37 @@ TEST_CASE("qualified names may be written with a leading ::", "[patterns]") {
   for (const LossPattern &Loss : Loaded->Losses)
     Found = Found || Loss.Callee == "torch::nn::functional::cross_entropy";
   CHECK(Found);
+}
+
+TEST_CASE("product heads, loss modules and nll_loss rules are checked when loaded", "[patterns]") {
+  const std::string Yaml = readFile(LMFUSE_PATTERNS_FILE);
+  std::string Path;
+  auto ErrorOf = [&](const std::string &Needle, const std::string &Replacement) {
+    std::string Error = loadError(withLineReplaced(Yaml, Needle, Replacement), Path);
+    INFO(Error);
+    CHECK(Error.find(Path) != std::string::npos);
+    return Error;
+  };
+  CHECK_THAT(ErrorOf("    options_member: options", ""), Catch::Contains("needs 'holder', 'options_member' and 'setters'"));
+  CHECK_THAT(ErrorOf("    impl: torch::nn::CrossEntropyLossImpl",
+                     "    impl: torch::nn::CrossEntropyLossImpl\n    callee: torch::nn::functional::cross_entropy"),
+             Catch::Contains("exactly one of 'callee' (a function) and 'impl' (a module)"));
+  CHECK_THAT(ErrorOf("parameter_owner: torch::nn::Module", ""),
+             Catch::Contains("'product_heads' need 'weight_transposes' and 'parameter_owner'"));
+  CHECK_THAT(ErrorOf("  module_options: lmfuse::module_loss_options", ""), Catch::Contains("needs 'module_options'"));
+  CHECK_THAT(ErrorOf("  callees: [torch::nn::functional::log_softmax, at::log_softmax, at::Tensor::log_softmax]",
+                     "  callees: []"),
+             Catch::Contains("'log_softmax' must name its spellings"));
+
+  auto Default = loadDefaultPatterns();
+  REQUIRE(static_cast<bool>(Default));
+  size_t Modules = 0, LogSoftmaxInputs = 0;
+  for (const LossPattern &Loss : Default->Losses) {
+    Modules += Loss.isModule();
+    LogSoftmaxInputs += Loss.InputLogSoftmax;
+  }
+  CHECK(Modules == 2);           // CrossEntropyLoss, NLLLoss
+  CHECK(LogSoftmaxInputs == 3);  // F::nll_loss, at::nll_loss, NLLLoss
+  CHECK(Default->ProductHeads.size() == 4);
+  CHECK(Default->ParameterOwner == "torch::nn::Module");
 }

@@ -32,8 +32,11 @@ extern const char *const ModelClose;
 /// The case's members inside the model, with the preludes.
 std::string source(const char *Members, bool Patched);
 
-/// The main table of rewrite_cases_test.cpp (the mutation test starts from it).
+/// The main table of rewrite_cases_test.cpp, the accepted shift spellings of shift_cases_test.cpp and
+/// the other head and loss spellings of form_cases_test.cpp (the mutation test starts from all three).
 llvm::ArrayRef<Case> rewriteCases();
+llvm::ArrayRef<Case> shiftCases();
+llvm::ArrayRef<Case> formCases();
 
 /// Runs one case of a table under its verb (Catch assertions).
 void checkCase(const Case &Item);

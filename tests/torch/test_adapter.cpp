@@ -426,3 +426,50 @@ TEST_CASE("fused_call_count counts the calls that ran the fused computation", "[
   }
   CHECK(lmfuse::fused_call_count() == before + 2);
 }
+
+TEST_CASE("a loss module's options give the module's loss", "[torch][adapter]") {
+  // A rewritten `criterion(logits, y)` passes lmfuse::module_loss_options(criterion->options).
+  torch::manual_seed(static_cast<int64_t>(freshSeed()));
+  INFO("seed " << freshSeed());
+  auto hidden = torch::randn({2, 7, kDim}, torch::kDouble);
+  auto weight = torch::randn({kVocab, kDim}, torch::kDouble) * 0.3;
+  auto bias = torch::randn({kVocab}, torch::kDouble);
+  auto labels = torch::randint(0, kVocab, {2, 7}, torch::kLong);
+  labels.index_put_({0, 3}, 5);  // some tokens carry the ignored label 5 below
+  labels.index_put_({1, 0}, 5);
+  auto logits = F::linear(hidden, weight, bias).view({-1, kVocab});
+  auto fused = [&](const lmfuse::LossOptions& options) {
+    return lmfuse::linear_cross_entropy(hidden.to(torch::kFloat), weight.to(torch::kFloat), bias.to(torch::kFloat),
+                                        labels, options)
+        .to(torch::kDouble);
+  };
+  for (const auto& moduleOptions :
+       {torch::nn::CrossEntropyLossOptions(), torch::nn::CrossEntropyLossOptions().ignore_index(5),
+        torch::nn::CrossEntropyLossOptions().ignore_index(5).label_smoothing(0.2).reduction(torch::kSum),
+        torch::nn::CrossEntropyLossOptions().reduction(torch::kMean).label_smoothing(0.05)}) {
+    torch::nn::CrossEntropyLoss criterion(moduleOptions);
+    auto expected = criterion(logits, labels.view(-1));
+    CHECK(torch::allclose(fused(lmfuse::module_loss_options(criterion->options)), expected, 1e-5, 1e-5));
+  }
+  torch::nn::NLLLoss nll(torch::nn::NLLLossOptions().ignore_index(5).reduction(torch::kSum));
+  CHECK(torch::allclose(fused(lmfuse::module_loss_options(nll->options)),
+                        nll(F::log_softmax(logits, -1), labels.view(-1)), 1e-5, 1e-5));
+  // Configured after construction: the options are read when the loss runs.
+  torch::nn::CrossEntropyLoss later;
+  later->options.ignore_index(5);
+  CHECK(torch::allclose(fused(lmfuse::module_loss_options(later->options)), later(logits, labels.view(-1)), 1e-5,
+                        1e-5));
+  // No fused equivalent: an error naming the option.
+  auto message = [](const std::function<void()>& call) {
+    try {
+      call();
+    } catch (const c10::Error& error) {
+      return std::string(error.what_without_backtrace());
+    }
+    return std::string("no error");
+  };
+  torch::nn::CrossEntropyLoss weighted(torch::nn::CrossEntropyLossOptions().weight(torch::ones({kVocab})));
+  CHECK_THAT(message([&] { lmfuse::module_loss_options(weighted->options); }), Catch::Contains("class weights"));
+  torch::nn::CrossEntropyLoss perToken(torch::nn::CrossEntropyLossOptions().reduction(torch::kNone));
+  CHECK_THAT(message([&] { lmfuse::module_loss_options(perToken->options); }), Catch::Contains("reduction is None"));
+}

@@ -5,7 +5,7 @@
 #   -DSTEP=setup   installs BUILD_DIR into WORK/prefix and configures USAGE (all scenarios but
 #                  runtime_only) in WORK/build
 #   -DSTEP=<name>  builds and checks one scenario (header_two_units, include_src, logits_read,
-#                  autocast_cpu, already_patched, gcc_flag, runtime_only)
+#                  autocast_cpu, already_patched, gcc_flag, loss_forms, runtime_only)
 #   -DBUILD_DIR=<lmfuse build> -DUSAGE=<tests/usage> -DWORK=<scratch> -DGENERATOR=<gen> -DTORCH_PREFIX=<Torch_DIR>
 cmake_minimum_required(VERSION 3.22)
 set(prefix "${WORK}/prefix")
@@ -61,7 +61,7 @@ if(STEP STREQUAL "setup")
   step("${CMAKE_COMMAND}" -S "${USAGE}" -B "${build}" -G "${GENERATOR}" -DCMAKE_BUILD_TYPE=Release
        "-DCMAKE_PREFIX_PATH=${prefix}" "-DTorch_DIR=${TORCH_PREFIX}")
 
-elseif(STEP STREQUAL "header_two_units" OR STEP STREQUAL "gcc_flag")
+elseif(STEP STREQUAL "header_two_units" OR STEP STREQUAL "gcc_flag" OR STEP STREQUAL "loss_forms")
   trains_fused(${STEP})
 
 elseif(STEP STREQUAL "include_src")

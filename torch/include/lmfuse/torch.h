@@ -39,6 +39,8 @@
 #include <lmfuse/flce.h>  // defines: Reduction, MemoryMode, the runtime this adapter calls
 
 #include <memory>
+#include <type_traits>
+#include <utility>
 
 namespace lmfuse {
 
@@ -82,6 +84,33 @@ struct LossOptions {
 torch::Tensor linear_cross_entropy(const torch::Tensor& hidden, const torch::Tensor& weight,
                                    const torch::Tensor& bias, const torch::Tensor& labels,
                                    const LossOptions& options = {});
+
+namespace detail {
+template <class T, class = void> struct HasLabelSmoothing : std::false_type {};
+template <class T>
+struct HasLabelSmoothing<T, std::void_t<decltype(std::declval<const T&>().label_smoothing())>> : std::true_type {};
+}  // namespace detail
+
+/// The loss options a torch::nn::CrossEntropyLoss or NLLLoss module holds (`criterion->options`), as a
+/// rewritten `criterion(logits, y)` passes them: read when the loss runs, so options changed after the
+/// module was constructed are honoured. Class weights and reduction None have no fused equivalent with
+/// the same result (None would return hidden's leading shape, not the flattened one): they are an error
+/// naming the option, never a different loss. The rewriter refuses modules constructed with either.
+template <class ModuleOptions>
+LossOptions module_loss_options(const ModuleOptions& options) {
+  TORCH_CHECK(!options.weight().defined(),
+              "lmfuse::module_loss_options: the loss module has class weights (options.weight), which the fused "
+              "loss does not support; mark the site `// NOLINT(lmfuse)` to keep the original loss");
+  // reduction_t is a variant of (kNone, kMean, kSum), in that order, in every LibTorch.
+  const auto reduction = options.reduction().index();
+  TORCH_CHECK(reduction == 1 || reduction == 2,
+              "lmfuse::module_loss_options: the loss module's reduction is None, which the fused loss returns in "
+              "another shape; mark the site `// NOLINT(lmfuse)` to keep the original loss");
+  LossOptions result;
+  result.ignore_index(options.ignore_index()).reduction(reduction == 2 ? Reduction::Sum : Reduction::Mean);
+  if constexpr (detail::HasLabelSmoothing<ModuleOptions>::value) result.label_smoothing(options.label_smoothing());
+  return result;
+}
 
 /// False when the environment has LMFUSE_DISABLE=1 (read once, at the first call) or after
 /// set_enabled(false): rewritten code then runs its original, unfused computation.

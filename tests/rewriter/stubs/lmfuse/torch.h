@@ -15,6 +15,7 @@ struct LossOptions {
 torch::Tensor linear_cross_entropy(const torch::Tensor &hidden, const torch::Tensor &weight,
                                    const torch::Tensor &bias, const torch::Tensor &labels,
                                    const LossOptions &options = {});
+template <class ModuleOptions> LossOptions module_loss_options(const ModuleOptions &options);
 bool enabled();
 bool return_logits();
 bool skip_logits();

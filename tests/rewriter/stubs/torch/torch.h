@@ -3,9 +3,12 @@
 // milliseconds. Not a LibTorch: nothing here is ever run.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <initializer_list>
+#include <type_traits>
 #include <utility>
+#include <vector>
 
 namespace c10 {
 struct nullopt_t {
@@ -41,15 +44,24 @@ constexpr auto kFloat32 = ScalarType::Float;
 constexpr auto kDouble = ScalarType::Double;
 constexpr auto kHalf = ScalarType::Half;
 constexpr auto kBFloat16 = ScalarType::BFloat16;
-class IntArrayRef {
+template <class T> class ArrayRef {
 public:
-  IntArrayRef(int64_t single) {}
-  IntArrayRef(std::initializer_list<int64_t> values) {}
+  ArrayRef() = default;
+  ArrayRef(const T &single) {}
+  ArrayRef(const T *data, size_t length) {}
+  ArrayRef(const std::vector<T> &values) {}
+  ArrayRef(const std::initializer_list<T> &values) {}
+  size_t size() const;
+  const T &operator[](size_t index) const;
 };
+using IntArrayRef = ArrayRef<int64_t>;
 }  // namespace c10
 
 namespace at {
 using namespace c10;
+namespace indexing {
+struct TensorIndex;
+}  // namespace indexing
 class Tensor {
 public:
   Tensor() = default;
@@ -67,6 +79,8 @@ public:
   Tensor slice(int64_t dim = 0, optional<int64_t> start = nullopt, optional<int64_t> end = nullopt,
                int64_t step = 1) const;
   Tensor narrow(int64_t dim, int64_t start, int64_t length) const;
+  Tensor index(ArrayRef<at::indexing::TensorIndex> indices) const;
+  Tensor index(std::initializer_list<at::indexing::TensorIndex> indices) const;
   Tensor select(int64_t dim, int64_t index) const;
   Tensor operator[](int64_t index) const;
   Tensor tanh() const;
@@ -82,7 +96,7 @@ public:
   template <class T> T *data_ptr() const;
   Tensor clone() const;
   Tensor softmax(int64_t dim) const;
-  Tensor log_softmax(int64_t dim) const;
+  Tensor log_softmax(int64_t dim, optional<ScalarType> dtype = nullopt) const;
   Tensor argmax(int64_t dim) const;
   Tensor mean() const;
   Tensor detach() const;
@@ -92,12 +106,46 @@ public:
   Tensor operator+(const Tensor &other) const;
   Tensor operator*(const Tensor &other) const;
   Tensor operator==(const Tensor &other) const;
+  Tensor matmul(const Tensor &other) const;
+  Tensor mm(const Tensor &mat2) const;
+  Tensor t() const;
+  Tensor transpose(int64_t dim0, int64_t dim1) const;
 };
 namespace Reduction {
 enum Reduction { None, Mean, Sum, END };
 }
+// ATen/TensorIndexing.h: x.index({Slice(), Slice(None, -1)}) and x.index({"...", Slice(1, None)}).
+namespace indexing {
+constexpr c10::nullopt_t None = c10::nullopt;
+struct EllipsisIndexType final {
+  EllipsisIndexType() {}
+};
+extern const EllipsisIndexType Ellipsis;
+struct Slice final {
+public:
+  Slice(c10::optional<int64_t> start_index = c10::nullopt, c10::optional<int64_t> stop_index = c10::nullopt,
+        c10::optional<int64_t> step_index = c10::nullopt);
+  int64_t start() const;
+  int64_t stop() const;
+  int64_t step() const;
+};
+struct TensorIndex final {
+  TensorIndex(c10::nullopt_t);
+  TensorIndex(at::indexing::EllipsisIndexType);
+  TensorIndex(const char *str);
+  TensorIndex(int64_t integer);
+  TensorIndex(int integer);
+  template <class T, class = typename std::enable_if<std::is_same<bool, T>::value>::type> TensorIndex(T boolean);
+  TensorIndex(Slice slice);
+  TensorIndex(Tensor tensor);
+};
+}  // namespace indexing
 Tensor tanh(const Tensor &self);
-Tensor log_softmax(const Tensor &self, int64_t dim);
+Tensor log_softmax(const Tensor &self, int64_t dim, optional<ScalarType> dtype = nullopt);
+Tensor matmul(const Tensor &self, const Tensor &other);
+Tensor mm(const Tensor &self, const Tensor &mat2);
+Tensor nll_loss(const Tensor &self, const Tensor &target, const optional<Tensor> &weight = {},
+                int64_t reduction = Reduction::Mean, int64_t ignore_index = -100);
 Tensor linear(const Tensor &input, const Tensor &weight, const optional<Tensor> &bias = {});
 Tensor cross_entropy_loss(const Tensor &self, const Tensor &target, const optional<Tensor> &weight = {},
                           int64_t reduction = Reduction::Mean, int64_t ignore_index = -100,
@@ -131,6 +179,7 @@ public:
 
 template <class Contained> class ModuleHolder {
 public:
+  ModuleHolder() : impl_(new Contained()) {}
   ModuleHolder(decltype(nullptr)) {}
   template <class... Args> explicit ModuleHolder(Args &&...args) : impl_(new Contained(args...)) {}
   Contained *operator->() const { return impl_; }
@@ -197,6 +246,29 @@ struct CrossEntropyLossOptions {
   CrossEntropyLossOptions &label_smoothing(double value) { return *this; }
 };
 
+class CrossEntropyLossImpl : public Module {
+public:
+  explicit CrossEntropyLossImpl(const CrossEntropyLossOptions &options_ = {}) {}
+  Tensor forward(const Tensor &input, const Tensor &target);
+  CrossEntropyLossOptions options;
+  Tensor weight;
+};
+TORCH_MODULE(CrossEntropyLoss);
+
+struct NLLLossOptions {
+  NLLLossOptions &weight(const Tensor &value) { return *this; }
+  NLLLossOptions &ignore_index(int64_t value) { return *this; }
+  NLLLossOptions &reduction(const ReductionOption &value) { return *this; }
+};
+class NLLLossImpl : public Module {
+public:
+  explicit NLLLossImpl(const NLLLossOptions &options_ = {}) {}
+  Tensor forward(const Tensor &input, const Tensor &target);
+  NLLLossOptions options;
+  Tensor weight;
+};
+TORCH_MODULE(NLLLoss);
+
 namespace init {
 Tensor normal_(Tensor tensor, double mean = 0, double std = 1);
 }  // namespace init
@@ -206,6 +278,13 @@ using CrossEntropyFuncOptions = CrossEntropyLossOptions;
 Tensor cross_entropy(const Tensor &input, const Tensor &target, const CrossEntropyFuncOptions &options = {});
 Tensor linear(const Tensor &input, const Tensor &weight, const Tensor &bias = {});
 Tensor gelu(const Tensor &input);
+using NLLLossFuncOptions = NLLLossOptions;
+Tensor nll_loss(const Tensor &input, const Tensor &target, const NLLLossFuncOptions &options = {});
+struct LogSoftmaxFuncOptions {
+  LogSoftmaxFuncOptions(int64_t dim) {}
+  LogSoftmaxFuncOptions &dtype(optional<ScalarType> value) { return *this; }
+};
+Tensor log_softmax(const Tensor &input, const LogSoftmaxFuncOptions &options);
 }  // namespace functional
 }  // namespace nn
 }  // namespace torch

@@ -1,0 +1,383 @@
+// Heads and losses written other than as a Linear and a cross_entropy call: a product with the
+// transpose of a weight parameter (tied or untied), the torch::nn::CrossEntropyLoss and NLLLoss
+// modules, and nll_loss over log_softmax. The same verbs as rewrite_cases_test.cpp; the neighbours
+// of each accepted form that would change what the model computes are refused.
+#include <catch2/catch.hpp>
+
+#include <map>
+#include <string>
+
+#include "rewrite_harness.h"
+
+using namespace lmfuse::rewriter;
+using namespace lmfuse::rewriter::testing;
+
+namespace {
+
+const Case FormCases[] = {
+    // ---- product heads ---------------------------------------------------------------------
+    {"GPT-2: tied embedding as torch::matmul(x, wte->weight.t())", R"(
+  Output forward(const torch::Tensor &idx, const torch::Tensor &targets) {
+    auto x = ln_f(wte(idx));
+    auto logits = torch::matmul(x, wte->weight.t());
+    torch::Tensor loss;
+    if (targets.defined())
+      loss = F::cross_entropy(logits.view({-1, logits.size(-1)}), targets.view(-1));
+    return {logits, loss};
+  }
+)", Verb::RewritesTo, R"(
+  Output forward(const torch::Tensor &idx, const torch::Tensor &targets) {
+    auto x = ln_f(wte(idx));
+    auto logits = lmfuse::skip_logits() && targets.defined() ? lmfuse::skipped_logits(x, wte->weight, "model.cpp:N") : torch::matmul(x, wte->weight.t());
+    torch::Tensor loss;
+    if (targets.defined())
+      loss = lmfuse::enabled()
+                 ? lmfuse::linear_cross_entropy(x, wte->weight, torch::Tensor(), targets, lmfuse::LossOptions())
+                 : F::cross_entropy(logits.view({-1, logits.size(-1)}), targets.view(-1));
+    return {logits, loss};
+  }
+)"},
+    {"Llama: untied head parameter as x.matmul(W.transpose(0, 1)), shifted labels", R"(
+  torch::Tensor lm_head_weight;
+  torch::Tensor loss(const torch::Tensor &h, const torch::Tensor &labels) {
+    auto logits = h.matmul(lm_head_weight.transpose(0, 1));
+    auto shift_logits = logits.slice(1, 0, -1).contiguous();
+    auto shift_labels = labels.slice(1, 1).contiguous();
+    return F::cross_entropy(shift_logits.view({-1, shift_logits.size(-1)}), shift_labels.view(-1));
+  }
+)", Verb::RewritesTo, R"(
+  torch::Tensor lm_head_weight;
+  torch::Tensor loss(const torch::Tensor &h, const torch::Tensor &labels) {
+    auto logits = lmfuse::skip_logits() ? lmfuse::skipped_logits(h, lm_head_weight, "model.cpp:N") : h.matmul(lm_head_weight.transpose(0, 1));
+    auto shift_logits = lmfuse::skip_logits() ? torch::Tensor() : logits.slice(1, 0, -1).contiguous();
+    auto shift_labels = labels.slice(1, 1).contiguous();
+    return lmfuse::enabled()
+               ? lmfuse::linear_cross_entropy(h, lm_head_weight, torch::Tensor(), labels, lmfuse::LossOptions().shift(true))
+               : F::cross_entropy(shift_logits.view({-1, shift_logits.size(-1)}), shift_labels.view(-1));
+  }
+)"},
+    {"torch::mm over flattened hidden states, tied weight transposed as (-1, -2)", R"(
+  torch::Tensor step(const torch::Tensor &hidden, const torch::Tensor &y) {
+    auto logits = torch::mm(hidden.view({-1, 64}), wte->weight.transpose(-1, -2));
+    return F::cross_entropy(logits, y.view(-1), F::CrossEntropyFuncOptions().ignore_index(pad_id_));
+  }
+)", Verb::RewritesTo, R"(
+  torch::Tensor step(const torch::Tensor &hidden, const torch::Tensor &y) {
+    auto lmfuse_hidden = hidden.view({-1, 64});
+    auto logits = lmfuse::skip_logits() ? lmfuse::skipped_logits(lmfuse_hidden, wte->weight, "model.cpp:N") : torch::mm(lmfuse_hidden, wte->weight.transpose(-1, -2));
+    return lmfuse::enabled()
+               ? lmfuse::linear_cross_entropy(lmfuse_hidden, wte->weight, torch::Tensor(), y,
+                                              lmfuse::LossOptions().ignore_index(pad_id_))
+               : F::cross_entropy(logits, y.view(-1), F::CrossEntropyFuncOptions().ignore_index(pad_id_));
+  }
+)"},
+    {"x.mm(W.t()) inline in the loss", R"(
+  torch::Tensor lm_head_weight;
+  torch::Tensor loss(const torch::Tensor &h, const torch::Tensor &y) {
+    return F::cross_entropy(h.mm(lm_head_weight.t()), y);
+  }
+)", Verb::RewritesTo, R"(
+  torch::Tensor lm_head_weight;
+  torch::Tensor loss(const torch::Tensor &h, const torch::Tensor &y) {
+    return lmfuse::enabled() ? lmfuse::linear_cross_entropy(h, lm_head_weight, torch::Tensor(), y, lmfuse::LossOptions())
+                             : F::cross_entropy(h.mm(lm_head_weight.t()), y);
+  }
+)"},
+    {"a product with an activation (attention scores as logits) is not a head", R"(
+  torch::Tensor contrastive(const torch::Tensor &q, const torch::Tensor &k, const torch::Tensor &y) {
+    auto scores = torch::matmul(q, k.transpose(-2, -1));
+    return F::cross_entropy(scores, y);
+  }
+)", Verb::RefusesWith, "head-not-linear"},
+    {"a product with the weight itself, not its transpose, is not a [V, D] head", R"(
+  torch::Tensor proj;  // [D, V]
+  torch::Tensor loss(const torch::Tensor &h, const torch::Tensor &y) {
+    auto logits = torch::matmul(h, proj);
+    return F::cross_entropy(logits.view({-1, logits.size(-1)}), y.view(-1));
+  }
+)", Verb::RefusesWith, "head-not-linear"},
+    {"a transpose of other dimensions is not the weight's transpose", R"(
+  torch::Tensor experts;  // [E, V, D]
+  torch::Tensor loss(const torch::Tensor &h, const torch::Tensor &y) {
+    auto logits = torch::matmul(h, experts.transpose(1, 2));
+    return F::cross_entropy(logits, y);
+  }
+)", Verb::RefusesWith, "head-not-linear"},
+    {"a local copy of the weight is not provably a parameter", R"(
+  torch::Tensor loss(const torch::Tensor &h, const torch::Tensor &y) {
+    torch::Tensor w = wte->weight * 0.5;
+    auto logits = torch::matmul(h, w.t());
+    return F::cross_entropy(logits, y);
+  }
+)", Verb::RefusesWith, "head-not-linear"},
+
+    // ---- torch::nn::CrossEntropyLoss -------------------------------------------------------
+    {"CrossEntropyLoss member with options, called as criterion(logits, y)", R"(
+  torch::nn::CrossEntropyLoss criterion{torch::nn::CrossEntropyLossOptions().ignore_index(-1)};
+  Output forward(const torch::Tensor &x, const torch::Tensor &targets) {
+    auto logits = lm_head(ln_f(x));
+    torch::Tensor loss;
+    if (targets.defined())
+      loss = criterion(logits.view({-1, logits.size(-1)}), targets.view(-1));
+    return {logits, loss};
+  }
+)", Verb::RewritesTo, R"(
+  torch::nn::CrossEntropyLoss criterion{torch::nn::CrossEntropyLossOptions().ignore_index(-1)};
+  Output forward(const torch::Tensor &x, const torch::Tensor &targets) {
+    auto lmfuse_hidden = ln_f(x);
+    auto logits = lmfuse::skip_logits() && targets.defined() ? lmfuse::skipped_logits(lmfuse_hidden, lm_head->weight, "model.cpp:N") : lm_head(lmfuse_hidden);
+    torch::Tensor loss;
+    if (targets.defined())
+      loss = lmfuse::enabled()
+                 ? lmfuse::linear_cross_entropy(lmfuse_hidden, lm_head->weight, lm_head->bias, targets,
+                                                lmfuse::module_loss_options(criterion->options))
+                 : criterion(logits.view({-1, logits.size(-1)}), targets.view(-1));
+    return {logits, loss};
+  }
+)"},
+    {"char-RNN training step: a default CrossEntropyLoss local called through ->forward", R"(
+  torch::Tensor train_step(const torch::Tensor &x, const torch::Tensor &y) {
+    torch::nn::CrossEntropyLoss criterion;
+    auto out = mlp(x);
+    auto logits = lm_head->forward(out);
+    auto loss = criterion->forward(logits.view({-1, logits.size(-1)}), y.view(-1));
+    return loss;
+  }
+)", Verb::RewritesTo, R"(
+  torch::Tensor train_step(const torch::Tensor &x, const torch::Tensor &y) {
+    torch::nn::CrossEntropyLoss criterion;
+    auto out = mlp(x);
+    auto logits = lmfuse::skip_logits() ? lmfuse::skipped_logits(out, lm_head->weight, "model.cpp:N") : lm_head->forward(out);
+    auto loss = lmfuse::enabled() ? lmfuse::linear_cross_entropy(out, lm_head->weight, lm_head->bias, y,
+                                                                 lmfuse::module_loss_options(criterion->options))
+                                  : criterion->forward(logits.view({-1, logits.size(-1)}), y.view(-1));
+    return loss;
+  }
+)"},
+    {"CrossEntropyLoss registered in the constructor, label smoothing and a sum", R"(
+  Model() {
+    loss_fn = register_module("loss_fn", torch::nn::CrossEntropyLoss(
+        torch::nn::CrossEntropyLossOptions().label_smoothing(0.1).reduction(torch::kSum)));
+  }
+  torch::nn::CrossEntropyLoss loss_fn{nullptr};
+  torch::Tensor loss(const torch::Tensor &h, const torch::Tensor &y) {
+    auto logits = lm_head(h);
+    return loss_fn(logits, y);
+  }
+)", Verb::RewritesTo, R"(
+  Model() {
+    loss_fn = register_module("loss_fn", torch::nn::CrossEntropyLoss(
+        torch::nn::CrossEntropyLossOptions().label_smoothing(0.1).reduction(torch::kSum)));
+  }
+  torch::nn::CrossEntropyLoss loss_fn{nullptr};
+  torch::Tensor loss(const torch::Tensor &h, const torch::Tensor &y) {
+    auto logits = lmfuse::skip_logits() ? lmfuse::skipped_logits(h, lm_head->weight, "model.cpp:N") : lm_head(h);
+    return lmfuse::enabled() ? lmfuse::linear_cross_entropy(h, lm_head->weight, lm_head->bias, y,
+                                                            lmfuse::module_loss_options(loss_fn->options))
+                             : loss_fn(logits, y);
+  }
+)"},
+    {"CrossEntropyLoss with class weights is refused", R"(
+  torch::nn::CrossEntropyLoss criterion{torch::nn::CrossEntropyLossOptions().weight(class_weights)};
+  torch::Tensor loss(const torch::Tensor &h, const torch::Tensor &y) {
+    auto logits = lm_head(h);
+    return criterion(logits, y);
+  }
+)", Verb::RefusesWith, "loss-unsupported"},
+    {"CrossEntropyLoss with reduction none is refused", R"(
+  torch::Tensor loss(const torch::Tensor &h, const torch::Tensor &y) {
+    torch::nn::CrossEntropyLoss criterion(torch::nn::CrossEntropyLossOptions().reduction(torch::kNone));
+    auto logits = lm_head(h);
+    return criterion(logits, y);
+  }
+)", Verb::RefusesWith, "loss-unsupported"},
+    {"a CrossEntropyLoss passed in: its options cannot be determined here", R"(
+  torch::Tensor loss(const torch::Tensor &h, const torch::Tensor &y, torch::nn::CrossEntropyLoss &criterion) {
+    auto logits = lm_head(h);
+    return criterion(logits, y);
+  }
+)", Verb::RefusesWith, "loss-unsupported"},
+    {"a CrossEntropyLoss constructed differently by two constructors", R"(
+  Model() : criterion(torch::nn::CrossEntropyLossOptions().ignore_index(0)) {}
+  explicit Model(int64_t pad) : criterion(torch::nn::CrossEntropyLossOptions().ignore_index(-1)) {}
+  torch::nn::CrossEntropyLoss criterion;
+  torch::Tensor loss(const torch::Tensor &h, const torch::Tensor &y) {
+    auto logits = lm_head(h);
+    return criterion(logits, y);
+  }
+)", Verb::RefusesWith, "loss-unsupported"},
+    {"a CrossEntropyLoss member whose constructor is defined in another file", R"(
+  explicit Model(int64_t vocab);
+  torch::nn::CrossEntropyLoss criterion{nullptr};
+  torch::Tensor loss(const torch::Tensor &h, const torch::Tensor &y) {
+    auto logits = lm_head(h);
+    return criterion->forward(logits, y);
+  }
+)", Verb::RefusesWith, "loss-unsupported"},
+    {"a training loop whose logits come from the model's forward is recorded, not patched", R"(
+  torch::Tensor epoch(const torch::Tensor &x, const torch::Tensor &y) {
+    torch::nn::CrossEntropyLoss criterion;
+    auto logits = custom_head(x);
+    return criterion(logits.view({-1, logits.size(-1)}), y.view(-1));
+  }
+)", Verb::RefusesWith, "head-not-linear"},
+
+    // ---- nll_loss over log_softmax --------------------------------------------------------
+    {"F::nll_loss(F::log_softmax(logits, -1), y) with ignore_index", R"(
+  torch::Tensor loss(const torch::Tensor &h, const torch::Tensor &y) {
+    auto logits = lm_head(h);
+    return F::nll_loss(F::log_softmax(logits.view({-1, logits.size(-1)}), -1), y.view(-1),
+                       F::NLLLossFuncOptions().ignore_index(0));
+  }
+)", Verb::RewritesTo, R"(
+  torch::Tensor loss(const torch::Tensor &h, const torch::Tensor &y) {
+    auto logits = lmfuse::skip_logits() ? lmfuse::skipped_logits(h, lm_head->weight, "model.cpp:N") : lm_head(h);
+    return lmfuse::enabled() ? lmfuse::linear_cross_entropy(h, lm_head->weight, lm_head->bias, y,
+                                                            lmfuse::LossOptions().ignore_index(0))
+                             : F::nll_loss(F::log_softmax(logits.view({-1, logits.size(-1)}), -1), y.view(-1),
+                                           F::NLLLossFuncOptions().ignore_index(0));
+  }
+)"},
+    {"torch::nll_loss(torch::log_softmax(logits, -1, kFloat), y, {}, Sum): the fp32 loss", R"(
+  torch::Tensor loss(const torch::Tensor &h, const torch::Tensor &y) {
+    auto logits = F::linear(h, wte->weight);
+    return torch::nll_loss(torch::log_softmax(logits, -1, torch::kFloat), y, {}, at::Reduction::Sum);
+  }
+)", Verb::RewritesTo, R"(
+  torch::Tensor loss(const torch::Tensor &h, const torch::Tensor &y) {
+    auto logits = lmfuse::skip_logits() ? lmfuse::skipped_logits(h, wte->weight, "model.cpp:N") : F::linear(h, wte->weight);
+    return lmfuse::enabled() ? lmfuse::linear_cross_entropy(h, wte->weight, torch::Tensor(), y,
+                                                            lmfuse::LossOptions().reduction(lmfuse::Reduction::Sum).dtype(torch::kFloat))
+                             : torch::nll_loss(torch::log_softmax(logits, -1, torch::kFloat), y, {}, at::Reduction::Sum);
+  }
+)"},
+    {"log-probabilities kept in a local (logits.log_softmax(-1)), then nll_loss", R"(
+  Output forward(const torch::Tensor &x, c10::optional<torch::Tensor> targets) {
+    auto logits = lm_head(x);
+    torch::Tensor loss;
+    if (targets) {
+      auto logp = logits.log_softmax(-1);
+      loss = F::nll_loss(logp.view({-1, logp.size(-1)}), targets->view(-1));
+    }
+    return {logits, loss};
+  }
+)", Verb::RewritesTo, R"(
+  Output forward(const torch::Tensor &x, c10::optional<torch::Tensor> targets) {
+    auto logits = lmfuse::skip_logits() && targets ? lmfuse::skipped_logits(x, lm_head->weight, "model.cpp:N") : lm_head(x);
+    torch::Tensor loss;
+    if (targets) {
+      auto logp = lmfuse::skip_logits() ? torch::Tensor() : logits.log_softmax(-1);
+      loss = lmfuse::enabled() ? lmfuse::linear_cross_entropy(x, lm_head->weight, lm_head->bias, *targets, lmfuse::LossOptions())
+                               : F::nll_loss(logp.view({-1, logp.size(-1)}), targets->view(-1));
+    }
+    return {logits, loss};
+  }
+)"},
+    {"the NLLLoss module over log_softmax", R"(
+  torch::nn::NLLLoss nll{torch::nn::NLLLossOptions().ignore_index(-1)};
+  torch::Tensor loss(const torch::Tensor &h, const torch::Tensor &y) {
+    auto logits = lm_head(h);
+    return nll(F::log_softmax(logits, F::LogSoftmaxFuncOptions(-1)), y);
+  }
+)", Verb::RewritesTo, R"(
+  torch::nn::NLLLoss nll{torch::nn::NLLLossOptions().ignore_index(-1)};
+  torch::Tensor loss(const torch::Tensor &h, const torch::Tensor &y) {
+    auto logits = lmfuse::skip_logits() ? lmfuse::skipped_logits(h, lm_head->weight, "model.cpp:N") : lm_head(h);
+    return lmfuse::enabled() ? lmfuse::linear_cross_entropy(h, lm_head->weight, lm_head->bias, y,
+                                                            lmfuse::module_loss_options(nll->options))
+                             : nll(F::log_softmax(logits, F::LogSoftmaxFuncOptions(-1)), y);
+  }
+)"},
+    {"nll_loss over the logits themselves is not a cross-entropy", R"(
+  torch::Tensor loss(const torch::Tensor &h, const torch::Tensor &y) {
+    auto logits = lm_head(h);
+    return F::nll_loss(logits, y);
+  }
+)", Verb::RefusesWith, "loss-unsupported"},
+    {"nll_loss over log_softmax of dimension 1 (the class dimension only for 2-D logits)", R"(
+  torch::Tensor loss(const torch::Tensor &h, const torch::Tensor &y) {
+    auto logits = lm_head(h);
+    return F::nll_loss(F::log_softmax(logits, 1).view({-1, 32}), y.view(-1));
+  }
+)", Verb::RefusesWith, "loss-unsupported"},
+    {"nll_loss over log_softmax computed in half precision", R"(
+  torch::Tensor loss(const torch::Tensor &h, const torch::Tensor &y) {
+    auto logits = lm_head(h);
+    return torch::nll_loss(torch::log_softmax(logits, -1, torch::kHalf), y);
+  }
+)", Verb::RefusesWith, "loss-unsupported"},
+    {"nll_loss over a softmax then log is not log_softmax", R"(
+  torch::Tensor loss(const torch::Tensor &h, const torch::Tensor &y) {
+    auto logits = lm_head(h);
+    return F::nll_loss(torch::log_softmax(torch::log_softmax(logits, -1), -1), y);
+  }
+)", Verb::RefusesWith, "head-not-linear"},
+};
+
+}  // namespace
+
+llvm::ArrayRef<Case> lmfuse::rewriter::testing::formCases() { return FormCases; }
+
+TEST_CASE("heads and losses in other spellings", "[rewriter][forms]") {
+  for (const Case &Item : FormCases)
+    DYNAMIC_SECTION(Item.Name) { checkCase(Item); }
+}
+
+// What each refusal above says: the detail names the cause, not only the reason.
+TEST_CASE("refusals of the other spellings name their cause", "[rewriter][forms]") {
+  const std::map<std::string, std::string> Says = {
+      {"a product with an activation (attention scores as logits) is not a head", "`k` is not a parameter of a module"},
+      {"a product with the weight itself, not its transpose, is not a [V, D] head", "not spelled as the transpose"},
+      {"a transpose of other dimensions is not the weight's transpose", "`experts.transpose(1, 2)`, which is not spelled"},
+      {"a local copy of the weight is not provably a parameter", "`w` is not a parameter"},
+      {"CrossEntropyLoss with class weights is refused", "the option `weight` is not supported"},
+      {"CrossEntropyLoss with reduction none is refused", "reduction none"},
+      {"a CrossEntropyLoss passed in: its options cannot be determined here", "cannot be determined: it is a parameter"},
+      {"a CrossEntropyLoss constructed differently by two constructors", "different options (lines 19 and 20)"},
+      {"a CrossEntropyLoss member whose constructor is defined in another file",
+       "a constructor of Model is not defined in this file"},
+      {"a training loop whose logits come from the model's forward is recorded, not patched", "`custom_head(x)`"},
+      {"nll_loss over the logits themselves is not a cross-entropy", "without log_softmax over the class dimension"},
+      {"nll_loss over log_softmax of dimension 1 (the class dimension only for 2-D logits)",
+       "runs over dimension `1`, which is not provably the class dimension"},
+      {"nll_loss over log_softmax computed in half precision", "computes in `torch::kHalf`, which is not an upcast"},
+      {"nll_loss over a softmax then log is not log_softmax", "`log_softmax` is applied to the head's output"},
+  };
+  size_t Refusals = 0;
+  for (const Case &Item : FormCases) {
+    if (Item.Kind != Verb::RefusesWith)
+      continue;
+    ++Refusals;
+    DYNAMIC_SECTION(Item.Name) {
+      auto Expected = Says.find(Item.Name);
+      REQUIRE(Expected != Says.end());
+      RewriteResult Result = rewriteWithStubs(source(Item.Before, false));
+      REQUIRE(Result.Sites.size() == 1);
+      INFO(Result.Sites[0].Detail);
+      CHECK(Result.Sites[0].Detail.find(Expected->second) != std::string::npos);
+    }
+  }
+  CHECK(Refusals == Says.size());
+}
+
+// A module loss's audit gives the options it was constructed with; the rewritten call reads them from
+// the module when the loss runs.
+TEST_CASE("a loss module's options reach the audit", "[rewriter][forms]") {
+  RewriteResult Result = rewriteWithStubs(source(R"(
+  Model() : criterion(torch::nn::CrossEntropyLossOptions().ignore_index(pad_id_).label_smoothing(0.05)) {}
+  torch::nn::CrossEntropyLoss criterion;
+  torch::Tensor loss(const torch::Tensor &h, const torch::Tensor &y) {
+    auto logits = lm_head(h);
+    return criterion(logits, y);
+  }
+)", false));
+  INFO(describeSites(Result));
+  REQUIRE(Result.Sites.size() == 1);
+  REQUIRE(Result.Sites[0].Status == SiteStatus::Patched);
+  const PatchedOptions &Options = *Result.Sites[0].Options;
+  CHECK(Options.IgnoreIndexExpression == "pad_id_");
+  CHECK(Options.LabelSmoothing == Approx(0.05));
+  CHECK(Options.Reduction == "mean");
+  CHECK(Result.Sites[0].Loss == "torch::nn::CrossEntropyLossImpl");
+  CHECK(Result.Code.find("lmfuse::module_loss_options(criterion->options)") != std::string::npos);
+}
