@@ -112,12 +112,6 @@ __global__ void __launch_bounds__(kPrepareThreads) prepareKernel(PrepareArgs a, 
 // Cross-entropy rows
 // ---------------------------------------------------------------------------------------------------
 constexpr int kRowThreads = 512;
-// Dynamic shared memory the row kernel reserves (and does not use) to bound its blocks per SM, so that a
-// row's second read (the gradient pass) can come from L2: a measured variant, chosen at build time.
-#ifndef LMFUSE_ROW_RESERVE_SMEM
-#define LMFUSE_ROW_RESERVE_SMEM 0
-#endif
-constexpr int kRowReservedSharedBytes = LMFUSE_ROW_RESERVE_SMEM;
 
 __device__ __forceinline__ LossParams<float> lossParams(const RowParams& p) {
   return {p.logitScale, p.softcap, p.smoothing, p.zLoss, p.vocab};
@@ -379,10 +373,7 @@ void launchRowLoss(DType dtype, void* buffer, const RowParams& params, bool writ
   withType(dtype, [&](auto* typed) {
     using T = std::remove_pointer_t<decltype(typed)>;
     auto* kernel = writeGradient ? rowLossKernel<T, true> : rowLossKernel<T, false>;
-    if (kRowReservedSharedBytes > 48 * 1024)
-      LMFUSE_CUDA_CHECK(
-          cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kRowReservedSharedBytes));
-    kernel<<<unsigned(params.rows), kRowThreads, kRowReservedSharedBytes, stream>>>(
+    kernel<<<unsigned(params.rows), kRowThreads, 0, stream>>>(
         static_cast<T*>(buffer), params, rowLoss, lse, userLse, userLoss);
   });
   LMFUSE_CUDA_CHECK(cudaGetLastError());
