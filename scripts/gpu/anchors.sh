@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Side-by-side measurement on the GPU machine: lmfuse's torch operator beside the anchors of
-# shared/PERF.md (torch naive, three cuBLAS GEMMs, Liger FLCE, Apple CCE and its torch.compile variant),
+# Side-by-side measurement on the GPU machine: lmfuse's torch operator beside the anchor implementations
+# (torch naive, three cuBLAS GEMMs, Liger FLCE, Apple CCE and its torch.compile variant),
 # in one process per ignored-label fraction, so ratios come from the same run. Builds the operator
 # library (LibTorch of the machine's PyTorch, CUDA for sm_90), then runs the harness anchors_flce.py.
 # Needs (git-ignored, carried): .anchors/anchors_flce.py, .anchors/liger/src/liger_kernel,
