@@ -7,8 +7,6 @@
 #include <map>
 #include <tuple>
 
-#include "llvm/Support/FileSystem.h"
-#include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/raw_ostream.h"
 
 namespace lmfuse::rewriter {
@@ -173,18 +171,6 @@ llvm::json::Value auditToJson(const AuditHeader &Header, std::vector<SiteRecord>
                                      {"suppressed", int64_t(Summary.Suppressed)}}},
       {"sites", std::move(SiteArray)},
   };
-}
-
-llvm::Error writeAudit(llvm::StringRef Path, const AuditHeader &Header, std::vector<SiteRecord> Sites) {
-  llvm::json::Value Document = auditToJson(Header, std::move(Sites));
-  llvm::Error Err = llvm::writeToOutput(Path, [&](llvm::raw_ostream &OS) {
-    OS << llvm::formatv("{0:2}", Document) << "\n";
-    return llvm::Error::success();
-  });
-  if (Err)
-    return llvm::createStringError(llvm::inconvertibleErrorCode(), "cannot write the audit %s: %s",
-                                   Path.str().c_str(), llvm::toString(std::move(Err)).c_str());
-  return llvm::Error::success();
 }
 
 }  // namespace lmfuse::rewriter

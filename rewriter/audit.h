@@ -41,7 +41,5 @@ std::optional<SiteStatus> statusFromName(llvm::StringRef Name);
 
 /// The whole audit document; Sites are sorted on the way.
 llvm::json::Value auditToJson(const AuditHeader &Header, std::vector<SiteRecord> Sites);
-/// Writes the audit to Path atomically; the error names Path.
-llvm::Error writeAudit(llvm::StringRef Path, const AuditHeader &Header, std::vector<SiteRecord> Sites);
 
 }  // namespace lmfuse::rewriter
