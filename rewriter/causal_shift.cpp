@@ -352,8 +352,11 @@ private:
     return false;
   }
 
-  /// Whether a mention hands the variable out to be changed elsewhere: a non-const reference or a
-  /// pointer made from it, or an argument bound to a non-const reference (`std::swap(labels, y)`).
+  /// Whether a mention hands the variable out to be changed elsewhere. A tensor is a handle: every copy
+  /// shares its shape, and its in-place methods (`unsqueeze_`, `resize_`) are const. So a local copy or
+  /// reference of it (`auto y = labels;`, `const auto &y = labels;`), a pointer, a by-value argument,
+  /// any argument of a user function (which may call those methods, whatever the parameter type), and a
+  /// library argument bound to a non-const reference or of a call named `..._` all count.
   bool handsOutForWriting(const DeclRefExpr *Mention) const {
     const Expr *Child = Mention;
     auto Parents = Query.context().getParents(*Child);
@@ -369,8 +372,8 @@ private:
     auto WritableReference = [](QualType Type) {
       return Type->isReferenceType() && !Type.getNonReferenceType().isConstQualified();
     };
-    if (const auto *Declared = Parents[0].get<VarDecl>())
-      return WritableReference(Declared->getType());
+    if (Parents[0].get<VarDecl>())
+      return true;  // a copy or a reference, const or not: either reaches the in-place methods
     if (const auto *Unary = Parents[0].get<UnaryOperator>())
       return Unary->getOpcode() == UO_AddrOf;
     const FunctionDecl *Callee = nullptr;
@@ -381,15 +384,24 @@ private:
       for (unsigned I = First; I < Invocation->getNumArgs(); ++I)
         Args.push_back(Invocation->getArg(I));
     } else if (const auto *Construct = Parents[0].get<CXXConstructExpr>()) {
+      // A copy (`Tensor y(labels)`, a by-value argument) shares the tensor; other constructors are
+      // judged like calls.
+      if (Construct->getConstructor()->isCopyOrMoveConstructor())
+        return true;
       Callee = Construct->getConstructor();
       for (const Expr *Arg : Construct->arguments())
         Args.push_back(Arg);
     } else {
       return false;
     }
-    for (unsigned I = 0; I < Args.size(); ++I)
-      if (Args[I] == Child)
-        return !Callee || I >= Callee->getNumParams() || WritableReference(Callee->getParamDecl(I)->getType());
+    for (unsigned I = 0; I < Args.size(); ++I) {
+      if (Args[I] != Child)
+        continue;
+      if (!Callee || I >= Callee->getNumParams() || !inLibraryNamespace(Callee, Patterns))
+        return true;
+      const IdentifierInfo *Name = Callee->getIdentifier();
+      return WritableReference(Callee->getParamDecl(I)->getType()) || (Name && Name->getName().ends_with("_"));
+    }
     return false;  // the object of a call: its in-place methods are recorded as writes
   }
 

@@ -570,6 +570,36 @@ const Refused Neighbours[] = {
   }
 )", Verb::RefusesWith, "logits-indexed"},
      "`labels` is changed at line 22, after its size was read"},
+    {{"labels copied between the read of L and the slice (a copy shares their shape and in-place methods)", R"(
+  torch::Tensor forward(torch::Tensor h, torch::Tensor labels) {
+    auto logits = lm_head(h);
+    const auto L = labels.size(1);
+    auto y = labels;
+    y.mul_(1.0);
+    return F::cross_entropy(logits.slice(1, 0, -1).reshape({-1, 32}), labels.slice(1, 1, L).reshape({-1}));
+  }
+)", Verb::RefusesWith, "logits-indexed"},
+     "`labels` is changed at line 22, after its size was read"},
+    {{"labels passed by value to a user function between the read of L and the slice", R"(
+  void normalize(torch::Tensor t);
+  torch::Tensor forward(torch::Tensor h, torch::Tensor labels) {
+    auto logits = lm_head(h);
+    const auto L = labels.size(1);
+    normalize(labels);
+    return F::cross_entropy(logits.slice(1, 0, -1).reshape({-1, 32}), labels.slice(1, 1, L).reshape({-1}));
+  }
+)", Verb::RefusesWith, "logits-indexed"},
+     "`labels` is changed at line 23, after its size was read"},
+    {{"labels passed by const reference to a user function (its in-place methods are const)", R"(
+  void check_labels(const torch::Tensor &t);
+  torch::Tensor forward(torch::Tensor h, torch::Tensor labels) {
+    auto logits = lm_head(h);
+    const auto L = labels.size(1);
+    check_labels(labels);
+    return F::cross_entropy(logits.slice(1, 0, -1).reshape({-1, 32}), labels.narrow(1, 1, L - 1).reshape({-1}));
+  }
+)", Verb::RefusesWith, "logits-indexed"},
+     "`labels` is changed at line 23, after its size was read"},
     {{"labels index with the slice's start at 2", R"(
   torch::Tensor forward(torch::Tensor h, torch::Tensor labels) {
     using namespace torch::indexing;
