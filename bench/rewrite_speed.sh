@@ -8,14 +8,15 @@
 #
 #   bench/rewrite_speed.sh [lmfuse binary]     (default: build/tool/lmfuse)
 #   env: ROUNDS (default 1), JOBS (lmfuse -j, default 1 so both sides use one core),
-#        LMFUSE_BENCH_FLAGS (compile flags; default: C++17 + Debian libtorch-dev include folders)
+#        LMFUSE_BENCH_FLAGS (compile flags; default: C++17 + Debian libtorch-dev and lmfuse include folders)
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 lmfuse=${1:-$root/build/tool/lmfuse}
 rounds=${ROUNDS:-1}
 jobs=${JOBS:-1}
 clang=${CLANGXX:-clang++-19}
-read -r -a flags <<<"${LMFUSE_BENCH_FLAGS:--std=c++17 -isystem /usr/include/torch/csrc/api/include -D_GLIBCXX_USE_CXX11_ABI=1}"
+# The examples include the adapter's headers (<lmfuse/distributed.h>), as their build does.
+read -r -a flags <<<"${LMFUSE_BENCH_FLAGS:--std=c++17 -isystem /usr/include/torch/csrc/api/include -D_GLIBCXX_USE_CXX11_ABI=1 -I$root/torch/include -I$root/runtime/include}"
 
 [ -x "$lmfuse" ] || { echo "rewrite_speed: no lmfuse binary at $lmfuse (build it, or pass its path)" >&2; exit 2; }
 command -v "$clang" >/dev/null || { echo "rewrite_speed: $clang not found" >&2; exit 2; }
