@@ -54,13 +54,14 @@ if [[ $what == sanitize || $what == checked ]]; then
   # racecheck and synccheck: only lmfuse's own kernels are instrumented (--kernel-name kns=lmfuse: every one
   # is in namespace lmfuse::detail::cuda); cuBLASLt's kernels run uninstrumented. Gated: the tests whose GPU
   # work is lmfuse's kernels alone: each backend kernel launched directly ([kernels]), a plain captured graph
-  # ([plain]), a graph with a SWITCH node ([conditional]), and the host-only plan tests. Reported apart, and
+  # ([plain]), a graph with a SWITCH node ([conditional]), the vocabulary-parallel passes ([vocab_parallel],
+  # plain kernels of shard.cu), and the host-only plan tests. Reported apart, and
   # failing the script only on a report that names an lmfuse kernel: the tests that also run cuBLASLt's
   # products ([gemm] alone, [uncompacted] calls, [lean] calls), where the tools have crashed (NOTES.md).
   ours=(--kernel-name kns=lmfuse)
   for tool in racecheck synccheck; do
     [[ " $tools " == *" $tool "* ]] || continue
-    sanitize "$tool" "$tool" "${ours[@]}" -- "[kernels],[plain],[conditional],[plan]" || status=1
+    sanitize "$tool" "$tool" "${ours[@]}" -- "[kernels],[plain],[conditional],[vocab_parallel],[plan]" || status=1
     for tag in gemm uncompacted lean; do
       LMFUSE_SANITIZE_TIMEOUT=${LMFUSE_SANITIZE_APART_TIMEOUT:-120} sanitize "$tool-$tag" "$tool" "${ours[@]}" -- "[$tag]" ||
         if grep -qE '^=========     at .*lmfuse' "$out/sanitize-$tool-$tag.log"; then status=1; fi
