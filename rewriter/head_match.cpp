@@ -126,23 +126,14 @@ std::optional<HeadCall> matchHead(const Expr *E, const PatternSet &Patterns, con
   for (const ModuleHeadPattern &Rule : Patterns.ModuleHeads) {
     if (!Method || Call->Args.empty())
       continue;
-    std::string Object;
-    if (const auto *Operator = dyn_cast<CXXOperatorCallExpr>(E);
-        Operator && Operator->getOperator() == OO_Call && isModuleHolderOf(Method->getParent(), Rule)) {
-      Object = Query.text(AstQuery::spelled(Call->Object)) + "->";  // m(x): the holder's operator()
-    } else if (const auto *Member = dyn_cast<CXXMemberCallExpr>(E);
-               Member && Method->getNameAsString() == Rule.Method && qualifiedName(Method->getParent()) == Rule.Impl) {
-      const auto *Callee = dyn_cast<MemberExpr>(Member->getCallee()->IgnoreParens());
-      if (!Callee)
-        continue;
-      const Expr *Base = Callee->getBase()->IgnoreImplicit();
-      if (const auto *Arrow = dyn_cast<CXXOperatorCallExpr>(Base); Arrow && Arrow->getOperator() == OO_Arrow)
-        Object = Query.text(AstQuery::spelled(Arrow->getArg(0))) + "->";  // m->forward(x) on the holder
-      else
-        Object = Query.text(AstQuery::spelled(Base)) + (Callee->isArrow() ? "->" : ".");
-    } else {
+    const auto *Operator = dyn_cast<CXXOperatorCallExpr>(E);
+    bool HolderCall = Operator && Operator->getOperator() == OO_Call && isModuleHolderOf(Method->getParent(), Rule);
+    bool MethodCall = isa<CXXMemberCallExpr>(E) && Method->getNameAsString() == Rule.Method &&
+                      qualifiedName(Method->getParent()) == Rule.Impl;
+    std::optional<std::string> Access = HolderCall || MethodCall ? moduleAccess(*Call, Query) : std::nullopt;
+    if (!Access)
       continue;
-    }
+    const std::string &Object = *Access;
     HeadCall Head;
     Head.Kind = HeadKind::Module;
     Head.Call = E;

@@ -158,17 +158,9 @@ void captureModuleOptions(CapturedSite &Site, const PatternSet &Patterns, const 
                           const VariableUses &Uses) {
   const LossPattern &Rule = *Site.LossRule;
   auto View = AstQuery::asCall(Site.Loss);
-  std::string Module = Query.text(AstQuery::spelled(View->Object));
-  std::string Access = Module + "->";
-  if (const auto *Member = dyn_cast<CXXMemberCallExpr>(View->Call)) {
-    // m->forward(x, y) on the holder, or on the module itself (`m.forward`, `pointer->forward`).
-    const auto *Callee = dyn_cast<MemberExpr>(Member->getCallee()->IgnoreParens());
-    const Expr *Base = Callee->getBase()->IgnoreImplicit();
-    if (const auto *Arrow = dyn_cast<CXXOperatorCallExpr>(Base); Arrow && Arrow->getOperator() == OO_Arrow)
-      Module = Query.text(AstQuery::spelled(Arrow->getArg(0))), Access = Module + "->";
-    else
-      Module = Query.text(AstQuery::spelled(Base)), Access = Module + (Callee->isArrow() ? "->" : ".");
-  }
+  // The candidate matchers bind only m(x, y) on a holder and m->forward / m.forward: both have an access.
+  const std::string Access = moduleAccess(*View, Query).value_or(Query.text(AstQuery::spelled(View->Object)) + "->");
+  const std::string Module = llvm::StringRef(Access).drop_back(Access.back() == '.' ? 1 : 2).str();
   Site.ModuleOptions = Patterns.Replacement.ModuleOptions + "(" + Access + Rule.OptionsMember + ")";
   auto Fail = [&](std::string Why) {
     if (!Site.OptionsBreak)

@@ -17,7 +17,7 @@ public:
   bool shouldVisitLambdaBody() const { return true; }
   bool VisitCXXOperatorCallExpr(CXXOperatorCallExpr *Operator) {
     if (Operator->getOperator() == OO_Equal && Operator->getNumArgs() == 2 &&
-        moduleDeclaration(Operator->getArg(0)) == Holder && !isa<CXXOperatorCallExpr>(AstQuery::spelled(Operator->getArg(0))))
+        moduleDeclaration(Operator->getArg(0)) == Holder)
       Values.push_back(Operator->getArg(1));
     return true;
   }
@@ -45,6 +45,19 @@ const ValueDecl *moduleDeclaration(const Expr *Module) {
   if (const auto *Ref = dyn_cast_or_null<DeclRefExpr>(Spelled))
     return Ref->getDecl();
   return nullptr;
+}
+
+std::optional<std::string> moduleAccess(const CallView &Call, const AstQuery &Query) {
+  const auto *Member = dyn_cast<CXXMemberCallExpr>(Call.Call);
+  if (!Member)  // the holder's call operator
+    return Call.Object ? std::optional(Query.text(AstQuery::spelled(Call.Object)) + "->") : std::nullopt;
+  const auto *Callee = dyn_cast<MemberExpr>(Member->getCallee()->IgnoreParens());
+  if (!Callee)
+    return std::nullopt;
+  const Expr *Base = Callee->getBase()->IgnoreImplicit();
+  if (const auto *Arrow = dyn_cast<CXXOperatorCallExpr>(Base); Arrow && Arrow->getOperator() == OO_Arrow)
+    return Query.text(AstQuery::spelled(Arrow->getArg(0))) + "->";  // m->forward(x) through the holder
+  return Query.text(AstQuery::spelled(Base)) + (Callee->isArrow() ? "->" : ".");
 }
 
 ModuleConstructions constructionsOf(const ValueDecl *Holder, const AstQuery &Query) {

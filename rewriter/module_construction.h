@@ -3,6 +3,7 @@
 // are read from these.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -27,6 +28,11 @@ struct ModuleConstructions {
 /// The declaration a module expression names: a variable or a member, looking through the
 /// holder's `operator->` (`m->forward(x)`). Null for anything else.
 const clang::ValueDecl *moduleDeclaration(const clang::Expr *Module);
+
+/// How a call of a module names the module, up to and including the accessor its members are read
+/// with: "m->" for the holder (`m(x)`, `m->forward(x)`), "m." or "p->" for the module itself
+/// (`m.forward(x)`, `p->forward(x)`). Nullopt when Call is not such a call.
+std::optional<std::string> moduleAccess(const CallView &Call, const AstQuery &Query);
 
 /// Every construction of the module Holder names, as far as this translation unit shows it.
 ModuleConstructions constructionsOf(const clang::ValueDecl *Holder, const AstQuery &Query);

@@ -102,11 +102,8 @@ public:
         addCast("." + Call->Name + "()");
         E = Call->Object;
       } else if (Call->Name == Benign.CastMethod && !Call->Args.empty() &&
-                 contains(Benign.UpcastTypes, lastIdentifier(Query.text(AstQuery::spelled(Call->Args[0]))))) {
-        std::string Type = Query.text(AstQuery::spelled(Call->Args[0]));
-        if (Site.Casts.empty())
-          Site.UpcastType = Type;
-        addCast("." + Call->Name + "(" + Type + ")");
+                 isUpcastType(Query.text(AstQuery::spelled(Call->Args[0])))) {
+        addUpcast(Query.text(AstQuery::spelled(Call->Args[0])));
         E = Call->Object;
       } else if (auto Shift = matchCausalShift(E, ShiftRole::Logits, Patterns, Query, Uses);
                  Shift && Shift->Shift && !Site.LogitsShift) {
@@ -163,14 +160,12 @@ private:
       return false;
     }
     if (!Dtype.empty()) {
-      if (!contains(Patterns.Benign.UpcastTypes, lastIdentifier(Dtype))) {
+      if (!isUpcastType(Dtype)) {
         breakAt(BreakKind::NotLogProbabilities, Call.Call,
                 "`" + Call.Name + "` computes in `" + Dtype + "`, which is not an upcast");
         return false;
       }
-      if (Site.Casts.empty())
-        Site.UpcastType = Dtype;
-      addCast(".to(" + Dtype + ")");
+      addUpcast(Dtype);
     }
     return true;
   }
@@ -178,6 +173,16 @@ private:
   void addCast(std::string Cast) {
     if (Site.Casts.empty())
       Site.Casts.push_back(std::move(Cast));
+  }
+
+  bool isUpcastType(const std::string &Type) const {
+    return contains(Patterns.Benign.UpcastTypes, lastIdentifier(Type));
+  }
+  /// An upcast to Type (`.to(torch::kFloat)`, or a log_softmax's dtype): the fused loss gets that dtype.
+  void addUpcast(const std::string &Type) {
+    if (Site.Casts.empty())
+      Site.UpcastType = Type;
+    addCast("." + Patterns.Benign.CastMethod + "(" + Type + ")");
   }
 
   void inspectRebinding(const VariableWrite &Write, const VarDecl *Variable) {
