@@ -91,6 +91,14 @@ void checkCase(const Case &Item) {
       }
 }
 
+void checkRefused(const Refused &Refusal) {
+  checkCase(Refusal.Item);
+  RewriteResult Result = rewriteWithStubs(source(Refusal.Item.Before, false));
+  INFO(describeSites(Result));
+  REQUIRE(Result.Sites.size() == 1);
+  CHECK(llvm::StringRef(Result.Sites[0].Detail).contains(Refusal.Says));
+}
+
 const PatternSet &defaultPatterns() {
   static const PatternSet Patterns = [] {
     auto Loaded = loadDefaultPatterns();

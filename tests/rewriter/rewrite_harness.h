@@ -38,8 +38,16 @@ llvm::ArrayRef<Case> rewriteCases();
 llvm::ArrayRef<Case> shiftCases();
 llvm::ArrayRef<Case> formCases();
 
+/// A refusal and what its detail must say (the reason alone does not show the analysis saw the cause).
+struct Refused {
+  Case Item;  ///< Kind is Verb::RefusesWith
+  const char *Says;
+};
+
 /// Runs one case of a table under its verb (Catch assertions).
 void checkCase(const Case &Item);
+/// Runs a refusal case, then checks that its one site's detail contains Says.
+void checkRefused(const Refused &Refusal);
 /// One line per site, for failure messages.
 std::string describeSites(const RewriteResult &Result);
 
