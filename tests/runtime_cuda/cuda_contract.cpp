@@ -38,6 +38,25 @@ void requireBitwiseEqual(const Result& a, const Result& b) {
   CHECK(a.rawGradBias == b.rawGradBias);
 }
 
+/// The bf16 pipeline's results against the fp64 reference of the same rounded inputs.
+void checkAgainstReference(const Result& got, const Reference& want) {
+  CHECK(relativeError(got.loss, want.loss) <= 5e-3);
+  CHECK(relativeError(got.gradHidden, want.gradHidden) <= 2e-2);
+  CHECK(relativeError(got.gradWeight, want.gradWeight) <= 2e-2);
+  CHECK(relativeError(got.gradBias, want.gradBias) <= 2e-2);
+}
+
+/// One call in a poisoned workspace of exactly `bytes`, synchronised and collected.
+Result runInWorkspace(Scenario& scenario, std::size_t bytes) {
+  DeviceBuffer workspace(bytes);
+  workspace.poison();  // as every workspace of these tests (scenario.h)
+  scenario.prepareOutputs();
+  lmfuse::linear_cross_entropy(scenario.problem(), scenario.options(), scenario.outputs(), {workspace.get(), bytes},
+                               scenario.context());
+  TEST_CUDA(cudaDeviceSynchronize());
+  return scenario.collect();
+}
+
 }  // namespace
 
 TEST_CASE("two runs give bitwise identical results", "[cuda]") {
@@ -121,11 +140,7 @@ TEST_CASE("a captured call replayed with other labels follows their count", "[cu
     INFO("ignored fraction " << ignored);
     scenario.redrawLabels(ignored);
     Result replayed = captured.replay();
-    Reference want = scenario.expected();
-    CHECK(relativeError(replayed.loss, want.loss) <= 5e-3);
-    CHECK(relativeError(replayed.gradHidden, want.gradHidden) <= 2e-2);
-    CHECK(relativeError(replayed.gradWeight, want.gradWeight) <= 2e-2);
-    CHECK(relativeError(replayed.gradBias, want.gradBias) <= 2e-2);
+    checkAgainstReference(replayed, scenario.expected());
     requireBitwiseEqual(replayed, scenario.run());  // the eager call takes the same branch
   }
 }
@@ -245,19 +260,10 @@ TEST_CASE("fp32 parameter gradients run in the workspace sized for their outputs
       lmfuse::workspace_size(scenario.problem(), scenario.options(), scenario.outputs(), scenario.context());
   INFO("workspace for any outputs " << forAny << ", for these " << forThese);
   CHECK(forThese + std::size_t(spec.v * spec.d) * 4 <= forAny);
-  DeviceBuffer small(forThese);
-  small.poison();  // as every workspace of these tests (scenario.h)
-  scenario.prepareOutputs();
-  lmfuse::linear_cross_entropy(scenario.problem(), scenario.options(), scenario.outputs(), {small.get(), forThese},
-                               scenario.context());
-  TEST_CUDA(cudaDeviceSynchronize());
-  Result got = scenario.collect();
-  Reference want = scenario.expected();
-  CHECK(relativeError(got.loss, want.loss) <= 5e-3);
-  CHECK(relativeError(got.gradHidden, want.gradHidden) <= 2e-2);
-  CHECK(relativeError(got.gradWeight, want.gradWeight) <= 2e-2);
-  CHECK(relativeError(got.gradBias, want.gradBias) <= 2e-2);
+  Result got = runInWorkspace(scenario, forThese);
+  checkAgainstReference(got, scenario.expected());
   // One byte less is refused, naming the workspace.
+  DeviceBuffer small(forThese);
   REQUIRE_THROWS_WITH(lmfuse::linear_cross_entropy(scenario.problem(), scenario.options(), scenario.outputs(),
                                                    {small.get(), forThese - 1}, scenario.context()),
                       Catch::Contains("workspace.bytes"));
@@ -282,18 +288,9 @@ TEST_CASE("lean low memory: random masks against fp64, captured replay bitwise e
       const std::size_t forThese =
           lmfuse::workspace_size(scenario.problem(), scenario.options(), scenario.outputs(), scenario.context());
       CHECK(forThese < std::size_t(spec.n) * 256);  // per-token arrays and an 8-column buffer
-      DeviceBuffer small(forThese);
-      small.poison();
-      scenario.prepareOutputs();
-      lmfuse::linear_cross_entropy(scenario.problem(), scenario.options(), scenario.outputs(), {small.get(), forThese},
-                                   scenario.context());
-      TEST_CUDA(cudaDeviceSynchronize());
-      Result got = scenario.collect();
+      Result got = runInWorkspace(scenario, forThese);
       Reference want = scenario.expected();
-      CHECK(relativeError(got.loss, want.loss) <= 5e-3);
-      CHECK(relativeError(got.gradHidden, want.gradHidden) <= 2e-2);
-      CHECK(relativeError(got.gradWeight, want.gradWeight) <= 2e-2);
-      CHECK(relativeError(got.gradBias, want.gradBias) <= 2e-2);
+      checkAgainstReference(got, want);
       if (spec.accumulate) CHECK(relativeError(got.accumulate, want.gradWeight) <= 2e-2);
       Result eager = scenario.run();
       requireBitwiseEqual(got, eager);  // the workspace's size does not change the result
@@ -312,11 +309,7 @@ TEST_CASE("lean low memory: random masks against fp64, captured replay bitwise e
     INFO("replayed with ignored fraction " << ignored);
     scenario.redrawLabels(ignored);
     Result replayed = captured.replay();
-    Reference want = scenario.expected();
-    CHECK(relativeError(replayed.loss, want.loss) <= 5e-3);
-    CHECK(relativeError(replayed.gradHidden, want.gradHidden) <= 2e-2);
-    CHECK(relativeError(replayed.gradWeight, want.gradWeight) <= 2e-2);
-    CHECK(relativeError(replayed.gradBias, want.gradBias) <= 2e-2);
+    checkAgainstReference(replayed, scenario.expected());
     requireBitwiseEqual(replayed, scenario.run());
   }
 }
@@ -333,10 +326,6 @@ TEST_CASE("uncompacted calls, default and lean, against fp64", "[cuda][uncompact
     spec.ignoredFraction = 0.3;
     Scenario scenario(spec);
     Result got = scenario.run();
-    Reference want = scenario.expected();
-    CHECK(relativeError(got.loss, want.loss) <= 5e-3);
-    CHECK(relativeError(got.gradHidden, want.gradHidden) <= 2e-2);
-    CHECK(relativeError(got.gradWeight, want.gradWeight) <= 2e-2);
-    CHECK(relativeError(got.gradBias, want.gradBias) <= 2e-2);
+    checkAgainstReference(got, scenario.expected());
   }
 }
