@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # One GPU-machine measurement of the CUDA runtime: configure (tool and LibTorch parts off), build with
-# -j16, run the CUDA tests, run lmfuse-bench; logs go to $OUT. Needs catch.hpp (v2) under .carry/catch2/.
+# -j16, run the CUDA tests, run lmfuse-bench and lmfuse-gemm-bench; logs go to $OUT. Needs catch.hpp (v2) under .carry/catch2/.
 # Usage: scripts/gpu/runtime.sh [tests|bench|all|profile|sanitize|checked]   (environment: LMFUSE_BENCH_* of lmfuse-bench)
 # sanitize: the CUDA test binary under compute-sanitizer's memcheck and initcheck (whole binary), racecheck and
 # synccheck (lmfuse's kernels only, over the tests that run them outside conditional graphs: see below), one
@@ -18,7 +18,7 @@ build=$root/build-gpu-runtime  # its own folder: other GPU scripts configure bui
 nvidia-smi --query-gpu=name,memory.total,clocks.sm,clocks.max.sm --format=csv | tee "$out/gpu.txt"
 cmake -S "$root" -B "$build" -G Ninja -DLMFUSE_TOOL=OFF -DLMFUSE_TORCH=OFF -DLMFUSE_CUDA=ON -DLMFUSE_TESTS=ON -DLMFUSE_CATCH2_INCLUDE_DIR="$root/.carry" \
   -DLMFUSE_CUDA_ARCHITECTURES=90 >"$out/configure.log" 2>&1 || { tail -30 "$out/configure.log"; exit 1; }
-targets=(lmfuse-bench)
+targets=(lmfuse-bench lmfuse-gemm-bench)
 [[ $what == tests || $what == all || $what == sanitize || $what == checked ]] && targets+=(lmfuse_runtime_cuda_tests)
 cmake --build "$build" -j16 --target "${targets[@]}" >"$out/build.log" 2>&1 || { grep -E "error|Error" "$out/build.log" | head -40; exit 1; }
 status=0
@@ -57,12 +57,13 @@ if [[ $what == sanitize || $what == checked ]]; then
   # ([plain]), a graph with a SWITCH node ([conditional]), the vocabulary-parallel passes ([vocab_parallel],
   # plain kernels of shard.cu), and the host-only plan tests. Reported apart, and
   # failing the script only on a report that names an lmfuse kernel: the tests that also run cuBLASLt's
-  # products ([gemm] alone, [uncompacted] calls, [lean] calls), where the tools have crashed (NOTES.md).
+  # products ([gemm] alone, [uncompacted] calls, [lean] calls), where the tools have crashed (NOTES.md), and
+  # lmfuse's own Hopper product alone ([tile_gemm]: TMA and wgmma, instrumented).
   ours=(--kernel-name kns=lmfuse)
   for tool in racecheck synccheck; do
     [[ " $tools " == *" $tool "* ]] || continue
     sanitize "$tool" "$tool" "${ours[@]}" -- "[kernels],[plain],[conditional],[vocab_parallel],[plan]" || status=1
-    for tag in gemm uncompacted lean; do
+    for tag in gemm tile_gemm uncompacted lean; do
       LMFUSE_SANITIZE_TIMEOUT=${LMFUSE_SANITIZE_APART_TIMEOUT:-120} sanitize "$tool-$tag" "$tool" "${ours[@]}" -- "[$tag]" ||
         if grep -qE '^=========     at .*lmfuse' "$out/sanitize-$tool-$tag.log"; then status=1; fi
     done
@@ -70,6 +71,7 @@ if [[ $what == sanitize || $what == checked ]]; then
 fi
 if [[ $what == bench || $what == all ]]; then
   "$build/runtime/bench/lmfuse-bench" 2>&1 | tee "$out/bench.log"
+  "$build/runtime/bench/lmfuse-gemm-bench" 2>&1 | tee "$out/gemm-bench.log"
 fi
 if [[ $what == profile ]]; then
   # Kernels inside graphs with conditional nodes are not profiled by ncu: the "no compaction" rows show all.

@@ -2,8 +2,9 @@
 //
 // Contract: the call enqueues everything on context.stream (plus one side stream joined back through
 // events), allocates nothing, never synchronises and never copies to the host, so it can be captured in
-// a CUDA graph. Tokens go through in chunks: per chunk, cuBLASLt writes the logits into the logits
-// buffer; the row kernel computes loss and lse and overwrites the buffer in place with dx; then cuBLASLt
+// a CUDA graph. Tokens go through in chunks: per chunk, the logits product writes the logits into the
+// logits buffer (lmfuse's Hopper tile product, tile_gemm.h, for bf16 on a device of compute capability
+// 9.0; cuBLASLt otherwise); the row kernel computes loss and lse and overwrites the buffer in place with dx; then cuBLASLt
 // accumulates grad_weight in fp32 and computes the chunk's grad_hidden rows. Tokens that fit one chunk
 // write grad_weight directly in its dtype (no accumulator, no conversion): when all N tokens fit, the plan
 // has no accumulator at all (plan.h: singleChunk); otherwise a count that fits one chunk may use the
@@ -28,8 +29,8 @@
 // pass (per compaction branch), the low-memory slice pass, finish (loss reduction, bias conversion).
 // Arguments arrive validated by api.cpp (sizes, pointers, cuBLASLt alignment, workspace size); the
 // checks here are the ones only the device can answer. Every failure goes through LMFUSE_FAIL (error.h).
-// Results are bitwise reproducible: fixed chunking per token count, fixed cuBLASLt algorithms, no float
-// atomics.
+// Results are bitwise reproducible: fixed chunking per token count, fixed cuBLASLt algorithms, a tile
+// product whose every tile one CTA sums in a fixed order, no float atomics.
 #include <cuda_runtime.h>
 
 #include <climits>
@@ -51,6 +52,7 @@
 #include "kernels.h"
 #include "plan.h"
 #include "storage.h"
+#include "tile_gemm.h"
 
 namespace lmfuse::detail::cuda {
 namespace {
@@ -338,8 +340,7 @@ private:
         h = rows;
         ldh = d;
       }
-      GemmShape forward{type_, type_, true, false, v, count, d, problem_.weight_stride, ldh, plan_.logitsLd};
-      gemm(state_.blas, forward, 1.0f, problem_.weight, h, 0.0f, logits, blasA, pass.blasBytes, stream);
+      logitsGemm(problem_.weight, h, ldh, count, v, logits, plan_.logitsLd, blasA, pass.blasBytes, stream);
       RowParams p = params_;
       p.columns = v;
       p.ld = plan_.logitsLd;
@@ -371,10 +372,8 @@ private:
       const int64_t ldh = slice.gathered ? d : problem_.hidden_stride;
       char* buffer = slice.inWorkspace ? residue_ : borrowed + slice.bufferOffset;
       void* blas = slice.blasBytes ? borrowed + slice.blasOffset : nullptr;
-      GemmShape forward{type_, type_, true, false, slice.columns, count, d, problem_.weight_stride, ldh, slice.ld};
-      gemm(state_.blas, forward, 1.0f,
-           static_cast<const char*>(problem_.weight) + std::size_t(slice.first) * problem_.weight_stride * e_, h, 0.0f,
-           buffer, blas, slice.blasBytes, stream);
+      logitsGemm(static_cast<const char*>(problem_.weight) + std::size_t(slice.first) * problem_.weight_stride * e_, h,
+                 ldh, count, slice.columns, buffer, slice.ld, blas, slice.blasBytes, stream);
       RowParams p = params_;
       p.columnBegin = slice.first;
       p.columns = slice.columns;
@@ -407,11 +406,27 @@ private:
   }
 
   void forwardGemm(const Item& item, void* buffer, int64_t ld, cudaStream_t stream) {
+    logitsGemm(static_cast<const char*>(problem_.weight) + std::size_t(item.firstColumn) * problem_.weight_stride * e_,
+               hiddenRows(item), hiddenLd_, item.tokens, item.columns, buffer, ld, blasWorkspace_,
+               kCublasWorkspaceBytes, stream);
+  }
+
+  // logits[tokens, columns] (leading dimension ld) = hidden rows · weight rowsᵀ. lmfuse's Hopper tile product
+  // where the device has it and the operands are bf16 and meet TMA's alignment (it matches or beats
+  // cuBLASLt on this product, NOTES.md v21); cuBLASLt otherwise. The choice depends only on the arguments,
+  // so a repeated call runs the same kernels.
+  void logitsGemm(const void* weightRows, const void* hidden, int64_t hiddenLd, int64_t tokens, int64_t columns,
+                  void* out, int64_t ld, void* blasWorkspace, std::size_t blasBytes, cudaStream_t stream) {
     const int64_t d = problem_.hidden_dim;
-    GemmShape shape{type_, type_, true, false, item.columns, item.tokens, d, problem_.weight_stride, hiddenLd_, ld};
-    gemm(state_.blas, shape, 1.0f,
-         static_cast<const char*>(problem_.weight) + std::size_t(item.firstColumn) * problem_.weight_stride * e_,
-         hiddenRows(item), 0.0f, buffer, blasWorkspace_, kCublasWorkspaceBytes, stream);
+    auto aligned = [](const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; };
+    if (state_.tileProduct && problem_.dtype == DType::BFloat16 && aligned(weightRows) && aligned(hidden) &&
+        aligned(out) && problem_.weight_stride % 8 == 0 && hiddenLd % 8 == 0 && ld % 8 == 0) {
+      tileGemm(TileGemmShape{tokens, columns, d, hiddenLd, problem_.weight_stride, ld}, hidden, weightRows, out,
+               stream);
+      return;
+    }
+    GemmShape shape{type_, type_, true, false, columns, tokens, d, problem_.weight_stride, hiddenLd, ld};
+    gemm(state_.blas, shape, 1.0f, weightRows, hidden, 0.0f, out, blasWorkspace, blasBytes, stream);
   }
 
   // grad_weight rows [firstColumn, firstColumn + item.columns) (+)= dxᵀ·h into `out` (ld outLd, outType).

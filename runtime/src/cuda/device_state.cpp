@@ -5,6 +5,7 @@
 #include <memory>
 
 #include "check.h"
+#include "tile_gemm.h"
 
 namespace lmfuse::detail::cuda {
 
@@ -22,6 +23,7 @@ DeviceState& deviceState() {
       LMFUSE_CUDA_CHECK(cudaStreamCreateWithFlags(stream, cudaStreamNonBlocking));
     LMFUSE_CUDA_CHECK(cudaEventCreateWithFlags(&state->forked, cudaEventDisableTiming));
     for (auto& event : state->rowsDone) LMFUSE_CUDA_CHECK(cudaEventCreateWithFlags(&event, cudaEventDisableTiming));
+    state->tileProduct = tileGemmAvailable(device);
     slot = std::move(state);
   }
   return *slot;

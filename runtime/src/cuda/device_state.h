@@ -1,5 +1,6 @@
 // Per-device objects the CUDA backend reuses across calls: the cuBLASLt handle, the side stream that runs
-// the cross-entropy kernels beside the GEMMs, and the events that order the two. Created on a device's
+// the cross-entropy kernels beside the GEMMs, the events that order the two, and whether the device runs
+// the tile product. Created on a device's
 // first call (outside any capture, ideally), never freed before exit; guarded by a mutex so two host
 // threads never interleave the event records of their calls.
 #pragma once
@@ -21,6 +22,7 @@ struct DeviceState {
   cudaEvent_t forked = nullptr;        // main -> side: the inputs of the next kernel are ready
   cudaEvent_t rowsDone[2] = {nullptr, nullptr};  // side -> main: logits buffer k is ready for the GEMMs
   RecordedGraphs recorded;  // the last few distinct eager compacting calls, as graphs
+  bool tileProduct = false;  // the device runs lmfuse's Hopper tile product (tile_gemm.h)
   std::mutex mutex;
 };
 

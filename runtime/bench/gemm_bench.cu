@@ -1,0 +1,146 @@
+// lmfuse-gemm-bench: the logits product (C[tokens, V] = H·Wᵀ, bf16, fp32 accumulation) at LLM head shapes
+// and at the lean plan's slice widths, through the two products the backend can run: cuBLASLt as the
+// backend calls it (gemm.h, 32 MiB workspace) and lmfuse's Hopper tile product (tile_gemm.h), timed in the
+// same process on the same inputs. Prints one table: median ms of each over repeats (CUDA events, after
+// warm-up, random inputs), TFLOP/s (2·M·N·K), the ratio tile / cuBLASLt, and the largest difference
+// between the two outputs relative to the largest cuBLASLt value. Environment: LMFUSE_GEMM_BENCH_REPEATS.
+#include <cublasLt.h>
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <vector>
+
+#include "cuda/gemm.h"
+#include "cuda/tile_gemm.h"
+
+namespace {
+
+#define BENCH_CHECK(call)                                                                        \
+  do {                                                                                           \
+    auto status_ = (call);                                                                       \
+    if (int(status_) != 0) {                                                                     \
+      std::fprintf(stderr, "%s failed (%d) at %s:%d\n", #call, int(status_), __FILE__, __LINE__); \
+      std::exit(1);                                                                              \
+    }                                                                                            \
+  } while (0)
+
+__global__ void fillKernel(__nv_bfloat16* out, int64_t count, float scale, uint64_t seed) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < count; i += int64_t(gridDim.x) * blockDim.x) {
+    uint64_t x = seed * 0x9e3779b97f4a7c15ull + uint64_t(i);
+    x ^= x >> 33; x *= 0xff51afd7ed558ccdull; x ^= x >> 33; x *= 0xc4ceb9fe1a85ec53ull; x ^= x >> 33;
+    out[i] = __float2bfloat16_rn(scale * (float(x >> 40) / float(1 << 24) * 2.0f - 1.0f));
+  }
+}
+
+// max |x - y| over the [rows, cols] matrices (ld) into out[0] (as an int of the float's bits: both ≥ 0),
+// max |y| into out[1].
+__global__ void compareKernel(const __nv_bfloat16* x, const __nv_bfloat16* y, int64_t rows, int64_t cols, int64_t ld,
+                              unsigned* out) {
+  float diff = 0, scale = 0;
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < rows * cols; i += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t at = (i / cols) * ld + i % cols;
+    const float a = __bfloat162float(x[at]), b = __bfloat162float(y[at]);
+    diff = fmaxf(diff, (a == a && b == b) ? fabsf(a - b) : INFINITY);
+    scale = fmaxf(scale, fabsf(b));
+  }
+  atomicMax(out, __float_as_uint(diff));
+  atomicMax(out + 1, __float_as_uint(scale));
+}
+
+struct Shape {
+  const char* name;
+  int64_t m, n, k;  // tokens, vocabulary columns, hidden
+};
+
+template <class F>
+float medianMs(F&& f, int repeats, cudaStream_t stream) {
+  cudaEvent_t start, stop;
+  BENCH_CHECK(cudaEventCreate(&start));
+  BENCH_CHECK(cudaEventCreate(&stop));
+  for (int i = 0; i < 3; ++i) f();
+  std::vector<float> times;
+  for (int i = 0; i < repeats; ++i) {
+    BENCH_CHECK(cudaEventRecord(start, stream));
+    f();
+    BENCH_CHECK(cudaEventRecord(stop, stream));
+    BENCH_CHECK(cudaEventSynchronize(stop));
+    float ms = 0;
+    BENCH_CHECK(cudaEventElapsedTime(&ms, start, stop));
+    times.push_back(ms);
+  }
+  cudaEventDestroy(start);
+  cudaEventDestroy(stop);
+  std::sort(times.begin(), times.end());
+  return times[times.size() / 2];
+}
+
+}  // namespace
+
+int main() {
+  namespace backend = lmfuse::detail::cuda;
+  int device = 0;
+  BENCH_CHECK(cudaGetDevice(&device));
+  if (!backend::tileGemmAvailable(device)) {
+    std::printf("lmfuse-gemm-bench: this device or build has no tile product (needs compute capability 9.0)\n");
+    return 1;
+  }
+  const char* repeatsText = std::getenv("LMFUSE_GEMM_BENCH_REPEATS");
+  const int repeats = repeatsText ? std::max(1, std::atoi(repeatsText)) : 10;
+  const Shape shapes[] = {{"Llama-3-8B logits", 8192, 128256, 4096},
+                          {"Gemma-2-2B logits", 8192, 256000, 2304},
+                          {"Qwen-2.5-7B logits", 16384, 152064, 3584},
+                          {"Llama-3-8B, 4096 tokens", 4096, 128256, 4096},
+                          {"Llama-3 lean slice 4608", 8192, 4608, 4096},
+                          {"Llama-3 lean slice 1024", 8192, 1024, 4096}};
+  cudaStream_t stream;
+  BENCH_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  cublasLtHandle_t handle;
+  BENCH_CHECK(cublasLtCreate(&handle));
+  void* workspace = nullptr;
+  const std::size_t workspaceBytes = std::size_t(32) << 20;
+  BENCH_CHECK(cudaMalloc(&workspace, workspaceBytes));
+  unsigned* compare = nullptr;
+  BENCH_CHECK(cudaMalloc(&compare, 8));
+  std::printf("| product (M tokens, N columns, K) | cuBLASLt ms | tile ms | cuBLASLt TFLOP/s | tile TFLOP/s | tile / cuBLASLt | max diff / max value |\n");
+  std::printf("|---|---|---|---|---|---|---|\n");
+  for (const Shape& s : shapes) {
+    const int64_t ldc = (s.n + 7) / 8 * 8;
+    __nv_bfloat16 *h, *w, *c1, *c2;
+    BENCH_CHECK(cudaMalloc(&h, std::size_t(s.m * s.k) * 2));
+    BENCH_CHECK(cudaMalloc(&w, std::size_t(s.n * s.k) * 2));
+    BENCH_CHECK(cudaMalloc(&c1, std::size_t(s.m * ldc) * 2));
+    BENCH_CHECK(cudaMalloc(&c2, std::size_t(s.m * ldc) * 2));
+    fillKernel<<<1024, 256, 0, stream>>>(h, s.m * s.k, 1.0f, 1);
+    fillKernel<<<1024, 256, 0, stream>>>(w, s.n * s.k, 0.05f, 2);
+    BENCH_CHECK(cudaGetLastError());
+    // The backend's forward product in cuBLAS's column-major terms: C[V, tokens] = Wᵀ(as stored)·H.
+    backend::GemmShape blas{CUDA_R_16BF, CUDA_R_16BF, true, false, s.n, s.m, s.k, s.k, s.k, ldc};
+    const float blasMs = medianMs([&] { backend::gemm(handle, blas, 1.0f, w, h, 0.0f, c1, workspace, workspaceBytes, stream); },
+                                  repeats, stream);
+    backend::TileGemmShape tile{s.m, s.n, s.k, s.k, s.k, ldc};
+    const float tileMs = medianMs([&] { backend::tileGemm(tile, h, w, c2, stream); }, repeats, stream);
+    BENCH_CHECK(cudaMemsetAsync(compare, 0, 8, stream));
+    compareKernel<<<1024, 256, 0, stream>>>(c2, c1, s.m, s.n, ldc, compare);
+    unsigned bits[2];
+    BENCH_CHECK(cudaMemcpyAsync(bits, compare, 8, cudaMemcpyDeviceToHost, stream));
+    BENCH_CHECK(cudaStreamSynchronize(stream));
+    float diff, scale;
+    std::memcpy(&diff, &bits[0], 4);
+    std::memcpy(&scale, &bits[1], 4);
+    const double flop = 2.0 * double(s.m) * double(s.n) * double(s.k);
+    std::printf("| %s (%lld, %lld, %lld) | %.3f | %.3f | %.0f | %.0f | %.3f | %.2e |\n", s.name, (long long)s.m,
+                (long long)s.n, (long long)s.k, blasMs, tileMs, flop / blasMs * 1e-9, flop / tileMs * 1e-9,
+                tileMs / blasMs, diff / scale);
+    std::fflush(stdout);
+    cudaFree(h);
+    cudaFree(w);
+    cudaFree(c1);
+    cudaFree(c2);
+  }
+  return 0;
+}

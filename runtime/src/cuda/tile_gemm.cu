@@ -1,0 +1,374 @@
+// The tile product of tile_gemm.h: a persistent, warp-specialised Hopper kernel.
+// Layout of one CTA (384 threads, one per SM): warpgroup 0 is the producer (one thread issues TMA bulk
+// tensor copies of A [128, 64] and B [256, 64] tiles, 128-byte swizzled, into a ring of kStages
+// shared-memory stages, each completing on its `full` mbarrier); warpgroups 1 and 2 are consumers (each
+// multiplies its 64 rows of A by the 256 rows of B with wgmma m64n256k16 from shared memory, fp32
+// accumulators in registers, and frees a stage on its `empty` mbarrier once the products reading it are
+// done), then hand the finished tile to the epilogue: rounded to bf16, written with stmatrix into the
+// consumer's staging buffer and stored by the copy engine, which drains it while the consumer goes on to its
+// next tile. Two CTAs of a cluster take vertically adjacent tiles: the one of rank 0 copies the shared B
+// tile into both CTAs' shared memory (multicast), so each stage of B is read from L2 once per pair. Tiles
+// are visited in groups of kGroupPairs cluster rows, column after column, so the A rows and B columns in
+// flight stay in L2.
+// Contract: see tile_gemm.h. The kernel's device code exists only in the sm_90a pass (this file is built
+// for that target alone); residentClusters checks the device before any launch.
+#include "tile_gemm.h"
+
+#include <cuda.h>
+#include <cudaTypedefs.h>  // PFN_cuTensorMapEncodeTiled
+#include <cuda_bf16.h>
+
+#include <algorithm>
+#include <map>
+#include <mutex>
+
+#include "check.h"
+
+namespace lmfuse::detail::cuda {
+namespace {
+
+constexpr int kBlockM = 128;   // two consumer warpgroups of 64 rows
+constexpr int kBlockN = 256;   // one m64n256k16 product per 16 of k
+constexpr int kBlockK = 64;    // 64 bf16 = one 128-byte swizzle row
+constexpr int kClusterM = 2;   // CTAs per cluster, stacked along m, sharing B
+constexpr int kGroupPairs = 8; // cluster rows per group of the tile order
+constexpr int kThreads = 384;
+constexpr int kStageBytesA = kBlockM * kBlockK * 2;
+constexpr int kStageBytesB = kBlockN * kBlockK * 2;
+constexpr int kStages = 3;     // 4 left no room for the staging buffers and measured no faster with half of them
+constexpr int kBoxBytes = 64 * 64 * 2;  // one 64 x 64 bf16 box of a consumer's finished tile
+constexpr int kBoxes = 4;               // boxes per consumer tile (64 x 256)
+constexpr int kSharedBytes = kStages * (kStageBytesA + kStageBytesB) + 2 * kBoxes * kBoxBytes + 2 * kStages * 8 + 1024;
+
+// The tile order, shared by producer and consumers: cluster tile t (two CTA tiles stacked along m) to
+// its first row block and column block.
+struct Schedule {
+  int pairs, columns;  // cluster rows (pairs of 128-row blocks), 256-column blocks
+  __device__ bool tile(int t, int& pair, int& column) const {
+    if (t >= pairs * columns) return false;
+    const int perGroup = kGroupPairs * columns;
+    const int group = t / perGroup, first = group * kGroupPairs;
+    const int rows = min(kGroupPairs, pairs - first), local = t - group * perGroup;
+    pair = first + local % rows;
+    column = local / rows;
+    return true;
+  }
+};
+
+#if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
+
+__device__ __forceinline__ uint32_t sharedAddress(const void* p) { return uint32_t(__cvta_generic_to_shared(p)); }
+
+__device__ __forceinline__ void barrierInit(uint64_t* bar, uint32_t count) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(sharedAddress(bar)), "r"(count));
+}
+__device__ __forceinline__ void expectBytes(uint64_t* bar, uint32_t bytes) {
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(sharedAddress(bar)), "r"(bytes)
+               : "memory");
+}
+__device__ __forceinline__ void waitPhase(uint64_t* bar, uint32_t parity) {
+  asm volatile(
+      "{\n.reg .pred done;\n"
+      "LAB_WAIT:\n"
+      "mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n"
+      "@!done bra LAB_WAIT;\n}\n" ::"r"(sharedAddress(bar)),
+      "r"(parity)
+      : "memory");
+}
+// Arrives on the barrier at the same shared-memory offset in cluster CTA `rank`.
+__device__ __forceinline__ void arriveCluster(uint64_t* bar, uint32_t rank) {
+  asm volatile(
+      "{\n.reg .b32 remote;\n"
+      "mapa.shared::cluster.u32 remote, %0, %1;\n"
+      "mbarrier.arrive.shared::cluster.b64 _, [remote];\n}\n" ::"r"(sharedAddress(bar)),
+      "r"(rank)
+      : "memory");
+}
+__device__ __forceinline__ void clusterSync() {
+  asm volatile("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;" ::: "memory");
+}
+__device__ __forceinline__ uint32_t clusterRank() {
+  uint32_t rank;
+  asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(rank));
+  return rank;
+}
+__device__ __forceinline__ void loadTile(void* dst, const CUtensorMap* map, uint64_t* bar, int k, int row) {
+  asm volatile(
+      "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%3, %4}], [%2];" ::
+          "r"(sharedAddress(dst)),
+      "l"(map), "r"(sharedAddress(bar)), "r"(k), "r"(row)
+      : "memory");
+}
+__device__ __forceinline__ void loadTileMulticast(void* dst, const CUtensorMap* map, uint64_t* bar, int k, int row,
+                                                  uint16_t ctaMask) {
+  asm volatile(
+      "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes.multicast::cluster"
+      " [%0], [%1, {%3, %4}], [%2], %5;" ::"r"(sharedAddress(dst)),
+      "l"(map), "r"(sharedAddress(bar)), "r"(k), "r"(row), "h"(ctaMask)
+      : "memory");
+}
+
+// Shared-memory matrix descriptor of a K-major operand in 128-byte swizzle atoms (8 rows of 128 bytes,
+// 1024 bytes apart).
+__device__ __forceinline__ uint64_t swizzledDescriptor(const void* p) {
+  return uint64_t((sharedAddress(p) & 0x3FFFF) >> 4) | (uint64_t(16 >> 4) << 16) | (uint64_t(1024 >> 4) << 32) |
+         (1ull << 62);
+}
+
+__device__ __forceinline__ void wgmmaFence() { asm volatile("wgmma.fence.sync.aligned;" ::: "memory"); }
+__device__ __forceinline__ void wgmmaCommit() { asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory"); }
+template <int Pending>
+__device__ __forceinline__ void wgmmaWait() {
+  asm volatile("wgmma.wait_group.sync.aligned %0;" ::"n"(Pending) : "memory");
+}
+template <int Registers>
+__device__ __forceinline__ void growRegisters() {
+  asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;" ::"n"(Registers));
+}
+template <int Registers>
+__device__ __forceinline__ void shrinkRegisters() {
+  asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;" ::"n"(Registers));
+}
+
+// d[64 x 256 per warpgroup] (+)= A[64 x 16] · B[256 x 16]ᵀ; accumulate = 0 overwrites d.
+__device__ __forceinline__ void wgmma256(float (&d)[128], uint64_t descA, uint64_t descB, uint32_t accumulate) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %130, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16 {"
+      "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
+      "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "
+      "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "
+      "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, "
+      "%64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, "
+      "%80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95, "
+      "%96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, %111, "
+      "%112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, %123, %124, %125, %126, %127}, "
+      "%128, %129, p, 1, 1, 0, 0;\n}\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+        "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+        "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+        "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]),
+        "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]),
+        "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]),
+        "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
+        "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63]),
+        "+f"(d[64]), "+f"(d[65]), "+f"(d[66]), "+f"(d[67]), "+f"(d[68]), "+f"(d[69]), "+f"(d[70]), "+f"(d[71]),
+        "+f"(d[72]), "+f"(d[73]), "+f"(d[74]), "+f"(d[75]), "+f"(d[76]), "+f"(d[77]), "+f"(d[78]), "+f"(d[79]),
+        "+f"(d[80]), "+f"(d[81]), "+f"(d[82]), "+f"(d[83]), "+f"(d[84]), "+f"(d[85]), "+f"(d[86]), "+f"(d[87]),
+        "+f"(d[88]), "+f"(d[89]), "+f"(d[90]), "+f"(d[91]), "+f"(d[92]), "+f"(d[93]), "+f"(d[94]), "+f"(d[95]),
+        "+f"(d[96]), "+f"(d[97]), "+f"(d[98]), "+f"(d[99]), "+f"(d[100]), "+f"(d[101]), "+f"(d[102]), "+f"(d[103]),
+        "+f"(d[104]), "+f"(d[105]), "+f"(d[106]), "+f"(d[107]), "+f"(d[108]), "+f"(d[109]), "+f"(d[110]), "+f"(d[111]),
+        "+f"(d[112]), "+f"(d[113]), "+f"(d[114]), "+f"(d[115]), "+f"(d[116]), "+f"(d[117]), "+f"(d[118]), "+f"(d[119]),
+        "+f"(d[120]), "+f"(d[121]), "+f"(d[122]), "+f"(d[123]), "+f"(d[124]), "+f"(d[125]), "+f"(d[126]), "+f"(d[127])
+      : "l"(descA), "l"(descB), "r"(accumulate));
+}
+
+__device__ __forceinline__ void storeBox(const CUtensorMap* map, const void* box, int col, int row) {
+  asm volatile("cp.async.bulk.tensor.2d.global.shared::cta.bulk_group [%0, {%2, %3}], [%1];" ::"l"(map),
+               "r"(sharedAddress(box)), "r"(col), "r"(row)
+               : "memory");
+}
+__device__ __forceinline__ void warpgroupBarrier(int id) { asm volatile("bar.sync %0, 128;" ::"r"(id) : "memory"); }
+__device__ __forceinline__ uint32_t packBf16(float lo, float hi) {
+  __nv_bfloat162 pair = __floats2bfloat162_rn(lo, hi);
+  return *reinterpret_cast<uint32_t*>(&pair);
+}
+
+// Writes a consumer's 64 x 256 fp32 tile as bf16 at (row0, col0) of C: stmatrix into its staging buffer,
+// four 64 x 64 boxes in TMA's 128-byte swizzle (conflict-free), then one thread stores the boxes; the map
+// clips what lies past m or n. The stores run on while the consumer starts its next tile; the staging
+// buffer is rewritten only after they have read it. Accumulator layout (wgmma m64nNk16): thread (warp w,
+// lane l) holds, per 16-column block j, the four 8 x 8 matrices of rows 16w..16w+15 in stmatrix's order.
+__device__ __forceinline__ void storeTileBf16(const CUtensorMap* mapC, uint8_t* staging, const float (&d)[128],
+                                              int row0, int col0, int barrier) {
+  const int slot = threadIdx.x % 128, lane = slot % 32, warp = slot / 32;
+  if (slot == 0) asm volatile("cp.async.bulk.wait_group.read 0;" ::: "memory");
+  warpgroupBarrier(barrier);
+  const int row = warp * 16 + ((lane / 8) % 2) * 8 + lane % 8;  // the row whose address this lane gives
+  const uint32_t base = sharedAddress(staging) + row * 128;
+#pragma unroll
+  for (int j = 0; j < 16; ++j) {
+    const int col = j * 16 + (lane / 16) * 8;
+    const uint32_t address = base + (col / 64) * kBoxBytes + ((((col % 64) / 8) ^ (row % 8)) << 4);
+    asm volatile("stmatrix.sync.aligned.m8n8.x4.shared.b16 [%0], {%1, %2, %3, %4};" ::"r"(address),
+                 "r"(packBf16(d[j * 8 + 0], d[j * 8 + 1])), "r"(packBf16(d[j * 8 + 2], d[j * 8 + 3])),
+                 "r"(packBf16(d[j * 8 + 4], d[j * 8 + 5])), "r"(packBf16(d[j * 8 + 6], d[j * 8 + 7]))
+                 : "memory");
+  }
+  asm volatile("fence.proxy.async.shared::cta;" ::: "memory");  // stmatrix's writes, seen by the copy engine
+  warpgroupBarrier(barrier);
+  if (slot == 0) {
+#pragma unroll
+    for (int box = 0; box < kBoxes; ++box) storeBox(mapC, staging + box * kBoxBytes, col0 + box * 64, row0);
+    asm volatile("cp.async.bulk.commit_group;" ::: "memory");
+  }
+}
+
+__global__ void __launch_bounds__(kThreads, 1) __cluster_dims__(kClusterM, 1, 1)
+    tileGemmKernel(const __grid_constant__ CUtensorMap mapA, const __grid_constant__ CUtensorMap mapB,
+                   const __grid_constant__ CUtensorMap mapC, Schedule schedule, int kBlocks) {
+  extern __shared__ uint8_t rawShared[];
+  uint8_t* shared = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(rawShared) + 1023) & ~uintptr_t(1023));
+  uint8_t* stageA = shared;
+  uint8_t* stageB = shared + kStages * kStageBytesA;
+  uint8_t* staging = stageB + kStages * kStageBytesB;  // [2][kBoxes boxes], one per consumer
+  uint64_t* full = reinterpret_cast<uint64_t*>(staging + 2 * kBoxes * kBoxBytes);
+  uint64_t* empty = full + kStages;
+  const uint32_t rank = clusterRank();
+  const int warpgroup = threadIdx.x / 128;
+
+  if (threadIdx.x == 0) {
+    for (int s = 0; s < kStages; ++s) {
+      barrierInit(&full[s], 1);                    // the producer's arrive, plus the copies' bytes
+      barrierInit(&empty[s], 2 * kClusterM);       // each consumer warpgroup of each CTA of the cluster
+    }
+    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+  }
+  clusterSync();  // barriers initialised before any CTA of the cluster copies or arrives
+
+  const int clusters = gridDim.x / kClusterM, cluster = blockIdx.x / kClusterM;
+  if (warpgroup == 0) {
+    shrinkRegisters<40>();
+    if (threadIdx.x == 0) {
+      int stage = 0;
+      uint32_t phase = 0;
+      int pair, column;
+      for (int t = cluster; schedule.tile(t, pair, column); t += clusters) {
+        const int row = (pair * kClusterM + int(rank)) * kBlockM, col = column * kBlockN;
+        for (int kb = 0; kb < kBlocks; ++kb) {
+          waitPhase(&empty[stage], phase ^ 1);  // first pass: the slot's preceding phase counts as done
+          expectBytes(&full[stage], kStageBytesA + kStageBytesB);
+          loadTile(stageA + stage * kStageBytesA, &mapA, &full[stage], kb * kBlockK, row);
+          if (rank == 0)
+            loadTileMulticast(stageB + stage * kStageBytesB, &mapB, &full[stage], kb * kBlockK, col,
+                              uint16_t((1u << kClusterM) - 1));
+          if (++stage == kStages) { stage = 0; phase ^= 1; }
+        }
+      }
+    }
+  } else {
+    growRegisters<232>();
+    const int consumer = warpgroup - 1;
+    const int slot = threadIdx.x % 128;  // thread `slot` < kClusterM frees stages in cluster CTA `slot`
+    float d[128];
+    int stage = 0;
+    uint32_t phase = 0;
+    int pair, column;
+    for (int t = cluster; schedule.tile(t, pair, column); t += clusters) {
+      for (int kb = 0; kb < kBlocks; ++kb) {
+        waitPhase(&full[stage], phase);
+        const uint64_t descA = swizzledDescriptor(stageA + stage * kStageBytesA + consumer * 64 * 128);
+        const uint64_t descB = swizzledDescriptor(stageB + stage * kStageBytesB);
+        wgmmaFence();
+#pragma unroll
+        for (int k = 0; k < kBlockK / 16; ++k)  // 16 bf16 = 32 bytes = 2 descriptor units
+          wgmma256(d, descA + 2 * k, descB + 2 * k, uint32_t(kb > 0 || k > 0));
+        wgmmaCommit();
+        // Waiting for this stage's products before freeing it keeps two stages in flight for the producer
+        // (keeping one product pending and freeing the previous stage measured the same, NOTES.md v21).
+        wgmmaWait<0>();
+        if (slot < kClusterM) arriveCluster(&empty[stage], uint32_t(slot));
+        if (++stage == kStages) { stage = 0; phase ^= 1; }
+      }
+      const int row0 = (pair * kClusterM + int(rank)) * kBlockM + consumer * 64;
+      storeTileBf16(&mapC, staging + consumer * kBoxes * kBoxBytes, d, row0, column * kBlockN, 1 + consumer);
+    }
+    if (slot == 0) asm volatile("cp.async.bulk.wait_group 0;" ::: "memory");
+  }
+  clusterSync();  // no CTA leaves while its partner may still copy into it or arrive on its barriers
+}
+
+#else  // host pass, or a device pass without sm_90a features: never launched there
+
+__global__ void __launch_bounds__(kThreads, 1) __cluster_dims__(kClusterM, 1, 1)
+    tileGemmKernel(const __grid_constant__ CUtensorMap, const __grid_constant__ CUtensorMap,
+                   const __grid_constant__ CUtensorMap, Schedule, int) {
+#if defined(__CUDA_ARCH__)
+  __trap();
+#endif
+}
+
+#endif
+
+PFN_cuTensorMapEncodeTiled_v12000 encodeTiled() {
+  static PFN_cuTensorMapEncodeTiled_v12000 function = [] {
+    void* entry = nullptr;
+    cudaDriverEntryPointQueryResult found{};
+    LMFUSE_CUDA_CHECK(cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &entry, 12000, cudaEnableDefault,
+                                                       &found));
+    if (found != cudaDriverEntryPointSuccess || !entry)
+      LMFUSE_FAIL("CUDA backend: the driver has no cuTensorMapEncodeTiled");
+    return reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(entry);
+  }();
+  return function;
+}
+
+// A 2-D tensor map over a row-major [rows, columns] bf16 matrix, boxes of [boxRows, 64] in 128-byte
+// swizzle; loads past the edges fill zeros, stores past them are dropped.
+CUtensorMap matrixMap(const void* base, int64_t rows, int64_t columns, int64_t ld, int boxRows) {
+  CUtensorMap map{};
+  const cuuint64_t dims[2] = {cuuint64_t(columns), cuuint64_t(rows)};
+  const cuuint64_t strides[1] = {cuuint64_t(ld) * 2};
+  const cuuint32_t box[2] = {cuuint32_t(kBlockK), cuuint32_t(boxRows)};
+  const cuuint32_t elementStrides[2] = {1, 1};
+  const CUresult result = encodeTiled()(&map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, const_cast<void*>(base), dims,
+                                        strides, box, elementStrides, CU_TENSOR_MAP_INTERLEAVE_NONE,
+                                        CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+                                        CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  if (result != CUDA_SUCCESS)
+    LMFUSE_FAIL("CUDA backend: cuTensorMapEncodeTiled failed (" << int(result) << ") for a [" << rows << ", "
+                                                                 << columns << "] matrix, ld " << ld);
+  return map;
+}
+
+// Per device: the kernel's shared-memory limit set, and how many of its clusters fit at once (a GPC's SMs
+// may not pair up evenly); 0 where the device cannot run it.
+int residentClusters(int device) {
+  static std::mutex mutex;
+  static std::map<int, int> known;
+  std::lock_guard<std::mutex> lock(mutex);
+  auto found = known.find(device);
+  if (found != known.end()) return found->second;
+  int& clusters = known[device];
+  cudaDeviceProp properties{};
+  LMFUSE_CUDA_CHECK(cudaGetDeviceProperties(&properties, device));
+  if (properties.major != 9 || properties.minor != 0) return clusters = 0;
+  int current = 0;
+  LMFUSE_CUDA_CHECK(cudaGetDevice(&current));
+  LMFUSE_CUDA_CHECK(cudaSetDevice(device));
+  LMFUSE_CUDA_CHECK(cudaFuncSetAttribute(tileGemmKernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSharedBytes));
+  cudaLaunchConfig_t config{};
+  config.gridDim = dim3(kClusterM, 1, 1);
+  config.blockDim = dim3(kThreads, 1, 1);
+  config.dynamicSmemBytes = kSharedBytes;
+  LMFUSE_CUDA_CHECK(cudaOccupancyMaxActiveClusters(&clusters, tileGemmKernel, &config));
+  LMFUSE_CUDA_CHECK(cudaSetDevice(current));
+  encodeTiled();  // the driver's entry point, looked up now rather than during a capture
+  return clusters;
+}
+
+}  // namespace
+
+bool tileGemmAvailable(int device) { return residentClusters(device) > 0; }
+
+void tileGemm(const TileGemmShape& s, const void* a, const void* b, void* c, cudaStream_t stream) {
+  if (s.m == 0 || s.n == 0) return;
+  if (s.k == 0) {
+    LMFUSE_CUDA_CHECK(cudaMemset2DAsync(c, size_t(s.ldc) * 2, 0, size_t(s.n) * 2, size_t(s.m), stream));
+    return;
+  }
+  int device = 0;
+  LMFUSE_CUDA_CHECK(cudaGetDevice(&device));
+  const CUtensorMap mapA = matrixMap(a, s.m, s.k, s.lda, kBlockM);
+  const CUtensorMap mapB = matrixMap(b, s.n, s.k, s.ldb, kBlockN);
+  const CUtensorMap mapC = matrixMap(c, s.m, s.n, s.ldc, 64);
+  Schedule schedule{int((s.m + 2 * kBlockM - 1) / (2 * kBlockM)), int((s.n + kBlockN - 1) / kBlockN)};
+  const int kBlocks = int((s.k + kBlockK - 1) / kBlockK);
+  const int resident = residentClusters(device);
+  if (resident == 0) LMFUSE_FAIL("CUDA backend: the tile product needs a device of compute capability 9.0");
+  const int clusters = std::max(1, std::min(schedule.pairs * schedule.columns, resident));
+  tileGemmKernel<<<clusters * kClusterM, kThreads, kSharedBytes, stream>>>(mapA, mapB, mapC, schedule, kBlocks);
+  LMFUSE_CUDA_CHECK(cudaGetLastError());
+}
+
+}  // namespace lmfuse::detail::cuda

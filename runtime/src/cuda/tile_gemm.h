@@ -1,0 +1,32 @@
+// lmfuse's own Hopper matrix product, for the products whose epilogue cuBLASLt cannot do:
+//   C[m, n] = Σ_k A[m, k] · B[n, k]     (A [M, K], B [N, K]: row-major bf16, both contiguous along k)
+// with fp32 accumulation, each finished [128, 256] tile handed to an epilogue in registers.
+// Contract: needs a device of compute capability 9.0 (sm_90a code: TMA loads, wgmma) and a build whose
+// LMFUSE_CUDA_ARCHITECTURES names 90 (tileGemmAvailable says whether both hold); lda, ldb, ldc are
+// multiples of 8 elements and the pointers 16-byte aligned (TMA's rule); any M, N, K ≥ 0, edges masked.
+// Enqueues one persistent launch on `stream`, allocates nothing, never synchronises; every element of
+// C's [M, N] is written exactly once, and nothing of a row past column N rounded up to 8 (TMA stores whole
+// 16-byte pieces); the result does not depend on scheduling (each tile is summed by
+// one CTA in a fixed order of k).
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+namespace lmfuse::detail::cuda {
+
+struct TileGemmShape {
+  int64_t m = 0, n = 0, k = 0;
+  int64_t lda = 0, ldb = 0, ldc = 0;
+};
+
+/// Whether this build and `device` can run tileGemm. The first call for a device also prepares it (the
+/// kernel's shared-memory limit, its resident clusters, the driver's tensor-map entry point): make it
+/// outside any stream capture.
+bool tileGemmAvailable(int device);
+
+/// C = A·Bᵀ in bf16 (round to nearest) from fp32 sums.
+void tileGemm(const TileGemmShape& shape, const void* a, const void* b, void* c, cudaStream_t stream);
+
+}  // namespace lmfuse::detail::cuda

@@ -1,0 +1,14 @@
+// tile_gemm.h for builds whose LMFUSE_CUDA_ARCHITECTURES does not name 90: the product is never available.
+#include "tile_gemm.h"
+
+#include "error.h"  // defines: LMFUSE_FAIL
+
+namespace lmfuse::detail::cuda {
+
+bool tileGemmAvailable(int) { return false; }
+
+void tileGemm(const TileGemmShape&, const void*, const void*, void*, cudaStream_t) {
+  LMFUSE_FAIL("CUDA backend: this build has no Hopper tile product (LMFUSE_CUDA_ARCHITECTURES does not name 90)");
+}
+
+}  // namespace lmfuse::detail::cuda
