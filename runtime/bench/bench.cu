@@ -28,33 +28,13 @@
 #include <thread>
 #include <vector>
 
+#include "bench_common.cuh"  // defines: BENCH_CHECK, fillKernel, uniform, mix, timeMedian
 #include "lmfuse/flce.h"
 
 namespace {
 
-#define BENCH_CHECK(call)                                                                        \
-  do {                                                                                           \
-    auto status_ = (call);                                                                       \
-    if (int(status_) != 0) {                                                                     \
-      std::fprintf(stderr, "%s failed (%d) at %s:%d\n", #call, int(status_), __FILE__, __LINE__); \
-      std::exit(1);                                                                              \
-    }                                                                                            \
-  } while (0)
+using namespace lmfuse_bench;
 
-// ---------------------------------------------------------------------------------------------------
-// Random inputs on the device (a counter-based hash: reproducible, no cuRAND)
-// ---------------------------------------------------------------------------------------------------
-__device__ __forceinline__ uint64_t mix(uint64_t x) {
-  x ^= x >> 33; x *= 0xff51afd7ed558ccdull; x ^= x >> 33; x *= 0xc4ceb9fe1a85ec53ull; x ^= x >> 33;
-  return x;
-}
-__device__ __forceinline__ float uniform(uint64_t seed, uint64_t i) {
-  return float(mix(seed * 0x9e3779b97f4a7c15ull + i) >> 40) / float(1 << 24) * 2.0f - 1.0f;
-}
-__global__ void fillKernel(__nv_bfloat16* out, int64_t count, float scale, uint64_t seed) {
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < count; i += int64_t(gridDim.x) * blockDim.x)
-    out[i] = __float2bfloat16_rn(scale * uniform(seed, i));
-}
 __global__ void labelKernel(int64_t* labels, int64_t count, int64_t vocab, float ignored, uint64_t seed) {
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < count; i += int64_t(gridDim.x) * blockDim.x) {
     bool skip = (uniform(seed ^ 0x5555, i) * 0.5f + 0.5f) < ignored;
@@ -70,33 +50,6 @@ const Shape kShapes[] = {{"Llama-3-8B", 8192, 4096, 128256},
                          {"Gemma-2-2B", 8192, 2304, 256000},
                          {"Llama-3-8B N=32768", 32768, 4096, 128256},
                          {"Qwen-2.5-7B", 16384, 3584, 152064}};
-
-float medianOf(std::vector<float> values) {
-  std::sort(values.begin(), values.end());
-  return values[values.size() / 2];
-}
-
-template <class F>
-float timeMedian(F&& f, int repeats, cudaStream_t stream) {
-  cudaEvent_t start, stop;
-  BENCH_CHECK(cudaEventCreate(&start));
-  BENCH_CHECK(cudaEventCreate(&stop));
-  for (int i = 0; i < 2; ++i) f();  // warm-up: handles, heuristics, module load
-  BENCH_CHECK(cudaStreamSynchronize(stream));
-  std::vector<float> times;
-  for (int i = 0; i < repeats; ++i) {
-    BENCH_CHECK(cudaEventRecord(start, stream));
-    f();
-    BENCH_CHECK(cudaEventRecord(stop, stream));
-    BENCH_CHECK(cudaEventSynchronize(stop));
-    float ms = 0;
-    BENCH_CHECK(cudaEventElapsedTime(&ms, start, stop));
-    times.push_back(ms);
-  }
-  BENCH_CHECK(cudaEventDestroy(start));
-  BENCH_CHECK(cudaEventDestroy(stop));
-  return medianOf(times);
-}
 
 std::vector<double> listFromEnv(const char* name, std::vector<double> fallback) {
   const char* text = std::getenv(name);

@@ -15,27 +15,13 @@
 #include <cstring>
 #include <vector>
 
+#include "bench_common.cuh"  // defines: BENCH_CHECK, fillKernel, timeMedian
 #include "cuda/gemm.h"
 #include "cuda/tile_gemm.h"
 
 namespace {
 
-#define BENCH_CHECK(call)                                                                        \
-  do {                                                                                           \
-    auto status_ = (call);                                                                       \
-    if (int(status_) != 0) {                                                                     \
-      std::fprintf(stderr, "%s failed (%d) at %s:%d\n", #call, int(status_), __FILE__, __LINE__); \
-      std::exit(1);                                                                              \
-    }                                                                                            \
-  } while (0)
-
-__global__ void fillKernel(__nv_bfloat16* out, int64_t count, float scale, uint64_t seed) {
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < count; i += int64_t(gridDim.x) * blockDim.x) {
-    uint64_t x = seed * 0x9e3779b97f4a7c15ull + uint64_t(i);
-    x ^= x >> 33; x *= 0xff51afd7ed558ccdull; x ^= x >> 33; x *= 0xc4ceb9fe1a85ec53ull; x ^= x >> 33;
-    out[i] = __float2bfloat16_rn(scale * (float(x >> 40) / float(1 << 24) * 2.0f - 1.0f));
-  }
-}
+using namespace lmfuse_bench;
 
 // max |x - y| over the [rows, cols] matrices (ld) into out[0] (as an int of the float's bits: both ≥ 0),
 // max |y| into out[1].
@@ -56,28 +42,6 @@ struct Shape {
   const char* name;
   int64_t m, n, k;  // tokens, vocabulary columns, hidden
 };
-
-template <class F>
-float medianMs(F&& f, int repeats, cudaStream_t stream) {
-  cudaEvent_t start, stop;
-  BENCH_CHECK(cudaEventCreate(&start));
-  BENCH_CHECK(cudaEventCreate(&stop));
-  for (int i = 0; i < 3; ++i) f();
-  std::vector<float> times;
-  for (int i = 0; i < repeats; ++i) {
-    BENCH_CHECK(cudaEventRecord(start, stream));
-    f();
-    BENCH_CHECK(cudaEventRecord(stop, stream));
-    BENCH_CHECK(cudaEventSynchronize(stop));
-    float ms = 0;
-    BENCH_CHECK(cudaEventElapsedTime(&ms, start, stop));
-    times.push_back(ms);
-  }
-  cudaEventDestroy(start);
-  cudaEventDestroy(stop);
-  std::sort(times.begin(), times.end());
-  return times[times.size() / 2];
-}
 
 }  // namespace
 
@@ -120,10 +84,10 @@ int main() {
     BENCH_CHECK(cudaGetLastError());
     // The backend's forward product in cuBLAS's column-major terms: C[V, tokens] = Wᵀ(as stored)·H.
     backend::GemmShape blas{CUDA_R_16BF, CUDA_R_16BF, true, false, s.n, s.m, s.k, s.k, s.k, ldc};
-    const float blasMs = medianMs([&] { backend::gemm(handle, blas, 1.0f, w, h, 0.0f, c1, workspace, workspaceBytes, stream); },
-                                  repeats, stream);
+    const float blasMs = timeMedian([&] { backend::gemm(handle, blas, 1.0f, w, h, 0.0f, c1, workspace, workspaceBytes, stream); },
+                                  repeats, stream, 3);
     backend::TileGemmShape tile{s.m, s.n, s.k, s.k, s.k, ldc};
-    const float tileMs = medianMs([&] { backend::tileGemm(tile, h, w, c2, stream); }, repeats, stream);
+    const float tileMs = timeMedian([&] { backend::tileGemm(tile, h, w, c2, stream); }, repeats, stream, 3);
     BENCH_CHECK(cudaMemsetAsync(compare, 0, 8, stream));
     compareKernel<<<1024, 256, 0, stream>>>(c2, c1, s.m, s.n, ldc, compare);
     unsigned bits[2];
