@@ -3,7 +3,10 @@
 // backend calls it (gemm.h, 32 MiB workspace) and lmfuse's Hopper tile product (tile_gemm.h), timed in the
 // same process on the same inputs. Prints one table: median ms of each over repeats (CUDA events, after
 // warm-up, random inputs), TFLOP/s (2·M·N·K), the ratio tile / cuBLASLt, and the largest difference
-// between the two outputs relative to the largest cuBLASLt value. Environment: LMFUSE_GEMM_BENCH_REPEATS.
+// between the two outputs relative to the largest cuBLASLt value. A second table times the lean plan's
+// slice step, dx of a vocabulary slice from known lse: the tile product then the slice kernel (unfused),
+// against the tile product writing dx from its epilogue (fused), beside the bare product.
+// Environment: LMFUSE_GEMM_BENCH_REPEATS.
 #include <cublasLt.h>
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
@@ -17,6 +20,7 @@
 
 #include "bench_common.cuh"  // defines: BENCH_CHECK, fillKernel, timeMedian
 #include "cuda/gemm.h"
+#include "cuda/kernels.h"
 #include "cuda/tile_gemm.h"
 
 namespace {
@@ -105,6 +109,66 @@ int main() {
     cudaFree(w);
     cudaFree(c1);
     cudaFree(c2);
+  }
+
+  // The lean slice step: every token labelled, lse near the rows' true values.
+  const Shape slices[] = {{"Llama-3 lean slice 4608", 8192, 4608, 4096},
+                          {"Llama-3 lean slice 1024", 8192, 1024, 4096},
+                          {"Gemma-2 lean slice 4608", 8192, 4608, 2304}};
+  std::printf("\n| dx of a slice (M tokens, N columns, K) | product ms | product + slice kernel ms | fused ms | fused / unfused | epilogue ms | max diff / max value |\n");
+  std::printf("|---|---|---|---|---|---|---|\n");
+  for (const Shape& s : slices) {
+    const int64_t ldc = (s.n + 7) / 8 * 8;
+    __nv_bfloat16 *h, *w, *c1, *c2;
+    int32_t* targets;
+    float* lse;
+    backend::Scalars* scalars;
+    BENCH_CHECK(cudaMalloc(&h, std::size_t(s.m * s.k) * 2));
+    BENCH_CHECK(cudaMalloc(&w, std::size_t(s.n * s.k) * 2));
+    BENCH_CHECK(cudaMalloc(&c1, std::size_t(s.m * ldc) * 2));
+    BENCH_CHECK(cudaMalloc(&c2, std::size_t(s.m * ldc) * 2));
+    BENCH_CHECK(cudaMalloc(&targets, std::size_t(s.m) * 4));
+    BENCH_CHECK(cudaMalloc(&lse, std::size_t(s.m) * 4));
+    BENCH_CHECK(cudaMalloc(&scalars, sizeof(backend::Scalars)));
+    fillKernel<<<1024, 256, 0, stream>>>(h, s.m * s.k, 1.0f, 3);
+    fillKernel<<<1024, 256, 0, stream>>>(w, s.n * s.k, 0.05f, 4);
+    std::vector<int32_t> hostTargets(s.m);
+    for (int64_t i = 0; i < s.m; ++i) hostTargets[i] = int32_t((i * 7919) % s.n);
+    std::vector<float> hostLse(s.m, std::log(float(s.n)) + 1.0f);
+    const backend::Scalars hostScalars{1.0f / float(s.m), 1.0f / float(s.m), s.m, s.m};
+    BENCH_CHECK(cudaMemcpy(targets, hostTargets.data(), hostTargets.size() * 4, cudaMemcpyHostToDevice));
+    BENCH_CHECK(cudaMemcpy(lse, hostLse.data(), hostLse.size() * 4, cudaMemcpyHostToDevice));
+    BENCH_CHECK(cudaMemcpy(scalars, &hostScalars, sizeof hostScalars, cudaMemcpyHostToDevice));
+    backend::RowParams rows;
+    rows.vocab = s.n;
+    rows.columns = s.n;
+    rows.ld = ldc;
+    rows.rows = s.m;
+    rows.targets = targets;
+    rows.scalars = scalars;
+    const backend::TileGradient epilogue{rows, lse};
+    const backend::TileGemmShape tile{s.m, s.n, s.k, s.k, s.k, ldc};
+    const float productMs = timeMedian([&] { backend::tileGemm(tile, h, w, c1, stream); }, repeats, stream, 3);
+    const float unfusedMs = timeMedian(
+        [&] {
+          backend::tileGemm(tile, h, w, c1, stream);
+          backend::launchSliceGradient(lmfuse::DType::BFloat16, c1, rows, lse, stream);
+        },
+        repeats, stream, 3);
+    const float fusedMs = timeMedian([&] { backend::tileGemm(tile, h, w, c2, stream, &epilogue); }, repeats, stream, 3);
+    BENCH_CHECK(cudaMemsetAsync(compare, 0, 8, stream));
+    compareKernel<<<1024, 256, 0, stream>>>(c2, c1, s.m, s.n, ldc, compare);
+    unsigned bits[2];
+    BENCH_CHECK(cudaMemcpyAsync(bits, compare, 8, cudaMemcpyDeviceToHost, stream));
+    BENCH_CHECK(cudaStreamSynchronize(stream));
+    float diff, scale;
+    std::memcpy(&diff, &bits[0], 4);
+    std::memcpy(&scale, &bits[1], 4);
+    std::printf("| %s (%lld, %lld, %lld) | %.3f | %.3f | %.3f | %.3f | %.3f | %.2e |\n", s.name, (long long)s.m,
+                (long long)s.n, (long long)s.k, productMs, unfusedMs, fusedMs, fusedMs / unfusedMs, fusedMs - productMs,
+                diff / scale);
+    std::fflush(stdout);
+    for (void* p : {(void*)h, (void*)w, (void*)c1, (void*)c2, (void*)targets, (void*)lse, (void*)scalars}) cudaFree(p);
   }
   return 0;
 }

@@ -2,11 +2,17 @@
 // with every edge ragged (m, n, k not multiples of the 128 x 256 x 64 tile, k below one tile, odd n),
 // leading dimensions larger than the rows, and more tiles than CTAs (the persistent loop and the ring of
 // stages wrap). C is poisoned first: every element of [m, n] must be written, the padding columns
-// from n rounded up to 8 (TMA's 16-byte store granule) to ldc never. Skips without a device of compute capability 9.0 or a build without the product.
+// from n rounded up to 8 (TMA's 16-byte store granule) to ldc never. The gradient epilogue against the
+// unfused path it replaces (the plain product, then the slice kernel): bitwise, over slices of a vocabulary
+// with every row option and both row maps. Skips without a device of compute capability 9.0 or a build
+// without the product.
 #include <catch2/catch.hpp>
 
 #include <cmath>
+#include <cstring>
 
+#include "cuda/compaction.h"
+#include "cuda/kernels.h"
 #include "cuda/tile_gemm.h"
 #include "harness.h"
 
@@ -19,14 +25,18 @@ struct Case {
   int64_t m, n, k, lda, ldb, ldc;
 };
 
+bool tileProductHere() {
+  int device = 0;
+  if (lmfuse::cuda_available() && cudaGetDevice(&device) == cudaSuccess && backend::tileGemmAvailable(device))
+    return true;
+  WARN("skipped: no device of compute capability 9.0, or a build without the tile product");
+  return false;
+}
+
 }  // namespace
 
 TEST_CASE("the tile product against fp64, every edge ragged", "[cuda][tile_gemm]") {
-  int device = 0;
-  if (!lmfuse::cuda_available() || cudaGetDevice(&device) != cudaSuccess || !backend::tileGemmAvailable(device)) {
-    WARN("skipped: no device of compute capability 9.0, or a build without the tile product");
-    return;
-  }
+  if (!tileProductHere()) return;
   const Case cases[] = {
       {1, 1, 1, 8, 8, 8},             // one element, k far below one 64-wide stage
       {200, 300, 72, 72, 80, 304},    // one partial tile pair, k = 1 stage + 8
@@ -81,5 +91,121 @@ TEST_CASE("the tile product against fp64, every edge ragged", "[cuda][tile_gemm]
     CHECK(relativeError(got, want) < 4e-3);
     INFO("worst error / bound " << worst);
   }
+  TEST_CUDA(cudaStreamDestroy(stream));
+}
+
+TEST_CASE("the gradient epilogue writes the slice kernel's dx, bitwise", "[cuda][tile_gemm]") {
+  if (!tileProductHere()) return;
+  struct GradientCase {
+    const char* name;
+    int64_t first, columns;  // the slice of the vocabulary
+    bool compact, perToken, bias, softcap;  // with a bias or a softcap, also scale, smoothing and z-loss
+  };
+  // The epilogue has one code path per (softcap, bias) pair: each is here.
+  const GradientCase cases[] = {
+      {"whole vocabulary, plain rows", 0, 1003, false, false, false, false},
+      {"a slice, compacted rows, bias and softcap", 200, 531, true, false, true, true},
+      {"the last slice, per-token gradient scale (Reduction::None), bias", 600, 403, false, true, true, false},
+      {"a first slice, compacted rows, softcap", 0, 260, true, false, false, true},
+  };
+  const int64_t n = 700, k = 136, v = 1003, vPadded = 1008;
+  const DType bf16 = DType::BFloat16;
+  auto& g = rng();
+  cudaStream_t stream;
+  TEST_CUDA(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  for (const GradientCase& c : cases) {
+    CAPTURE(c.name);
+    // Labels: 30% ignored, one out of range (its row is zero, like an ignored one).
+    std::uniform_int_distribution<int64_t> label(0, v - 1);
+    std::uniform_real_distribution<double> unit(0.0, 1.0);
+    std::vector<int64_t> labels(n);
+    for (auto& l : labels) l = unit(g) < 0.3 ? -100 : label(g);
+    labels[n / 2] = v + 5;
+    lmfuse::Problem problem;
+    problem.tokens = n;
+    problem.hidden_dim = k;
+    problem.vocab = v;
+    problem.dtype = bf16;
+    problem.label_type = IndexType::Int64;
+    lmfuse::Options options;
+    options.reduction = c.perToken ? Reduction::None : Reduction::Mean;
+    DeviceBuffer labelsDevice(n * 8), targets(n * 4), scalars(sizeof(backend::Scalars)), report(256), order(n * 8),
+        rowLoss(n * 4), lse(n * 4), gradScale(n * 4), bias(v * 2);
+    labelsDevice.upload(labels.data());
+    problem.labels = labelsDevice.get();
+    backend::launchPrepare(problem, options, targets.as<int32_t>(), scalars.as<backend::Scalars>(),
+                           report.as<lmfuse::detail::LabelErrorReport>(), stream);
+    backend::launchCompact(targets.as<int32_t>(), n, order.as<int64_t>(), scalars.as<backend::Scalars>(),
+                           rowLoss.as<float>(), lse.as<float>(), nullptr, nullptr, stream);
+    std::vector<float> scales(n);
+    for (auto& s : scales) s = float(0.5 + unit(g));
+    gradScale.upload(scales.data());
+    Stored biasValues = randomStored(g, bf16, std::size_t(v), 0.5);
+    bias.upload(biasValues.raw.data());
+
+    backend::RowParams rows;
+    rows.vocab = v;
+    rows.rows = n;
+    rows.targets = targets.as<int32_t>();
+    rows.scalars = scalars.as<backend::Scalars>();
+    if (c.compact) rows.rowTokens = order.as<int64_t>();  // past the labelled count: -1, a zero row
+    if (c.perToken) rows.tokenGradScale = gradScale.as<float>();
+    if (c.bias) rows.bias = bias.get();
+    if (c.softcap) rows.softcap = 30.0f;
+    if (c.bias || c.softcap) {
+      rows.logitScale = 0.5f;
+      rows.smoothing = 0.1f;
+      rows.zLoss = 1e-3f;
+    }
+    // Every row's lse over the whole vocabulary, from the plain product.
+    Stored hidden = randomStored(g, bf16, std::size_t(n * k), 1.0);
+    Stored weight = randomStored(g, bf16, std::size_t(v * k), 0.3);
+    DeviceBuffer hiddenDevice(hidden.raw.size()), weightDevice(weight.raw.size()), logits(std::size_t(n * vPadded) * 2);
+    hiddenDevice.upload(hidden.raw.data());
+    weightDevice.upload(weight.raw.data());
+    backend::tileGemm({n, v, k, k, k, vPadded}, hiddenDevice.get(), weightDevice.get(), logits.get(), stream);
+    backend::RowParams full = rows;
+    full.columns = v;
+    full.ld = vPadded;
+    backend::launchRowLoss(bf16, logits.get(), full, false, rowLoss.as<float>(), lse.as<float>(), nullptr, nullptr,
+                           stream);
+
+    // The slice: unfused (product, then the slice kernel) and fused (the epilogue), into poisoned buffers.
+    const int64_t ldc = (c.columns + 7) / 8 * 8 + 8;
+    backend::RowParams slice = rows;
+    slice.columnBegin = c.first;
+    slice.columns = c.columns;
+    slice.ld = ldc;
+    const void* weightRows = static_cast<const char*>(weightDevice.get()) + std::size_t(c.first * k) * 2;
+    const backend::TileGemmShape shape{n, c.columns, k, k, k, ldc};
+    DeviceBuffer unfused(std::size_t(n * ldc) * 2), fused(std::size_t(n * ldc) * 2);
+    unfused.poison();
+    fused.poison();
+    backend::tileGemm(shape, hiddenDevice.get(), weightRows, unfused.get(), stream);
+    backend::launchSliceGradient(bf16, unfused.get(), slice, lse.as<float>(), stream);
+    const backend::TileGradient epilogue{slice, lse.as<float>()};
+    backend::tileGemm(shape, hiddenDevice.get(), weightRows, fused.get(), stream, &epilogue);
+    TEST_CUDA(cudaStreamSynchronize(stream));
+    const std::vector<unsigned char> want = unfused.download(), got = fused.download();
+    int64_t differ = 0, nonzero = 0, padding = 0;
+    for (int64_t r = 0; r < n; ++r) {
+      for (int64_t j = 0; j < ldc; ++j) {
+        const std::size_t at = std::size_t(r * ldc + j);
+        if (j >= (c.columns + 7) / 8 * 8) padding += !std::isnan(loadStored(got, bf16, at));
+        if (j >= c.columns) continue;
+        differ += std::memcmp(&want[2 * at], &got[2 * at], 2) != 0;
+        nonzero += loadStored(want, bf16, at) != 0.0;
+      }
+    }
+    CHECK(differ == 0);
+    CHECK(padding == 0);
+    CHECK(nonzero > n * c.columns / 2);  // most rows have a target: a dx of zeros would not pass
+  }
+  // The epilogue covers the product's rows and columns exactly.
+  backend::TileGradient mismatched;
+  mismatched.rows.rows = 3;
+  mismatched.rows.columns = 5;
+  CHECK_THROWS_WITH(backend::tileGemm({4, 5, 8, 8, 8, 8}, nullptr, nullptr, nullptr, stream, &mismatched),
+                    Catch::Contains("rows = m, columns = n"));
   TEST_CUDA(cudaStreamDestroy(stream));
 }

@@ -11,7 +11,7 @@
 // accumulator's region for its logits (plan.h: oneChunkTokens). Without room for the
 // fp32 [V, D] accumulator (MemoryMode::LowMemory), a first pass computes loss, lse, grad_hidden and
 // grad_bias, and a second pass over vocabulary slices recomputes the logits of each slice to accumulate
-// grad_weight. When grad_weight is given and dense, that low-memory schedule is the lean one (plan.h:
+// grad_weight (the tile product writes those slices as dx straight from its epilogue). When grad_weight is given and dense, that low-memory schedule is the lean one (plan.h:
 // LeanPass): both passes keep their logits, gathered rows and cuBLASLt workspace inside grad_weight's own
 // bytes, which are free until the slices write them, so the workspace holds only per-token arrays and a
 // [N, 8] buffer for the last slices; it compacts like the default schedule, with one more branch for a
@@ -122,7 +122,7 @@ struct Pipeline {
   cudaStream_t main;
   char* buffers[2];
   Step forward;   // main stream
-  Step rows;      // side stream (main with one buffer)
+  Step rows;      // side stream (main with one buffer); empty: nothing between the GEMMs
   Step backward;  // main stream; empty: forward only
 
   void issueFront(const std::vector<Item>& items, std::size_t k) {
@@ -130,7 +130,7 @@ struct Pipeline {
     forward(items[k], buffer, main);
     LMFUSE_CUDA_CHECK(cudaEventRecord(state.forked, main));
     LMFUSE_CUDA_CHECK(cudaStreamWaitEvent(state.side, state.forked, 0));
-    rows(items[k], buffer, state.side);
+    if (rows) rows(items[k], buffer, state.side);
     LMFUSE_CUDA_CHECK(cudaEventRecord(state.rowsDone[k % 2], state.side));
   }
 
@@ -139,7 +139,7 @@ struct Pipeline {
     if (!buffers[1]) {
       for (const Item& item : items) {
         forward(item, buffers[0], main);
-        rows(item, buffers[0], main);
+        if (rows) rows(item, buffers[0], main);
         if (backward) backward(item, buffers[0], main);
       }
       return;
@@ -299,16 +299,13 @@ private:
       for (const Item& item : tokenChunks(problem_.tokens, plan_.sliceChunkTokens, first, columns)) items.push_back(item);
     }
     sliced.forward = [&](const Item& item, void* buffer, cudaStream_t stream) {
-      forwardGemm(item, buffer, plan_.sliceVocab, stream);
-    };
-    sliced.rows = [&](const Item& item, void* buffer, cudaStream_t stream) {
       RowParams p = params_;
       p.columnBegin = item.firstColumn;
       p.columns = item.columns;
       p.ld = plan_.sliceVocab;
       p.firstToken = item.firstToken;
       p.rows = item.tokens;
-      launchSliceGradient(problem_.dtype, buffer, p, lse_, stream);
+      forwardGemm(item, buffer, plan_.sliceVocab, stream, &p);
     };
     sliced.backward = [&](const Item& item, void* buffer, cudaStream_t stream) {
       // The slice accumulator holds the slice's rows only: its row 0 is the slice's first column.
@@ -372,8 +369,6 @@ private:
       const int64_t ldh = slice.gathered ? d : problem_.hidden_stride;
       char* buffer = slice.inWorkspace ? residue_ : borrowed + slice.bufferOffset;
       void* blas = slice.blasBytes ? borrowed + slice.blasOffset : nullptr;
-      logitsGemm(static_cast<const char*>(problem_.weight) + std::size_t(slice.first) * problem_.weight_stride * e_, h,
-                 ldh, count, slice.columns, buffer, slice.ld, blas, slice.blasBytes, stream);
       RowParams p = params_;
       p.columnBegin = slice.first;
       p.columns = slice.columns;
@@ -381,7 +376,8 @@ private:
       p.firstToken = 0;
       p.rows = count;
       p.rowTokens = slice.gathered ? order_ : nullptr;
-      launchSliceGradient(problem_.dtype, buffer, p, lse_, stream);
+      logitsGemm(static_cast<const char*>(problem_.weight) + std::size_t(slice.first) * problem_.weight_stride * e_, h,
+                 ldh, count, slice.columns, buffer, slice.ld, blas, slice.blasBytes, stream, &p);
       GemmShape weight{type_, cudaType(paramDType_), false, true, d, slice.columns, count, ldh, slice.ld, d};
       gemm(state_.blas, weight, 1.0f, h, buffer, 0.0f, borrowed + std::size_t(slice.first) * std::size_t(d) * pe, blas,
            slice.blasBytes, stream);
@@ -405,28 +401,33 @@ private:
     return static_cast<const char*>(problem_.hidden) + std::size_t(item.firstToken) * problem_.hidden_stride * e_;
   }
 
-  void forwardGemm(const Item& item, void* buffer, int64_t ld, cudaStream_t stream) {
+  void forwardGemm(const Item& item, void* buffer, int64_t ld, cudaStream_t stream,
+                   const RowParams* gradient = nullptr) {
     logitsGemm(static_cast<const char*>(problem_.weight) + std::size_t(item.firstColumn) * problem_.weight_stride * e_,
                hiddenRows(item), hiddenLd_, item.tokens, item.columns, buffer, ld, blasWorkspace_,
-               kCublasWorkspaceBytes, stream);
+               kCublasWorkspaceBytes, stream, gradient);
   }
 
-  // logits[tokens, columns] (leading dimension ld) = hidden rows · weight rowsᵀ. lmfuse's Hopper tile product
-  // where the device has it and the operands are bf16 and meet TMA's alignment (it matches or beats
-  // cuBLASLt on this product, NOTES.md v21); cuBLASLt otherwise. The choice depends only on the arguments,
-  // so a repeated call runs the same kernels.
+  // logits[tokens, columns] (leading dimension ld) = hidden rows · weight rowsᵀ; given the rows' `gradient`
+  // parameters, dx of those logits from lse_ instead (launchSliceGradient's result). lmfuse's Hopper tile
+  // product where the device has it and the operands are bf16 and meet TMA's alignment (it matches or beats
+  // cuBLASLt on this product, NOTES.md v21), with dx written by its epilogue; otherwise cuBLASLt, then the
+  // slice kernel. The choice depends only on the arguments, so a repeated call runs the same kernels.
   void logitsGemm(const void* weightRows, const void* hidden, int64_t hiddenLd, int64_t tokens, int64_t columns,
-                  void* out, int64_t ld, void* blasWorkspace, std::size_t blasBytes, cudaStream_t stream) {
+                  void* out, int64_t ld, void* blasWorkspace, std::size_t blasBytes, cudaStream_t stream,
+                  const RowParams* gradient = nullptr) {
     const int64_t d = problem_.hidden_dim;
     auto aligned = [](const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; };
     if (state_.tileProduct && problem_.dtype == DType::BFloat16 && aligned(weightRows) && aligned(hidden) &&
         aligned(out) && problem_.weight_stride % 8 == 0 && hiddenLd % 8 == 0 && ld % 8 == 0) {
+      const TileGradient epilogue{gradient ? *gradient : RowParams{}, lse_};
       tileGemm(TileGemmShape{tokens, columns, d, hiddenLd, problem_.weight_stride, ld}, hidden, weightRows, out,
-               stream);
+               stream, gradient ? &epilogue : nullptr);
       return;
     }
     GemmShape shape{type_, type_, true, false, columns, tokens, d, problem_.weight_stride, hiddenLd, ld};
     gemm(state_.blas, shape, 1.0f, weightRows, hidden, 0.0f, out, blasWorkspace, blasBytes, stream);
+    if (gradient) launchSliceGradient(problem_.dtype, out, *gradient, lse_, stream);
   }
 
   // grad_weight rows [firstColumn, firstColumn + item.columns) (+)= dxᵀ·h into `out` (ld outLd, outType).

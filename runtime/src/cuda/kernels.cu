@@ -14,7 +14,8 @@
 #include "check.h"
 #include "kernels.h"
 #include "launch_util.cuh"  // defines: rowGrid, withType
-#include "loss_math.h"  // defines: transform_logit, transform_derivative_at, row_loss, logit_gradient
+#include "logit_gradient.cuh"  // defines: lossParams, rowToken, gradientConstants, rowGradient, logitGradient
+#include "loss_math.h"  // defines: transform_logit, row_loss
 #include "targets.h"    // defines: target_position (the shift), shared with the CPU reference
 
 namespace lmfuse::detail::cuda {
@@ -113,10 +114,6 @@ __global__ void __launch_bounds__(kPrepareThreads) prepareKernel(PrepareArgs a, 
 // ---------------------------------------------------------------------------------------------------
 constexpr int kRowThreads = 512;
 
-__device__ __forceinline__ LossParams<float> lossParams(const RowParams& p) {
-  return {p.logitScale, p.softcap, p.smoothing, p.zLoss, p.vocab};
-}
-
 template <typename T>
 __device__ __forceinline__ float biasAt(const RowParams& p, int64_t column) {
   return p.bias ? toFloat(static_cast<const T*>(p.bias)[column]) : 0.0f;
@@ -132,23 +129,15 @@ __device__ void zeroRow(T* row, int64_t columns) {
   for (int64_t c = vectors * V::kSize + threadIdx.x; c < columns; c += blockDim.x) row[c] = fromFloat<T>(0.0f);
 }
 
-// Overwrites one row (columns [columnBegin, columnBegin + columns) of the vocabulary) with
-//   dx = g · dz/dx · ((1 + 2·z_loss·lse)·exp(z − lse) − ε/V − (1 − ε)·[column = target])
-// (logit_gradient of loss_math.h, written out so the exponential is the fast __expf: this loop is the
-// bandwidth-bound part of the backward pass and its accuracy need is the dtype's, fp32 at most).
+// Overwrites one row (columns [columnBegin, columnBegin + columns) of the vocabulary) with dx
+// (logit_gradient.cuh).
 template <typename T>
-__device__ void gradientRow(T* row, const RowParams& p, float lse, int64_t target, float g) {
+__device__ void gradientRow(T* row, const RowParams& p, const RowGradient& terms) {
   using V = Vec<T>;
-  const LossParams<float> lp = lossParams(p);
-  const float a = 1.0f + 2.0f * p.zLoss * lse;
-  const float uniform = p.smoothing / float(p.vocab);
-  const float hit = 1.0f - p.smoothing;
-  const int32_t localTarget = int32_t(target - p.columnBegin);  // may fall outside this slice
+  const GradientConstants constants = gradientConstants(p);
   const T* bias = p.bias ? static_cast<const T*>(p.bias) + p.columnBegin : nullptr;
   auto dx = [&](float raw, int32_t column) {
-    const float z = transform_logit(raw + (bias ? toFloat(bias[column]) : 0.0f), lp);
-    const float dz = a * __expf(z - lse) - uniform - (column == localTarget ? hit : 0.0f);
-    return dz * transform_derivative_at(z, lp) * g;
+    return logitGradient(raw + (bias ? toFloat(bias[column]) : 0.0f), column, terms, constants);
   };
   const int32_t columns = int32_t(p.columns);
   const int32_t vectors = columns / V::kSize;
@@ -177,7 +166,7 @@ __global__ void __launch_bounds__(kRowThreads) rowLossKernel(T* buffer, RowParam
   __shared__ float rowLse;
   const int64_t r = blockIdx.x;
   T* row = buffer + r * p.ld;
-  const int64_t token = p.rowTokens ? p.rowTokens[p.firstToken + r] : p.firstToken + r;
+  const int64_t token = rowToken(p, r);
   if (token < 0) {  // compaction padding past the last token: a zero gradient row, no outputs
     if (kGradient) zeroRow(row, p.columns);
     return;
@@ -251,19 +240,17 @@ __global__ void __launch_bounds__(kRowThreads) rowLossKernel(T* buffer, RowParam
   }
   if (!kGradient) return;
   __syncthreads();  // row[target] was read before any thread overwrites the row
-  const float g = p.tokenGradScale ? p.tokenGradScale[token] : p.scalars->gradFactor;
-  gradientRow(row, p, rowLse, target, g);
+  gradientRow(row, p, rowGradient(p, token, target, rowLse));
 }
 
 template <typename T>
 __global__ void __launch_bounds__(kRowThreads) sliceGradientKernel(T* buffer, RowParams p, const float* lse) {
   const int64_t r = blockIdx.x;
   T* row = buffer + r * p.ld;
-  const int64_t token = p.rowTokens ? p.rowTokens[p.firstToken + r] : p.firstToken + r;
+  const int64_t token = rowToken(p, r);
   const int32_t target = token < 0 ? kIgnored : p.targets[token];
   if (target < 0) { zeroRow(row, p.columns); return; }
-  const float g = p.tokenGradScale ? p.tokenGradScale[token] : p.scalars->gradFactor;
-  gradientRow(row, p, lse[token], target, g);
+  gradientRow(row, p, rowGradient(p, token, target, lse[token]));
 }
 
 // ---------------------------------------------------------------------------------------------------

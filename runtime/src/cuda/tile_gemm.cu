@@ -6,7 +6,8 @@
 // accumulators in registers, and frees a stage on its `empty` mbarrier once the products reading it are
 // done), then hand the finished tile to the epilogue: rounded to bf16, written with stmatrix into the
 // consumer's staging buffer and stored by the copy engine, which drains it while the consumer goes on to its
-// next tile. Two CTAs of a cluster take vertically adjacent tiles: the one of rank 0 copies the shared B
+// next tile. The gradient instantiation replaces each staged logit by its dx (logit_gradient.cuh) before
+// the store, so the logits never reach global memory. Two CTAs of a cluster take vertically adjacent tiles: the one of rank 0 copies the shared B
 // tile into both CTAs' shared memory (multicast), so each stage of B is read from L2 once per pair. Tiles
 // are visited in groups of kGroupPairs cluster rows, column after column, so the A rows and B columns in
 // flight stay in L2.
@@ -19,10 +20,12 @@
 #include <cuda_bf16.h>
 
 #include <algorithm>
+#include <climits>
 #include <map>
 #include <mutex>
 
 #include "check.h"
+#include "logit_gradient.cuh"  // defines: rowToken, rowGradient, logitGradient
 
 namespace lmfuse::detail::cuda {
 namespace {
@@ -38,7 +41,9 @@ constexpr int kStageBytesB = kBlockN * kBlockK * 2;
 constexpr int kStages = 3;     // 4 left no room for the staging buffers and measured no faster with half of them
 constexpr int kBoxBytes = 64 * 64 * 2;  // one 64 x 64 bf16 box of a consumer's finished tile
 constexpr int kBoxes = 4;               // boxes per consumer tile (64 x 256)
-constexpr int kSharedBytes = kStages * (kStageBytesA + kStageBytesB) + 2 * kBoxes * kBoxBytes + 2 * kStages * 8 + 1024;
+constexpr int kStagedRowBytes = 32;     // StagedRow: a row's gradient terms (gradient epilogue)
+constexpr int kSharedBytes = kStages * (kStageBytesA + kStageBytesB) + 2 * kBoxes * kBoxBytes +
+                             2 * 64 * kStagedRowBytes + 2 * kStages * 8 + 1024;
 
 // The tile order, shared by producer and consumers: cluster tile t (two CTA tiles stacked along m) to
 // its first row block and column block.
@@ -174,13 +179,98 @@ __device__ __forceinline__ uint32_t packBf16(float lo, float hi) {
   return *reinterpret_cast<uint32_t*>(&pair);
 }
 
+// The gradient epilogue works on the staged bf16 tile, after stmatrix: the values are then exactly the
+// logits the plain product stores, and a short loop over shared memory keeps the code small (unrolled over
+// the 128 accumulator registers, the same formula measured 2.5x the product's time: instruction fetch).
+// Each row's terms are fetched once per tile, at the tile's start, so their global loads overlap the
+// products.
+struct StagedRow {
+  RowGradient terms;
+  int32_t active;  // 0: the row is written as zeros (ignored, out of range, compaction padding, past m)
+  int32_t padding[3];
+};
+static_assert(sizeof(StagedRow) == kStagedRowBytes, "the shared-memory layout reserves kStagedRowBytes per row");
+
+__device__ __forceinline__ void stageRows(StagedRow* rows, const TileGradient& gradient, int64_t row0) {
+  const int slot = threadIdx.x % 128;
+  if (slot >= 64) return;
+  const RowParams& p = gradient.rows;
+  const int64_t r = row0 + slot;
+  const int64_t token = r < p.rows ? rowToken(p, r) : -1;
+  const int32_t target = token < 0 ? kIgnored : p.targets[token];
+  StagedRow row{};
+  if (target >= 0) {
+    row.terms = rowGradient(p, token, target, gradient.lse[token]);
+    row.active = 1;
+  }
+  rows[slot] = row;
+}
+
+// Replaces the consumer's staged 64 x 256 tile of logits (four 64 x 64 boxes in 128-byte swizzle, C's
+// columns from col0) by dx, as launchSliceGradient computes it: bias added, logitGradient applied;
+// inactive rows and columns past n become 0. Thread t takes 16-byte pieces t, t + 128, ...: a warp reads
+// four whole 128-byte rows at a time (no bank conflicts). The softcap and the bias are template
+// arguments, and a piece wholly inside n skips the column test: left to the compiler, the conditions
+// were predicated into every element (the softcap's tanh computed and discarded), about 90 instructions
+// per element; the rows' lse and scale stay runtime values, so the bits are the slice kernel's.
+template <bool kSoftcap, bool kBias>
+__device__ __forceinline__ void gradientPieces(uint8_t* staging, const StagedRow* rows, const RowParams& p,
+                                               int col0) {
+  GradientConstants constants = gradientConstants(p);
+  if constexpr (kSoftcap) __builtin_assume(constants.loss.softcap > 0.0f);
+  else constants.loss.softcap = 0.0f;  // folds transform_logit's test away
+  const __nv_bfloat16* bias = kBias ? static_cast<const __nv_bfloat16*>(p.bias) + p.columnBegin : nullptr;
+  const int columns = int(p.columns);
+  auto dx = [&](__nv_bfloat16 logit, int column, const RowGradient& row) {
+    const float b = kBias ? __bfloat162float(bias[column]) : 0.0f;
+    return __float2bfloat16_rn(logitGradient(__bfloat162float(logit) + b, column, row, constants));
+  };
+#pragma unroll 1
+  for (int piece = threadIdx.x % 128; piece < kBoxes * 64 * 8; piece += 128) {
+    const int box = piece / (64 * 8), r = (piece / 8) % 64;
+    uint4* at = reinterpret_cast<uint4*>(staging + box * kBoxBytes + r * 128 + (piece % 8) * 16);
+    const StagedRow& row = rows[r];
+    if (!row.active) {
+      *at = make_uint4(0, 0, 0, 0);
+      continue;
+    }
+    const int column0 = col0 + box * 64 + ((piece % 8) ^ (r % 8)) * 8;  // the swizzle: piece k of row r
+    uint4 packed = *at;
+    __nv_bfloat16* values = reinterpret_cast<__nv_bfloat16*>(&packed);
+    if (column0 + 8 <= columns) {
+#pragma unroll
+      for (int e = 0; e < 8; ++e) values[e] = dx(values[e], column0 + e, row.terms);
+    } else {
+#pragma unroll
+      for (int e = 0; e < 8; ++e)
+        values[e] = column0 + e < columns ? dx(values[e], column0 + e, row.terms) : __float2bfloat16_rn(0.0f);
+    }
+    *at = packed;
+  }
+}
+
+__device__ __forceinline__ void gradientStaged(uint8_t* staging, const StagedRow* rows, const TileGradient& gradient,
+                                               int col0) {
+  const RowParams& p = gradient.rows;
+  if (p.softcap > 0.0f) {
+    if (p.bias) gradientPieces<true, true>(staging, rows, p, col0);
+    else gradientPieces<true, false>(staging, rows, p, col0);
+  } else {
+    if (p.bias) gradientPieces<false, true>(staging, rows, p, col0);
+    else gradientPieces<false, false>(staging, rows, p, col0);
+  }
+}
+
 // Writes a consumer's 64 x 256 fp32 tile as bf16 at (row0, col0) of C: stmatrix into its staging buffer,
 // four 64 x 64 boxes in TMA's 128-byte swizzle (conflict-free), then one thread stores the boxes; the map
 // clips what lies past m or n. The stores run on while the consumer starts its next tile; the staging
 // buffer is rewritten only after they have read it. Accumulator layout (wgmma m64nNk16): thread (warp w,
 // lane l) holds, per 16-column block j, the four 8 x 8 matrices of rows 16w..16w+15 in stmatrix's order.
+// With kGradient, the staged logits become dx (gradientStaged) before the store.
+template <bool kGradient>
 __device__ __forceinline__ void storeTileBf16(const CUtensorMap* mapC, uint8_t* staging, const float (&d)[128],
-                                              int row0, int col0, int barrier) {
+                                              int row0, int col0, int barrier, const StagedRow* rows,
+                                              const TileGradient& gradient) {
   const int slot = threadIdx.x % 128, lane = slot % 32, warp = slot / 32;
   if (slot == 0) asm volatile("cp.async.bulk.wait_group.read 0;" ::: "memory");
   warpgroupBarrier(barrier);
@@ -195,7 +285,11 @@ __device__ __forceinline__ void storeTileBf16(const CUtensorMap* mapC, uint8_t* 
                  "r"(packBf16(d[j * 8 + 4], d[j * 8 + 5])), "r"(packBf16(d[j * 8 + 6], d[j * 8 + 7]))
                  : "memory");
   }
-  asm volatile("fence.proxy.async.shared::cta;" ::: "memory");  // stmatrix's writes, seen by the copy engine
+  if constexpr (kGradient) {
+    warpgroupBarrier(barrier);  // the whole tile staged, and this tile's rows too
+    gradientStaged(staging, rows, gradient, col0);
+  }
+  asm volatile("fence.proxy.async.shared::cta;" ::: "memory");  // the staged writes, seen by the copy engine
   warpgroupBarrier(barrier);
   if (slot == 0) {
 #pragma unroll
@@ -204,15 +298,18 @@ __device__ __forceinline__ void storeTileBf16(const CUtensorMap* mapC, uint8_t* 
   }
 }
 
+template <bool kGradient>
 __global__ void __launch_bounds__(kThreads, 1) __cluster_dims__(kClusterM, 1, 1)
     tileGemmKernel(const __grid_constant__ CUtensorMap mapA, const __grid_constant__ CUtensorMap mapB,
-                   const __grid_constant__ CUtensorMap mapC, Schedule schedule, int kBlocks) {
+                   const __grid_constant__ CUtensorMap mapC, Schedule schedule, int kBlocks,
+                   const __grid_constant__ TileGradient gradient) {
   extern __shared__ uint8_t rawShared[];
   uint8_t* shared = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(rawShared) + 1023) & ~uintptr_t(1023));
   uint8_t* stageA = shared;
   uint8_t* stageB = shared + kStages * kStageBytesA;
   uint8_t* staging = stageB + kStages * kStageBytesB;  // [2][kBoxes boxes], one per consumer
-  uint64_t* full = reinterpret_cast<uint64_t*>(staging + 2 * kBoxes * kBoxBytes);
+  StagedRow* stagedRows = reinterpret_cast<StagedRow*>(staging + 2 * kBoxes * kBoxBytes);  // [2][64]
+  uint64_t* full = reinterpret_cast<uint64_t*>(stagedRows + 2 * 64);
   uint64_t* empty = full + kStages;
   const uint32_t rank = clusterRank();
   const int warpgroup = threadIdx.x / 128;
@@ -254,7 +351,11 @@ __global__ void __launch_bounds__(kThreads, 1) __cluster_dims__(kClusterM, 1, 1)
     int stage = 0;
     uint32_t phase = 0;
     int pair, column;
+    StagedRow* rows = stagedRows + consumer * 64;
     for (int t = cluster; schedule.tile(t, pair, column); t += clusters) {
+      const int row0 = (pair * kClusterM + int(rank)) * kBlockM + consumer * 64;
+      // The previous tile's epilogue read `rows` before its last barrier, which every thread has passed.
+      if constexpr (kGradient) stageRows(rows, gradient, row0);
       for (int kb = 0; kb < kBlocks; ++kb) {
         waitPhase(&full[stage], phase);
         const uint64_t descA = swizzledDescriptor(stageA + stage * kStageBytesA + consumer * 64 * 128);
@@ -270,8 +371,8 @@ __global__ void __launch_bounds__(kThreads, 1) __cluster_dims__(kClusterM, 1, 1)
         if (slot < kClusterM) arriveCluster(&empty[stage], uint32_t(slot));
         if (++stage == kStages) { stage = 0; phase ^= 1; }
       }
-      const int row0 = (pair * kClusterM + int(rank)) * kBlockM + consumer * 64;
-      storeTileBf16(&mapC, staging + consumer * kBoxes * kBoxBytes, d, row0, column * kBlockN, 1 + consumer);
+      storeTileBf16<kGradient>(&mapC, staging + consumer * kBoxes * kBoxBytes, d, row0, column * kBlockN, 1 + consumer,
+                               rows, gradient);
     }
     if (slot == 0) asm volatile("cp.async.bulk.wait_group 0;" ::: "memory");
   }
@@ -280,9 +381,10 @@ __global__ void __launch_bounds__(kThreads, 1) __cluster_dims__(kClusterM, 1, 1)
 
 #else  // host pass, or a device pass without sm_90a features: never launched there
 
+template <bool kGradient>
 __global__ void __launch_bounds__(kThreads, 1) __cluster_dims__(kClusterM, 1, 1)
     tileGemmKernel(const __grid_constant__ CUtensorMap, const __grid_constant__ CUtensorMap,
-                   const __grid_constant__ CUtensorMap, Schedule, int) {
+                   const __grid_constant__ CUtensorMap, Schedule, int, const __grid_constant__ TileGradient) {
 #if defined(__CUDA_ARCH__)
   __trap();
 #endif
@@ -336,12 +438,17 @@ int residentClusters(int device) {
   int current = 0;
   LMFUSE_CUDA_CHECK(cudaGetDevice(&current));
   LMFUSE_CUDA_CHECK(cudaSetDevice(device));
-  LMFUSE_CUDA_CHECK(cudaFuncSetAttribute(tileGemmKernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSharedBytes));
   cudaLaunchConfig_t config{};
   config.gridDim = dim3(kClusterM, 1, 1);
   config.blockDim = dim3(kThreads, 1, 1);
   config.dynamicSmemBytes = kSharedBytes;
-  LMFUSE_CUDA_CHECK(cudaOccupancyMaxActiveClusters(&clusters, tileGemmKernel, &config));
+  clusters = INT_MAX;
+  for (auto kernel : {tileGemmKernel<false>, tileGemmKernel<true>}) {
+    int fit = 0;
+    LMFUSE_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSharedBytes));
+    LMFUSE_CUDA_CHECK(cudaOccupancyMaxActiveClusters(&fit, kernel, &config));
+    clusters = std::min(clusters, fit);
+  }
   LMFUSE_CUDA_CHECK(cudaSetDevice(current));
   encodeTiled();  // the driver's entry point, looked up now rather than during a capture
   return clusters;
@@ -351,8 +458,11 @@ int residentClusters(int device) {
 
 bool tileGemmAvailable(int device) { return residentClusters(device) > 0; }
 
-void tileGemm(const TileGemmShape& s, const void* a, const void* b, void* c, cudaStream_t stream) {
+void tileGemm(const TileGemmShape& s, const void* a, const void* b, void* c, cudaStream_t stream,
+              const TileGradient* gradient) {
   if (s.m == 0 || s.n == 0) return;
+  if (gradient && (gradient->rows.rows != s.m || gradient->rows.columns != s.n || s.k == 0))
+    LMFUSE_FAIL("CUDA backend: the tile product's gradient epilogue needs rows = m, columns = n and k > 0");
   if (s.k == 0) {
     LMFUSE_CUDA_CHECK(cudaMemset2DAsync(c, size_t(s.ldc) * 2, 0, size_t(s.n) * 2, size_t(s.m), stream));
     return;
@@ -367,7 +477,12 @@ void tileGemm(const TileGemmShape& s, const void* a, const void* b, void* c, cud
   const int resident = residentClusters(device);
   if (resident == 0) LMFUSE_FAIL("CUDA backend: the tile product needs a device of compute capability 9.0");
   const int clusters = std::max(1, std::min(schedule.pairs * schedule.columns, resident));
-  tileGemmKernel<<<clusters * kClusterM, kThreads, kSharedBytes, stream>>>(mapA, mapB, mapC, schedule, kBlocks);
+  if (gradient)
+    tileGemmKernel<true><<<clusters * kClusterM, kThreads, kSharedBytes, stream>>>(mapA, mapB, mapC, schedule, kBlocks,
+                                                                                   *gradient);
+  else
+    tileGemmKernel<false><<<clusters * kClusterM, kThreads, kSharedBytes, stream>>>(mapA, mapB, mapC, schedule,
+                                                                                    kBlocks, TileGradient{});
   LMFUSE_CUDA_CHECK(cudaGetLastError());
 }
 

@@ -1,6 +1,7 @@
 // lmfuse's own Hopper matrix product, for the products whose epilogue cuBLASLt cannot do:
 //   C[m, n] = Σ_k A[m, k] · B[n, k]     (A [M, K], B [N, K]: row-major bf16, both contiguous along k)
-// with fp32 accumulation, each finished [128, 256] tile handed to an epilogue in registers.
+// with fp32 accumulation, each finished [128, 256] tile handed to an epilogue in registers, which writes
+// the product in bf16 or, given a TileGradient, the loss gradient dx of each logit in its place.
 // Contract: needs a device of compute capability 9.0 (sm_90a code: TMA loads, wgmma) and a build whose
 // LMFUSE_CUDA_ARCHITECTURES names 90 (tileGemmAvailable says whether both hold); lda, ldb, ldc are
 // multiples of 8 elements and the pointers 16-byte aligned (TMA's rule); any M, N, K ≥ 0, edges masked.
@@ -14,6 +15,8 @@
 
 #include <cstdint>
 
+#include "kernels.h"  // defines: RowParams
+
 namespace lmfuse::detail::cuda {
 
 struct TileGemmShape {
@@ -26,7 +29,17 @@ struct TileGemmShape {
 /// outside any stream capture.
 bool tileGemmAvailable(int device);
 
-/// C = A·Bᵀ in bf16 (round to nearest) from fp32 sums.
-void tileGemm(const TileGemmShape& shape, const void* a, const void* b, void* c, cudaStream_t stream);
+/// The gradient epilogue: C's row r is the buffer row r of `rows` (its token, target and scale as
+/// launchSliceGradient reads them; rows.rows = m, rows.columns = n, rows.ld unused), and each element is
+/// written as dx of the product rounded to bf16: bitwise what the plain product followed by
+/// launchSliceGradient(rows, lse) writes, without the second pass over C.
+struct TileGradient {
+  RowParams rows;
+  const float* lse = nullptr;  // [N] by token
+};
+
+/// C = A·Bᵀ in bf16 (round to nearest) from fp32 sums; with `gradient`, dx of those logits instead.
+void tileGemm(const TileGemmShape& shape, const void* a, const void* b, void* c, cudaStream_t stream,
+              const TileGradient* gradient = nullptr);
 
 }  // namespace lmfuse::detail::cuda
