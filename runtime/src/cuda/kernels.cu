@@ -14,7 +14,8 @@
 #include "check.h"
 #include "kernels.h"
 #include "launch_util.cuh"  // defines: rowGrid, withType
-#include "logit_gradient.cuh"  // defines: lossParams, rowToken, gradientConstants, rowGradient, logitGradient
+#include "logit_gradient.cuh"  // defines: lossParams, rowToken, gradScale, gradientConstants, rowGradient,
+                               //   logitGradient
 #include "loss_math.h"  // defines: transform_logit, row_loss
 #include "targets.h"    // defines: target_position (the shift), shared with the CPU reference
 
@@ -240,7 +241,7 @@ __global__ void __launch_bounds__(kRowThreads) rowLossKernel(T* buffer, RowParam
   }
   if (!kGradient) return;
   __syncthreads();  // row[target] was read before any thread overwrites the row
-  gradientRow(row, p, rowGradient(p, token, target, rowLse));
+  gradientRow(row, p, rowGradient(p, gradScale(p, token), target, rowLse));
 }
 
 template <typename T>
@@ -250,7 +251,7 @@ __global__ void __launch_bounds__(kRowThreads) sliceGradientKernel(T* buffer, Ro
   const int64_t token = rowToken(p, r);
   const int32_t target = token < 0 ? kIgnored : p.targets[token];
   if (target < 0) { zeroRow(row, p.columns); return; }
-  gradientRow(row, p, rowGradient(p, token, target, lse[token]));
+  gradientRow(row, p, rowGradient(p, gradScale(p, token), target, lse[token]));
 }
 
 // ---------------------------------------------------------------------------------------------------

@@ -39,8 +39,12 @@ __device__ __forceinline__ GradientConstants gradientConstants(const RowParams& 
   return {lossParams(p), p.smoothing / float(p.vocab), 1.0f - p.smoothing};
 }
 
-__device__ __forceinline__ RowGradient rowGradient(const RowParams& p, int64_t token, int32_t target, float lse) {
-  const float g = p.tokenGradScale ? p.tokenGradScale[token] : p.scalars->gradFactor;
+/// The factor g of a token's gradient: its own (Reduction::None) or the call's.
+__device__ __forceinline__ float gradScale(const RowParams& p, int64_t token) {
+  return p.tokenGradScale ? p.tokenGradScale[token] : p.scalars->gradFactor;
+}
+
+__device__ __forceinline__ RowGradient rowGradient(const RowParams& p, float g, int32_t target, float lse) {
   return {lse, 1.0f + 2.0f * p.zLoss * lse, g, int32_t(target - p.columnBegin)};
 }
 

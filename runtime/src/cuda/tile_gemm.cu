@@ -25,7 +25,7 @@
 #include <mutex>
 
 #include "check.h"
-#include "logit_gradient.cuh"  // defines: rowToken, rowGradient, logitGradient
+#include "logit_gradient.cuh"  // defines: rowToken, gradScale, rowGradient, gradientConstants, logitGradient
 
 namespace lmfuse::detail::cuda {
 namespace {
@@ -182,8 +182,8 @@ __device__ __forceinline__ uint32_t packBf16(float lo, float hi) {
 // The gradient epilogue works on the staged bf16 tile, after stmatrix: the values are then exactly the
 // logits the plain product stores, and a short loop over shared memory keeps the code small (unrolled over
 // the 128 accumulator registers, the same formula measured 2.5x the product's time: instruction fetch).
-// Each row's terms are fetched once per tile, at the tile's start, so their global loads overlap the
-// products.
+// Each row's terms are loaded at its tile's start and staged in shared memory at its end, so the loads'
+// latency passes under the tile's products.
 struct StagedRow {
   RowGradient terms;
   int32_t active;  // 0: the row is written as zeros (ignored, out of range, compaction padding, past m)
@@ -191,19 +191,37 @@ struct StagedRow {
 };
 static_assert(sizeof(StagedRow) == kStagedRowBytes, "the shared-memory layout reserves kStagedRowBytes per row");
 
-__device__ __forceinline__ void stageRows(StagedRow* rows, const TileGradient& gradient, int64_t row0) {
+// What thread slot < 64 of a consumer loads for row row0 + slot. Only the compaction map's load holds
+// up the others: the rest is read whatever the target (every token has an lse), so all are in flight at once.
+struct RowLoads {
+  int64_t token = -1;
+  int32_t target = kIgnored;
+  float lse = 0.0f, g = 0.0f;
+};
+
+__device__ __forceinline__ RowLoads loadRow(const TileGradient& gradient, int64_t row0) {
+  const int slot = threadIdx.x % 128;
+  const RowParams& p = gradient.rows;
+  RowLoads row;
+  if (slot < 64 && row0 + slot < p.rows) row.token = rowToken(p, row0 + slot);
+  if (row.token >= 0) {
+    row.target = p.targets[row.token];
+    row.lse = gradient.lse[row.token];
+    row.g = gradScale(p, row.token);
+  }
+  return row;
+}
+
+// Called once the previous tile's epilogue is past its last barrier (no thread reads `rows` any more).
+__device__ __forceinline__ void stageRow(StagedRow* rows, const TileGradient& gradient, const RowLoads& row) {
   const int slot = threadIdx.x % 128;
   if (slot >= 64) return;
-  const RowParams& p = gradient.rows;
-  const int64_t r = row0 + slot;
-  const int64_t token = r < p.rows ? rowToken(p, r) : -1;
-  const int32_t target = token < 0 ? kIgnored : p.targets[token];
-  StagedRow row{};
-  if (target >= 0) {
-    row.terms = rowGradient(p, token, target, gradient.lse[token]);
-    row.active = 1;
+  StagedRow staged{};
+  if (row.target >= 0) {
+    staged.terms = rowGradient(gradient.rows, row.g, row.target, row.lse);
+    staged.active = 1;
   }
-  rows[slot] = row;
+  rows[slot] = staged;
 }
 
 // Replaces the consumer's staged 64 x 256 tile of logits (four 64 x 64 boxes in 128-byte swizzle, C's
@@ -354,8 +372,8 @@ __global__ void __launch_bounds__(kThreads, 1) __cluster_dims__(kClusterM, 1, 1)
     StagedRow* rows = stagedRows + consumer * 64;
     for (int t = cluster; schedule.tile(t, pair, column); t += clusters) {
       const int row0 = (pair * kClusterM + int(rank)) * kBlockM + consumer * 64;
-      // The previous tile's epilogue read `rows` before its last barrier, which every thread has passed.
-      if constexpr (kGradient) stageRows(rows, gradient, row0);
+      RowLoads loads;
+      if constexpr (kGradient) loads = loadRow(gradient, row0);
       for (int kb = 0; kb < kBlocks; ++kb) {
         waitPhase(&full[stage], phase);
         const uint64_t descA = swizzledDescriptor(stageA + stage * kStageBytesA + consumer * 64 * 128);
@@ -371,6 +389,7 @@ __global__ void __launch_bounds__(kThreads, 1) __cluster_dims__(kClusterM, 1, 1)
         if (slot < kClusterM) arriveCluster(&empty[stage], uint32_t(slot));
         if (++stage == kStages) { stage = 0; phase ^= 1; }
       }
+      if constexpr (kGradient) stageRow(rows, gradient, loads);
       storeTileBf16<kGradient>(&mapC, staging + consumer * kBoxes * kBoxBytes, d, row0, column * kBlockN, 1 + consumer,
                                rows, gradient);
     }
