@@ -166,6 +166,9 @@ TEST_CASE("the gradient epilogue writes the slice kernel's dx, bitwise", "[cuda]
     DeviceBuffer hiddenDevice(hidden.raw.size()), weightDevice(weight.raw.size()), logits(std::size_t(n * vPadded) * 2);
     hiddenDevice.upload(hidden.raw.data());
     weightDevice.upload(weight.raw.data());
+    // Poisoned: an element the product missed would make its row's lse NaN. (compute-sanitizer's initcheck
+    // does not count the product's TMA stores as writes: without this it reports every read of them.)
+    logits.poison();
     backend::tileGemm({n, v, k, k, k, vPadded}, hiddenDevice.get(), weightDevice.get(), logits.get(), stream);
     backend::RowParams full = rows;
     full.columns = v;
@@ -190,6 +193,10 @@ TEST_CASE("the gradient epilogue writes the slice kernel's dx, bitwise", "[cuda]
     backend::tileGemm(shape, hiddenDevice.get(), weightRows, fused.get(), stream, &epilogue);
     TEST_CUDA(cudaStreamSynchronize(stream));
     const std::vector<unsigned char> want = unfused.download(), got = fused.download();
+    const std::vector<double> lseValues = floatsToDoubles(lse.download());
+    int64_t badLse = 0;
+    for (int64_t token = 0; token < n; ++token) badLse += !std::isfinite(lseValues[token]);
+    CHECK(badLse == 0);
     int64_t differ = 0, nonzero = 0, padding = 0;
     for (int64_t r = 0; r < n; ++r) {
       for (int64_t j = 0; j < ldc; ++j) {
