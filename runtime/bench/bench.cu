@@ -11,7 +11,8 @@
 // (comma list of ignored-label fractions, default 0), LMFUSE_BENCH_PARTS (also time forward only and
 // forward + grad_hidden, to place the time; their TFLOP/s count 2 and 4 · N·D·V). The "fp32 grad_weight"
 // rows are mixed precision: bf16 hidden and weight, grad_weight in fp32 (ParamGradKind::Float32).
-// LMFUSE_BENCH_MODES (comma list: default, no compaction, low-memory, fp32 grad_weight) keeps only those rows.
+// LMFUSE_BENCH_MODES (comma list: default, no compaction, low-memory, low-memory uncompacted, fp32
+// grad_weight) keeps only those rows.
 // The "low-memory" rows run the lean plan (grad_weight given and dense: its bytes are the scratch space).
 #include <cublas_v2.h>
 #include <cuda_bf16.h>
@@ -190,6 +191,7 @@ int main() {
       std::vector<Variant> variants = {{"default", lmfuse::MemoryMode::Auto, 0, 0},
                                        {"no compaction", lmfuse::MemoryMode::Auto, 0, 0, false},
                                        {"low-memory", lmfuse::MemoryMode::LowMemory, 0, 0},
+                                       {"low-memory uncompacted", lmfuse::MemoryMode::LowMemory, 0, 0, false},
                                        {"fp32 grad_weight", lmfuse::MemoryMode::Auto, 0, 0, true, true}};
       if (const char* modes = std::getenv("LMFUSE_BENCH_MODES")) {  // e.g. "default,low-memory"
         const std::string wanted = std::string(",") + modes + ",";

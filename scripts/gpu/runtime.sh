@@ -74,7 +74,8 @@ if [[ $what == bench || $what == all ]]; then
   "$build/runtime/bench/lmfuse-gemm-bench" 2>&1 | tee "$out/gemm-bench.log"
 fi
 if [[ $what == profile ]]; then
-  # Kernels inside graphs with conditional nodes are not profiled by ncu: the "no compaction" rows show all.
+  # Kernels inside graphs with conditional nodes are not profiled by ncu: the "no compaction" and "low-memory
+  # uncompacted" rows show all.
   LMFUSE_BENCH_REPEATS=${LMFUSE_BENCH_REPEATS:-1} ncu --clock-control none --csv \
     --metrics gpu__time_duration.sum,launch__grid_size,launch__block_size \
     "$build/runtime/bench/lmfuse-bench" >"$out/kernels.csv" 2>"$out/profile.log"
