@@ -7,10 +7,10 @@
 // done), then hand the finished tile to the epilogue: rounded to bf16, written with stmatrix into the
 // consumer's staging buffer and stored by the copy engine, which drains it while the consumer goes on to its
 // next tile. The gradient instantiation replaces each staged logit by its dx (logit_gradient.cuh) before
-// the store, so the logits never reach global memory. Two CTAs of a cluster take vertically adjacent tiles: the one of rank 0 copies the shared B
-// tile into both CTAs' shared memory (multicast), so each stage of B is read from L2 once per pair. Tiles
-// are visited in groups of kGroupPairs cluster rows, column after column, so the A rows and B columns in
-// flight stay in L2.
+// the store, so the logits never reach global memory. Two CTAs of a cluster take vertically adjacent
+// tiles: the one of rank 0 copies the shared B tile into both CTAs' shared memory (multicast), so each
+// stage of B is read from L2 once per pair. Tiles are visited in groups of kGroupPairs cluster rows, column
+// after column, so the A rows and B columns in flight stay in L2.
 // Contract: see tile_gemm.h. The kernel's device code exists only in the sm_90a pass (this file is built
 // for that target alone); residentClusters checks the device before any launch.
 #include "tile_gemm.h"

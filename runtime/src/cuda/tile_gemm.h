@@ -1,7 +1,7 @@
 // lmfuse's own Hopper matrix product, for the products whose epilogue cuBLASLt cannot do:
 //   C[m, n] = Σ_k A[m, k] · B[n, k]     (A [M, K], B [N, K]: row-major bf16, both contiguous along k)
-// with fp32 accumulation, each finished [128, 256] tile handed to an epilogue in registers, which writes
-// the product in bf16 or, given a TileGradient, the loss gradient dx of each logit in its place.
+// with fp32 accumulation, each finished [128, 256] tile handed to an epilogue, which writes the product in
+// bf16 or, given a TileGradient, the loss gradient dx of each logit in its place.
 // Contract: needs a device of compute capability 9.0 (sm_90a code: TMA loads, wgmma) and a build whose
 // LMFUSE_CUDA_ARCHITECTURES names 90 (tileGemmAvailable says whether both hold); lda, ldb, ldc are
 // multiples of 8 elements and the pointers 16-byte aligned (TMA's rule); any M, N, K ≥ 0, edges masked.
