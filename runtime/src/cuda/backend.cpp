@@ -11,7 +11,8 @@
 // accumulator's region for its logits (plan.h: oneChunkTokens). Without room for the
 // fp32 [V, D] accumulator (MemoryMode::LowMemory), a first pass computes loss, lse, grad_hidden and
 // grad_bias, and a second pass over vocabulary slices recomputes the logits of each slice to accumulate
-// grad_weight (the tile product writes those slices as dx straight from its epilogue). When grad_weight is given and dense, that low-memory schedule is the lean one (plan.h:
+// grad_weight (the tile product writes those slices as dx straight from its epilogue). When grad_weight is
+// given and dense, that low-memory schedule is the lean one (plan.h:
 // LeanPass): both passes keep their logits, gathered rows and cuBLASLt workspace inside grad_weight's own
 // bytes, which are free until the slices write them, so the workspace holds only per-token arrays and a
 // [N, 8] buffer for the last slices; it compacts like the default schedule, with one more branch for a
