@@ -42,6 +42,20 @@ __global__ void compareKernel(const __nv_bfloat16* x, const __nv_bfloat16* y, in
   atomicMax(out + 1, __float_as_uint(scale));
 }
 
+// max |x − y| / max |y| over the [rows, cols] matrices (ld); `scratch` holds two unsigned ints.
+float relativeDifference(const __nv_bfloat16* x, const __nv_bfloat16* y, int64_t rows, int64_t cols, int64_t ld,
+                         unsigned* scratch, cudaStream_t stream) {
+  BENCH_CHECK(cudaMemsetAsync(scratch, 0, 8, stream));
+  compareKernel<<<1024, 256, 0, stream>>>(x, y, rows, cols, ld, scratch);
+  unsigned bits[2];
+  BENCH_CHECK(cudaMemcpyAsync(bits, scratch, 8, cudaMemcpyDeviceToHost, stream));
+  BENCH_CHECK(cudaStreamSynchronize(stream));
+  float diff, scale;
+  std::memcpy(&diff, &bits[0], 4);
+  std::memcpy(&scale, &bits[1], 4);
+  return diff / scale;
+}
+
 struct Shape {
   const char* name;
   int64_t m, n, k;  // tokens, vocabulary columns, hidden
@@ -92,18 +106,11 @@ int main() {
                                   repeats, stream, 3);
     backend::TileGemmShape tile{s.m, s.n, s.k, s.k, s.k, ldc};
     const float tileMs = timeMedian([&] { backend::tileGemm(tile, h, w, c2, stream); }, repeats, stream, 3);
-    BENCH_CHECK(cudaMemsetAsync(compare, 0, 8, stream));
-    compareKernel<<<1024, 256, 0, stream>>>(c2, c1, s.m, s.n, ldc, compare);
-    unsigned bits[2];
-    BENCH_CHECK(cudaMemcpyAsync(bits, compare, 8, cudaMemcpyDeviceToHost, stream));
-    BENCH_CHECK(cudaStreamSynchronize(stream));
-    float diff, scale;
-    std::memcpy(&diff, &bits[0], 4);
-    std::memcpy(&scale, &bits[1], 4);
+    const float difference = relativeDifference(c2, c1, s.m, s.n, ldc, compare, stream);
     const double flop = 2.0 * double(s.m) * double(s.n) * double(s.k);
     std::printf("| %s (%lld, %lld, %lld) | %.3f | %.3f | %.0f | %.0f | %.3f | %.2e |\n", s.name, (long long)s.m,
                 (long long)s.n, (long long)s.k, blasMs, tileMs, flop / blasMs * 1e-9, flop / tileMs * 1e-9,
-                tileMs / blasMs, diff / scale);
+                tileMs / blasMs, difference);
     std::fflush(stdout);
     cudaFree(h);
     cudaFree(w);
@@ -156,17 +163,10 @@ int main() {
         },
         repeats, stream, 3);
     const float fusedMs = timeMedian([&] { backend::tileGemm(tile, h, w, c2, stream, &epilogue); }, repeats, stream, 3);
-    BENCH_CHECK(cudaMemsetAsync(compare, 0, 8, stream));
-    compareKernel<<<1024, 256, 0, stream>>>(c2, c1, s.m, s.n, ldc, compare);
-    unsigned bits[2];
-    BENCH_CHECK(cudaMemcpyAsync(bits, compare, 8, cudaMemcpyDeviceToHost, stream));
-    BENCH_CHECK(cudaStreamSynchronize(stream));
-    float diff, scale;
-    std::memcpy(&diff, &bits[0], 4);
-    std::memcpy(&scale, &bits[1], 4);
+    const float difference = relativeDifference(c2, c1, s.m, s.n, ldc, compare, stream);
     std::printf("| %s (%lld, %lld, %lld) | %.3f | %.3f | %.3f | %.3f | %.3f | %.2e |\n", s.name, (long long)s.m,
                 (long long)s.n, (long long)s.k, productMs, unfusedMs, fusedMs, fusedMs / unfusedMs, fusedMs - productMs,
-                diff / scale);
+                difference);
     std::fflush(stdout);
     for (void* p : {(void*)h, (void*)w, (void*)c1, (void*)c2, (void*)targets, (void*)lse, (void*)scalars}) cudaFree(p);
   }
