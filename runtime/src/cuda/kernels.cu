@@ -121,19 +121,20 @@ __device__ __forceinline__ float biasAt(const RowParams& p, int64_t column) {
 }
 
 // Rows start on 16-byte boundaries (the buffers' leading dimensions are padded), so whole vectors are
-// stored and only the tail of a row goes element by element.
+// stored and only the tail of a row goes element by element. The row's `lanes` threads share it, thread
+// `lane` taking every lanes-th vector: the whole block for the row kernel, part of one for narrow slices.
 template <typename T>
-__device__ void zeroRow(T* row, int64_t columns) {
+__device__ void zeroRow(T* row, int64_t columns, int lane, int lanes) {
   using V = Vec<T>;
   const int64_t vectors = columns / V::kSize;
-  for (int64_t k = threadIdx.x; k < vectors; k += blockDim.x) reinterpret_cast<uint4*>(row)[k] = make_uint4(0, 0, 0, 0);
-  for (int64_t c = vectors * V::kSize + threadIdx.x; c < columns; c += blockDim.x) row[c] = fromFloat<T>(0.0f);
+  for (int64_t k = lane; k < vectors; k += lanes) reinterpret_cast<uint4*>(row)[k] = make_uint4(0, 0, 0, 0);
+  for (int64_t c = vectors * V::kSize + lane; c < columns; c += lanes) row[c] = fromFloat<T>(0.0f);
 }
 
 // Overwrites one row (columns [columnBegin, columnBegin + columns) of the vocabulary) with dx
-// (logit_gradient.cuh).
+// (logit_gradient.cuh); lanes as for zeroRow.
 template <typename T>
-__device__ void gradientRow(T* row, const RowParams& p, const RowGradient& terms) {
+__device__ void gradientRow(T* row, const RowParams& p, const RowGradient& terms, int lane, int lanes) {
   using V = Vec<T>;
   const GradientConstants constants = gradientConstants(p);
   const T* bias = p.bias ? static_cast<const T*>(p.bias) + p.columnBegin : nullptr;
@@ -142,14 +143,13 @@ __device__ void gradientRow(T* row, const RowParams& p, const RowGradient& terms
   };
   const int32_t columns = int32_t(p.columns);
   const int32_t vectors = columns / V::kSize;
-  for (int32_t k = threadIdx.x; k < vectors; k += blockDim.x) {
+  for (int32_t k = lane; k < vectors; k += lanes) {
     V in = reinterpret_cast<const V*>(row)[k], out;
 #pragma unroll
     for (int e = 0; e < V::kSize; ++e) out.v[e] = fromFloat<T>(dx(toFloat(in.v[e]), k * V::kSize + e));
     reinterpret_cast<V*>(row)[k] = out;
   }
-  for (int32_t c = vectors * V::kSize + threadIdx.x; c < columns; c += blockDim.x)
-    row[c] = fromFloat<T>(dx(toFloat(row[c]), c));
+  for (int32_t c = vectors * V::kSize + lane; c < columns; c += lanes) row[c] = fromFloat<T>(dx(toFloat(row[c]), c));
 }
 
 __device__ __forceinline__ void combine(float& m, float& s, float om, float os) {
@@ -169,7 +169,7 @@ __global__ void __launch_bounds__(kRowThreads) rowLossKernel(T* buffer, RowParam
   T* row = buffer + r * p.ld;
   const int64_t token = rowToken(p, r);
   if (token < 0) {  // compaction padding past the last token: a zero gradient row, no outputs
-    if (kGradient) zeroRow(row, p.columns);
+    if (kGradient) zeroRow(row, p.columns, threadIdx.x, blockDim.x);
     return;
   }
   const int32_t target = p.targets[token];
@@ -181,7 +181,7 @@ __global__ void __launch_bounds__(kRowThreads) rowLossKernel(T* buffer, RowParam
       if (userLse) userLse[token] = 0.0f;
       if (userLoss) userLoss[token] = loss;
     }
-    if (kGradient) zeroRow(row, p.columns);
+    if (kGradient) zeroRow(row, p.columns, threadIdx.x, blockDim.x);
     return;
   }
   // Pass 1: online max and sum of exp, and Σ z for label smoothing.
@@ -241,17 +241,23 @@ __global__ void __launch_bounds__(kRowThreads) rowLossKernel(T* buffer, RowParam
   }
   if (!kGradient) return;
   __syncthreads();  // row[target] was read before any thread overwrites the row
-  gradientRow(row, p, rowGradient(p, gradScale(p, token), target, rowLse));
+  gradientRow(row, p, rowGradient(p, gradScale(p, token), target, rowLse), threadIdx.x, blockDim.x);
 }
 
+// `rowLanes` threads per row (a power of two from 32 to the block): a narrow slice's rows share a block,
+// rather than one row per 512-thread block with most threads idle (measured 0.037 ms for 8192 rows of 128
+// columns that way, NOTES.md v23).
 template <typename T>
-__global__ void __launch_bounds__(kRowThreads) sliceGradientKernel(T* buffer, RowParams p, const float* lse) {
-  const int64_t r = blockIdx.x;
+__global__ void __launch_bounds__(kRowThreads) sliceGradientKernel(T* buffer, RowParams p, const float* lse,
+                                                                   int rowLanes) {
+  const int64_t r = int64_t(blockIdx.x) * (blockDim.x / rowLanes) + threadIdx.x / rowLanes;
+  if (r >= p.rows) return;
+  const int lane = int(threadIdx.x) % rowLanes;
   T* row = buffer + r * p.ld;
   const int64_t token = rowToken(p, r);
   const int32_t target = token < 0 ? kIgnored : p.targets[token];
-  if (target < 0) { zeroRow(row, p.columns); return; }
-  gradientRow(row, p, rowGradient(p, gradScale(p, token), target, lse[token]));
+  if (target < 0) { zeroRow(row, p.columns, lane, rowLanes); return; }
+  gradientRow(row, p, rowGradient(p, gradScale(p, token), target, lse[token]), lane, rowLanes);
 }
 
 // ---------------------------------------------------------------------------------------------------
@@ -372,7 +378,12 @@ void launchSliceGradient(DType dtype, void* buffer, const RowParams& params, con
   if (params.rows == 0) return;
   withType(dtype, [&](auto* typed) {
     using T = std::remove_pointer_t<decltype(typed)>;
-    sliceGradientKernel<T><<<unsigned(params.rows), kRowThreads, 0, stream>>>(static_cast<T*>(buffer), params, lse);
+    const int64_t vectors = (params.columns + Vec<T>::kSize - 1) / Vec<T>::kSize;
+    int rowLanes = 32;
+    while (rowLanes < kRowThreads && rowLanes < vectors) rowLanes *= 2;
+    const int64_t rowsPerBlock = kRowThreads / rowLanes;
+    sliceGradientKernel<T><<<unsigned((params.rows + rowsPerBlock - 1) / rowsPerBlock), kRowThreads, 0, stream>>>(
+        static_cast<T*>(buffer), params, lse, rowLanes);
   });
   LMFUSE_CUDA_CHECK(cudaGetLastError());
 }
