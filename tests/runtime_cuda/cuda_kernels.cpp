@@ -186,6 +186,117 @@ TEST_CASE("each backend kernel on its own stream, outside graphs, against the ho
 // The two kinds of CUDA graph the backend builds, each reduced to one backend kernel, so that the
 // sanitizers' behaviour on graphs can be told apart from their behaviour on the backend's kernels: a
 // plain captured graph, and a captured SWITCH node whose branch a kernel picks (compaction's mechanism).
+// The row kernel that keeps each row on chip (clusters of CTAs, shared memory, partials over distributed
+// shared memory) against the one-block row kernel on copies of the same logits: lse and loss the same to
+// fp32 rounding (another summation order), dx within one bf16 rounding step, nothing past the row's
+// columns touched. Rows of 1003 columns (one CTA a row) and of 70001 (a cluster of three, a row's last
+// column past its last 16-byte piece), plain and with every row option over compacted rows (padding rows
+// past the labelled count), targets in the first column and the last.
+TEST_CASE("the on-chip row kernel equals the one-block row kernel to rounding", "[cuda][kernels]") {
+  if (!lmfuse::cuda_available()) {
+    WARN("skipped: no CUDA device visible");
+    return;
+  }
+  int device = 0;
+  TEST_CUDA(cudaGetDevice(&device));
+  if (!backend::prepareClusterRows(device)) {
+    WARN("skipped: the on-chip row kernel needs compute capability 9.0");
+    return;
+  }
+  const DType dtype = DType::BFloat16;
+  auto& g = rng();
+  cudaStream_t stream;
+  TEST_CUDA(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  for (int64_t v : {int64_t(1003), int64_t(70001)}) {
+    for (bool options : {false, true}) {
+      INFO(v << " columns, every row option " << options);
+      const int64_t n = 61, ld = (v + 7) / 8 * 8;
+      std::uniform_int_distribution<int64_t> label(0, v - 1);
+      std::uniform_real_distribution<double> unit(0.0, 1.0);
+      std::vector<int64_t> labels(n);
+      for (auto& l : labels) l = unit(g) < 0.3 ? -100 : label(g);
+      labels[3] = v - 1;
+      labels[5] = 0;
+      labels[7] = v + 2;  // out of range: a NaN loss and a zero row
+      DeviceBuffer labelsDevice(n * 8), targets(n * 4), scalars(sizeof(backend::Scalars)), report(256), order(n * 8),
+          bias(v * 2);
+      labelsDevice.upload(labels.data());
+      Stored biasValues = randomStored(g, dtype, std::size_t(v), 0.5);
+      bias.upload(biasValues.raw.data());
+      lmfuse::Problem problem;
+      problem.tokens = n;
+      problem.hidden_dim = 8;
+      problem.vocab = v;
+      problem.dtype = dtype;
+      problem.labels = labelsDevice.get();
+      problem.label_type = IndexType::Int64;
+      std::vector<DeviceBuffer> rowLoss, lse;
+      for (int k = 0; k < 2; ++k) {
+        rowLoss.emplace_back(n * 4);
+        lse.emplace_back(n * 4);
+        rowLoss.back().poison();
+        lse.back().poison();
+      }
+      backend::launchPrepare(problem, lmfuse::Options{}, targets.as<int32_t>(), scalars.as<backend::Scalars>(),
+                             report.as<lmfuse::detail::LabelErrorReport>(), stream);
+      for (int k = 0; k < 2; ++k)  // also the outputs of the tokens compaction leaves out
+        backend::launchCompact(targets.as<int32_t>(), n, order.as<int64_t>(), scalars.as<backend::Scalars>(),
+                               rowLoss[k].as<float>(), lse[k].as<float>(), nullptr, nullptr, stream);
+      Stored logits = randomStored(g, dtype, std::size_t(n * ld), 3.0);
+      DeviceBuffer oneBlock(logits.raw.size()), onChip(logits.raw.size());
+      oneBlock.upload(logits.raw.data());
+      onChip.upload(logits.raw.data());
+      TEST_CUDA(cudaDeviceSynchronize());  // the uploads from pageable memory, before `stream` reads them
+      backend::RowParams p;
+      p.vocab = v;
+      p.columns = v;
+      p.ld = ld;
+      p.rows = n;
+      p.targets = targets.as<int32_t>();
+      p.scalars = scalars.as<backend::Scalars>();
+      if (options) {
+        p.rowTokens = order.as<int64_t>();  // labelled (and out-of-range) tokens first, then padding rows
+        p.bias = bias.get();
+        p.softcap = 30.0f;
+        p.logitScale = 0.5f;
+        p.smoothing = 0.1f;
+        p.zLoss = 1e-3f;
+      }
+      backend::launchRowLoss(dtype, oneBlock.get(), p, true, rowLoss[0].as<float>(), lse[0].as<float>(), nullptr,
+                             nullptr, stream);
+      backend::launchRowLoss(dtype, onChip.get(), p, true, rowLoss[1].as<float>(), lse[1].as<float>(), nullptr,
+                             nullptr, stream, true);
+      TEST_CUDA(cudaStreamSynchronize(stream));
+      const std::vector<double> wantLse = floatsToDoubles(lse[0].download()), gotLse = floatsToDoubles(lse[1].download());
+      const std::vector<double> wantLoss = floatsToDoubles(rowLoss[0].download()),
+                                gotLoss = floatsToDoubles(rowLoss[1].download());
+      for (int64_t t = 0; t < n; ++t) {
+        INFO("token " << t << ", label " << labels[t]);
+        if (labels[t] == v + 2) {
+          CHECK(std::isnan(gotLoss[t]));
+          continue;
+        }
+        CHECK(std::abs(gotLse[t] - wantLse[t]) <= 1e-5 * std::max(1.0, std::abs(wantLse[t])));
+        CHECK(std::abs(gotLoss[t] - wantLoss[t]) <= 1e-4 * std::max(1.0, std::abs(wantLoss[t])));
+      }
+      const std::vector<unsigned char> want = oneBlock.download(), got = onChip.download();
+      int64_t far = 0, padding = 0;
+      for (int64_t r = 0; r < n; ++r) {
+        for (int64_t c = 0; c < v; ++c) {
+          const double a = loadStored(want, dtype, std::size_t(r * ld + c)),
+                       b = loadStored(got, dtype, std::size_t(r * ld + c));
+          far += !(std::abs(a - b) <= std::abs(a) / 128 + 1e-9);  // one bf16 step (8 bits of mantissa)
+        }
+        for (int64_t c = v; c < ld; ++c)
+          padding += std::memcmp(&got[2 * (r * ld + c)], &logits.raw[2 * (r * ld + c)], 2) != 0;
+      }
+      CHECK(far == 0);
+      CHECK(padding == 0);
+    }
+  }
+  TEST_CUDA(cudaStreamDestroy(stream));
+}
+
 namespace {
 
 struct GraphFixture {

@@ -5,6 +5,7 @@
 #include <memory>
 
 #include "check.h"
+#include "kernels.h"
 #include "tile_gemm.h"
 
 namespace lmfuse::detail::cuda {
@@ -25,6 +26,7 @@ DeviceState& deviceState() {
     for (auto& event : state->rowsDone) LMFUSE_CUDA_CHECK(cudaEventCreateWithFlags(&event, cudaEventDisableTiming));
     state->device = device;
     state->tileProduct = tileGemmAvailable(device);
+    state->clusterRows = prepareClusterRows(device);
     slot = std::move(state);
   }
   return *slot;
