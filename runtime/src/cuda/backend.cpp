@@ -276,8 +276,7 @@ private:
       p.ld = plan_.logitsLd;
       p.firstToken = item.firstToken;
       p.rows = item.tokens;
-      launchRowLoss(problem_.dtype, buffer, p, gradients_, rowLoss_, lse_, outputs_.lse, userLoss_, s,
-                    state_.clusterRows);
+      launchRowLoss(problem_.dtype, buffer, p, gradients_, rowLoss_, lse_, outputs_.lse, userLoss_, s);
       if (gradients_ && outputs_.grad_bias)
         launchColumnSum(problem_.dtype, buffer, item.tokens, v, plan_.logitsLd, biasAccumulator_, item.firstToken > 0, s);
     };
@@ -346,8 +345,7 @@ private:
       p.firstToken = t;
       p.rows = count;
       p.rowTokens = gather ? order_ : nullptr;
-      launchRowLoss(problem_.dtype, logits, p, dx, rowLoss_, lse_, outputs_.lse, userLoss_, stream,
-                    state_.clusterRows);
+      launchRowLoss(problem_.dtype, logits, p, dx, rowLoss_, lse_, outputs_.lse, userLoss_, stream);
       if (outputs_.grad_bias)
         launchColumnSum(problem_.dtype, logits, count, v, plan_.logitsLd, biasAccumulator_, t > 0, stream);
       if (!outputs_.grad_hidden) continue;

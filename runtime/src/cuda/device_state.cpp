@@ -5,7 +5,6 @@
 #include <memory>
 
 #include "check.h"
-#include "kernels.h"
 #include "tile_gemm.h"
 
 namespace lmfuse::detail::cuda {
@@ -26,7 +25,6 @@ DeviceState& deviceState() {
     for (auto& event : state->rowsDone) LMFUSE_CUDA_CHECK(cudaEventCreateWithFlags(&event, cudaEventDisableTiming));
     state->device = device;
     state->tileProduct = tileGemmAvailable(device);
-    state->clusterRows = prepareClusterRows(device);
     slot = std::move(state);
   }
   return *slot;

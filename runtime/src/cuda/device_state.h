@@ -28,7 +28,6 @@ struct DeviceState {
   // The least tileGemmFill at which a product runs there. Tests lower it to 0, so that their small
   // problems run the tile product inside the pipeline too.
   double tileMinimumFill = kTileGemmMinimumFill;
-  bool clusterRows = false;  // the row kernel can keep rows on chip here (kernels.h: prepareClusterRows)
   std::mutex mutex;
 };
 

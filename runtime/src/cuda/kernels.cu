@@ -7,13 +7,9 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
-#include <cooperative_groups.h>
-
 #include <cfloat>
 #include <algorithm>
 #include <climits>
-#include <map>
-#include <mutex>
 
 #include "check.h"
 #include "kernels.h"
@@ -248,148 +244,6 @@ __global__ void __launch_bounds__(kRowThreads) rowLossKernel(T* buffer, RowParam
   gradientRow(row, p, rowGradient(p, gradScale(p, token), target, rowLse), threadIdx.x, blockDim.x);
 }
 
-// The row kernel with each row kept on chip: a cluster of CTAs holds one row at a time, each CTA its
-// `partColumns` columns in shared memory (copied in once with cp.async), so the buffer is read once and
-// written once, where rowLossKernel reads it twice. Each CTA reduces its part to (max, sum of exp, sum of
-// z) as rowLossKernel reduces a row; the CTAs exchange these partials through distributed shared memory
-// (double-buffered by row parity, so one cluster barrier per row suffices: a CTA rewrites a slot only
-// after the next row's barrier, which every reader of its last contents has passed) and each combines
-// them in rank order, so every CTA gets the same lse, independent of scheduling. The CTA holding the
-// target column writes the row's outputs. Rows without a target (ignored, out of range, padding) are
-// zeroed by every CTA without a barrier: the same rows for the whole cluster. A row's last columns past
-// a multiple of 16 bytes go through global memory directly.
-constexpr int kClusterRowThreads = 512;
-constexpr int kClusterPartBytes = 64 * 1024;  // at most this much of a row per CTA: three CTAs per SM
-constexpr int kMaxRowCluster = 8;             // the portable cluster size
-
-template <typename T>
-__global__ void __launch_bounds__(kClusterRowThreads)
-    rowLossClusterKernel(T* buffer, RowParams p, float* rowLoss, float* lseOut, float* userLse, float* userLoss,
-                         int32_t partColumns) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  namespace cg = cooperative_groups;
-  using V = Vec<T>;
-  extern __shared__ uint4 part[];  // this CTA's columns of the current row
-  __shared__ float3 slots[2];      // this CTA's partial (max, sum, Σz) of the rows of each parity
-  __shared__ float warpMax[kClusterRowThreads / 32], warpSum[kClusterRowThreads / 32], warpZ[kClusterRowThreads / 32];
-  __shared__ float rowLse;
-  cg::cluster_group cluster = cg::this_cluster();
-  const unsigned rank = cluster.block_rank(), size = cluster.num_blocks();
-  const int32_t columns = int32_t(p.columns);
-  const int32_t c0 = min(columns, int32_t(rank) * partColumns), c1 = min(columns, c0 + partColumns);
-  const int32_t vectors = (c1 - c0) / V::kSize;  // whole vectors in shared memory; the rest: the row's tail
-  const int32_t tail0 = c0 + vectors * V::kSize;
-  const LossParams<float> lp = lossParams(p);
-  const int64_t clusters = gridDim.x / size;
-  int parity = 0;
-  for (int64_t r = blockIdx.x / size; r < p.rows; r += clusters) {
-    T* row = buffer + r * p.ld;
-    const int64_t token = rowToken(p, r);
-    const int32_t target = token < 0 ? kIgnored : p.targets[token];
-    if (target < 0) {
-      if (token >= 0 && rank == 0 && threadIdx.x == 0) {
-        const float loss = target == kOutOfRange ? __int_as_float(0x7fc00000) : 0.0f;
-        rowLoss[token] = loss;
-        lseOut[token] = 0.0f;
-        if (userLse) userLse[token] = 0.0f;
-        if (userLoss) userLoss[token] = loss;
-      }
-      zeroRow(row + c0, c1 - c0, threadIdx.x, blockDim.x);
-      continue;
-    }
-    const uint4* source = reinterpret_cast<const uint4*>(row + c0);
-    for (int32_t k = threadIdx.x; k < vectors; k += blockDim.x)
-      asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(uint32_t(__cvta_generic_to_shared(part + k))),
-                   "l"(source + k)
-                   : "memory");
-    asm volatile("cp.async.wait_all;" ::: "memory");
-    __syncthreads();
-    // This CTA's part: online max and sum of exp, Σ z, as rowLossKernel.
-    float m = -INFINITY, s = 0.0f, sumZ = 0.0f;
-    auto add = [&](float z) {
-      sumZ += z;
-      if (z > m) { s *= __expf(m - z); m = z; }
-      s += __expf(z - m);
-    };
-    for (int32_t k = threadIdx.x; k < vectors; k += blockDim.x) {
-      const V in = reinterpret_cast<const V*>(part)[k];
-      float z[V::kSize];
-      float vmax = -INFINITY;
-#pragma unroll
-      for (int e = 0; e < V::kSize; ++e) {
-        z[e] = transform_logit(toFloat(in.v[e]) + biasAt<T>(p, c0 + k * V::kSize + e), lp);
-        vmax = fmaxf(vmax, z[e]);
-        sumZ += z[e];
-      }
-      if (vmax > m) { s *= __expf(m - vmax); m = vmax; }
-#pragma unroll
-      for (int e = 0; e < V::kSize; ++e) s += __expf(z[e] - m);
-    }
-    for (int32_t c = tail0 + threadIdx.x; c < c1; c += blockDim.x) add(transform_logit(toFloat(row[c]) + biasAt<T>(p, c), lp));
-    for (int offset = 16; offset > 0; offset /= 2) {
-      float om = __shfl_xor_sync(0xffffffffu, m, offset), os = __shfl_xor_sync(0xffffffffu, s, offset);
-      combine(m, s, om, os);
-      sumZ += __shfl_xor_sync(0xffffffffu, sumZ, offset);
-    }
-    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-    if (lane == 0) { warpMax[warp] = m; warpSum[warp] = s; warpZ[warp] = sumZ; }
-    __syncthreads();
-    if (warp == 0) {
-      constexpr int kWarps = kClusterRowThreads / 32;
-      m = lane < kWarps ? warpMax[lane] : -INFINITY;
-      s = lane < kWarps ? warpSum[lane] : 0.0f;
-      sumZ = lane < kWarps ? warpZ[lane] : 0.0f;
-      for (int offset = 16; offset > 0; offset /= 2) {
-        float om = __shfl_xor_sync(0xffffffffu, m, offset), os = __shfl_xor_sync(0xffffffffu, s, offset);
-        combine(m, s, om, os);
-        sumZ += __shfl_xor_sync(0xffffffffu, sumZ, offset);
-      }
-      if (lane == 0) slots[parity] = make_float3(m, s, sumZ);
-    }
-    cluster.sync();  // every CTA's partial of this row written
-    if (threadIdx.x == 0) {
-      float rm = -INFINITY, rs = 0.0f, rz = 0.0f;
-      for (unsigned q = 0; q < size; ++q) {
-        const float3 other = *cluster.map_shared_rank(&slots[parity], q);
-        combine(rm, rs, other.x, other.y);
-        rz += other.z;
-      }
-      const float lse = rm + logf(rs);
-      rowLse = lse;
-      if (target >= c0 && target < c1) {
-        const T raw = target < tail0 ? reinterpret_cast<const T*>(part)[target - c0] : row[target];
-        const float loss = row_loss(lse, transform_logit(toFloat(raw) + biasAt<T>(p, target), lp), rz, lp);
-        rowLoss[token] = loss;
-        lseOut[token] = lse;
-        if (userLse) userLse[token] = lse;
-        if (userLoss) userLoss[token] = loss;
-      }
-    }
-    __syncthreads();
-    // dx from the copy in shared memory, written over the row.
-    const RowGradient terms = rowGradient(p, gradScale(p, token), target, rowLse);
-    const GradientConstants constants = gradientConstants(p);
-    const T* bias = p.bias ? static_cast<const T*>(p.bias) + p.columnBegin : nullptr;
-    auto dx = [&](float raw, int32_t column) {
-      return logitGradient(raw + (bias ? toFloat(bias[column]) : 0.0f), column, terms, constants);
-    };
-    for (int32_t k = threadIdx.x; k < vectors; k += blockDim.x) {
-      const V in = reinterpret_cast<const V*>(part)[k];
-      V out;
-#pragma unroll
-      for (int e = 0; e < V::kSize; ++e) out.v[e] = fromFloat<T>(dx(toFloat(in.v[e]), c0 + k * V::kSize + e));
-      reinterpret_cast<V*>(row + c0)[k] = out;
-    }
-    for (int32_t c = tail0 + threadIdx.x; c < c1; c += blockDim.x) row[c] = fromFloat<T>(dx(toFloat(row[c]), c));
-    __syncthreads();  // the part is read before the next row's copy overwrites it
-    parity ^= 1;
-  }
-  cluster.sync();  // no CTA leaves while another may still read its slots
-#else
-  __trap();  // never launched: prepareClusterRows refuses devices below compute capability 9.0
-#endif
-}
-
 // `rowLanes` threads per row (a power of two from 32 to the block): a narrow slice's rows share a block,
 // rather than one row per 512-thread block with most threads idle (measured 0.037 ms for 8192 rows of 128
 // columns that way, NOTES.md v23).
@@ -507,70 +361,9 @@ void launchPrepare(const Problem& problem, const Options& options, int32_t* targ
   LMFUSE_CUDA_CHECK(cudaGetLastError());
 }
 
-namespace {
-
-// Per device: its SM count where the cluster row kernel can run there (its shared-memory limit set), 0
-// elsewhere.
-int clusterRowSms(int device) {
-  static std::mutex mutex;
-  static std::map<int, int> known;
-  std::lock_guard<std::mutex> lock(mutex);
-  auto found = known.find(device);
-  if (found != known.end()) return found->second;
-  int& sms = known[device];
-  int major = 0, current = 0;
-  LMFUSE_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
-  if (major < 9) return sms = 0;
-  LMFUSE_CUDA_CHECK(cudaGetDevice(&current));
-  LMFUSE_CUDA_CHECK(cudaSetDevice(device));
-  for (const void* kernel : {reinterpret_cast<const void*>(rowLossClusterKernel<float>),
-                             reinterpret_cast<const void*>(rowLossClusterKernel<__half>),
-                             reinterpret_cast<const void*>(rowLossClusterKernel<__nv_bfloat16>)})
-    LMFUSE_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kClusterPartBytes));
-  LMFUSE_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
-  LMFUSE_CUDA_CHECK(cudaSetDevice(current));
-  return sms;
-}
-
-}  // namespace
-
-bool prepareClusterRows(int device) { return clusterRowSms(device) > 0; }
-
 void launchRowLoss(DType dtype, void* buffer, const RowParams& params, bool writeGradient, float* rowLoss,
-                   float* lse, float* userLse, float* userLoss, cudaStream_t stream, bool onChip) {
+                   float* lse, float* userLse, float* userLoss, cudaStream_t stream) {
   if (params.rows == 0) return;
-  const int64_t rowBytes = params.columns * (dtype == DType::Float32 ? 4 : 2);
-  const int64_t size = (rowBytes + kClusterPartBytes - 1) / kClusterPartBytes;
-  if (onChip && writeGradient && size <= kMaxRowCluster) {
-    int device = 0;
-    LMFUSE_CUDA_CHECK(cudaGetDevice(&device));
-    const int sms = clusterRowSms(device);
-    if (sms == 0) LMFUSE_FAIL("CUDA backend: the on-chip row kernel needs a device of compute capability 9.0");
-    withType(dtype, [&](auto* typed) {
-      using T = std::remove_pointer_t<decltype(typed)>;
-      const int64_t vector = Vec<T>::kSize;
-      const int32_t partColumns = int32_t((params.columns + size * vector - 1) / (size * vector) * vector);
-      const std::size_t partBytes = std::size_t(partColumns) * sizeof(T);
-      // As many clusters as fit at once (three parts of 64 KiB per SM), fewer for few rows.
-      const int64_t perSm = std::max<int64_t>(1, std::min<int64_t>(4, (200 << 10) / int64_t(partBytes)));
-      const int64_t clusters = std::max<int64_t>(1, std::min<int64_t>(params.rows, sms * perSm / size));
-      cudaLaunchConfig_t config{};
-      config.gridDim = dim3(unsigned(clusters * size), 1, 1);
-      config.blockDim = dim3(kClusterRowThreads, 1, 1);
-      config.dynamicSmemBytes = partBytes;
-      config.stream = stream;
-      cudaLaunchAttribute attribute{};
-      attribute.id = cudaLaunchAttributeClusterDimension;
-      attribute.val.clusterDim.x = unsigned(size);
-      attribute.val.clusterDim.y = 1;
-      attribute.val.clusterDim.z = 1;
-      config.attrs = &attribute;
-      config.numAttrs = 1;
-      LMFUSE_CUDA_CHECK(cudaLaunchKernelEx(&config, rowLossClusterKernel<T>, static_cast<T*>(buffer), params, rowLoss,
-                                           lse, userLse, userLoss, partColumns));
-    });
-    return;
-  }
   withType(dtype, [&](auto* typed) {
     using T = std::remove_pointer_t<decltype(typed)>;
     auto* kernel = writeGradient ? rowLossKernel<T, true> : rowLossKernel<T, false>;

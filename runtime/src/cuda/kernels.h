@@ -48,17 +48,8 @@ struct RowParams {
 /// Full rows (columns == vocab): one pass of online max/sum per row gives lse and the loss; when
 /// writeGradient, the row is overwritten in place with dx (the gradient with respect to x = h·Wᵀ + b).
 /// rowLoss/lse are the workspace arrays [N]; userLse and userLoss (Reduction::None) may be null.
-/// With onChip (only where prepareClusterRows said yes) and writeGradient, a row of at most 8 × 64 KiB is
-/// read once into the shared memory of a cluster of CTAs and dx written from there: one read and one
-/// write of the buffer, where the one-block kernel reads it twice. lse is then summed in another order:
-/// the same to rounding, not bitwise.
 void launchRowLoss(DType dtype, void* buffer, const RowParams& params, bool writeGradient, float* rowLoss,
-                   float* lse, float* userLse, float* userLoss, cudaStream_t stream, bool onChip = false);
-
-/// Whether launchRowLoss can keep rows on chip on `device` (compute capability 9.0 or above: thread block
-/// clusters), preparing it there on the first call (the kernel's shared-memory limit): make that call
-/// outside any stream capture.
-bool prepareClusterRows(int device);
+                   float* lse, float* userLse, float* userLoss, cudaStream_t stream);
 
 /// A slice of columns whose rows' lse is known (the low-memory grad_weight pass): overwrites the buffer
 /// with dx, elementwise.
