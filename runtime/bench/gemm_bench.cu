@@ -188,8 +188,7 @@ int main() {
     std::printf("| %s (%lld, %lld, %lld) | %.3f | %.3f | %.3f | %.3f | %.3f | %.3f | %.3f | %s | %.2e |\n", s.name,
                 (long long)s.m, (long long)s.n, (long long)s.k, productMs, unfusedMs, fusedMs, fusedMs / unfusedMs,
                 fusedMs - productMs, blasMs, fusedMs / blasMs,
-                backend::tileGemmFill(device, s.m, s.n) >= backend::kTileGemmMinimumFill ? "fused" : "cuBLASLt",
-                difference);
+                backend::tileGemmFillsDevice(device, s.m, s.n) ? "fused" : "cuBLASLt", difference);
     std::fflush(stdout);
     for (void* p : {(void*)h, (void*)w, (void*)c1, (void*)c2, (void*)targets, (void*)lse, (void*)scalars}) cudaFree(p);
   }

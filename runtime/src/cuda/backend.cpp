@@ -422,7 +422,7 @@ private:
     auto aligned = [](const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; };
     if (state_.tileProduct && problem_.dtype == DType::BFloat16 && aligned(weightRows) && aligned(hidden) &&
         aligned(out) && problem_.weight_stride % 8 == 0 && hiddenLd % 8 == 0 && ld % 8 == 0 &&
-        tileGemmFill(state_.device, tokens, columns) >= state_.tileMinimumFill) {
+        tileGemmFillsDevice(state_.device, tokens, columns)) {
       const TileGradient epilogue{gradient ? *gradient : RowParams{}, lse_};
       tileGemm(TileGemmShape{tokens, columns, d, hiddenLd, problem_.weight_stride, ld}, hidden, weightRows, out,
                stream, gradient ? &epilogue : nullptr);

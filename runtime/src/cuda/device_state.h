@@ -11,7 +11,6 @@
 #include <mutex>
 
 #include "conditional.h"
-#include "tile_gemm.h"  // defines: kTileGemmMinimumFill
 
 namespace lmfuse::detail::cuda {
 
@@ -25,9 +24,6 @@ struct DeviceState {
   RecordedGraphs recorded;  // the last few distinct eager compacting calls, as graphs
   int device = 0;
   bool tileProduct = false;  // the device runs lmfuse's Hopper tile product (tile_gemm.h)
-  // The least tileGemmFill at which a product runs there. Tests lower it to 0, so that their small
-  // problems run the tile product inside the pipeline too.
-  double tileMinimumFill = kTileGemmMinimumFill;
   std::mutex mutex;
 };
 
