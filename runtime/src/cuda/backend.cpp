@@ -411,18 +411,16 @@ private:
 
   // logits[tokens, columns] (leading dimension ld) = hidden rows · weight rowsᵀ; given the rows' `gradient`
   // parameters, dx of those logits from lse_ instead (launchSliceGradient's result). lmfuse's Hopper tile
-  // product where the device has it, the operands are bf16 and meet TMA's alignment and the product is wide
-  // enough to fill the device (it matches or beats cuBLASLt there, NOTES.md v21 and v23), with dx written by
-  // its epilogue; otherwise cuBLASLt, then the slice kernel. The choice depends only on the arguments, so a
-  // repeated call runs the same kernels.
+  // product where the device has it and the operands are bf16 and meet TMA's alignment (it matches or beats
+  // cuBLASLt on this product, NOTES.md v21), with dx written by its epilogue; otherwise cuBLASLt, then the
+  // slice kernel. The choice depends only on the arguments, so a repeated call runs the same kernels.
   void logitsGemm(const void* weightRows, const void* hidden, int64_t hiddenLd, int64_t tokens, int64_t columns,
                   void* out, int64_t ld, void* blasWorkspace, std::size_t blasBytes, cudaStream_t stream,
                   const RowParams* gradient = nullptr) {
     const int64_t d = problem_.hidden_dim;
     auto aligned = [](const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; };
     if (state_.tileProduct && problem_.dtype == DType::BFloat16 && aligned(weightRows) && aligned(hidden) &&
-        aligned(out) && problem_.weight_stride % 8 == 0 && hiddenLd % 8 == 0 && ld % 8 == 0 &&
-        tileGemmFillsDevice(state_.device, tokens, columns)) {
+        aligned(out) && problem_.weight_stride % 8 == 0 && hiddenLd % 8 == 0 && ld % 8 == 0) {
       const TileGradient epilogue{gradient ? *gradient : RowParams{}, lse_};
       tileGemm(TileGemmShape{tokens, columns, d, hiddenLd, problem_.weight_stride, ld}, hidden, weightRows, out,
                stream, gradient ? &epilogue : nullptr);

@@ -22,7 +22,6 @@ struct DeviceState {
   cudaEvent_t forked = nullptr;        // main -> side: the inputs of the next kernel are ready
   cudaEvent_t rowsDone[2] = {nullptr, nullptr};  // side -> main: logits buffer k is ready for the GEMMs
   RecordedGraphs recorded;  // the last few distinct eager compacting calls, as graphs
-  int device = 0;
   bool tileProduct = false;  // the device runs lmfuse's Hopper tile product (tile_gemm.h)
   std::mutex mutex;
 };

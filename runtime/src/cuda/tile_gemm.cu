@@ -42,11 +42,6 @@ constexpr int kStages = 3;     // 4 left no room for the staging buffers and mea
 constexpr int kBoxBytes = 64 * 64 * 2;  // one 64 x 64 bf16 box of a consumer's finished tile
 constexpr int kBoxes = 4;               // boxes per consumer tile (64 x 256)
 constexpr int kStagedRowBytes = 32;     // StagedRow: a row's gradient terms (gradient epilogue)
-// tileGemmFillsDevice: the least share of its waves' tile slots (resident CTAs × waves × one tile each)
-// that a product's elements must fill for the tile product to run it. Measured against cuBLASLt and the
-// slice kernel on the lean plan's slices (NOTES.md, v23): ahead at 0.97 of the slots (one or two full
-// waves), even at 0.87, behind at 0.73 (1.5 waves, or a tile's columns half used) and at 0.48.
-constexpr double kMinimumFill = 0.8;
 constexpr int kSharedBytes = kStages * (kStageBytesA + kStageBytesB) + 2 * kBoxes * kBoxBytes +
                              2 * 64 * kStagedRowBytes + 2 * kStages * 8 + 1024;
 
@@ -481,14 +476,6 @@ int residentClusters(int device) {
 }  // namespace
 
 bool tileGemmAvailable(int device) { return residentClusters(device) > 0; }
-
-bool tileGemmFillsDevice(int device, int64_t m, int64_t n) {
-  const int64_t ctas = int64_t(residentClusters(device)) * kClusterM;
-  if (ctas == 0 || m == 0 || n == 0) return false;
-  const int64_t tiles = ((m + kBlockM - 1) / kBlockM) * ((n + kBlockN - 1) / kBlockN);
-  const int64_t waves = (tiles + ctas - 1) / ctas;
-  return double(m) * double(n) >= kMinimumFill * double(waves * ctas) * kBlockM * kBlockN;
-}
 
 void tileGemm(const TileGemmShape& s, const void* a, const void* b, void* c, cudaStream_t stream,
               const TileGradient* gradient) {

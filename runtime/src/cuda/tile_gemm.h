@@ -29,13 +29,6 @@ struct TileGemmShape {
 /// outside any stream capture.
 bool tileGemmAvailable(int device);
 
-/// Whether the tile product, where available, is the product to run for C [m, n] on `device`: only when
-/// C's elements fill most of the [128, 256] tile slots of the waves it takes over the resident CTAs. A
-/// narrow product (the lean plan's last vocabulary slices) leaves SMs idle while each busy one runs a
-/// whole tile's k loop, and a part-filled last wave does the same; cuBLASLt's smaller tiles spread such
-/// a product over every SM (measured, runtime/bench/NOTES.md, v23).
-bool tileGemmFillsDevice(int device, int64_t m, int64_t n);
-
 /// The gradient epilogue: C's row r is the buffer row r of `rows` (its token, target and scale as
 /// launchSliceGradient reads them; rows.rows = m, rows.columns = n, rows.ld unused), and each element is
 /// written as dx of the product rounded to bf16: bitwise what the plain product followed by
