@@ -6,8 +6,8 @@
 // between the two outputs relative to the largest cuBLASLt value. A second table times the lean plan's
 // slice step, dx of a vocabulary slice from known lse: the tile product then the slice kernel (unfused),
 // against the tile product writing dx from its epilogue (fused), beside the bare product and cuBLASLt's
-// product then the slice kernel (the backend's path where the tile product does not run), down to the
-// narrowest slices the lean plan makes.
+// product then the slice kernel (what the backend runs where the tile product would not fill the device),
+// down to the narrowest slices the lean plan makes.
 // Environment: LMFUSE_GEMM_BENCH_REPEATS.
 #include <cublasLt.h>
 #include <cuda_bf16.h>
@@ -132,8 +132,9 @@ int main() {
                           {"Gemma-2 lean slice", 8192, 1024, 2304}, {"Gemma-2 lean slice", 8192, 512, 2304},
                           {"Gemma-2 lean slice", 8192, 256, 2304},  {"Gemma-2 lean slice", 8192, 128, 2304}};
   std::printf("\n| dx of a slice (M tokens, N columns, K) | product ms | product + slice kernel ms | fused ms | "
-              "fused / unfused | epilogue ms | cuBLASLt + slice kernel ms | fused / cuBLASLt | max diff / max value |\n");
-  std::printf("|---|---|---|---|---|---|---|---|---|\n");
+              "fused / unfused | epilogue ms | cuBLASLt + slice kernel ms | fused / cuBLASLt | backend runs | "
+              "max diff / max value |\n");
+  std::printf("|---|---|---|---|---|---|---|---|---|---|\n");
   for (const Shape& s : slices) {
     const int64_t ldc = (s.n + 7) / 8 * 8;
     __nv_bfloat16 *h, *w, *c1, *c2;
@@ -184,9 +185,11 @@ int main() {
           backend::launchSliceGradient(lmfuse::DType::BFloat16, c1, rows, lse, stream);
         },
         repeats, stream, 3);
-    std::printf("| %s (%lld, %lld, %lld) | %.3f | %.3f | %.3f | %.3f | %.3f | %.3f | %.3f | %.2e |\n", s.name,
+    std::printf("| %s (%lld, %lld, %lld) | %.3f | %.3f | %.3f | %.3f | %.3f | %.3f | %.3f | %s | %.2e |\n", s.name,
                 (long long)s.m, (long long)s.n, (long long)s.k, productMs, unfusedMs, fusedMs, fusedMs / unfusedMs,
-                fusedMs - productMs, blasMs, fusedMs / blasMs, difference);
+                fusedMs - productMs, blasMs, fusedMs / blasMs,
+                backend::tileGemmFill(device, s.m, s.n) >= backend::kTileGemmMinimumFill ? "fused" : "cuBLASLt",
+                difference);
     std::fflush(stdout);
     for (void* p : {(void*)h, (void*)w, (void*)c1, (void*)c2, (void*)targets, (void*)lse, (void*)scalars}) cudaFree(p);
   }

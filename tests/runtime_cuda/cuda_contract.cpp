@@ -6,6 +6,7 @@
 #include <memory>
 #include <vector>
 
+#include "cuda/device_state.h"
 #include "scenario.h"
 
 using namespace lmfuse_test;
@@ -17,6 +18,21 @@ bool skipWithoutDevice() {
   WARN("skipped: no CUDA device visible");
   return true;
 }
+
+// The current device's least tile-product fill (device_state.h) for one scope: this binary runs at 0
+// (tile_product_everywhere.cpp).
+class MinimumFill {
+public:
+  explicit MinimumFill(double fill) : saved_(lmfuse::detail::cuda::deviceState().tileMinimumFill) {
+    lmfuse::detail::cuda::deviceState().tileMinimumFill = fill;
+  }
+  MinimumFill(const MinimumFill&) = delete;
+  MinimumFill& operator=(const MinimumFill&) = delete;
+  ~MinimumFill() { lmfuse::detail::cuda::deviceState().tileMinimumFill = saved_; }
+
+private:
+  double saved_;
+};
 
 Spec pipelineSpec(DType dtype) {
   Spec spec;
@@ -271,31 +287,47 @@ TEST_CASE("fp32 parameter gradients run in the workspace sized for their outputs
 
 // The lean low-memory plan (every buffer inside grad_weight): in the workspace sized for its outputs,
 // against the fp64 reference at random masks, the captured graph replaying to the eager result bitwise
-// (and following new labels, through the identity branch and the all-ignored one).
+// (and following new labels, through the identity branch and the all-ignored one). Three product paths:
+// every bf16 product on the tile product (this binary's threshold, on a device that has it); bf16 at the
+// shipped threshold, where these small products run on cuBLASLt and the slice kernel; and fp16, which
+// always runs there. Each configuration after the first changes the threshold between calls with the
+// same arguments (cudaMalloc hands the freed buffers out again), so a graph recorded under the other
+// threshold would be replayed if its key left the threshold out.
 TEST_CASE("lean low memory: random masks against fp64, captured replay bitwise equal to eager", "[cuda][lean]") {
   if (skipWithoutDevice()) return;
-  for (bool fp32Params : {false, true}) {
-    for (double ignored : {0.0, 0.1, 0.5, 0.95, 1.0}) {
-      INFO("fp32 parameter gradients " << fp32Params << ", ignored fraction " << ignored);
-      Spec spec = pipelineSpec(DType::BFloat16);
-      spec.n = 1000;
-      spec.options.chunk_tokens = 0;
-      spec.options.memory = MemoryMode::LowMemory;
-      spec.ignoredFraction = ignored;
-      spec.fp32ParamGrads = fp32Params;
-      spec.accumulate = fp32Params;
-      Scenario scenario(spec);
-      const std::size_t forThese =
-          lmfuse::workspace_size(scenario.problem(), scenario.options(), scenario.outputs(), scenario.context());
-      CHECK(forThese < std::size_t(spec.n) * 256);  // per-token arrays and an 8-column buffer
-      Result got = runInWorkspace(scenario, forThese);
-      Reference want = scenario.expected();
-      checkAgainstReference(got, want);
-      if (spec.accumulate) CHECK(relativeError(got.accumulate, want.gradWeight) <= 2e-2);
-      Result eager = scenario.run();
-      requireBitwiseEqual(got, eager);  // the workspace's size does not change the result
-      CapturedCall captured(scenario);
-      for (int replay = 0; replay < 2; ++replay) requireBitwiseEqual(eager, captured.replay());
+  struct Configuration {
+    DType dtype;
+    double fill;
+  };
+  for (Configuration c : {Configuration{DType::BFloat16, 0.0},
+                          Configuration{DType::BFloat16, lmfuse::detail::cuda::kTileGemmMinimumFill},
+                          Configuration{DType::Float16, 0.0}}) {
+    MinimumFill threshold(c.fill);
+    for (bool fp32Params : {false, true}) {
+      for (double ignored : {0.0, 0.1, 0.5, 0.95, 1.0}) {
+        INFO((c.dtype == DType::Float16 ? "fp16" : "bf16") << ", least tile-product fill " << c.fill
+                                                           << ", fp32 parameter gradients " << fp32Params
+                                                           << ", ignored fraction " << ignored);
+        Spec spec = pipelineSpec(c.dtype);
+        spec.n = 1000;
+        spec.options.chunk_tokens = 0;
+        spec.options.memory = MemoryMode::LowMemory;
+        spec.ignoredFraction = ignored;
+        spec.fp32ParamGrads = fp32Params;
+        spec.accumulate = fp32Params;
+        Scenario scenario(spec);
+        const std::size_t forThese =
+            lmfuse::workspace_size(scenario.problem(), scenario.options(), scenario.outputs(), scenario.context());
+        CHECK(forThese < std::size_t(spec.n) * 256);  // per-token arrays and an 8-column buffer
+        Result got = runInWorkspace(scenario, forThese);
+        Reference want = scenario.expected();
+        checkAgainstReference(got, want);
+        if (spec.accumulate) CHECK(relativeError(got.accumulate, want.gradWeight) <= 2e-2);
+        Result eager = scenario.run();
+        requireBitwiseEqual(got, eager);  // the workspace's size does not change the result
+        CapturedCall captured(scenario);
+        for (int replay = 0; replay < 2; ++replay) requireBitwiseEqual(eager, captured.replay());
+      }
     }
   }
   // One graph, new labels at every replay.

@@ -219,3 +219,21 @@ TEST_CASE("the gradient epilogue writes the slice kernel's dx, bitwise", "[cuda]
                     Catch::Contains("rows = m, columns = n"));
   TEST_CUDA(cudaStreamDestroy(stream));
 }
+
+// The share of its waves' tile slots a product fills (the backend's choice between the tile product and
+// cuBLASLt): one tile is 1 / (resident CTAs); a full wave fills all; one row more starts a second wave.
+TEST_CASE("the tile product's fill of its waves", "[cuda][tile_gemm]") {
+  if (!tileProductHere()) return;
+  int device = 0;
+  TEST_CUDA(cudaGetDevice(&device));
+  const double one = backend::tileGemmFill(device, 128, 256);
+  REQUIRE(one > 0.0);
+  REQUIRE(one <= 0.5);  // at least one cluster of two CTAs
+  const int64_t ctas = std::llround(1.0 / one);
+  CHECK(backend::tileGemmFill(device, 64, 256) == Approx(one / 2));
+  CHECK(backend::tileGemmFill(device, 128 * ctas, 256) == Approx(1.0));
+  CHECK(backend::tileGemmFill(device, 128, 256 * ctas) == Approx(1.0));
+  CHECK(backend::tileGemmFill(device, 128 * ctas + 1, 256) == Approx(double(128 * ctas + 1) / double(256 * ctas)));
+  CHECK(backend::tileGemmFill(device, 8192, 128256) > 0.95);
+  CHECK(backend::tileGemmFill(device, 0, 256) == 0.0);
+}

@@ -164,16 +164,21 @@ struct Pipeline {
   }
 };
 
-// Everything the recorded graph of a call depends on: sizes, options, every pointer (as bytes).
+// Everything the recorded graph of a call depends on: sizes, options, every pointer (as bytes), and the
+// device's least tile-product fill, which picks the kernels of each product (a test lowers it between
+// calls with the same arguments).
 std::vector<unsigned char> callKey(const Problem& problem, const Options& options, const Outputs& outputs,
-                                   Workspace workspace) {
+                                   Workspace workspace, double tileMinimumFill) {
   static_assert(std::is_trivially_copyable<Problem>::value && std::is_trivially_copyable<Options>::value &&
                     std::is_trivially_copyable<Outputs>::value && std::is_trivially_copyable<Workspace>::value,
                 "the key copies the argument structs");
-  std::vector<unsigned char> key(sizeof problem + sizeof options + sizeof outputs + sizeof workspace, 0);
+  std::vector<unsigned char> key(sizeof problem + sizeof options + sizeof outputs + sizeof workspace +
+                                     sizeof tileMinimumFill,
+                                 0);
   unsigned char* at = key.data();
   for (auto [data, size] : {std::pair<const void*, std::size_t>{&problem, sizeof problem}, {&options, sizeof options},
-                            {&outputs, sizeof outputs}, {&workspace, sizeof workspace}}) {
+                            {&outputs, sizeof outputs}, {&workspace, sizeof workspace},
+                            {&tileMinimumFill, sizeof tileMinimumFill}}) {
     std::memcpy(at, data, size);
     at += size;
   }
@@ -411,16 +416,18 @@ private:
 
   // logits[tokens, columns] (leading dimension ld) = hidden rows · weight rowsᵀ; given the rows' `gradient`
   // parameters, dx of those logits from lse_ instead (launchSliceGradient's result). lmfuse's Hopper tile
-  // product where the device has it and the operands are bf16 and meet TMA's alignment (it matches or beats
-  // cuBLASLt on this product, NOTES.md v21), with dx written by its epilogue; otherwise cuBLASLt, then the
-  // slice kernel. The choice depends only on the arguments, so a repeated call runs the same kernels.
+  // product where the device has it, the operands are bf16 and meet TMA's alignment and the product is wide
+  // enough to fill the device (it matches or beats cuBLASLt there, NOTES.md v21 and v23), with dx written by
+  // its epilogue; otherwise cuBLASLt, then the slice kernel. The choice depends only on the arguments, so a
+  // repeated call runs the same kernels.
   void logitsGemm(const void* weightRows, const void* hidden, int64_t hiddenLd, int64_t tokens, int64_t columns,
                   void* out, int64_t ld, void* blasWorkspace, std::size_t blasBytes, cudaStream_t stream,
                   const RowParams* gradient = nullptr) {
     const int64_t d = problem_.hidden_dim;
     auto aligned = [](const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; };
     if (state_.tileProduct && problem_.dtype == DType::BFloat16 && aligned(weightRows) && aligned(hidden) &&
-        aligned(out) && problem_.weight_stride % 8 == 0 && hiddenLd % 8 == 0 && ld % 8 == 0) {
+        aligned(out) && problem_.weight_stride % 8 == 0 && hiddenLd % 8 == 0 && ld % 8 == 0 &&
+        tileGemmFill(state_.device, tokens, columns) >= state_.tileMinimumFill) {
       const TileGradient epilogue{gradient ? *gradient : RowParams{}, lse_};
       tileGemm(TileGemmShape{tokens, columns, d, hiddenLd, problem_.weight_stride, ld}, hidden, weightRows, out,
                stream, gradient ? &epilogue : nullptr);
@@ -545,7 +552,8 @@ void linear_cross_entropy(const Problem& problem, const Options& options, const 
   Schedule schedule(state, problem, options, outputs, workspace, plan);
   cudaStream_t callerStream = static_cast<cudaStream_t>(context.stream);
   if (plan.compact)
-    recordAsGraph(callerStream, state.capture, state.recorded, callKey(problem, options, outputs, workspace),
+    recordAsGraph(callerStream, state.capture, state.recorded,
+                  callKey(problem, options, outputs, workspace, state.tileMinimumFill),
                   [&](cudaStream_t main) { schedule.run(main); });
   else
     schedule.run(callerStream);

@@ -23,6 +23,7 @@ DeviceState& deviceState() {
       LMFUSE_CUDA_CHECK(cudaStreamCreateWithFlags(stream, cudaStreamNonBlocking));
     LMFUSE_CUDA_CHECK(cudaEventCreateWithFlags(&state->forked, cudaEventDisableTiming));
     for (auto& event : state->rowsDone) LMFUSE_CUDA_CHECK(cudaEventCreateWithFlags(&event, cudaEventDisableTiming));
+    state->device = device;
     state->tileProduct = tileGemmAvailable(device);
     slot = std::move(state);
   }

@@ -11,6 +11,7 @@
 #include <mutex>
 
 #include "conditional.h"
+#include "tile_gemm.h"  // defines: kTileGemmMinimumFill
 
 namespace lmfuse::detail::cuda {
 
@@ -22,7 +23,11 @@ struct DeviceState {
   cudaEvent_t forked = nullptr;        // main -> side: the inputs of the next kernel are ready
   cudaEvent_t rowsDone[2] = {nullptr, nullptr};  // side -> main: logits buffer k is ready for the GEMMs
   RecordedGraphs recorded;  // the last few distinct eager compacting calls, as graphs
+  int device = 0;
   bool tileProduct = false;  // the device runs lmfuse's Hopper tile product (tile_gemm.h)
+  // The least tileGemmFill at which a product runs there. Tests lower it to 0, so that their small
+  // problems run the tile product inside the pipeline too; recorded graphs are keyed on it.
+  double tileMinimumFill = kTileGemmMinimumFill;
   std::mutex mutex;
 };
 

@@ -477,6 +477,14 @@ int residentClusters(int device) {
 
 bool tileGemmAvailable(int device) { return residentClusters(device) > 0; }
 
+double tileGemmFill(int device, int64_t m, int64_t n) {
+  const int64_t ctas = int64_t(residentClusters(device)) * kClusterM;
+  if (ctas == 0 || m <= 0 || n <= 0) return 0.0;
+  const int64_t tiles = ((m + kBlockM - 1) / kBlockM) * ((n + kBlockN - 1) / kBlockN);
+  const int64_t waves = (tiles + ctas - 1) / ctas;
+  return double(m) * double(n) / (double(waves * ctas) * kBlockM * kBlockN);
+}
+
 void tileGemm(const TileGemmShape& s, const void* a, const void* b, void* c, cudaStream_t stream,
               const TileGradient* gradient) {
   if (s.m == 0 || s.n == 0) return;

@@ -29,6 +29,18 @@ struct TileGemmShape {
 /// outside any stream capture.
 bool tileGemmAvailable(int device);
 
+/// The share of the [128, 256] tile slots of its waves over the resident CTAs that C [m, n]'s elements
+/// fill on `device` (0 where the tile product cannot run). A narrow product (the lean plan's last
+/// vocabulary slices) leaves SMs idle while each busy one runs a whole tile's k loop, and a part-filled
+/// last wave does the same; cuBLASLt's smaller tiles spread such a product over every SM.
+double tileGemmFill(int device, int64_t m, int64_t n);
+
+/// The backend runs the tile product where tileGemmFill reaches this, cuBLASLt (and the slice kernel)
+/// below. Measured on the lean plan's slices against cuBLASLt and the slice kernel (runtime/bench/NOTES.md,
+/// v23): ahead at a fill of 0.97 (one or two full waves), even at 0.87, behind at 0.73 (1.5 waves, or a
+/// tile's columns half used) and at 0.48.
+constexpr double kTileGemmMinimumFill = 0.8;
+
 /// The gradient epilogue: C's row r is the buffer row r of `rows` (its token, target and scale as
 /// launchSliceGradient reads them; rows.rows = m, rows.columns = n, rows.ld unused), and each element is
 /// written as dx of the product rounded to bf16: bitwise what the plain product followed by

@@ -7,6 +7,8 @@ namespace lmfuse::detail::cuda {
 
 bool tileGemmAvailable(int) { return false; }
 
+double tileGemmFill(int, int64_t, int64_t) { return 0.0; }
+
 void tileGemm(const TileGemmShape&, const void*, const void*, void*, cudaStream_t, const TileGradient*) {
   LMFUSE_FAIL("CUDA backend: this build has no Hopper tile product (LMFUSE_CUDA_ARCHITECTURES does not name 90)");
 }
