@@ -7,7 +7,10 @@
 // slice step, dx of a vocabulary slice from known lse: the tile product then the slice kernel (unfused),
 // against the tile product writing dx from its epilogue (fused), beside the bare product and cuBLASLt's
 // product then the slice kernel (what the backend runs where the tile product would not fill the device),
-// down to the narrowest slices the lean plan makes.
+// down to the narrowest slices the lean plan makes. A third table times the full-vocabulary step of the
+// default and lean passes, the product and then the row kernel (loss, lse, dx in place): with the row
+// kernel's own first pass over the logits, against the product's statistics epilogue (tile_gemm.h) and the
+// row kernel reading its partials, beside each part alone and the largest lse difference between the two.
 // Environment: LMFUSE_GEMM_BENCH_REPEATS.
 #include <cublasLt.h>
 #include <cuda_bf16.h>
@@ -192,6 +195,89 @@ int main() {
                 difference);
     std::fflush(stdout);
     for (void* p : {(void*)h, (void*)w, (void*)c1, (void*)c2, (void*)targets, (void*)lse, (void*)scalars}) cudaFree(p);
+  }
+
+  // The full-vocabulary step: product, then the row kernel writing dx; rows laid out as the plan lays them
+  // out (plan.h: statisticsBytes: the partials after the M logits rows), every token labelled.
+  const Shape full[] = {{"Llama-3-8B", 8192, 128256, 4096},
+                        {"Llama-3-8B, 4096 tokens (lean pass A)", 4096, 128256, 4096},
+                        {"Gemma-2-2B, 2731 tokens (a chunk)", 2731, 256000, 2304},
+                        {"Qwen-2.5-7B, 5462 tokens (a chunk)", 5462, 152064, 3584}};
+  std::printf("\n| product + row kernel (M tokens, V, K) | tile ms | tile + statistics ms | statistics / tile | "
+              "row kernel ms | row kernel from partials ms | step ms | step with statistics ms | "
+              "with / without | max lse diff |\n");
+  std::printf("|---|---|---|---|---|---|---|---|---|---|\n");
+  for (const Shape& s : full) {
+    const int64_t ldc = (s.n + 7) / 8 * 8;
+    const int64_t statisticsBytes = (s.n + backend::kRowStatisticsColumns - 1) / backend::kRowStatisticsColumns * 8;
+    __nv_bfloat16 *h, *w, *c;
+    int32_t* targets;
+    float *lse, *lse2, *rowLoss;
+    backend::Scalars* scalars;
+    BENCH_CHECK(cudaMalloc(&h, std::size_t(s.m * s.k) * 2));
+    BENCH_CHECK(cudaMalloc(&w, std::size_t(s.n * s.k) * 2));
+    BENCH_CHECK(cudaMalloc(&c, std::size_t(s.m * ldc) * 2 + std::size_t(s.m * statisticsBytes)));
+    BENCH_CHECK(cudaMalloc(&targets, std::size_t(s.m) * 4));
+    BENCH_CHECK(cudaMalloc(&lse, std::size_t(s.m) * 4));
+    BENCH_CHECK(cudaMalloc(&lse2, std::size_t(s.m) * 4));
+    BENCH_CHECK(cudaMalloc(&rowLoss, std::size_t(s.m) * 4));
+    BENCH_CHECK(cudaMalloc(&scalars, sizeof(backend::Scalars)));
+    fillKernel<<<1024, 256, 0, stream>>>(h, s.m * s.k, 1.0f, 5);
+    fillKernel<<<1024, 256, 0, stream>>>(w, s.n * s.k, 0.05f, 6);
+    std::vector<int32_t> hostTargets(s.m);
+    for (int64_t i = 0; i < s.m; ++i) hostTargets[i] = int32_t((i * 7919) % s.n);
+    const backend::Scalars hostScalars{1.0f / float(s.m), 1.0f / float(s.m), s.m, s.m};
+    BENCH_CHECK(cudaMemcpy(targets, hostTargets.data(), hostTargets.size() * 4, cudaMemcpyHostToDevice));
+    BENCH_CHECK(cudaMemcpy(scalars, &hostScalars, sizeof hostScalars, cudaMemcpyHostToDevice));
+    backend::RowParams rows;
+    rows.vocab = s.n;
+    rows.columns = s.n;
+    rows.ld = ldc;
+    rows.rows = s.m;
+    rows.targets = targets;
+    rows.scalars = scalars;
+    backend::TileStatistics statistics;
+    statistics.rows = rows;
+    statistics.partials = reinterpret_cast<char*>(c) + std::size_t(s.m * ldc) * 2;
+    statistics.stride = statisticsBytes;
+    const backend::RowPartials partials{statistics.partials, statistics.stride};
+    const backend::TileGemmShape tile{s.m, s.n, s.k, s.k, s.k, ldc};
+    const lmfuse::DType bf16 = lmfuse::DType::BFloat16;
+    const float tileMs = timeMedian([&] { backend::tileGemm(tile, h, w, c, stream); }, repeats, stream, 3);
+    const float statisticsMs =
+        timeMedian([&] { backend::tileGemm(tile, h, w, c, stream, nullptr, &statistics); }, repeats, stream, 3);
+    // The row kernels alone run on whatever the buffer holds by then (dx of dx after the first): the bytes
+    // they move are the same.
+    const float rowMs = timeMedian(
+        [&] { backend::launchRowLoss(bf16, c, rows, true, nullptr, rowLoss, lse, nullptr, nullptr, stream); }, repeats,
+        stream, 3);
+    const float rowPartialsMs = timeMedian(
+        [&] { backend::launchRowLoss(bf16, c, rows, true, &partials, rowLoss, lse, nullptr, nullptr, stream); },
+        repeats, stream, 3);
+    const float stepMs = timeMedian(
+        [&] {
+          backend::tileGemm(tile, h, w, c, stream);
+          backend::launchRowLoss(bf16, c, rows, true, nullptr, rowLoss, lse, nullptr, nullptr, stream);
+        },
+        repeats, stream, 3);
+    const float stepStatisticsMs = timeMedian(
+        [&] {
+          backend::tileGemm(tile, h, w, c, stream, nullptr, &statistics);
+          backend::launchRowLoss(bf16, c, rows, true, &partials, rowLoss, lse2, nullptr, nullptr, stream);
+        },
+        repeats, stream, 3);
+    std::vector<float> a(s.m), b(s.m);
+    BENCH_CHECK(cudaMemcpy(a.data(), lse, a.size() * 4, cudaMemcpyDeviceToHost));
+    BENCH_CHECK(cudaMemcpy(b.data(), lse2, b.size() * 4, cudaMemcpyDeviceToHost));
+    float lseDifference = 0;
+    for (int64_t i = 0; i < s.m; ++i) lseDifference = std::max(lseDifference, std::fabs(a[i] - b[i]));
+    std::printf("| %s (%lld, %lld, %lld) | %.3f | %.3f | %.3f | %.3f | %.3f | %.3f | %.3f | %.3f | %.2e |\n", s.name,
+                (long long)s.m, (long long)s.n, (long long)s.k, tileMs, statisticsMs, statisticsMs / tileMs, rowMs,
+                rowPartialsMs, stepMs, stepStatisticsMs, stepStatisticsMs / stepMs, lseDifference);
+    std::fflush(stdout);
+    for (void* p : {(void*)h, (void*)w, (void*)c, (void*)targets, (void*)lse, (void*)lse2, (void*)rowLoss,
+                    (void*)scalars})
+      cudaFree(p);
   }
   return 0;
 }

@@ -109,7 +109,7 @@ TEST_CASE("each backend kernel on its own stream, outside graphs, against the ho
   p.rowTokens = order.as<int64_t>();
   p.targets = targets.as<int32_t>();
   p.scalars = scalars.as<backend::Scalars>();
-  backend::launchRowLoss(dtype, rows.get(), p, true, rowLoss.as<float>(), lse.as<float>(), nullptr, nullptr, stream);
+  backend::launchRowLoss(dtype, rows.get(), p, true, nullptr, rowLoss.as<float>(), lse.as<float>(), nullptr, nullptr, stream);
   for (std::size_t i = 0; i < slices.size(); ++i) {
     backend::RowParams sp = p;
     sp.columnBegin = sliceCases[i].first;

@@ -9,6 +9,7 @@
 
 using lmfuse::detail::cuda::balanceChunks;
 using lmfuse::detail::cuda::kMaxCompactChunkBodies;
+using lmfuse::detail::cuda::logitsTokenBytes;
 using lmfuse::detail::cuda::makePlan;
 using lmfuse::detail::cuda::passPlan;
 using lmfuse::detail::cuda::PassPlan;
@@ -77,7 +78,7 @@ TEST_CASE("the default plan at model shapes: within the accumulator plus 1.5 GiB
       CHECK_FALSE(plan.lowMemory);
       CHECK(plan.logitsBuffers == 1);
       CHECK(plan.compact == compact);
-      const std::size_t rowBytes = std::size_t(plan.logitsLd) * 2;
+      const std::size_t rowBytes = logitsTokenBytes(plan);
       const double accumulatorGiB = double(shape.v) * double(shape.d) * 4 / kGiB;
       CHECK(double(plan.totalBytes) / kGiB <= accumulatorGiB + 1.5);  // the default budget
       REQUIRE(plan.singleChunk == singleChunk);
@@ -309,7 +310,7 @@ void checkLeanPass(const Plan& plan, int64_t tokens, bool gather) {
   CHECK(pass.chunks * pass.chunkTokens >= tokens);
   CHECK((pass.chunks - 1) * pass.chunkTokens < tokens);
   if (gather) CHECK(pass.gatheredOffset + std::size_t(pass.chunkTokens) * d * e <= pass.logitsOffset);
-  const std::size_t logitsEnd = pass.logitsOffset + std::size_t(pass.chunkTokens) * std::size_t(plan.logitsLd) * e;
+  const std::size_t logitsEnd = pass.logitsOffset + std::size_t(pass.chunkTokens) * logitsTokenBytes(plan);
   CHECK(logitsEnd <= big);
   if (pass.blasBytes) CHECK(logitsEnd <= pass.blasOffset);
   CHECK(pass.blasOffset + pass.blasBytes <= big);

@@ -4,8 +4,9 @@
 // stages wrap). C is poisoned first: every element of [m, n] must be written, the padding columns
 // from n rounded up to 8 (TMA's 16-byte store granule) to ldc never. The gradient epilogue against the
 // unfused path it replaces (the plain product, then the slice kernel): bitwise, over slices of a vocabulary
-// with every row option and both row maps. Skips without a device of compute capability 9.0 or a build
-// without the product.
+// with every row option and both row maps. The statistics epilogue against fp64 statistics of the
+// logits it stored, and the row kernel reading them against its own first pass. Skips without a device of
+// compute capability 9.0 or a build without the product.
 #include <catch2/catch.hpp>
 
 #include <cmath>
@@ -173,8 +174,8 @@ TEST_CASE("the gradient epilogue writes the slice kernel's dx, bitwise", "[cuda]
     backend::RowParams full = rows;
     full.columns = v;
     full.ld = vPadded;
-    backend::launchRowLoss(bf16, logits.get(), full, false, rowLoss.as<float>(), lse.as<float>(), nullptr, nullptr,
-                           stream);
+    backend::launchRowLoss(bf16, logits.get(), full, false, nullptr, rowLoss.as<float>(), lse.as<float>(), nullptr,
+                           nullptr, stream);
 
     // The slice: unfused (product, then the slice kernel) and fused (the epilogue), into poisoned buffers.
     const int64_t ldc = (c.columns + 7) / 8 * 8 + 8;
@@ -236,4 +237,139 @@ TEST_CASE("the tile product's fill of its waves", "[cuda][tile_gemm]") {
   CHECK(backend::tileGemmFill(device, 128 * ctas + 1, 256) == Approx(double(128 * ctas + 1) / double(256 * ctas)));
   CHECK(backend::tileGemmFill(device, 8192, 128256) > 0.95);
   CHECK(backend::tileGemmFill(device, 0, 256) == 0.0);
+}
+
+// The statistics epilogue: the product it stores is bitwise the plain product's; each row's (max, Σ exp)
+// per 256 columns matches fp64 statistics of those stored logits (with bias, scale and softcap), the
+// float2s land where RowPartials says and nothing past them is written; the row kernel reading them gives
+// the lse, loss and dx of its own first pass, with and without label smoothing (Σ z then comes from the
+// gradient pass).
+TEST_CASE("the statistics epilogue: row partials against fp64, the row kernel from them", "[cuda][tile_gemm]") {
+  if (!tileProductHere()) return;
+  struct StatisticsCase {
+    int64_t m, n, k;
+    bool bias, softcap;
+    float smoothing;
+  };
+  const StatisticsCase cases[] = {
+      {2100, 5003, 136, false, false, 0.0f},  // 9 x 20 cluster tiles: each consumer takes several
+      {1000, 2003, 640, true, true, 0.1f},    // a last block of 211 columns, every transform
+      {129, 257, 64, true, false, 0.0f},      // a last block of one column, a row past a tile
+  };
+  const DType bf16 = DType::BFloat16;
+  auto& g = rng();
+  cudaStream_t stream;
+  TEST_CUDA(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  for (const StatisticsCase& c : cases) {
+    CAPTURE(c.m, c.n, c.k, c.bias, c.softcap, c.smoothing);
+    const int64_t blocks = (c.n + 255) / 256, first = (c.n + 7) / 8 * 8;
+    const int64_t ldc = first + (blocks * 4 + 7) / 8 * 8 + 8;  // the plan's layout, and 8 columns to spare
+    Stored hidden = randomStored(g, bf16, std::size_t(c.m * c.k), 1.0);
+    Stored weight = randomStored(g, bf16, std::size_t(c.n * c.k), 0.3);
+    Stored biasValues = randomStored(g, bf16, std::size_t(c.n), 0.5);
+    DeviceBuffer hiddenDevice(hidden.raw.size()), weightDevice(weight.raw.size()), bias(biasValues.raw.size()),
+        plain(std::size_t(c.m * ldc) * 2), withStatistics(std::size_t(c.m * ldc) * 2);
+    hiddenDevice.upload(hidden.raw.data());
+    weightDevice.upload(weight.raw.data());
+    bias.upload(biasValues.raw.data());
+    plain.poison();
+    withStatistics.poison();
+    TEST_CUDA(cudaDeviceSynchronize());  // the uploads and memsets, before the non-blocking stream's work
+
+    backend::RowParams rows;
+    rows.vocab = c.n;
+    rows.columns = c.n;
+    rows.rows = c.m;
+    rows.ld = ldc;
+    if (c.bias) rows.bias = bias.get();
+    if (c.softcap) {
+      rows.softcap = 5.0f;
+      rows.logitScale = 2.0f;
+    }
+    rows.smoothing = c.smoothing;
+    backend::TileStatistics statistics;
+    statistics.rows = rows;
+    statistics.partials = withStatistics.as<char>() + first * 2;
+    statistics.stride = ldc * 2;
+    const backend::TileGemmShape shape{c.m, c.n, c.k, c.k, c.k, ldc};
+    backend::tileGemm(shape, hiddenDevice.get(), weightDevice.get(), plain.get(), stream);
+    backend::tileGemm(shape, hiddenDevice.get(), weightDevice.get(), withStatistics.get(), stream, nullptr, &statistics);
+    TEST_CUDA(cudaStreamSynchronize(stream));
+    const std::vector<unsigned char> want = plain.download(), got = withStatistics.download();
+
+    int64_t differ = 0, untouched = 0, wrongMax = 0, wrongSum = 0;
+    for (int64_t r = 0; r < c.m; ++r) {
+      for (int64_t j = 0; j < c.n; ++j) differ += std::memcmp(&want[2 * (r * ldc + j)], &got[2 * (r * ldc + j)], 2) != 0;
+      for (int64_t j = first + blocks * 4; j < ldc; ++j) untouched += std::isnan(loadStored(got, bf16, std::size_t(r * ldc + j)));
+      for (int64_t b = 0; b < blocks; ++b) {
+        double m = -INFINITY, sum = 0;
+        std::vector<double> z;
+        for (int64_t j = b * 256; j < std::min(c.n, (b + 1) * 256); ++j) {
+          double x = loadStored(got, bf16, std::size_t(r * ldc + j)) + (c.bias ? biasValues.values[j] : 0.0);
+          x *= rows.logitScale;
+          if (c.softcap) x = rows.softcap * std::tanh(x / rows.softcap);
+          z.push_back(x);
+          m = std::max(m, x);
+        }
+        for (double x : z) sum += std::exp(x - m);
+        float partial[2];
+        std::memcpy(partial, &got[std::size_t(r * ldc + first) * 2 + std::size_t(b) * 8], 8);
+        wrongMax += !(std::fabs(partial[0] - m) <= 1e-5 * (1 + std::fabs(m)));
+        wrongSum += !(std::fabs(partial[1] - sum) <= 1e-4 * sum);
+      }
+    }
+    CHECK(differ == 0);
+    CHECK(untouched == c.m * (ldc - first - blocks * 4));
+    CHECK(wrongMax == 0);
+    CHECK(wrongSum == 0);
+
+    // The row kernel from these partials against its own first pass over the same logits: targets from
+    // labels with a tenth ignored, the gradient written (and, without smoothing, forward only too).
+    std::uniform_int_distribution<int64_t> label(0, c.n - 1);
+    std::uniform_real_distribution<double> unit(0.0, 1.0);
+    std::vector<int64_t> labels(c.m);
+    for (auto& l : labels) l = unit(g) < 0.1 ? -100 : label(g);
+    lmfuse::Problem problem;
+    problem.tokens = c.m;
+    problem.hidden_dim = c.k;
+    problem.vocab = c.n;
+    problem.dtype = bf16;
+    problem.label_type = IndexType::Int64;
+    DeviceBuffer labelsDevice(c.m * 8), targets(c.m * 4), scalars(sizeof(backend::Scalars)), report(256);
+    labelsDevice.upload(labels.data());
+    TEST_CUDA(cudaDeviceSynchronize());
+    problem.labels = labelsDevice.get();
+    backend::launchPrepare(problem, lmfuse::Options{}, targets.as<int32_t>(), scalars.as<backend::Scalars>(),
+                           report.as<lmfuse::detail::LabelErrorReport>(), stream);
+    rows.targets = targets.as<int32_t>();
+    rows.scalars = scalars.as<backend::Scalars>();
+    for (bool gradient : {true, false}) {
+      if (!gradient && c.smoothing != 0.0f) continue;  // a forward-only pass with smoothing reads its rows
+      CAPTURE(gradient);
+      DeviceBuffer ownLogits(got.size()), fromLogits(got.size()), ownLse(c.m * 4), fromLse(c.m * 4),
+          ownLoss(c.m * 4), fromLoss(c.m * 4);
+      ownLogits.upload(got.data());
+      fromLogits.upload(got.data());
+      TEST_CUDA(cudaDeviceSynchronize());
+      backend::RowPartials fromPartials{fromLogits.as<char>() + first * 2, ldc * 2};
+      backend::launchRowLoss(bf16, ownLogits.get(), rows, gradient, nullptr, ownLoss.as<float>(), ownLse.as<float>(),
+                             nullptr, nullptr, stream);
+      backend::launchRowLoss(bf16, fromLogits.get(), rows, gradient, &fromPartials, fromLoss.as<float>(),
+                             fromLse.as<float>(), nullptr, nullptr, stream);
+      TEST_CUDA(cudaStreamSynchronize(stream));
+      const std::vector<double> lseOwn = floatsToDoubles(ownLse.download()), lseFrom = floatsToDoubles(fromLse.download());
+      const std::vector<double> lossOwn = floatsToDoubles(ownLoss.download()),
+                                lossFrom = floatsToDoubles(fromLoss.download());
+      CHECK(relativeError(lseFrom, lseOwn) < 1e-6);
+      CHECK(relativeError(lossFrom, lossOwn) < 1e-5);
+      int64_t nonzeroLoss = 0;
+      for (double l : lossOwn) nonzeroLoss += l != 0.0;
+      CHECK(nonzeroLoss > c.m / 2);
+      if (!gradient) continue;
+      const std::vector<double> dxOwn = toDoubles(ownLogits.download(), bf16, std::size_t(c.m * c.n), c.n, ldc),
+                                dxFrom = toDoubles(fromLogits.download(), bf16, std::size_t(c.m * c.n), c.n, ldc);
+      CHECK(relativeError(dxFrom, dxOwn) < 1e-3);
+    }
+  }
+  TEST_CUDA(cudaStreamDestroy(stream));
 }

@@ -273,7 +273,8 @@ private:
       if (plan_.compact)
         launchGatherRows(problem_.dtype, problem_.hidden, problem_.hidden_stride, order_, item.firstToken, item.tokens,
                          d, gathered_, s);
-      forwardGemm(item, buffer, plan_.logitsLd, s);
+      const RowPartials partials = rowStatistics(hiddenRows(item), hiddenLd_, item.tokens, buffer, gradients_);
+      forwardGemm(item, buffer, plan_.logitsLd, s, nullptr, partials.data ? &partials : nullptr);
     };
     full.rows = [&](const Item& item, void* buffer, cudaStream_t s) {
       RowParams p = params_;
@@ -281,7 +282,9 @@ private:
       p.ld = plan_.logitsLd;
       p.firstToken = item.firstToken;
       p.rows = item.tokens;
-      launchRowLoss(problem_.dtype, buffer, p, gradients_, rowLoss_, lse_, outputs_.lse, userLoss_, s);
+      const RowPartials partials = rowStatistics(hiddenRows(item), hiddenLd_, item.tokens, buffer, gradients_);
+      launchRowLoss(problem_.dtype, buffer, p, gradients_, partials.data ? &partials : nullptr, rowLoss_, lse_,
+                    outputs_.lse, userLoss_, s);
       if (gradients_ && outputs_.grad_bias)
         launchColumnSum(problem_.dtype, buffer, item.tokens, v, plan_.logitsLd, biasAccumulator_, item.firstToken > 0, s);
     };
@@ -343,14 +346,17 @@ private:
         h = rows;
         ldh = d;
       }
-      logitsGemm(problem_.weight, h, ldh, count, v, logits, plan_.logitsLd, blasA, pass.blasBytes, stream);
+      const RowPartials partials = rowStatistics(h, ldh, count, logits, dx);
+      logitsGemm(problem_.weight, h, ldh, count, v, logits, plan_.logitsLd, blasA, pass.blasBytes, stream, nullptr,
+                 partials.data ? &partials : nullptr);
       RowParams p = params_;
       p.columns = v;
       p.ld = plan_.logitsLd;
       p.firstToken = t;
       p.rows = count;
       p.rowTokens = gather ? order_ : nullptr;
-      launchRowLoss(problem_.dtype, logits, p, dx, rowLoss_, lse_, outputs_.lse, userLoss_, stream);
+      launchRowLoss(problem_.dtype, logits, p, dx, partials.data ? &partials : nullptr, rowLoss_, lse_, outputs_.lse,
+                    userLoss_, stream);
       if (outputs_.grad_bias)
         launchColumnSum(problem_.dtype, logits, count, v, plan_.logitsLd, biasAccumulator_, t > 0, stream);
       if (!outputs_.grad_hidden) continue;
@@ -408,29 +414,57 @@ private:
   }
 
   void forwardGemm(const Item& item, void* buffer, int64_t ld, cudaStream_t stream,
-                   const RowParams* gradient = nullptr) {
+                   const RowParams* gradient = nullptr, const RowPartials* statistics = nullptr) {
     logitsGemm(static_cast<const char*>(problem_.weight) + std::size_t(item.firstColumn) * problem_.weight_stride * e_,
                hiddenRows(item), hiddenLd_, item.tokens, item.columns, buffer, ld, blasWorkspace_,
-               kCublasWorkspaceBytes, stream, gradient);
+               kCublasWorkspaceBytes, stream, gradient, statistics);
+  }
+
+  // Whether logitsGemm runs lmfuse's Hopper tile product: where the device has it, the operands are bf16
+  // and meet TMA's alignment and the product is wide enough to fill the device (it matches or beats
+  // cuBLASLt there, NOTES.md v21 and v23). The choice depends only on the arguments, so a repeated call
+  // runs the same kernels.
+  bool tileProductRuns(const void* weightRows, const void* hidden, int64_t hiddenLd, int64_t tokens, int64_t columns,
+                       const void* out, int64_t ld) const {
+    auto aligned = [](const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; };
+    return state_.tileProduct && problem_.dtype == DType::BFloat16 && aligned(weightRows) && aligned(hidden) &&
+           aligned(out) && problem_.weight_stride % 8 == 0 && hiddenLd % 8 == 0 && ld % 8 == 0 &&
+           tileGemmFill(state_.device, tokens, columns) >= state_.tileMinimumFill;
+  }
+
+  // The partial row statistics of a full-vocabulary logits buffer of `tokens` rows over `hidden`, after
+  // the buffer's `tokens` logits rows (plan.h: statisticsBytes): written by the product where it is the tile
+  // product and the row pass can use them (it writes dx, or no label smoothing needs Σ z); none (null
+  // data) otherwise, and the row pass makes its own first pass over the logits.
+  RowPartials rowStatistics(const void* hidden, int64_t hiddenLd, int64_t tokens, void* buffer,
+                            bool writeGradient) const {
+    if (plan_.statisticsBytes == 0 || (!writeGradient && options_.label_smoothing != 0.0) ||
+        !tileProductRuns(problem_.weight, hidden, hiddenLd, tokens, problem_.vocab, buffer, plan_.logitsLd))
+      return {};
+    return {static_cast<const char*>(buffer) + std::size_t(tokens) * std::size_t(plan_.logitsLd) * e_,
+            int64_t(plan_.statisticsBytes)};
   }
 
   // logits[tokens, columns] (leading dimension ld) = hidden rows · weight rowsᵀ; given the rows' `gradient`
-  // parameters, dx of those logits from lse_ instead (launchSliceGradient's result). lmfuse's Hopper tile
-  // product where the device has it, the operands are bf16 and meet TMA's alignment and the product is wide
-  // enough to fill the device (it matches or beats cuBLASLt there, NOTES.md v21 and v23), with dx written by
-  // its epilogue; otherwise cuBLASLt, then the slice kernel. The choice depends only on the arguments, so a
-  // repeated call runs the same kernels.
+  // parameters, dx of those logits from lse_ instead (launchSliceGradient's result). The tile product where
+  // tileProductRuns, with dx written by its epilogue, and the row statistics too where asked
+  // (rowStatistics: full-vocabulary products only); otherwise cuBLASLt, then the slice kernel.
   void logitsGemm(const void* weightRows, const void* hidden, int64_t hiddenLd, int64_t tokens, int64_t columns,
                   void* out, int64_t ld, void* blasWorkspace, std::size_t blasBytes, cudaStream_t stream,
-                  const RowParams* gradient = nullptr) {
+                  const RowParams* gradient = nullptr, const RowPartials* statistics = nullptr) {
     const int64_t d = problem_.hidden_dim;
-    auto aligned = [](const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; };
-    if (state_.tileProduct && problem_.dtype == DType::BFloat16 && aligned(weightRows) && aligned(hidden) &&
-        aligned(out) && problem_.weight_stride % 8 == 0 && hiddenLd % 8 == 0 && ld % 8 == 0 &&
-        tileGemmFill(state_.device, tokens, columns) >= state_.tileMinimumFill) {
+    if (tileProductRuns(weightRows, hidden, hiddenLd, tokens, columns, out, ld)) {
       const TileGradient epilogue{gradient ? *gradient : RowParams{}, lse_};
+      TileStatistics rows;
+      if (statistics) {
+        rows.rows = params_;
+        rows.rows.columns = columns;
+        rows.rows.rows = tokens;
+        rows.partials = const_cast<char*>(statistics->data);
+        rows.stride = statistics->stride;
+      }
       tileGemm(TileGemmShape{tokens, columns, d, hiddenLd, problem_.weight_stride, ld}, hidden, weightRows, out,
-               stream, gradient ? &epilogue : nullptr);
+               stream, gradient ? &epilogue : nullptr, statistics ? &rows : nullptr);
       return;
     }
     GemmShape shape{type_, type_, true, false, columns, tokens, d, problem_.weight_stride, hiddenLd, ld};

@@ -10,6 +10,7 @@
 #include <cfloat>
 #include <algorithm>
 #include <climits>
+#include <type_traits>
 
 #include "check.h"
 #include "kernels.h"
@@ -132,14 +133,18 @@ __device__ void zeroRow(T* row, int64_t columns, int lane, int lanes) {
 }
 
 // Overwrites one row (columns [columnBegin, columnBegin + columns) of the vocabulary) with dx
-// (logit_gradient.cuh); lanes as for zeroRow.
-template <typename T>
-__device__ void gradientRow(T* row, const RowParams& p, const RowGradient& terms, int lane, int lanes) {
+// (logit_gradient.cuh); lanes as for zeroRow. With kSumZ, returns this lane's Σ z of the logits it read
+// (label smoothing's term, where the row's first pass came from partial statistics); else 0.
+template <typename T, bool kSumZ = false>
+__device__ float gradientRow(T* row, const RowParams& p, const RowGradient& terms, int lane, int lanes) {
   using V = Vec<T>;
   const GradientConstants constants = gradientConstants(p);
   const T* bias = p.bias ? static_cast<const T*>(p.bias) + p.columnBegin : nullptr;
-  auto dx = [&](float raw, int32_t column) {
-    return logitGradient(raw + (bias ? toFloat(bias[column]) : 0.0f), column, terms, constants);
+  float sumZ = 0.0f;
+  auto dx = [&](float logit, int32_t column) {
+    const float raw = logit + (bias ? toFloat(bias[column]) : 0.0f);
+    if (kSumZ) sumZ += transform_logit(raw, constants.loss);
+    return logitGradient(raw, column, terms, constants);
   };
   const int32_t columns = int32_t(p.columns);
   const int32_t vectors = columns / V::kSize;
@@ -150,6 +155,7 @@ __device__ void gradientRow(T* row, const RowParams& p, const RowGradient& terms
     reinterpret_cast<V*>(row)[k] = out;
   }
   for (int32_t c = vectors * V::kSize + lane; c < columns; c += lanes) row[c] = fromFloat<T>(dx(toFloat(row[c]), c));
+  return sumZ;
 }
 
 __device__ __forceinline__ void combine(float& m, float& s, float om, float os) {
@@ -159,12 +165,41 @@ __device__ __forceinline__ void combine(float& m, float& s, float om, float os) 
   m = mx;
 }
 
+// A row's (max, Σ exp(z − max), Σ z) over the block, in a fixed order: butterfly within warps, then warp 0
+// over the warps; the result is lane 0 of warp 0's. Every thread of the block calls it.
+struct RowReduction {
+  float max[kRowThreads / 32], sum[kRowThreads / 32], z[kRowThreads / 32];
+};
+
+__device__ void reduceRow(float& m, float& s, float& sumZ, RowReduction& shared) {
+  for (int offset = 16; offset > 0; offset /= 2) {
+    float om = __shfl_xor_sync(0xffffffffu, m, offset), os = __shfl_xor_sync(0xffffffffu, s, offset);
+    combine(m, s, om, os);
+    sumZ += __shfl_xor_sync(0xffffffffu, sumZ, offset);
+  }
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  if (lane == 0) { shared.max[warp] = m; shared.sum[warp] = s; shared.z[warp] = sumZ; }
+  __syncthreads();
+  if (warp == 0) {
+    constexpr int kWarps = kRowThreads / 32;
+    m = lane < kWarps ? shared.max[lane] : -INFINITY;
+    s = lane < kWarps ? shared.sum[lane] : 0.0f;
+    sumZ = lane < kWarps ? shared.z[lane] : 0.0f;
+    for (int offset = 16; offset > 0; offset /= 2) {
+      float om = __shfl_xor_sync(0xffffffffu, m, offset), os = __shfl_xor_sync(0xffffffffu, s, offset);
+      combine(m, s, om, os);
+      sumZ += __shfl_xor_sync(0xffffffffu, sumZ, offset);
+    }
+  }
+}
+
 template <typename T, bool kGradient>
-__global__ void __launch_bounds__(kRowThreads) rowLossKernel(T* buffer, RowParams p, float* rowLoss,
-                                                             float* lseOut, float* userLse, float* userLoss) {
+__global__ void __launch_bounds__(kRowThreads) rowLossKernel(T* buffer, RowParams p, RowPartials partials,
+                                                             float* rowLoss, float* lseOut, float* userLse,
+                                                             float* userLoss) {
   using V = Vec<T>;
-  __shared__ float warpMax[kRowThreads / 32], warpSum[kRowThreads / 32], warpZ[kRowThreads / 32];
-  __shared__ float rowLse;
+  __shared__ RowReduction reduction;
+  __shared__ float rowLse, rowZTarget;
   const int64_t r = blockIdx.x;
   T* row = buffer + r * p.ld;
   const int64_t token = rowToken(p, r);
@@ -184,64 +219,76 @@ __global__ void __launch_bounds__(kRowThreads) rowLossKernel(T* buffer, RowParam
     if (kGradient) zeroRow(row, p.columns, threadIdx.x, blockDim.x);
     return;
   }
-  // Pass 1: online max and sum of exp, and Σ z for label smoothing.
   const LossParams<float> lp = lossParams(p);
   float m = -INFINITY, s = 0.0f, sumZ = 0.0f;
   const int32_t columns = int32_t(p.columns);  // V < 2^31; row offsets stay 64-bit
-  const int32_t vectors = columns / V::kSize;
-  for (int32_t k = threadIdx.x; k < vectors; k += blockDim.x) {
-    V in = reinterpret_cast<const V*>(row)[k];
-    float z[V::kSize];
-    float vmax = -INFINITY;
-#pragma unroll
-    for (int e = 0; e < V::kSize; ++e) {
-      z[e] = transform_logit(toFloat(in.v[e]) + biasAt<T>(p, k * V::kSize + e), lp);
-      vmax = fmaxf(vmax, z[e]);
-      sumZ += z[e];
+  // Partials exist for bf16 logits only (the tile product's); not compiled for the others.
+  constexpr bool kPartials = std::is_same<T, __nv_bfloat16>::value;
+  // Σ z comes from the gradient pass where the partials replace the first pass (and smoothing needs it).
+  const bool sumZLater = kPartials && partials.data && p.smoothing != 0.0f;
+  if (kPartials && partials.data) {
+    // Pass 1 from the tile product's partial statistics: one float2 per 256 columns.
+    const float2* part = reinterpret_cast<const float2*>(partials.data + r * partials.stride);
+    const int32_t blocks = int32_t((columns + kRowStatisticsColumns - 1) / kRowStatisticsColumns);
+    for (int32_t b = threadIdx.x; b < blocks; b += blockDim.x) {
+      const float2 q = part[b];
+      combine(m, s, q.x, q.y);
     }
-    if (vmax > m) { s *= __expf(m - vmax); m = vmax; }
+  } else {
+    // Pass 1: online max and sum of exp, and Σ z for label smoothing.
+    const int32_t vectors = columns / V::kSize;
+    for (int32_t k = threadIdx.x; k < vectors; k += blockDim.x) {
+      V in = reinterpret_cast<const V*>(row)[k];
+      float z[V::kSize];
+      float vmax = -INFINITY;
 #pragma unroll
-    for (int e = 0; e < V::kSize; ++e) s += __expf(z[e] - m);
-  }
-  for (int32_t c = vectors * V::kSize + threadIdx.x; c < columns; c += blockDim.x) {
-    float z = transform_logit(toFloat(row[c]) + biasAt<T>(p, c), lp);
-    sumZ += z;
-    if (z > m) { s *= __expf(m - z); m = z; }
-    s += __expf(z - m);
-  }
-  // Block reduction in a fixed order: butterfly within warps, then warp 0 over the warps.
-  for (int offset = 16; offset > 0; offset /= 2) {
-    float om = __shfl_xor_sync(0xffffffffu, m, offset), os = __shfl_xor_sync(0xffffffffu, s, offset);
-    combine(m, s, om, os);
-    sumZ += __shfl_xor_sync(0xffffffffu, sumZ, offset);
-  }
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  if (lane == 0) { warpMax[warp] = m; warpSum[warp] = s; warpZ[warp] = sumZ; }
-  __syncthreads();
-  if (warp == 0) {
-    constexpr int kWarps = kRowThreads / 32;
-    m = lane < kWarps ? warpMax[lane] : -INFINITY;
-    s = lane < kWarps ? warpSum[lane] : 0.0f;
-    sumZ = lane < kWarps ? warpZ[lane] : 0.0f;
-    for (int offset = 16; offset > 0; offset /= 2) {
-      float om = __shfl_xor_sync(0xffffffffu, m, offset), os = __shfl_xor_sync(0xffffffffu, s, offset);
-      combine(m, s, om, os);
-      sumZ += __shfl_xor_sync(0xffffffffu, sumZ, offset);
+      for (int e = 0; e < V::kSize; ++e) {
+        z[e] = transform_logit(toFloat(in.v[e]) + biasAt<T>(p, k * V::kSize + e), lp);
+        vmax = fmaxf(vmax, z[e]);
+        sumZ += z[e];
+      }
+      if (vmax > m) { s *= __expf(m - vmax); m = vmax; }
+#pragma unroll
+      for (int e = 0; e < V::kSize; ++e) s += __expf(z[e] - m);
     }
-    if (lane == 0) {
-      const float lse = m + logf(s);
-      const float zTarget = transform_logit(toFloat(row[target]) + biasAt<T>(p, target), lp);
+    for (int32_t c = vectors * V::kSize + threadIdx.x; c < columns; c += blockDim.x) {
+      float z = transform_logit(toFloat(row[c]) + biasAt<T>(p, c), lp);
+      sumZ += z;
+      if (z > m) { s *= __expf(m - z); m = z; }
+      s += __expf(z - m);
+    }
+  }
+  reduceRow(m, s, sumZ, reduction);
+  if (threadIdx.x == 0) {
+    const float lse = m + logf(s);
+    const float zTarget = transform_logit(toFloat(row[target]) + biasAt<T>(p, target), lp);
+    lseOut[token] = lse;
+    if (userLse) userLse[token] = lse;
+    if (!sumZLater) {
       const float loss = row_loss(lse, zTarget, sumZ, lp);
       rowLoss[token] = loss;
-      lseOut[token] = lse;
-      if (userLse) userLse[token] = lse;
       if (userLoss) userLoss[token] = loss;
-      rowLse = lse;
     }
+    rowLse = lse;
+    rowZTarget = zTarget;
   }
   if (!kGradient) return;
   __syncthreads();  // row[target] was read before any thread overwrites the row
-  gradientRow(row, p, rowGradient(p, gradScale(p, token), target, rowLse), threadIdx.x, blockDim.x);
+  const RowGradient terms = rowGradient(p, gradScale(p, token), target, rowLse);
+  if (!sumZLater) {
+    gradientRow(row, p, terms, threadIdx.x, blockDim.x);
+    return;
+  }
+  m = -INFINITY;
+  s = 0.0f;
+  sumZ = gradientRow<T, true>(row, p, terms, threadIdx.x, blockDim.x);
+  __syncthreads();  // the first reduction's shared values are read
+  reduceRow(m, s, sumZ, reduction);
+  if (threadIdx.x == 0) {
+    const float loss = row_loss(rowLse, rowZTarget, sumZ, lp);
+    rowLoss[token] = loss;
+    if (userLoss) userLoss[token] = loss;
+  }
 }
 
 // `rowLanes` threads per row (a power of two from 32 to the block): a narrow slice's rows share a block,
@@ -361,14 +408,19 @@ void launchPrepare(const Problem& problem, const Options& options, int32_t* targ
   LMFUSE_CUDA_CHECK(cudaGetLastError());
 }
 
-void launchRowLoss(DType dtype, void* buffer, const RowParams& params, bool writeGradient, float* rowLoss,
-                   float* lse, float* userLse, float* userLoss, cudaStream_t stream) {
+void launchRowLoss(DType dtype, void* buffer, const RowParams& params, bool writeGradient,
+                   const RowPartials* partials, float* rowLoss, float* lse, float* userLse, float* userLoss,
+                   cudaStream_t stream) {
   if (params.rows == 0) return;
+  if (partials && (dtype != DType::BFloat16 || (!writeGradient && params.smoothing != 0.0f)))
+    LMFUSE_FAIL("CUDA backend: row partials are bf16 only, and a row pass without the gradient needs its own "
+                "first pass for label smoothing");
   withType(dtype, [&](auto* typed) {
     using T = std::remove_pointer_t<decltype(typed)>;
     auto* kernel = writeGradient ? rowLossKernel<T, true> : rowLossKernel<T, false>;
-    kernel<<<unsigned(params.rows), kRowThreads, 0, stream>>>(
-        static_cast<T*>(buffer), params, rowLoss, lse, userLse, userLoss);
+    kernel<<<unsigned(params.rows), kRowThreads, 0, stream>>>(static_cast<T*>(buffer), params,
+                                                              partials ? *partials : RowPartials{}, rowLoss, lse,
+                                                              userLse, userLoss);
   });
   LMFUSE_CUDA_CHECK(cudaGetLastError());
 }

@@ -45,11 +45,25 @@ struct RowParams {
   const float* tokenGradScale = nullptr;  // [N] for Reduction::None, or null
 };
 
+/// Columns per block of a row's partial softmax statistics: the tile product's column tile.
+constexpr int64_t kRowStatisticsColumns = 256;
+
+/// Partial softmax statistics of a logits buffer's rows, as the tile product's statistics epilogue writes
+/// them (tile_gemm.h): for buffer row r and block b of kRowStatisticsColumns columns, the float2
+/// (max, Σ exp(z − max)) over the block's columns, at byte r·stride + 8·b of `data`.
+struct RowPartials {
+  const char* data = nullptr;
+  int64_t stride = 0;
+};
+
 /// Full rows (columns == vocab): one pass of online max/sum per row gives lse and the loss; when
 /// writeGradient, the row is overwritten in place with dx (the gradient with respect to x = h·Wᵀ + b).
+/// Given `partials` of these rows, lse comes from them instead of a pass over the row (and Σ z for label
+/// smoothing from the gradient pass), so a row is read once: only with writeGradient, or without smoothing.
 /// rowLoss/lse are the workspace arrays [N]; userLse and userLoss (Reduction::None) may be null.
-void launchRowLoss(DType dtype, void* buffer, const RowParams& params, bool writeGradient, float* rowLoss,
-                   float* lse, float* userLse, float* userLoss, cudaStream_t stream);
+void launchRowLoss(DType dtype, void* buffer, const RowParams& params, bool writeGradient,
+                   const RowPartials* partials, float* rowLoss, float* lse, float* userLse, float* userLoss,
+                   cudaStream_t stream);
 
 /// A slice of columns whose rows' lse is known (the low-memory grad_weight pass): overwrites the buffer
 /// with dx, elementwise.

@@ -4,6 +4,7 @@
 #include "plan.h"
 
 #include "error.h"    // defines: LMFUSE_FAIL
+#include "kernels.h"  // defines: kRowStatisticsColumns
 #include "storage.h"  // defines: param_grad_dtype
 
 #include <algorithm>
@@ -61,7 +62,7 @@ std::size_t leanBlasBytes(std::size_t freeBytes) {
 // and `blas` bytes of cuBLASLt workspace.
 int64_t leanChunkLimit(const Plan& plan, bool gather, std::size_t blas) {
   const std::size_t e = plan.elementSize;
-  const std::size_t perToken = std::size_t(plan.logitsLd) * e + (gather ? std::size_t(plan.hiddenDim) * e : 0);
+  const std::size_t perToken = logitsTokenBytes(plan) + (gather ? std::size_t(plan.hiddenDim) * e : 0);
   // Alignment slack only where a region starts after another.
   const std::size_t slack = (gather ? kAlign : 0) + (blas ? kAlign : 0);
   if (plan.borrowedBytes < blas + slack + perToken) return 0;
@@ -118,6 +119,10 @@ bool fitSlice(const Plan& plan, int64_t first, std::size_t limit, int64_t tokens
 
 std::size_t elementBytes(DType dtype) { return dtype == DType::Float32 ? 4 : 2; }
 
+std::size_t logitsTokenBytes(const Plan& plan) {
+  return std::size_t(plan.logitsLd) * plan.elementSize + plan.statisticsBytes;
+}
+
 void balanceChunks(int64_t tokens, int64_t maxChunk, int64_t& chunk, int64_t& chunks) {
   maxChunk = std::max<int64_t>(1, std::min(maxChunk, tokens));
   chunks = ceilDiv(tokens, maxChunk);
@@ -133,7 +138,9 @@ Plan makePlan(const Problem& problem, const Options& options, const Outputs* out
   const int64_t padTo = int64_t(16 / e);
   Plan plan;
   plan.gradients = withGradients;
+  plan.elementSize = e;
   plan.logitsLd = ceilDiv(v, padTo) * padTo;
+  if (problem.dtype == DType::BFloat16) plan.statisticsBytes = std::size_t(ceilDiv(v, kRowStatisticsColumns)) * 8;
 
   // With outputs unknown, gradients mean "every gradient" (workspaceBytes() takes the maximum over cases).
   const bool wantsOutput = withGradients && (!outputs || outputs->grad_weight);
@@ -158,7 +165,7 @@ Plan makePlan(const Problem& problem, const Options& options, const Outputs* out
   const std::size_t unusedBias = wantsBias ? 0 : alignUp(std::size_t(v) * 4, kAlign);
   const std::size_t fixed = layout.end() + unusedBias + kCublasWorkspaceBytes + std::size_t(n) * 8 + 8 * kAlign;
   const std::size_t accumulatorBytes = ownsWeight ? std::size_t(v) * std::size_t(d) * 4 : 0;
-  const std::size_t rowBytes = std::size_t(plan.logitsLd) * e;
+  const std::size_t rowBytes = logitsTokenBytes(plan);
   const std::size_t minChunk = std::size_t(std::min<int64_t>(n, kChunkFloorTokens));
 
   MemoryMode mode = options.memory;
@@ -182,7 +189,6 @@ Plan makePlan(const Problem& problem, const Options& options, const Outputs* out
   plan.tokens = n;
   plan.hiddenDim = d;
   plan.vocab = v;
-  plan.elementSize = e;
   plan.paramElementSize = elementBytes(
       param_grad_dtype(problem.dtype, outputs ? outputs->param_grads : ParamGradKind::ProblemDType));
 
@@ -335,8 +341,7 @@ LeanPass leanPass(const Plan& plan, int64_t tokens, bool gather) {
   pass.gatheredOffset = 0;
   pass.logitsOffset = gather ? alignUp(std::size_t(pass.chunkTokens) * d * e, kAlign) : 0;
   pass.blasOffset =
-      pass.blasBytes ? alignUp(pass.logitsOffset + std::size_t(pass.chunkTokens) * std::size_t(plan.logitsLd) * e, kAlign)
-                     : 0;
+      pass.blasBytes ? alignUp(pass.logitsOffset + std::size_t(pass.chunkTokens) * logitsTokenBytes(plan), kAlign) : 0;
   // Pass B, first over the gathered rows h_c kept in grad_weight's last bytes, ...
   int64_t first = 0;
   LeanSlice slice;

@@ -1,7 +1,10 @@
 // Workspace layout and chunk plan of the CUDA backend: pure host arithmetic, a function of the problem
 // sizes and options alone (never of pointer values or label contents), so workspace_size() and the call
 // always agree. Every region starts on a 256-byte boundary; logits buffers have a leading dimension
-// padded to 16 bytes so cuBLASLt can use its vectorised kernels for any vocabulary size.
+// padded to 16 bytes so cuBLASLt can use its vectorised kernels for any vocabulary size. A logits buffer
+// holding T tokens holds their T logits rows, then (bf16) T rows of the rows' partial statistics: apart,
+// so the rows keep the leading dimension every GEMM over them is fast at (a wider row cost more than the
+// statistics saved, runtime/bench/NOTES.md v26).
 //
 // One logits buffer when the backward GEMMs run: cuBLASLt's GEMMs here are persistent kernels that hold
 // every SM, so a second buffer would let nothing overlap (measured, runtime/bench/NOTES.md) and would
@@ -105,6 +108,10 @@ struct Plan {
   bool compact = false;               // only tokens with a label go through the GEMMs (compaction.h)
   int logitsBuffers = 2;              // 1 or 2 full-vocabulary logits buffers (see above)
   int64_t logitsLd = 0;               // leading dimension of the full-vocabulary logits buffers
+  // bf16: the bytes of one token's partial row statistics, a float2 per kRowStatisticsColumns logits
+  // (kernels.h: RowPartials), written by the tile product where it computes the row's logits; a buffer of
+  // T tokens keeps them after its T logits rows. 0: none (fp16 and fp32 never run the tile product).
+  std::size_t statisticsBytes = 0;
   int64_t chunkTokens = 0;            // token chunk of the full-vocabulary passes (compaction: the largest)
   int64_t chunks = 0;
   // All N tokens in one chunk and no fp32 accumulator at all (grad_weight written in its dtype): chosen
@@ -148,6 +155,9 @@ LeanPass leanPass(const Plan& plan, int64_t tokens, bool gather);
 std::size_t workspaceBytes(const Problem& problem, const Options& options, bool withGradients);
 
 std::size_t elementBytes(DType dtype);
+
+/// The bytes one token takes in a logits buffer: its logits row and its partial statistics.
+std::size_t logitsTokenBytes(const Plan& plan);
 
 /// The fewest balanced chunks of at most maxChunk tokens covering `tokens` (a multiple of 8 tokens when
 /// that costs no chunk); used by the plan and by each compaction branch.

@@ -7,7 +7,9 @@
 // done), then hand the finished tile to the epilogue: rounded to bf16, written with stmatrix into the
 // consumer's staging buffer and stored by the copy engine, which drains it while the consumer goes on to its
 // next tile. The gradient instantiation replaces each staged logit by its dx (logit_gradient.cuh) before
-// the store, so the logits never reach global memory. Two CTAs of a cluster take vertically adjacent
+// the store, so the logits never reach global memory. The statistics instantiation also reduces each of the
+// consumer's staged rows to (max, Σ exp) over the tile's 256 columns, once the tile's store is issued (the
+// copy engine drains it meanwhile). Two CTAs of a cluster take vertically adjacent
 // tiles: the one of rank 0 copies the shared B tile into both CTAs' shared memory (multicast), so each
 // stage of B is read from L2 once per pair. Tiles are visited in groups of kGroupPairs cluster rows, column
 // after column, so the A rows and B columns in flight stay in L2.
@@ -44,7 +46,10 @@ constexpr int kBoxes = 4;               // boxes per consumer tile (64 x 256)
 constexpr int kStagedRowBytes = 32;     // StagedRow: a row's gradient terms (gradient epilogue)
 constexpr int kSharedBytes = kStages * (kStageBytesA + kStageBytesB) + 2 * kBoxes * kBoxBytes +
                              2 * 64 * kStagedRowBytes + 2 * kStages * 8 + 1024;
+static_assert(kBlockN == kRowStatisticsColumns, "one row statistic per row of a column tile");
 
+// What the epilogue writes: the product, dx in its place, or the product and the row statistics.
+enum Epilogue : int { kPlain, kGradient, kStatistics };
 // The tile order, shared by producer and consumers: cluster tile t (two CTA tiles stacked along m) to
 // its first row block and column block.
 struct Schedule {
@@ -71,13 +76,16 @@ __device__ __forceinline__ void expectBytes(uint64_t* bar, uint32_t bytes) {
   asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(sharedAddress(bar)), "r"(bytes)
                : "memory");
 }
+// A waiting thread asks to be suspended until the phase completes (up to this long) rather than retrying at
+// once: a retry loop takes issue slots from the consumers' epilogue on the same scheduler.
+constexpr uint32_t kSuspendNanoseconds = 10000000;
 __device__ __forceinline__ void waitPhase(uint64_t* bar, uint32_t parity) {
   asm volatile(
       "{\n.reg .pred done;\n"
       "LAB_WAIT:\n"
-      "mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n"
+      "mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1, %2;\n"
       "@!done bra LAB_WAIT;\n}\n" ::"r"(sharedAddress(bar)),
-      "r"(parity)
+      "r"(parity), "r"(kSuspendNanoseconds)
       : "memory");
 }
 // Arrives on the barrier at the same shared-memory offset in cluster CTA `rank`.
@@ -174,6 +182,12 @@ __device__ __forceinline__ void storeBox(const CUtensorMap* map, const void* box
                : "memory");
 }
 __device__ __forceinline__ void warpgroupBarrier(int id) { asm volatile("bar.sync %0, 128;" ::"r"(id) : "memory"); }
+// 2^x as one MUFU op (flushes subnormal results to 0: terms below 2^-126 of a row's max add nothing).
+__device__ __forceinline__ float exp2Fast(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
+}
 __device__ __forceinline__ uint32_t packBf16(float lo, float hi) {
   __nv_bfloat162 pair = __floats2bfloat162_rn(lo, hi);
   return *reinterpret_cast<uint32_t*>(&pair);
@@ -285,7 +299,7 @@ __device__ __forceinline__ void gradientStaged(uint8_t* staging, const StagedRow
 // buffer is rewritten only after they have read it. Accumulator layout (wgmma m64nNk16): thread (warp w,
 // lane l) holds, per 16-column block j, the four 8 x 8 matrices of rows 16w..16w+15 in stmatrix's order.
 // With kGradient, the staged logits become dx (gradientStaged) before the store.
-template <bool kGradient>
+template <Epilogue kEpilogue>
 __device__ __forceinline__ void storeTileBf16(const CUtensorMap* mapC, uint8_t* staging, const float (&d)[128],
                                               int row0, int col0, int barrier, const StagedRow* rows,
                                               const TileGradient& gradient) {
@@ -303,7 +317,7 @@ __device__ __forceinline__ void storeTileBf16(const CUtensorMap* mapC, uint8_t* 
                  "r"(packBf16(d[j * 8 + 4], d[j * 8 + 5])), "r"(packBf16(d[j * 8 + 6], d[j * 8 + 7]))
                  : "memory");
   }
-  if constexpr (kGradient) {
+  if constexpr (kEpilogue == kGradient) {
     warpgroupBarrier(barrier);  // the whole tile staged, and this tile's rows too
     gradientStaged(staging, rows, gradient, col0);
   }
@@ -316,11 +330,117 @@ __device__ __forceinline__ void storeTileBf16(const CUtensorMap* mapC, uint8_t* 
   }
 }
 
-template <bool kGradient>
+// Row statistics from the consumer's staged tile, once its store is issued (the copy engine reads the same
+// bytes meanwhile; the next tile's epilogue restages only after every thread is past its barrier): for each
+// of the 64 rows, (max, Σ exp(z − max)) over the tile's columns below n, z as the row kernel computes it
+// from the stored bf16 logit (bias, then transform_logit), written as a float2 at the row's block `column`
+// of the partials. Threads 2r and 2r + 1 take row r's first and second 128 columns, 16 pieces of 8 logits
+// each, two passes (max, then the sum), combined by one shuffle. The second half starts 4 pieces later, so
+// the 8 lanes of a quarter warp read 8 different 16-byte bank groups. The tensor cores wait meanwhile, and
+// the cost is the instructions issued (NOTES.md, v26): a whole tile without a transform takes the max two
+// logits per instruction (max.bf16x2) and the sum in four instructions per logit (unpack, fma, ex2, add);
+// the last column block and transformed logits go element by element.
+__device__ __forceinline__ uint4 loadShared(uint32_t address) {
+  uint4 v;
+  asm volatile("ld.shared.v4.b32 {%0, %1, %2, %3}, [%4];" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "r"(address));
+  return v;
+}
+__device__ __forceinline__ uint32_t maxBf16x2(uint32_t a, uint32_t b) {
+  uint32_t r;
+  asm("max.bf16x2 %0, %1, %2;" : "=r"(r) : "r"(a), "r"(b));  // a NaN loses to a number, as in fmaxf
+  return r;
+}
+__device__ __forceinline__ float lowBf16(uint32_t word) { return __uint_as_float(word << 16); }
+__device__ __forceinline__ float highBf16(uint32_t word) { return __uint_as_float(word & 0xffff0000u); }
+
+template <bool kTransform>
+__device__ __forceinline__ void stagedStatistics(const uint8_t* staging, const TileStatistics& statistics, int row0,
+                                                 int col0, int column) {
+  constexpr float kLog2e = 1.4426950408889634f;
+  const int slot = threadIdx.x % 128, r = slot / 2, half = slot % 2;
+  const RowParams& p = statistics.rows;
+  const int columns = int(p.columns);
+  const uint32_t rowAddress = sharedAddress(staging) + r * 128;
+  // Logical piece k of this thread's half: 16 bytes of the row's 64-column box, swizzled; its first column.
+  auto logical = [&](int k) { return half * 16 + ((k + 4 * half) & 15); };
+  auto address = [&](int k) {
+    return rowAddress + (logical(k) >> 3) * kBoxBytes + (((logical(k) & 7) ^ (r & 7)) << 4);
+  };
+  const bool fast = !kTransform && col0 + kBlockN <= columns;
+  // The element path: any transform, columns past n skipped.
+  const detail::LossParams<float> loss = lossParams(p);
+  const __nv_bfloat16* bias = kTransform && p.bias ? static_cast<const __nv_bfloat16*>(p.bias) + p.columnBegin : nullptr;
+  auto logit = [&](const uint4& packed, int e, int c) {
+    const uint32_t word = e < 4 ? (e < 2 ? packed.x : packed.y) : (e < 6 ? packed.z : packed.w);
+    float z = e % 2 ? highBf16(word) : lowBf16(word);
+    if constexpr (kTransform) z = transform_logit(z + (bias ? __bfloat162float(bias[c]) : 0.0f), loss);
+    return z;
+  };
+  float m = -INFINITY;
+  // The fast path reads this half's 16 pieces in any order (max and sum do not care): piece k of box
+  // 2·half + k / 8 at 16-byte slot (k % 8) ^ (r % 8) ^ 4·half, one XOR with a constant per load
+  // (rowAddress is 128-byte aligned), the slots of a quarter warp's 8 lanes all different.
+  const uint32_t halfAddress = (rowAddress + 2 * half * kBoxBytes) | ((((r & 7) ^ (4 * half))) << 4);
+  auto fastAddress = [&](int k) { return (halfAddress + (k / 8) * kBoxBytes) ^ uint32_t((k % 8) << 4); };
+  if (fast) {
+    uint32_t pair = 0xff80ff80u;  // two bf16 −inf
+#pragma unroll
+    for (int k = 0; k < 16; ++k) {
+      const uint4 v = loadShared(fastAddress(k));
+      pair = maxBf16x2(maxBf16x2(pair, v.x), maxBf16x2(v.y, maxBf16x2(v.z, v.w)));
+    }
+    m = fmaxf(lowBf16(pair), highBf16(pair));
+  } else {
+#pragma unroll 1
+    for (int k = 0; k < 16; ++k) {
+      const uint4 packed = loadShared(address(k));
+      const int first = col0 + logical(k) * 8;
+#pragma unroll
+      for (int e = 0; e < 8; ++e)
+        if (first + e < columns) m = fmaxf(m, logit(packed, e, first + e));
+    }
+  }
+  m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, 1));  // finite: column col0 is below n
+  const float scaled = m * kLog2e;
+  float low = 0.0f, high = 0.0f;
+  if (fast) {
+#pragma unroll 8
+    for (int k = 0; k < 16; ++k) {
+      const uint4 v = loadShared(fastAddress(k));
+      for (uint32_t word : {v.x, v.y, v.z, v.w}) {
+        low += exp2Fast(fmaf(lowBf16(word), kLog2e, -scaled));
+        high += exp2Fast(fmaf(highBf16(word), kLog2e, -scaled));
+      }
+    }
+  } else {
+#pragma unroll 1
+    for (int k = 0; k < 16; ++k) {
+      const uint4 packed = loadShared(address(k));
+      const int first = col0 + logical(k) * 8;
+#pragma unroll
+      for (int e = 0; e < 8; ++e)
+        if (first + e < columns) low += exp2Fast(fmaf(logit(packed, e, first + e), kLog2e, -scaled));
+    }
+  }
+  float s = low + high;
+  s += __shfl_xor_sync(0xffffffffu, s, 1);
+  if (half == 0 && row0 + r < p.rows)
+    *reinterpret_cast<float2*>(statistics.partials + int64_t(row0 + r) * statistics.stride + int64_t(column) * 8) =
+        make_float2(m, s);
+}
+
+__device__ __forceinline__ void rowStatistics(const uint8_t* staging, const TileStatistics& statistics, int row0,
+                                              int col0, int column) {
+  const RowParams& p = statistics.rows;
+  if (p.bias || p.softcap > 0.0f || p.logitScale != 1.0f) stagedStatistics<true>(staging, statistics, row0, col0, column);
+  else stagedStatistics<false>(staging, statistics, row0, col0, column);
+}
+
+template <Epilogue kEpilogue>
 __global__ void __launch_bounds__(kThreads, 1) __cluster_dims__(kClusterM, 1, 1)
     tileGemmKernel(const __grid_constant__ CUtensorMap mapA, const __grid_constant__ CUtensorMap mapB,
                    const __grid_constant__ CUtensorMap mapC, Schedule schedule, int kBlocks,
-                   const __grid_constant__ TileGradient gradient) {
+                   const __grid_constant__ TileGradient gradient, const __grid_constant__ TileStatistics statistics) {
   extern __shared__ uint8_t rawShared[];
   uint8_t* shared = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(rawShared) + 1023) & ~uintptr_t(1023));
   uint8_t* stageA = shared;
@@ -373,7 +493,7 @@ __global__ void __launch_bounds__(kThreads, 1) __cluster_dims__(kClusterM, 1, 1)
     for (int t = cluster; schedule.tile(t, pair, column); t += clusters) {
       const int row0 = (pair * kClusterM + int(rank)) * kBlockM + consumer * 64;
       RowLoads loads;
-      if constexpr (kGradient) loads = loadRow(gradient, row0);
+      if constexpr (kEpilogue == kGradient) loads = loadRow(gradient, row0);
       for (int kb = 0; kb < kBlocks; ++kb) {
         waitPhase(&full[stage], phase);
         const uint64_t descA = swizzledDescriptor(stageA + stage * kStageBytesA + consumer * 64 * 128);
@@ -389,9 +509,11 @@ __global__ void __launch_bounds__(kThreads, 1) __cluster_dims__(kClusterM, 1, 1)
         if (slot < kClusterM) arriveCluster(&empty[stage], uint32_t(slot));
         if (++stage == kStages) { stage = 0; phase ^= 1; }
       }
-      if constexpr (kGradient) stageRow(rows, gradient, loads);
-      storeTileBf16<kGradient>(&mapC, staging + consumer * kBoxes * kBoxBytes, d, row0, column * kBlockN, 1 + consumer,
+      if constexpr (kEpilogue == kGradient) stageRow(rows, gradient, loads);
+      storeTileBf16<kEpilogue>(&mapC, staging + consumer * kBoxes * kBoxBytes, d, row0, column * kBlockN, 1 + consumer,
                                rows, gradient);
+      if constexpr (kEpilogue == kStatistics)
+        rowStatistics(staging + consumer * kBoxes * kBoxBytes, statistics, row0, column * kBlockN, column);
     }
     if (slot == 0) asm volatile("cp.async.bulk.wait_group 0;" ::: "memory");
   }
@@ -400,10 +522,11 @@ __global__ void __launch_bounds__(kThreads, 1) __cluster_dims__(kClusterM, 1, 1)
 
 #else  // host pass, or a device pass without sm_90a features: never launched there
 
-template <bool kGradient>
+template <Epilogue kEpilogue>
 __global__ void __launch_bounds__(kThreads, 1) __cluster_dims__(kClusterM, 1, 1)
     tileGemmKernel(const __grid_constant__ CUtensorMap, const __grid_constant__ CUtensorMap,
-                   const __grid_constant__ CUtensorMap, Schedule, int, const __grid_constant__ TileGradient) {
+                   const __grid_constant__ CUtensorMap, Schedule, int, const __grid_constant__ TileGradient,
+                   const __grid_constant__ TileStatistics) {
 #if defined(__CUDA_ARCH__)
   __trap();
 #endif
@@ -462,7 +585,7 @@ int residentClusters(int device) {
   config.blockDim = dim3(kThreads, 1, 1);
   config.dynamicSmemBytes = kSharedBytes;
   clusters = INT_MAX;
-  for (auto kernel : {tileGemmKernel<false>, tileGemmKernel<true>}) {
+  for (auto kernel : {tileGemmKernel<kPlain>, tileGemmKernel<kGradient>, tileGemmKernel<kStatistics>}) {
     int fit = 0;
     LMFUSE_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSharedBytes));
     LMFUSE_CUDA_CHECK(cudaOccupancyMaxActiveClusters(&fit, kernel, &config));
@@ -486,10 +609,14 @@ double tileGemmFill(int device, int64_t m, int64_t n) {
 }
 
 void tileGemm(const TileGemmShape& s, const void* a, const void* b, void* c, cudaStream_t stream,
-              const TileGradient* gradient) {
+              const TileGradient* gradient, const TileStatistics* statistics) {
   if (s.m == 0 || s.n == 0) return;
   if (gradient && (gradient->rows.rows != s.m || gradient->rows.columns != s.n || s.k == 0))
     LMFUSE_FAIL("CUDA backend: the tile product's gradient epilogue needs rows = m, columns = n and k > 0");
+  if (statistics && (gradient || statistics->rows.rows != s.m || statistics->rows.columns != s.n || s.k == 0 ||
+                     reinterpret_cast<uintptr_t>(statistics->partials) % 8 != 0 || statistics->stride % 8 != 0))
+    LMFUSE_FAIL("CUDA backend: the tile product's statistics epilogue needs no gradient epilogue, rows = m, "
+                "columns = n, k > 0 and 8-byte aligned partials");
   if (s.k == 0) {
     LMFUSE_CUDA_CHECK(cudaMemset2DAsync(c, size_t(s.ldc) * 2, 0, size_t(s.n) * 2, size_t(s.m), stream));
     return;
@@ -504,12 +631,12 @@ void tileGemm(const TileGemmShape& s, const void* a, const void* b, void* c, cud
   const int resident = residentClusters(device);
   if (resident == 0) LMFUSE_FAIL("CUDA backend: the tile product needs a device of compute capability 9.0");
   const int clusters = std::max(1, std::min(schedule.pairs * schedule.columns, resident));
-  if (gradient)
-    tileGemmKernel<true><<<clusters * kClusterM, kThreads, kSharedBytes, stream>>>(mapA, mapB, mapC, schedule, kBlocks,
-                                                                                   *gradient);
-  else
-    tileGemmKernel<false><<<clusters * kClusterM, kThreads, kSharedBytes, stream>>>(mapA, mapB, mapC, schedule,
-                                                                                    kBlocks, TileGradient{});
+  auto* kernel = gradient     ? tileGemmKernel<kGradient>
+                 : statistics ? tileGemmKernel<kStatistics>
+                              : tileGemmKernel<kPlain>;
+  kernel<<<clusters * kClusterM, kThreads, kSharedBytes, stream>>>(mapA, mapB, mapC, schedule, kBlocks,
+                                                                   gradient ? *gradient : TileGradient{},
+                                                                   statistics ? *statistics : TileStatistics{});
   LMFUSE_CUDA_CHECK(cudaGetLastError());
 }
 

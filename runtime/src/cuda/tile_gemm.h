@@ -1,7 +1,8 @@
 // lmfuse's own Hopper matrix product, for the products whose epilogue cuBLASLt cannot do:
 //   C[m, n] = Σ_k A[m, k] · B[n, k]     (A [M, K], B [N, K]: row-major bf16, both contiguous along k)
 // with fp32 accumulation, each finished [128, 256] tile handed to an epilogue, which writes the product in
-// bf16 or, given a TileGradient, the loss gradient dx of each logit in its place.
+// bf16 or, given a TileGradient, the loss gradient dx of each logit in its place; given TileStatistics, it
+// also writes each row's softmax statistics per 256 columns, from the staged tile.
 // Contract: needs a device of compute capability 9.0 (sm_90a code: TMA loads, wgmma) and a build whose
 // LMFUSE_CUDA_ARCHITECTURES names 90 (tileGemmAvailable says whether both hold); lda, ldb, ldc are
 // multiples of 8 elements and the pointers 16-byte aligned (TMA's rule); any M, N, K ≥ 0, edges masked.
@@ -50,8 +51,20 @@ struct TileGradient {
   const float* lse = nullptr;  // [N] by token
 };
 
-/// C = A·Bᵀ in bf16 (round to nearest) from fp32 sums; with `gradient`, dx of those logits instead.
+/// The row-statistics epilogue: beside storing C, for each row r < m and each block b of
+/// kRowStatisticsColumns columns (kernels.h), the float2 (max, Σ exp(z − max)) over the block's columns c < n of
+/// z = transform_logit(C[r, c] as stored in bf16 + bias[columnBegin + c]), at byte r·stride + 8·b of
+/// `partials` (8-byte aligned). Computed from the staged tile once its store is issued, so the row
+/// kernel's first pass over the logits becomes a pass over these partials (RowPartials in kernels.h).
+struct TileStatistics {
+  RowParams rows;  // logitScale, softcap, bias (bf16), columnBegin, columns = n, rows = m
+  char* partials = nullptr;
+  int64_t stride = 0;
+};
+
+/// C = A·Bᵀ in bf16 (round to nearest) from fp32 sums; with `gradient`, dx of those logits instead; with
+/// `statistics` (not with `gradient`), the row statistics too.
 void tileGemm(const TileGemmShape& shape, const void* a, const void* b, void* c, cudaStream_t stream,
-              const TileGradient* gradient = nullptr);
+              const TileGradient* gradient = nullptr, const TileStatistics* statistics = nullptr);
 
 }  // namespace lmfuse::detail::cuda
