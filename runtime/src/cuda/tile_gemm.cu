@@ -8,8 +8,8 @@
 // consumer's staging buffer and stored by the copy engine, which drains it while the consumer goes on to its
 // next tile. The gradient instantiation replaces each staged logit by its dx (logit_gradient.cuh) before
 // the store, so the logits never reach global memory. The statistics instantiation also reduces each of the
-// consumer's staged rows to (max, Σ exp) over the tile's 256 columns, once the tile's store is issued (the
-// copy engine drains it meanwhile). Two CTAs of a cluster take vertically adjacent
+// consumer's staged rows to (max, Σ exp) over the tile's 256 columns, under its next tile's first products
+// (the staged tile stays until the next epilogue). Two CTAs of a cluster take vertically adjacent
 // tiles: the one of rank 0 copies the shared B tile into both CTAs' shared memory (multicast), so each
 // stage of B is read from L2 once per pair. Tiles are visited in groups of kGroupPairs cluster rows, column
 // after column, so the A rows and B columns in flight stay in L2.
@@ -330,16 +330,29 @@ __device__ __forceinline__ void storeTileBf16(const CUtensorMap* mapC, uint8_t* 
   }
 }
 
-// Row statistics from the consumer's staged tile, once its store is issued (the copy engine reads the same
-// bytes meanwhile; the next tile's epilogue restages only after every thread is past its barrier): for each
-// of the 64 rows, (max, Σ exp(z − max)) over the tile's columns below n, z as the row kernel computes it
-// from the stored bf16 logit (bias, then transform_logit), written as a float2 at the row's block `column`
-// of the partials. Threads 2r and 2r + 1 take row r's first and second 128 columns, 16 pieces of 8 logits
-// each, two passes (max, then the sum), combined by one shuffle. The second half starts 4 pieces later, so
-// the 8 lanes of a quarter warp read 8 different 16-byte bank groups. The tensor cores wait meanwhile, and
-// the cost is the instructions issued (NOTES.md, v26): a whole tile without a transform takes the max two
-// logits per instruction (max.bf16x2) and the sum in four instructions per logit (unpack, fma, ex2, add);
-// the last column block and transformed logits go element by element.
+// Row statistics of a consumer's staged tile: for each of its 64 rows, (max, Σ exp(z − max)) over the
+// tile's columns below n, z as the row kernel computes it from the stored bf16 logit (bias, then
+// transform_logit), written as a float2 at the row's block `column` of the partials. They run in
+// kStatisticsSteps steps under the consumer's next tile's first k-blocks, each step after that k-block's
+// products are issued and before they are waited for (run after the store instead, they cost 3–13% of the
+// product while the tensor cores waited: NOTES.md v26). Step 0 takes each row's max, each later step the
+// sum over kStepPieces of each thread's pieces, the last one writes the float2. A step must take less time
+// than a k-block's products, or the tensor cores wait for the next issue: the sum is bound by the ex2
+// unit, two steps of it cost 4% of the tensor pipe's time at Llama-3 (v28), so it runs in eight. The
+// staging buffer holds the tile until the next epilogue restages it, which comes after every step (a tile
+// of fewer k-blocks runs the remaining steps before its epilogue, the last tile after the loop).
+// Threads 2r and 2r + 1 take row r's first and second 128 columns, 16 pieces of 8 logits each, combined by
+// one shuffle. A whole tile without a transform takes the max two logits per instruction (max.bf16x2) and
+// the sum in four instructions per logit (unpack, fma, ex2, add); the last column block and transformed
+// logits go element by element.
+constexpr int kSumSteps = 8, kStepPieces = 16 / kSumSteps;
+constexpr int kStatisticsSteps = 1 + kSumSteps;
+struct PendingStatistics {
+  int row0 = -1;  // < 0: no tile pending
+  int col0 = 0, column = 0;
+  float max = 0.0f, sum = 0.0f;  // this thread's, as far as the steps have come
+};
+
 __device__ __forceinline__ uint4 loadShared(uint32_t address) {
   uint4 v;
   asm volatile("ld.shared.v4.b32 {%0, %1, %2, %3}, [%4];" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "r"(address));
@@ -354,12 +367,12 @@ __device__ __forceinline__ float lowBf16(uint32_t word) { return __uint_as_float
 __device__ __forceinline__ float highBf16(uint32_t word) { return __uint_as_float(word & 0xffff0000u); }
 
 template <bool kTransform>
-__device__ __forceinline__ void stagedStatistics(const uint8_t* staging, const TileStatistics& statistics, int row0,
-                                                 int col0, int column) {
+__device__ __forceinline__ void statisticsStep(const uint8_t* staging, const TileStatistics& statistics,
+                                               PendingStatistics& tile, int step) {
   constexpr float kLog2e = 1.4426950408889634f;
   const int slot = threadIdx.x % 128, r = slot / 2, half = slot % 2;
   const RowParams& p = statistics.rows;
-  const int columns = int(p.columns);
+  const int columns = int(p.columns), col0 = tile.col0;
   const uint32_t rowAddress = sharedAddress(staging) + r * 128;
   // Logical piece k of this thread's half: 16 bytes of the row's 64-column box, swizzled; its first column.
   auto logical = [&](int k) { return half * 16 + ((k + 4 * half) & 15); };
@@ -376,36 +389,41 @@ __device__ __forceinline__ void stagedStatistics(const uint8_t* staging, const T
     if constexpr (kTransform) z = transform_logit(z + (bias ? __bfloat162float(bias[c]) : 0.0f), loss);
     return z;
   };
-  float m = -INFINITY;
   // The fast path reads this half's 16 pieces in any order (max and sum do not care): piece k of box
   // 2·half + k / 8 at 16-byte slot (k % 8) ^ (r % 8) ^ 4·half, one XOR with a constant per load
   // (rowAddress is 128-byte aligned), the slots of a quarter warp's 8 lanes all different.
   const uint32_t halfAddress = (rowAddress + 2 * half * kBoxBytes) | ((((r & 7) ^ (4 * half))) << 4);
   auto fastAddress = [&](int k) { return (halfAddress + (k / 8) * kBoxBytes) ^ uint32_t((k % 8) << 4); };
-  if (fast) {
-    uint32_t pair = 0xff80ff80u;  // two bf16 −inf
+  if (step == 0) {
+    float m = -INFINITY;
+    if (fast) {
+      uint32_t pair = 0xff80ff80u;  // two bf16 −inf
 #pragma unroll
-    for (int k = 0; k < 16; ++k) {
-      const uint4 v = loadShared(fastAddress(k));
-      pair = maxBf16x2(maxBf16x2(pair, v.x), maxBf16x2(v.y, maxBf16x2(v.z, v.w)));
-    }
-    m = fmaxf(lowBf16(pair), highBf16(pair));
-  } else {
+      for (int k = 0; k < 16; ++k) {
+        const uint4 v = loadShared(fastAddress(k));
+        pair = maxBf16x2(maxBf16x2(pair, v.x), maxBf16x2(v.y, maxBf16x2(v.z, v.w)));
+      }
+      m = fmaxf(lowBf16(pair), highBf16(pair));
+    } else {
 #pragma unroll 1
-    for (int k = 0; k < 16; ++k) {
-      const uint4 packed = loadShared(address(k));
-      const int first = col0 + logical(k) * 8;
+      for (int k = 0; k < 16; ++k) {
+        const uint4 packed = loadShared(address(k));
+        const int first = col0 + logical(k) * 8;
 #pragma unroll
-      for (int e = 0; e < 8; ++e)
-        if (first + e < columns) m = fmaxf(m, logit(packed, e, first + e));
+        for (int e = 0; e < 8; ++e)
+          if (first + e < columns) m = fmaxf(m, logit(packed, e, first + e));
+      }
     }
+    tile.max = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, 1));  // finite: column col0 is below n
+    tile.sum = 0.0f;
+    return;
   }
-  m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, 1));  // finite: column col0 is below n
-  const float scaled = m * kLog2e;
+  const float scaled = tile.max * kLog2e;
+  const int k0 = (step - 1) * kStepPieces;
   float low = 0.0f, high = 0.0f;
   if (fast) {
-#pragma unroll 8
-    for (int k = 0; k < 16; ++k) {
+#pragma unroll
+    for (int k = k0; k < k0 + kStepPieces; ++k) {
       const uint4 v = loadShared(fastAddress(k));
       for (uint32_t word : {v.x, v.y, v.z, v.w}) {
         low += exp2Fast(fmaf(lowBf16(word), kLog2e, -scaled));
@@ -414,7 +432,7 @@ __device__ __forceinline__ void stagedStatistics(const uint8_t* staging, const T
     }
   } else {
 #pragma unroll 1
-    for (int k = 0; k < 16; ++k) {
+    for (int k = k0; k < k0 + kStepPieces; ++k) {
       const uint4 packed = loadShared(address(k));
       const int first = col0 + logical(k) * 8;
 #pragma unroll
@@ -422,18 +440,20 @@ __device__ __forceinline__ void stagedStatistics(const uint8_t* staging, const T
         if (first + e < columns) low += exp2Fast(fmaf(logit(packed, e, first + e), kLog2e, -scaled));
     }
   }
-  float s = low + high;
-  s += __shfl_xor_sync(0xffffffffu, s, 1);
-  if (half == 0 && row0 + r < p.rows)
-    *reinterpret_cast<float2*>(statistics.partials + int64_t(row0 + r) * statistics.stride + int64_t(column) * 8) =
-        make_float2(m, s);
+  tile.sum += low + high;
+  if (step < kStatisticsSteps - 1) return;
+  const float s = tile.sum + __shfl_xor_sync(0xffffffffu, tile.sum, 1);
+  if (half == 0 && tile.row0 + r < p.rows)
+    *reinterpret_cast<float2*>(statistics.partials + int64_t(tile.row0 + r) * statistics.stride +
+                               int64_t(tile.column) * 8) = make_float2(tile.max, s);
 }
 
-__device__ __forceinline__ void rowStatistics(const uint8_t* staging, const TileStatistics& statistics, int row0,
-                                              int col0, int column) {
+// One step of the pending tile's statistics (every thread of the consumer warpgroup calls it alike).
+__device__ __forceinline__ void statisticsStep(const uint8_t* staging, const TileStatistics& statistics,
+                                               PendingStatistics& tile, int step) {
   const RowParams& p = statistics.rows;
-  if (p.bias || p.softcap > 0.0f || p.logitScale != 1.0f) stagedStatistics<true>(staging, statistics, row0, col0, column);
-  else stagedStatistics<false>(staging, statistics, row0, col0, column);
+  if (p.bias || p.softcap > 0.0f || p.logitScale != 1.0f) statisticsStep<true>(staging, statistics, tile, step);
+  else statisticsStep<false>(staging, statistics, tile, step);
 }
 
 template <Epilogue kEpilogue>
@@ -490,10 +510,13 @@ __global__ void __launch_bounds__(kThreads, 1) __cluster_dims__(kClusterM, 1, 1)
     uint32_t phase = 0;
     int pair, column;
     StagedRow* rows = stagedRows + consumer * 64;
+    uint8_t* ownStaging = staging + consumer * kBoxes * kBoxBytes;
+    PendingStatistics pending;  // the statistics epilogue's previous tile
     for (int t = cluster; schedule.tile(t, pair, column); t += clusters) {
       const int row0 = (pair * kClusterM + int(rank)) * kBlockM + consumer * 64;
       RowLoads loads;
       if constexpr (kEpilogue == kGradient) loads = loadRow(gradient, row0);
+      int stepsDone = 0;
       for (int kb = 0; kb < kBlocks; ++kb) {
         waitPhase(&full[stage], phase);
         const uint64_t descA = swizzledDescriptor(stageA + stage * kStageBytesA + consumer * 64 * 128);
@@ -503,18 +526,25 @@ __global__ void __launch_bounds__(kThreads, 1) __cluster_dims__(kClusterM, 1, 1)
         for (int k = 0; k < kBlockK / 16; ++k)  // 16 bf16 = 32 bytes = 2 descriptor units
           wgmma256(d, descA + 2 * k, descB + 2 * k, uint32_t(kb > 0 || k > 0));
         wgmmaCommit();
+        if constexpr (kEpilogue == kStatistics)
+          if (pending.row0 >= 0 && stepsDone < kStatisticsSteps)
+            statisticsStep(ownStaging, statistics, pending, stepsDone++);  // while the products run
         // Waiting for this stage's products before freeing it keeps two stages in flight for the producer
         // (keeping one product pending and freeing the previous stage measured the same, NOTES.md v21).
         wgmmaWait<0>();
         if (slot < kClusterM) arriveCluster(&empty[stage], uint32_t(slot));
         if (++stage == kStages) { stage = 0; phase ^= 1; }
       }
-      if constexpr (kEpilogue == kGradient) stageRow(rows, gradient, loads);
-      storeTileBf16<kEpilogue>(&mapC, staging + consumer * kBoxes * kBoxBytes, d, row0, column * kBlockN, 1 + consumer,
-                               rows, gradient);
       if constexpr (kEpilogue == kStatistics)
-        rowStatistics(staging + consumer * kBoxes * kBoxBytes, statistics, row0, column * kBlockN, column);
+        if (pending.row0 >= 0)
+          while (stepsDone < kStatisticsSteps) statisticsStep(ownStaging, statistics, pending, stepsDone++);
+      if constexpr (kEpilogue == kGradient) stageRow(rows, gradient, loads);
+      storeTileBf16<kEpilogue>(&mapC, ownStaging, d, row0, column * kBlockN, 1 + consumer, rows, gradient);
+      if constexpr (kEpilogue == kStatistics) pending = PendingStatistics{row0, column * kBlockN, column};
     }
+    if constexpr (kEpilogue == kStatistics)
+      if (pending.row0 >= 0)
+        for (int step = 0; step < kStatisticsSteps; ++step) statisticsStep(ownStaging, statistics, pending, step);
     if (slot == 0) asm volatile("cp.async.bulk.wait_group 0;" ::: "memory");
   }
   clusterSync();  // no CTA leaves while its partner may still copy into it or arrive on its barriers
