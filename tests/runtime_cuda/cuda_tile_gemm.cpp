@@ -9,6 +9,7 @@
 // compute capability 9.0 or a build without the product.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 
@@ -241,7 +242,8 @@ TEST_CASE("the tile product's fill of its waves", "[cuda][tile_gemm]") {
 
 // The statistics epilogue: the product it stores is bitwise the plain product's; each row's (max, Σ exp)
 // per 256 columns matches fp64 statistics of those stored logits (with bias, scale and softcap), the
-// float2s land where RowPartials says and nothing past them is written; the row kernel reading them gives
+// float2s land where the plan puts them (after the m logits rows, plan.h) and nothing past them or past
+// the logits is written; the row kernel reading them gives
 // the lse, loss and dx of its own first pass, with and without label smoothing (Σ z then comes from the
 // gradient pass).
 TEST_CASE("the statistics epilogue: row partials against fp64, the row kernel from them", "[cuda][tile_gemm]") {
@@ -252,7 +254,11 @@ TEST_CASE("the statistics epilogue: row partials against fp64, the row kernel fr
     float smoothing;
   };
   const StatisticsCase cases[] = {
-      {2100, 5003, 136, false, false, 0.0f},  // 9 x 20 cluster tiles: each consumer takes several
+      {2100, 5003, 576, false, false, 0.0f},  // 9 x 20 cluster tiles: each consumer takes several, and
+                                              // every step of a tile's statistics runs under the next
+                                              // tile's nine k-blocks
+      {2100, 3003, 136, true, false, 0.0f},   // tiles of three k-blocks, two for some consumers: the steps
+                                              // left run before the epilogue
       {1000, 2003, 640, true, true, 0.1f},    // a last block of 211 columns, every transform
       {129, 257, 64, true, false, 0.0f},      // a last block of one column, a row past a tile
   };
@@ -263,12 +269,15 @@ TEST_CASE("the statistics epilogue: row partials against fp64, the row kernel fr
   for (const StatisticsCase& c : cases) {
     CAPTURE(c.m, c.n, c.k, c.bias, c.softcap, c.smoothing);
     const int64_t blocks = (c.n + 255) / 256, first = (c.n + 7) / 8 * 8;
-    const int64_t ldc = first + (blocks * 4 + 7) / 8 * 8 + 8;  // the plan's layout, and 8 columns to spare
+    const int64_t ldc = first + 8;  // 8 columns to spare
+    // The plan's layout: m logits rows, then m rows of float2 partials, and 64 bytes to spare.
+    const std::size_t logitsBytes = std::size_t(c.m * ldc) * 2, statisticsBytes = std::size_t(blocks) * 8;
+    const std::size_t bufferBytes = logitsBytes + std::size_t(c.m) * statisticsBytes + 64;
     Stored hidden = randomStored(g, bf16, std::size_t(c.m * c.k), 1.0);
     Stored weight = randomStored(g, bf16, std::size_t(c.n * c.k), 0.3);
     Stored biasValues = randomStored(g, bf16, std::size_t(c.n), 0.5);
     DeviceBuffer hiddenDevice(hidden.raw.size()), weightDevice(weight.raw.size()), bias(biasValues.raw.size()),
-        plain(std::size_t(c.m * ldc) * 2), withStatistics(std::size_t(c.m * ldc) * 2);
+        plain(bufferBytes), withStatistics(bufferBytes);
     hiddenDevice.upload(hidden.raw.data());
     weightDevice.upload(weight.raw.data());
     bias.upload(biasValues.raw.data());
@@ -289,8 +298,8 @@ TEST_CASE("the statistics epilogue: row partials against fp64, the row kernel fr
     rows.smoothing = c.smoothing;
     backend::TileStatistics statistics;
     statistics.rows = rows;
-    statistics.partials = withStatistics.as<char>() + first * 2;
-    statistics.stride = ldc * 2;
+    statistics.partials = withStatistics.as<char>() + logitsBytes;
+    statistics.stride = int64_t(statisticsBytes);
     const backend::TileGemmShape shape{c.m, c.n, c.k, c.k, c.k, ldc};
     backend::tileGemm(shape, hiddenDevice.get(), weightDevice.get(), plain.get(), stream);
     backend::tileGemm(shape, hiddenDevice.get(), weightDevice.get(), withStatistics.get(), stream, nullptr, &statistics);
@@ -300,7 +309,7 @@ TEST_CASE("the statistics epilogue: row partials against fp64, the row kernel fr
     int64_t differ = 0, untouched = 0, wrongMax = 0, wrongSum = 0;
     for (int64_t r = 0; r < c.m; ++r) {
       for (int64_t j = 0; j < c.n; ++j) differ += std::memcmp(&want[2 * (r * ldc + j)], &got[2 * (r * ldc + j)], 2) != 0;
-      for (int64_t j = first + blocks * 4; j < ldc; ++j) untouched += std::isnan(loadStored(got, bf16, std::size_t(r * ldc + j)));
+      for (int64_t j = first; j < ldc; ++j) untouched += std::isnan(loadStored(got, bf16, std::size_t(r * ldc + j)));
       for (int64_t b = 0; b < blocks; ++b) {
         double m = -INFINITY, sum = 0;
         std::vector<double> z;
@@ -313,13 +322,14 @@ TEST_CASE("the statistics epilogue: row partials against fp64, the row kernel fr
         }
         for (double x : z) sum += std::exp(x - m);
         float partial[2];
-        std::memcpy(partial, &got[std::size_t(r * ldc + first) * 2 + std::size_t(b) * 8], 8);
+        std::memcpy(partial, &got[logitsBytes + std::size_t(r) * statisticsBytes + std::size_t(b) * 8], 8);
         wrongMax += !(std::fabs(partial[0] - m) <= 1e-5 * (1 + std::fabs(m)));
         wrongSum += !(std::fabs(partial[1] - sum) <= 1e-4 * sum);
       }
     }
     CHECK(differ == 0);
-    CHECK(untouched == c.m * (ldc - first - blocks * 4));
+    CHECK(untouched == c.m * (ldc - first));
+    CHECK(std::all_of(got.end() - 64, got.end(), [](unsigned char byte) { return byte == 0xff; }));
     CHECK(wrongMax == 0);
     CHECK(wrongSum == 0);
 
@@ -351,7 +361,7 @@ TEST_CASE("the statistics epilogue: row partials against fp64, the row kernel fr
       ownLogits.upload(got.data());
       fromLogits.upload(got.data());
       TEST_CUDA(cudaDeviceSynchronize());
-      backend::RowPartials fromPartials{fromLogits.as<char>() + first * 2, ldc * 2};
+      backend::RowPartials fromPartials{fromLogits.as<char>() + logitsBytes, int64_t(statisticsBytes)};
       backend::launchRowLoss(bf16, ownLogits.get(), rows, gradient, nullptr, ownLoss.as<float>(), ownLse.as<float>(),
                              nullptr, nullptr, stream);
       backend::launchRowLoss(bf16, fromLogits.get(), rows, gradient, &fromPartials, fromLoss.as<float>(),
