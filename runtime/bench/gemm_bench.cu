@@ -66,10 +66,40 @@ struct Shape {
   int64_t m, n, k;  // tokens, vocabulary columns, hidden
 };
 
+namespace backend = lmfuse::detail::cuda;
+
+// The row parameters of an m × n logits buffer (leading dimension ld) in which every token is labelled (label
+// i·7919 mod n), mean reduction, with the device arrays they point to.
+struct LabelledRows {
+  backend::RowParams params;
+  LabelledRows(int64_t m, int64_t n, int64_t ld) {
+    int32_t* targets;
+    backend::Scalars* scalars;
+    BENCH_CHECK(cudaMalloc(&targets, std::size_t(m) * 4));
+    BENCH_CHECK(cudaMalloc(&scalars, sizeof(backend::Scalars)));
+    std::vector<int32_t> hostTargets(m);
+    for (int64_t i = 0; i < m; ++i) hostTargets[i] = int32_t((i * 7919) % n);
+    const backend::Scalars hostScalars{1.0f / float(m), 1.0f / float(m), m, m};
+    BENCH_CHECK(cudaMemcpy(targets, hostTargets.data(), hostTargets.size() * 4, cudaMemcpyHostToDevice));
+    BENCH_CHECK(cudaMemcpy(scalars, &hostScalars, sizeof hostScalars, cudaMemcpyHostToDevice));
+    params.vocab = n;
+    params.columns = n;
+    params.ld = ld;
+    params.rows = m;
+    params.targets = targets;
+    params.scalars = scalars;
+  }
+  LabelledRows(const LabelledRows&) = delete;
+  LabelledRows& operator=(const LabelledRows&) = delete;
+  ~LabelledRows() {
+    cudaFree(const_cast<int32_t*>(params.targets));
+    cudaFree(const_cast<backend::Scalars*>(params.scalars));
+  }
+};
+
 }  // namespace
 
 int main() {
-  namespace backend = lmfuse::detail::cuda;
   int device = 0;
   BENCH_CHECK(cudaGetDevice(&device));
   if (!backend::tileGemmAvailable(device)) {
@@ -141,32 +171,18 @@ int main() {
   for (const Shape& s : slices) {
     const int64_t ldc = (s.n + 7) / 8 * 8;
     __nv_bfloat16 *h, *w, *c1, *c2;
-    int32_t* targets;
     float* lse;
-    backend::Scalars* scalars;
     BENCH_CHECK(cudaMalloc(&h, std::size_t(s.m * s.k) * 2));
     BENCH_CHECK(cudaMalloc(&w, std::size_t(s.n * s.k) * 2));
     BENCH_CHECK(cudaMalloc(&c1, std::size_t(s.m * ldc) * 2));
     BENCH_CHECK(cudaMalloc(&c2, std::size_t(s.m * ldc) * 2));
-    BENCH_CHECK(cudaMalloc(&targets, std::size_t(s.m) * 4));
     BENCH_CHECK(cudaMalloc(&lse, std::size_t(s.m) * 4));
-    BENCH_CHECK(cudaMalloc(&scalars, sizeof(backend::Scalars)));
     fillKernel<<<1024, 256, 0, stream>>>(h, s.m * s.k, 1.0f, 3);
     fillKernel<<<1024, 256, 0, stream>>>(w, s.n * s.k, 0.05f, 4);
-    std::vector<int32_t> hostTargets(s.m);
-    for (int64_t i = 0; i < s.m; ++i) hostTargets[i] = int32_t((i * 7919) % s.n);
     std::vector<float> hostLse(s.m, std::log(float(s.n)) + 1.0f);
-    const backend::Scalars hostScalars{1.0f / float(s.m), 1.0f / float(s.m), s.m, s.m};
-    BENCH_CHECK(cudaMemcpy(targets, hostTargets.data(), hostTargets.size() * 4, cudaMemcpyHostToDevice));
     BENCH_CHECK(cudaMemcpy(lse, hostLse.data(), hostLse.size() * 4, cudaMemcpyHostToDevice));
-    BENCH_CHECK(cudaMemcpy(scalars, &hostScalars, sizeof hostScalars, cudaMemcpyHostToDevice));
-    backend::RowParams rows;
-    rows.vocab = s.n;
-    rows.columns = s.n;
-    rows.ld = ldc;
-    rows.rows = s.m;
-    rows.targets = targets;
-    rows.scalars = scalars;
+    const LabelledRows labelled(s.m, s.n, ldc);
+    const backend::RowParams& rows = labelled.params;
     const backend::TileGradient epilogue{rows, lse};
     const backend::TileGemmShape tile{s.m, s.n, s.k, s.k, s.k, ldc};
     const float productMs = timeMedian([&] { backend::tileGemm(tile, h, w, c1, stream); }, repeats, stream, 3);
@@ -194,7 +210,7 @@ int main() {
                 backend::tileGemmFill(device, s.m, s.n) >= backend::kTileGemmMinimumFill ? "fused" : "cuBLASLt",
                 difference);
     std::fflush(stdout);
-    for (void* p : {(void*)h, (void*)w, (void*)c1, (void*)c2, (void*)targets, (void*)lse, (void*)scalars}) cudaFree(p);
+    for (void* p : {(void*)h, (void*)w, (void*)c1, (void*)c2, (void*)lse}) cudaFree(p);
   }
 
   // The full-vocabulary step: product, then the row kernel writing dx; rows laid out as the plan lays them
@@ -211,31 +227,17 @@ int main() {
     const int64_t ldc = (s.n + 7) / 8 * 8;
     const int64_t statisticsBytes = (s.n + backend::kRowStatisticsColumns - 1) / backend::kRowStatisticsColumns * 8;
     __nv_bfloat16 *h, *w, *c;
-    int32_t* targets;
     float *lse, *lse2, *rowLoss;
-    backend::Scalars* scalars;
     BENCH_CHECK(cudaMalloc(&h, std::size_t(s.m * s.k) * 2));
     BENCH_CHECK(cudaMalloc(&w, std::size_t(s.n * s.k) * 2));
     BENCH_CHECK(cudaMalloc(&c, std::size_t(s.m * ldc) * 2 + std::size_t(s.m * statisticsBytes)));
-    BENCH_CHECK(cudaMalloc(&targets, std::size_t(s.m) * 4));
     BENCH_CHECK(cudaMalloc(&lse, std::size_t(s.m) * 4));
     BENCH_CHECK(cudaMalloc(&lse2, std::size_t(s.m) * 4));
     BENCH_CHECK(cudaMalloc(&rowLoss, std::size_t(s.m) * 4));
-    BENCH_CHECK(cudaMalloc(&scalars, sizeof(backend::Scalars)));
     fillKernel<<<1024, 256, 0, stream>>>(h, s.m * s.k, 1.0f, 5);
     fillKernel<<<1024, 256, 0, stream>>>(w, s.n * s.k, 0.05f, 6);
-    std::vector<int32_t> hostTargets(s.m);
-    for (int64_t i = 0; i < s.m; ++i) hostTargets[i] = int32_t((i * 7919) % s.n);
-    const backend::Scalars hostScalars{1.0f / float(s.m), 1.0f / float(s.m), s.m, s.m};
-    BENCH_CHECK(cudaMemcpy(targets, hostTargets.data(), hostTargets.size() * 4, cudaMemcpyHostToDevice));
-    BENCH_CHECK(cudaMemcpy(scalars, &hostScalars, sizeof hostScalars, cudaMemcpyHostToDevice));
-    backend::RowParams rows;
-    rows.vocab = s.n;
-    rows.columns = s.n;
-    rows.ld = ldc;
-    rows.rows = s.m;
-    rows.targets = targets;
-    rows.scalars = scalars;
+    const LabelledRows labelled(s.m, s.n, ldc);
+    const backend::RowParams& rows = labelled.params;
     backend::TileStatistics statistics;
     statistics.rows = rows;
     statistics.partials = reinterpret_cast<char*>(c) + std::size_t(s.m * ldc) * 2;
@@ -275,9 +277,7 @@ int main() {
                 (long long)s.m, (long long)s.n, (long long)s.k, tileMs, statisticsMs, statisticsMs / tileMs, rowMs,
                 rowPartialsMs, stepMs, stepStatisticsMs, stepStatisticsMs / stepMs, lseDifference);
     std::fflush(stdout);
-    for (void* p : {(void*)h, (void*)w, (void*)c, (void*)targets, (void*)lse, (void*)lse2, (void*)rowLoss,
-                    (void*)scalars})
-      cudaFree(p);
+    for (void* p : {(void*)h, (void*)w, (void*)c, (void*)lse, (void*)lse2, (void*)rowLoss}) cudaFree(p);
   }
   return 0;
 }
