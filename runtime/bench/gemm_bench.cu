@@ -11,6 +11,10 @@
 // default and lean passes, the product and then the row kernel (loss, lse, dx in place): with the row
 // kernel's own first pass over the logits, against the product's statistics epilogue (tile_gemm.h) and the
 // row kernel reading its partials, beside each part alone and the largest lse difference between the two.
+// A fourth times the numerators schedule's step at the same shapes (numerators.h): the target logits, the
+// product storing the numerators with their statistics, the rows kernel, and the two row scalings (c ⊙ h,
+// and grad_hidden in place), against the statistics step of the third table, with the largest lse
+// difference between the two.
 // Environment: LMFUSE_GEMM_BENCH_REPEATS.
 #include <cublasLt.h>
 #include <cuda_bf16.h>
@@ -21,11 +25,13 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <string>
 #include <vector>
 
 #include "bench_common.cuh"  // defines: BENCH_CHECK, fillKernel, timeMedian
 #include "cuda/gemm.h"
 #include "cuda/kernels.h"
+#include "cuda/numerators.h"
 #include "cuda/tile_gemm.h"
 
 namespace {
@@ -223,6 +229,7 @@ int main() {
               "row kernel ms | row kernel from partials ms | step ms | step with statistics ms | "
               "with / without | max lse diff |\n");
   std::printf("|---|---|---|---|---|---|---|---|---|---|\n");
+  std::vector<std::string> numeratorRows;  // the fourth table, printed after the third
   for (const Shape& s : full) {
     const int64_t ldc = (s.n + 7) / 8 * 8;
     const int64_t statisticsBytes = (s.n + backend::kRowStatisticsColumns - 1) / backend::kRowStatisticsColumns * 8;
@@ -277,7 +284,57 @@ int main() {
                 (long long)s.m, (long long)s.n, (long long)s.k, tileMs, statisticsMs, statisticsMs / tileMs, rowMs,
                 rowPartialsMs, stepMs, stepStatisticsMs, stepStatisticsMs / stepMs, lseDifference);
     std::fflush(stdout);
-    for (void* p : {(void*)h, (void*)w, (void*)c, (void*)lse, (void*)lse2, (void*)rowLoss}) cudaFree(p);
+
+    // The numerators step on the same inputs. The rows kernel writes lse over the shift, so each timed
+    // repeat that runs it shifts the next product's numerators: the bytes and instructions are the same.
+    float *shift, *rowScale;
+    __nv_bfloat16 *scaled, *gradHidden;
+    BENCH_CHECK(cudaMalloc(&shift, std::size_t(s.m) * 4));
+    BENCH_CHECK(cudaMalloc(&rowScale, std::size_t(s.m) * 4));
+    BENCH_CHECK(cudaMalloc(&scaled, std::size_t(s.m * s.k) * 2));
+    BENCH_CHECK(cudaMalloc(&gradHidden, std::size_t(s.m * s.k) * 2));
+    auto* scalars = const_cast<backend::Scalars*>(rows.scalars);
+    backend::TileStatistics numerators = statistics;
+    numerators.shift = shift;
+    auto target = [&] { backend::launchTargetLogits(h, s.k, w, s.k, s.k, rows, shift, scalars, stream); };
+    auto numeratorRowsStep = [&] {
+      backend::launchNumeratorRows(c, rows, partials, shift, rowScale, rowLoss, nullptr, nullptr, scalars, stream);
+    };
+    auto scalings = [&] {
+      backend::launchScaleRows(h, s.k, rowScale, nullptr, s.m, s.k, scaled, s.k, stream);
+      backend::launchScaleRows(gradHidden, s.k, rowScale, nullptr, s.m, s.k, gradHidden, s.k, stream);
+    };
+    target();
+    const float numeratorsMs =
+        timeMedian([&] { backend::tileGemm(tile, h, w, c, stream, nullptr, &numerators); }, repeats, stream, 3);
+    const float targetMs = timeMedian(target, repeats, stream, 3);
+    const float numeratorRowsMs = timeMedian(numeratorRowsStep, repeats, stream, 3);
+    const float scalingsMs = timeMedian(scalings, repeats, stream, 3);
+    const float stepNumeratorsMs = timeMedian(
+        [&] {
+          target();
+          backend::tileGemm(tile, h, w, c, stream, nullptr, &numerators);
+          numeratorRowsStep();
+          scalings();
+        },
+        repeats, stream, 3);
+    BENCH_CHECK(cudaMemcpy(a.data(), shift, a.size() * 4, cudaMemcpyDeviceToHost));  // lse of the last step
+    float numeratorsLseDifference = 0;
+    for (int64_t i = 0; i < s.m; ++i) numeratorsLseDifference = std::max(numeratorsLseDifference, std::fabs(a[i] - b[i]));
+    char line[512];
+    std::snprintf(line, sizeof line, "| %s (%lld, %lld, %lld) | %.3f | %.3f | %.3f | %.3f | %.3f | %.3f | %.3f | %.3f | %.3f | %.2e |\n",
+                  s.name, (long long)s.m, (long long)s.n, (long long)s.k, statisticsMs, numeratorsMs,
+                  numeratorsMs / statisticsMs, targetMs, numeratorRowsMs, scalingsMs, stepStatisticsMs, stepNumeratorsMs,
+                  stepNumeratorsMs / stepStatisticsMs, numeratorsLseDifference);
+    numeratorRows.push_back(line);
+    for (void* p : {(void*)h, (void*)w, (void*)c, (void*)lse, (void*)lse2, (void*)rowLoss, (void*)shift, (void*)rowScale,
+                    (void*)scaled, (void*)gradHidden})
+      cudaFree(p);
   }
+  std::printf("\n| numerators step (M tokens, V, K) | tile + statistics ms | tile + numerators ms | numerators / statistics | "
+              "target logits ms | numerator rows ms | row scalings ms | step with statistics ms | step with numerators ms | "
+              "numerators / statistics step | max lse diff |\n");
+  std::printf("|---|---|---|---|---|---|---|---|---|---|---|\n");
+  for (const std::string& line : numeratorRows) std::printf("%s", line.c_str());
   return 0;
 }

@@ -420,3 +420,59 @@ TEST_CASE("the lean plan's size is what workspace_size reports for these outputs
     CHECK_THROWS_WITH(makePlan(problem, tight, &all, true), Catch::Contains("workspace_budget"));
   }
 }
+
+TEST_CASE("the numerators regions: laid out where the loss allows numerators, apart from every other region", "[plan]") {
+  const Shape shapes[] = {{"Llama-3-8B", 8192, 4096, 128256}, {"Gemma-2-2B", 8192, 2304, 256000}, {"small", 300, 64, 1000}};
+  const lmfuse::Outputs outputs = everyGradient();
+  for (const Shape& shape : shapes) {
+    for (bool compact : {true, false}) {
+      INFO(shape.name << ", compact " << compact);
+      lmfuse::Options options;
+      options.compact = compact;
+      const Plan plan = makePlan(problemOf(shape), options, &outputs, true);
+      REQUIRE(plan.numerators);
+      CHECK(plan.rowScale.bytes >= std::size_t(shape.n) * 4);
+      // Compacting, the numerators scale the gathered rows in place; otherwise a chunk's c ⊙ h rows.
+      const std::size_t rows = std::size_t(std::max(plan.gatheredTokens, plan.chunkTokens));
+      if (compact) CHECK(plan.gathered.bytes >= rows * std::size_t(shape.d) * 2);
+      else CHECK(plan.scaledHidden.bytes >= rows * std::size_t(shape.d) * 2);
+      const lmfuse::detail::cuda::Region regions[] = {
+          plan.report, plan.scalars, plan.targets, plan.rowLoss, plan.lse, plan.cublas, plan.weightAccumulator,
+          plan.logits, plan.order, plan.gathered, plan.compactGradHidden, plan.rowScale, plan.scaledHidden};
+      for (const auto& a : regions)
+        for (const auto& b : regions) {
+          if (&a == &b || a.bytes == 0 || b.bytes == 0) continue;
+          CHECK((a.offset + a.bytes <= b.offset || b.offset + b.bytes <= a.offset));
+        }
+      for (const auto& region : regions) CHECK(region.offset + region.bytes <= plan.totalBytes);
+    }
+  }
+  // Where dx is not a per-row factor times the numerators, or nothing runs backward: none.
+  const Shape small{"small", 300, 64, 1000};
+  struct Case {
+    const char* name;
+    void (*edit)(lmfuse::Problem&, lmfuse::Options&);
+  };
+  static float bias;
+  const Case cases[] = {
+      {"label smoothing", [](lmfuse::Problem&, lmfuse::Options& o) { o.label_smoothing = 0.1; }},
+      {"softcap", [](lmfuse::Problem&, lmfuse::Options& o) { o.softcap = 30.0; }},
+      {"z-loss", [](lmfuse::Problem&, lmfuse::Options& o) { o.z_loss = 1e-4; }},
+      {"bias", [](lmfuse::Problem& p, lmfuse::Options&) { p.bias = &bias; }},
+      {"fp32", [](lmfuse::Problem& p, lmfuse::Options&) { p.dtype = lmfuse::DType::Float32; }},
+      {"fp16", [](lmfuse::Problem& p, lmfuse::Options&) { p.dtype = lmfuse::DType::Float16; }},
+      {"low memory", [](lmfuse::Problem&, lmfuse::Options& o) { o.memory = lmfuse::MemoryMode::LowMemory; }},
+  };
+  for (const Case& c : cases) {
+    INFO(c.name);
+    lmfuse::Problem problem = problemOf(small);
+    lmfuse::Options options;
+    c.edit(problem, options);
+    const Plan plan = makePlan(problem, options, &outputs, true);
+    CHECK_FALSE(plan.numerators);
+    CHECK(plan.scaledHidden.bytes == 0);
+  }
+  const Plan forward = makePlan(problemOf(small), lmfuse::Options{}, nullptr, false);
+  CHECK_FALSE(forward.numerators);
+  CHECK(forward.rowScale.bytes == 0);
+}

@@ -145,12 +145,6 @@ const std::vector<NamedSpec>& cases() {
   return table;
 }
 
-void compare(const char* what, const std::vector<double>& got, const std::vector<double>& want, double bound) {
-  double error = relativeError(got, want);
-  INFO(what << ": relative error " << error << " (bound " << bound << ")");
-  CHECK(error <= bound);
-}
-
 }  // namespace
 
 TEST_CASE("CUDA matches the fp64 reference for every option and dtype", "[cuda]") {

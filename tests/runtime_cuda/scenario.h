@@ -4,12 +4,21 @@
 // the fp64 reference of harness.h.
 #pragma once
 
+#include <catch2/catch.hpp>
+
 #include <algorithm>
 #include <functional>
 
 #include "harness.h"
 
 namespace lmfuse_test {
+
+/// CHECKs that `got` is within `bound` of `want` (relativeError), naming `what` in the failure.
+inline void compare(const char* what, const std::vector<double>& got, const std::vector<double>& want, double bound) {
+  double error = relativeError(got, want);
+  INFO(what << ": relative error " << error << " (bound " << bound << ")");
+  CHECK(error <= bound);
+}
 
 struct Spec {
   int64_t n = 300, d = 64, v = 1000;
@@ -20,6 +29,11 @@ struct Spec {
   int64_t onlyValidToken = -1;   // >= 0: every other label is ignore_index
   int64_t outOfRangeToken = -1;  // >= 0: that token's label is set to V (outside the vocabulary)
   int64_t hiddenPad = 0;         // extra elements per row of hidden / grad_hidden (strided layouts)
+  // >= 0: that token's hidden row is loudScale times weight row V / 2, so its logit there stands far above
+  // its others (an isolated maximum: bf16 logits still give its softmax to the dtype's precision).
+  int64_t loudToken = -1;
+  double loudScale = 1.0;
+  bool loudTokenLabelled = true; // the loud token's label: a valid one, or ignore_index
   bool gradHidden = true, gradWeight = true, gradBias = false, accumulate = false, lse = true;
   bool fp32ParamGrads = false;    // grad_weight and grad_bias in fp32 (ParamGradKind::Float32)
   bool accumulateFromZero = false;  // grad_weight_accumulate starts at 0 instead of random values
@@ -45,6 +59,11 @@ public:
     hiddenStride_ = d + spec.hiddenPad;
     h_ = randomStored(g, spec.dtype, std::size_t(n * hiddenStride_), 1.0);
     w_ = randomStored(g, spec.dtype, std::size_t(v * d), 4.0 / std::sqrt(double(d)));
+    if (spec.loudToken >= 0)
+      for (int64_t k = 0; k < d; ++k) {
+        const std::size_t i = std::size_t(spec.loudToken * hiddenStride_ + k);
+        h_.values[i] = storeRounded(h_.raw, spec.dtype, i, float(w_.values[(v / 2) * d + k] * spec.loudScale));
+      }
     hValues_.resize(n * d);
     for (int64_t i = 0; i < n; ++i)
       for (int64_t k = 0; k < d; ++k) hValues_[i * d + k] = h_.values[i * hiddenStride_ + k];
@@ -242,6 +261,10 @@ public:
   }
 
   const Spec& spec() const { return spec_; }
+  /// The inputs as the device holds them (hidden dense [N, D], weight [V, D]), and the labels as drawn.
+  const std::vector<double>& hiddenValues() const { return hValues_; }
+  const std::vector<double>& weightValues() const { return w_.values; }
+  const std::vector<int64_t>& labels() const { return labels_; }
   DeviceBuffer& rawLossBuffer() { return loss_; }
 
 private:
@@ -266,6 +289,9 @@ private:
       labels_[spec_.onlyValidToken] = label(g);
     }
     if (spec_.outOfRangeToken >= 0) labels_[spec_.outOfRangeToken] = spec_.v;
+    if (spec_.loudToken >= 0)
+      labels_[spec_.loudToken] = spec_.loudTokenLabelled ? (spec_.v / 2 + 1 + label(g) % (spec_.v - 1)) % spec_.v
+                                                         : options_.ignore_index;
   }
   static std::vector<unsigned char> indexBytes(const std::vector<int64_t>& values, IndexType type) {
     if (type == IndexType::Int64) return bytesOf(values);

@@ -51,6 +51,7 @@
 #include "error_report.h"
 #include "gemm.h"
 #include "kernels.h"
+#include "numerators.h"
 #include "plan.h"
 #include "storage.h"
 #include "tile_gemm.h"
@@ -205,6 +206,8 @@ public:
         weightAccumulator_(reinterpret_cast<float*>(at(workspace, plan.weightAccumulator))),
         order_(reinterpret_cast<int64_t*>(at(workspace, plan.order))), gathered_(at(workspace, plan.gathered)),
         compactGradHidden_(at(workspace, plan.compactGradHidden)), residue_(at(workspace, plan.residue)),
+        rowScale_(reinterpret_cast<float*>(at(workspace, plan.rowScale))),
+        scaledHidden_(plan.compact ? gathered_ : at(workspace, plan.scaledHidden)),
         logits_(at(workspace, plan.logits)),
         blasWorkspace_(at(workspace, plan.cublas)) {
     params_.vocab = problem.vocab;
@@ -261,41 +264,99 @@ private:
   }
 
   // Over the first `tokens` tokens (gathered ones when compacting), in the chunks of passPlan(): loss, lse,
-  // dx, grad_hidden, grad_bias, and grad_weight into the pass's sink.
+  // dx, grad_hidden, grad_bias, and grad_weight into the pass's sink. A chunk whose product is the tile
+  // product runs the numerators schedule where the plan allows it (numeratorsRun).
   void fullPass(int64_t tokens, cudaStream_t stream) {
     const PassPlan pass = passPlan(plan_, tokens);
     const int64_t v = problem_.vocab, d = problem_.hidden_dim;
     char* buffers[2] = {logits_, plan_.logitsBuffers == 2 ? logits_ + plan_.logitsBufferBytes : nullptr};
     if (pass.logitsOverAccumulator) buffers[0] = reinterpret_cast<char*>(weightAccumulator_);
     if (pass.chunks == 1) buffers[1] = nullptr;
+    const bool backward = gradients_ && (outputs_.grad_hidden || pass.weight != WeightSinkKind::None);
     Pipeline full{state_, stream, {buffers[0], buffers[1]}, {}, {}, {}};
     full.forward = [&](const Item& item, void* buffer, cudaStream_t s) {
       if (plan_.compact)
         launchGatherRows(problem_.dtype, problem_.hidden, problem_.hidden_stride, order_, item.firstToken, item.tokens,
                          d, gathered_, s);
       const RowPartials partials = rowStatistics(hiddenRows(item), hiddenLd_, item.tokens, buffer, gradients_);
+      if (numeratorsRun(backward, partials)) {
+        launchTargetLogits(hiddenRows(item), hiddenLd_, problem_.weight, problem_.weight_stride, d, rowParams(item),
+                           lse_, scalars_, s);
+        forwardGemm(item, buffer, plan_.logitsLd, s, nullptr, &partials, lse_);
+        return;
+      }
       forwardGemm(item, buffer, plan_.logitsLd, s, nullptr, partials.data ? &partials : nullptr);
     };
     full.rows = [&](const Item& item, void* buffer, cudaStream_t s) {
-      RowParams p = params_;
-      p.columns = v;
-      p.ld = plan_.logitsLd;
-      p.firstToken = item.firstToken;
-      p.rows = item.tokens;
+      const RowParams p = rowParams(item);
       const RowPartials partials = rowStatistics(hiddenRows(item), hiddenLd_, item.tokens, buffer, gradients_);
+      if (numeratorsRun(backward, partials)) {
+        numeratorRows(item, buffer, partials, s);
+        return;
+      }
       launchRowLoss(problem_.dtype, buffer, p, gradients_, partials.data ? &partials : nullptr, rowLoss_, lse_,
                     outputs_.lse, userLoss_, s);
       if (gradients_ && outputs_.grad_bias)
         launchColumnSum(problem_.dtype, buffer, item.tokens, v, plan_.logitsLd, biasAccumulator_, item.firstToken > 0, s);
     };
-    if (gradients_ && (outputs_.grad_hidden || pass.weight != WeightSinkKind::None)) {
+    if (backward) {
       full.backward = [&](const Item& item, void* buffer, cudaStream_t s) {
-        weightGemms(pass.weight, item, buffer, plan_.logitsLd, 0, weightAccumulator_, s);
+        const RowPartials partials = rowStatistics(hiddenRows(item), hiddenLd_, item.tokens, buffer, gradients_);
+        if (numeratorsRun(backward, partials)) {
+          // dx = c · u': grad_weight = u'ᵀ·(c ⊙ h), grad_hidden = c ⊙ (u'·W) (numerators.h).
+          weightGemms(pass.weight, item, buffer, plan_.logitsLd, 0, weightAccumulator_, s, scaledHidden_,
+                      problem_.hidden_dim);
+          if (outputs_.grad_hidden) {
+            // u'·W into the compact rows (or the chunk's own grad_hidden rows), then scaled into place.
+            char* rows = plan_.compact ? compactGradHidden_ : gradHiddenRows(item);
+            const int64_t ld = plan_.compact ? d : outputs_.grad_hidden_stride;
+            GemmShape shape{type_, type_, false, false, d, item.tokens, v, problem_.weight_stride, plan_.logitsLd, ld};
+            gemm(state_.blas, shape, 1.0f, problem_.weight, buffer, 0.0f, rows, blasWorkspace_, kCublasWorkspaceBytes, s);
+            const RowParams tokens = rowParams(item);
+            launchScaleRows(rows, ld, rowScale_, plan_.compact ? &tokens : nullptr, item.tokens, d,
+                            plan_.compact ? outputs_.grad_hidden : rows, outputs_.grad_hidden_stride, s);
+          }
+          return;
+        }
+        weightGemms(pass.weight, item, buffer, plan_.logitsLd, 0, weightAccumulator_, s, hiddenRows(item), hiddenLd_);
         if (outputs_.grad_hidden) gradHiddenGemm(item, buffer, s);
       };
     }
     full.run(tokenChunks(tokens, pass.chunkTokens, 0, v));
     if (pass.weight == WeightSinkKind::Accumulator) convertAccumulator(weightAccumulator_, 0, v, stream);
+  }
+
+  // The row parameters of a full-vocabulary item's buffer.
+  RowParams rowParams(const Item& item) const {
+    RowParams p = params_;
+    p.columns = problem_.vocab;
+    p.ld = plan_.logitsLd;
+    p.firstToken = item.firstToken;
+    p.rows = item.tokens;
+    return p;
+  }
+
+  // Whether a full-vocabulary chunk runs the numerators schedule: the plan allows it, the chunk has backward
+  // products, and its product is the tile product writing row statistics (rowStatistics gave partials).
+  bool numeratorsRun(bool backward, const RowPartials& partials) const {
+    return plan_.numerators && backward && partials.data;
+  }
+
+  // A numerators chunk's rows (numerators.h): loss, lse and c from the numerators, the target's numerator
+  // replaced; where a row overflowed, the chunk redone the usual way under an IF node (its product and
+  // statistics, the row pass writing dx, c = 1); then the c ⊙ h rows of grad_weight's product.
+  void numeratorRows(const Item& item, void* buffer, const RowPartials& partials, cudaStream_t s) {
+    const RowParams p = rowParams(item);
+    launchNumeratorRows(buffer, p, partials, lse_, rowScale_, rowLoss_, outputs_.lse, userLoss_, scalars_, s);
+    const cudaGraphConditionalHandle redo = newCondition(capturingGraph(s));
+    launchRedoCondition(redo, scalars_, s);
+    enqueueIf(s, redo, state_.redoBody, [&](cudaStream_t body) {
+      forwardGemm(item, buffer, plan_.logitsLd, body, nullptr, &partials);
+      launchRowLoss(problem_.dtype, buffer, p, true, &partials, rowLoss_, lse_, outputs_.lse, userLoss_, body);
+      launchUnitScale(rowScale_, item.tokens, body);
+    });
+    launchScaleRows(hiddenRows(item), hiddenLd_, rowScale_, nullptr, item.tokens, problem_.hidden_dim, scaledHidden_,
+                    problem_.hidden_dim, s);
   }
 
   // Low memory: grad_weight slice by slice, logits recomputed, dx from the lse of the full pass.
@@ -318,7 +379,8 @@ private:
     };
     sliced.backward = [&](const Item& item, void* buffer, cudaStream_t stream) {
       // The slice accumulator holds the slice's rows only: its row 0 is the slice's first column.
-      weightGemms(plan_.sliceWeightSink, item, buffer, plan_.sliceVocab, item.firstColumn, weightAccumulator_, stream);
+      weightGemms(plan_.sliceWeightSink, item, buffer, plan_.sliceVocab, item.firstColumn, weightAccumulator_, stream,
+                  hiddenRows(item), hiddenLd_);
       if (plan_.sliceWeightSink == WeightSinkKind::Accumulator && item.lastOfSlice)
         convertAccumulator(weightAccumulator_, item.firstColumn, item.columns, stream);
     };
@@ -414,10 +476,11 @@ private:
   }
 
   void forwardGemm(const Item& item, void* buffer, int64_t ld, cudaStream_t stream,
-                   const RowParams* gradient = nullptr, const RowPartials* statistics = nullptr) {
+                   const RowParams* gradient = nullptr, const RowPartials* statistics = nullptr,
+                   const float* numeratorShift = nullptr) {
     logitsGemm(static_cast<const char*>(problem_.weight) + std::size_t(item.firstColumn) * problem_.weight_stride * e_,
                hiddenRows(item), hiddenLd_, item.tokens, item.columns, buffer, ld, blasWorkspace_,
-               kCublasWorkspaceBytes, stream, gradient, statistics);
+               kCublasWorkspaceBytes, stream, gradient, statistics, numeratorShift, item.firstToken);
   }
 
   // Whether logitsGemm runs lmfuse's Hopper tile product: where the device has it, the operands are bf16
@@ -448,10 +511,13 @@ private:
   // logits[tokens, columns] (leading dimension ld) = hidden rows · weight rowsᵀ; given the rows' `gradient`
   // parameters, dx of those logits from lse_ instead (launchSliceGradient's result). The tile product where
   // tileProductRuns, with dx written by its epilogue, and the row statistics too where asked
-  // (rowStatistics: full-vocabulary products only); otherwise cuBLASLt, then the slice kernel.
+  // (rowStatistics: full-vocabulary products only), with numeratorShift the numerators in the logits' place
+  // (numerators.h; only where the tile product runs; row r is token firstToken + r, or its compaction
+  // order's); otherwise cuBLASLt, then the slice kernel.
   void logitsGemm(const void* weightRows, const void* hidden, int64_t hiddenLd, int64_t tokens, int64_t columns,
                   void* out, int64_t ld, void* blasWorkspace, std::size_t blasBytes, cudaStream_t stream,
-                  const RowParams* gradient = nullptr, const RowPartials* statistics = nullptr) {
+                  const RowParams* gradient = nullptr, const RowPartials* statistics = nullptr,
+                  const float* numeratorShift = nullptr, int64_t firstToken = 0) {
     const int64_t d = problem_.hidden_dim;
     if (tileProductRuns(weightRows, hidden, hiddenLd, tokens, columns, out, ld)) {
       const TileGradient epilogue{gradient ? *gradient : RowParams{}, lse_};
@@ -460,47 +526,51 @@ private:
         rows.rows = params_;
         rows.rows.columns = columns;
         rows.rows.rows = tokens;
+        rows.rows.firstToken = firstToken;
         rows.partials = const_cast<char*>(statistics->data);
         rows.stride = statistics->stride;
+        rows.shift = numeratorShift;
       }
       tileGemm(TileGemmShape{tokens, columns, d, hiddenLd, problem_.weight_stride, ld}, hidden, weightRows, out,
                stream, gradient ? &epilogue : nullptr, statistics ? &rows : nullptr);
       return;
     }
+    if (numeratorShift) LMFUSE_FAIL("CUDA backend: the numerators epilogue needs the tile product");
     GemmShape shape{type_, type_, true, false, columns, tokens, d, problem_.weight_stride, hiddenLd, ld};
     gemm(state_.blas, shape, 1.0f, weightRows, hidden, 0.0f, out, blasWorkspace, blasBytes, stream);
     if (gradient) launchSliceGradient(problem_.dtype, out, *gradient, lse_, stream);
   }
 
-  // grad_weight rows [firstColumn, firstColumn + item.columns) (+)= dxᵀ·h into `out` (ld outLd, outType).
-  void weightGemm(const Item& item, const void* buffer, int64_t ld, void* out, cudaDataType_t outType, int64_t outLd,
-                  float beta, cudaStream_t stream) {
+  // grad_weight rows [firstColumn, firstColumn + item.columns) (+)= dxᵀ·h into `out` (ld outLd, outType), h the
+  // item's `hidden` rows (ld hiddenLd).
+  void weightGemm(const Item& item, const void* buffer, int64_t ld, const void* hidden, int64_t hiddenLd, void* out,
+                  cudaDataType_t outType, int64_t outLd, float beta, cudaStream_t stream) {
     const int64_t d = problem_.hidden_dim;
-    GemmShape shape{type_, outType, false, true, d, item.columns, item.tokens, hiddenLd_, ld, outLd};
-    gemm(state_.blas, shape, 1.0f, hiddenRows(item), buffer, beta, out, blasWorkspace_, kCublasWorkspaceBytes, stream);
+    GemmShape shape{type_, outType, false, true, d, item.columns, item.tokens, hiddenLd, ld, outLd};
+    gemm(state_.blas, shape, 1.0f, hidden, buffer, beta, out, blasWorkspace_, kCublasWorkspaceBytes, stream);
   }
 
-  // The item's grad_weight product (vocabulary rows from firstColumn) into the sink; `accumulator` is the
-  // fp32 accumulator's row for firstColumn.
+  // The item's grad_weight product (vocabulary rows from firstColumn) over `hidden` rows (ld hiddenLd) into
+  // the sink; `accumulator` is the fp32 accumulator's row for firstColumn.
   void weightGemms(WeightSinkKind sink, const Item& item, const void* buffer, int64_t ld, int64_t firstColumn,
-                   float* accumulator, cudaStream_t stream) {
+                   float* accumulator, cudaStream_t stream, const void* hidden, int64_t hiddenLd) {
     const int64_t d = problem_.hidden_dim;
     const float beta = item.firstToken == 0 ? 0.0f : 1.0f;  // the first chunk overwrites
     float* accumulate = outputs_.grad_weight_accumulate ? outputs_.grad_weight_accumulate + firstColumn * d : nullptr;
     switch (sink) {
       case WeightSinkKind::None: return;
       case WeightSinkKind::Output:
-        weightGemm(item, buffer, ld,
+        weightGemm(item, buffer, ld, hidden, hiddenLd,
                    static_cast<char*>(outputs_.grad_weight) +
                        std::size_t(firstColumn) * outputs_.grad_weight_stride * elementBytes(paramDType_),
                    cudaType(paramDType_), outputs_.grad_weight_stride, beta, stream);
-        if (accumulate) weightGemm(item, buffer, ld, accumulate, CUDA_R_32F, d, 1.0f, stream);
+        if (accumulate) weightGemm(item, buffer, ld, hidden, hiddenLd, accumulate, CUDA_R_32F, d, 1.0f, stream);
         return;
       case WeightSinkKind::Accumulate:
-        weightGemm(item, buffer, ld, accumulate, CUDA_R_32F, d, 1.0f, stream);
+        weightGemm(item, buffer, ld, hidden, hiddenLd, accumulate, CUDA_R_32F, d, 1.0f, stream);
         return;
       case WeightSinkKind::Accumulator:
-        weightGemm(item, buffer, ld, accumulator, CUDA_R_32F, d, beta, stream);
+        weightGemm(item, buffer, ld, hidden, hiddenLd, accumulator, CUDA_R_32F, d, beta, stream);
         return;
     }
   }
@@ -516,12 +586,15 @@ private:
                   outputs_.grad_weight_accumulate ? outputs_.grad_weight_accumulate + first * d : nullptr, stream);
   }
 
+  // The user's grad_hidden rows of an item's tokens (not compacting).
+  char* gradHiddenRows(const Item& item) const {
+    return static_cast<char*>(outputs_.grad_hidden) + std::size_t(item.firstToken) * outputs_.grad_hidden_stride * e_;
+  }
+
   // The item's grad_hidden rows = dx·W, scattered back to their tokens when compacting.
   void gradHiddenGemm(const Item& item, const void* buffer, cudaStream_t stream) {
     const int64_t d = problem_.hidden_dim;
-    char* rows = plan_.compact ? compactGradHidden_
-                               : static_cast<char*>(outputs_.grad_hidden) +
-                                     std::size_t(item.firstToken) * outputs_.grad_hidden_stride * e_;
+    char* rows = plan_.compact ? compactGradHidden_ : gradHiddenRows(item);
     const int64_t ld = plan_.compact ? d : outputs_.grad_hidden_stride;
     GemmShape shape{type_, type_, false, false, d, item.tokens, problem_.vocab, problem_.weight_stride, plan_.logitsLd, ld};
     gemm(state_.blas, shape, 1.0f, problem_.weight, buffer, 0.0f, rows, blasWorkspace_, kCublasWorkspaceBytes, stream);
@@ -552,6 +625,8 @@ private:
   char* const gathered_;
   char* const compactGradHidden_;
   char* const residue_;
+  float* const rowScale_;
+  char* const scaledHidden_;  // c ⊙ h rows of a numerators chunk: the gathered rows themselves when compacting
   char* const logits_;
   void* const blasWorkspace_;
   RowParams params_;
@@ -585,7 +660,8 @@ void linear_cross_entropy(const Problem& problem, const Options& options, const 
   std::lock_guard<std::mutex> lock(state.mutex);
   Schedule schedule(state, problem, options, outputs, workspace, plan);
   cudaStream_t callerStream = static_cast<cudaStream_t>(context.stream);
-  if (plan.compact)
+  // Compaction's SWITCH and the numerators' redo need graph conditionals.
+  if (plan.compact || plan.numerators)
     recordAsGraph(callerStream, state.capture, state.recorded,
                   callKey(problem, options, outputs, workspace, state.tileMinimumFill),
                   [&](cudaStream_t main) { schedule.run(main); });

@@ -19,7 +19,7 @@ DeviceState& deviceState() {
   if (!slot) {
     auto state = std::make_unique<DeviceState>();
     LMFUSE_CUDA_CHECK(cublasLtCreate(&state->blas));
-    for (cudaStream_t* stream : {&state->side, &state->capture, &state->body})
+    for (cudaStream_t* stream : {&state->side, &state->capture, &state->body, &state->redoBody})
       LMFUSE_CUDA_CHECK(cudaStreamCreateWithFlags(stream, cudaStreamNonBlocking));
     LMFUSE_CUDA_CHECK(cudaEventCreateWithFlags(&state->forked, cudaEventDisableTiming));
     for (auto& event : state->rowsDone) LMFUSE_CUDA_CHECK(cudaEventCreateWithFlags(&event, cudaEventDisableTiming));

@@ -20,6 +20,7 @@ struct DeviceState {
   cudaStream_t side = nullptr;
   cudaStream_t capture = nullptr;  // records an eager call as a graph (compaction needs graph conditionals)
   cudaStream_t body = nullptr;     // captures the bodies of conditional nodes
+  cudaStream_t redoBody = nullptr;  // captures a numerators chunk's redo (an IF node, maybe inside a body)
   cudaEvent_t forked = nullptr;        // main -> side: the inputs of the next kernel are ready
   cudaEvent_t rowsDone[2] = {nullptr, nullptr};  // side -> main: logits buffer k is ready for the GEMMs
   RecordedGraphs recorded;  // the last few distinct eager compacting calls, as graphs

@@ -108,6 +108,8 @@ __global__ void __launch_bounds__(kPrepareThreads) prepareKernel(PrepareArgs a, 
     scalars->lossFactor = lossFactor;
     scalars->gradFactor = upstream * lossFactor;
     scalars->validCount = counts[0];
+    scalars->redo = 0;
+    scalars->redone = 0;
   }
 }
 

@@ -21,6 +21,10 @@ struct Scalars {
   float lossFactor;   // 1/divisor for Mean (0 for a Mean over nothing), 1 otherwise
   long long validCount;
   long long compactCount;  // tokens that go through the GEMMs when compacting: valid + out-of-range labels
+  // The numerators schedule (numerators.h): 1 while the current chunk must be redone the usual way, and the
+  // chunks redone in this call so far.
+  unsigned int redo;
+  unsigned int redone;
 };
 
 /// Resolves every token's target (ignore_index, shift by rows or packed segments, range check), counts

@@ -151,6 +151,10 @@ Plan makePlan(const Problem& problem, const Options& options, const Outputs* out
       param_grad_dtype(problem.dtype, outputs ? outputs->param_grads : ParamGradKind::ProblemDType) == DType::Float32;
   const bool ownsWeight = wantsOutput && !fp32Output;
   const bool wantsBias = withGradients && (!outputs || outputs->grad_bias);
+  // The numerators schedule (numerators.h) where the loss allows it: dx is a per-row factor times the
+  // numerators only without smoothing, softcap, z-loss and bias; the tile product stores them (bf16).
+  const bool numeratorsAllowed = withGradients && problem.dtype == DType::BFloat16 && !problem.bias &&
+                                 options.label_smoothing == 0.0 && options.softcap == 0.0 && options.z_loss == 0.0;
 
   Layout layout;
   plan.report = layout.take(256);
@@ -159,6 +163,7 @@ Plan makePlan(const Problem& problem, const Options& options, const Outputs* out
   plan.rowLoss = layout.take(std::size_t(n) * 4);
   plan.lse = layout.take(std::size_t(n) * 4);
   if (wantsBias) plan.biasAccumulator = layout.take(std::size_t(v) * 4);
+  if (numeratorsAllowed) plan.rowScale = layout.take(std::size_t(n) * 4);
   // Beyond the regions taken so far: the cuBLASLt workspace, the compaction order, alignment slack, and
   // the bias accumulator even when this call has none, so the chunk (and the plan's size) never grows
   // past the plan for every output that workspace_size() reports.
@@ -232,29 +237,33 @@ Plan makePlan(const Problem& problem, const Options& options, const Outputs* out
                        "two logits rows and the fp32 grad_weight accumulator (try MemoryMode::LowMemory)");
       available = budget - fixed - accumulatorBytes;
     }
-    // One buffer with gradients or compaction (plan.h), two for a plain forward-only call. Compaction
-    // adds per token of a chunk one gathered hidden row and one compact grad_hidden row.
+    // One buffer with gradients or compaction (plan.h), two for a plain forward-only call.
     plan.logitsBuffers = withGradients || options.compact ? 1 : 2;
-    const std::size_t compactRowBytes = options.compact ? 2 * std::size_t(d) * e : 0;
+    plan.numerators = numeratorsAllowed;
+    // Per token of a chunk beside its logits: with compaction, a gathered hidden row and a compact
+    // grad_hidden row (the numerators scale both in place); with numerators and no compaction, the scaled
+    // hidden row (grad_hidden is scaled in the output itself).
+    const std::size_t sideRowBytes =
+        (options.compact ? 2 * std::size_t(d) * e : plan.numerators ? std::size_t(d) * e : 0);
     // Tokens that fit one chunk need no fp32 accumulator (grad_weight is written in its dtype), so that
     // chunk may fill the accumulator's region and the logits buffer after it: same workspace, one
     // chunk. Gathered rows are reserved for that many tokens. Not when the caller sets chunk_tokens.
     int64_t oneChunk = 0;
     if (ownsWeight && options.chunk_tokens <= 0) {
       oneChunk = int64_t(std::min<std::size_t>(std::size_t(n), (accumulatorBytes + available) / rowBytes));
-      if (compactRowBytes) oneChunk = std::min<int64_t>(oneChunk, int64_t(available / 2 / compactRowBytes));
+      if (sideRowBytes) oneChunk = std::min<int64_t>(oneChunk, int64_t(available / 2 / sideRowBytes));
     }
     // When all N tokens fit that way, the plan is one chunk and nothing else: no accumulator region at
     // all, so the workspace is only what the logits and gathered rows of N tokens take (less than the
     // accumulator plus the chunk buffer it replaces).
     plan.singleChunk =
-        oneChunk >= n && std::size_t(n) * (rowBytes + compactRowBytes) <= accumulatorBytes + available;
+        oneChunk >= n && std::size_t(n) * (rowBytes + sideRowBytes) <= accumulatorBytes + available;
     int64_t maxChunk = n;
     if (!plan.singleChunk) {
       const std::size_t perToken = std::size_t(plan.logitsBuffers) * rowBytes;
       maxChunk = options.chunk_tokens > 0 ? options.chunk_tokens
-                 : oneChunk > 0       ? int64_t((available - std::size_t(oneChunk) * compactRowBytes) / perToken)
-                                      : int64_t(available / (perToken + compactRowBytes));
+                 : oneChunk > 0       ? int64_t((available - std::size_t(oneChunk) * sideRowBytes) / perToken)
+                                      : int64_t(available / (perToken + sideRowBytes));
       maxChunk = std::max<int64_t>(1, std::min(maxChunk, n));
     }
     plan.gatheredTokens = std::max(maxChunk, oneChunk);
@@ -317,6 +326,8 @@ Plan makePlan(const Problem& problem, const Options& options, const Outputs* out
     plan.gathered = layout.take(rowsBytes);
     plan.compactGradHidden = layout.take(rowsBytes);
   }
+  if (plan.numerators && !plan.compact)
+    plan.scaledHidden = layout.take(std::size_t(std::max(plan.gatheredTokens, plan.chunkTokens)) * std::size_t(d) * e);
   plan.cublas = layout.take(kCublasWorkspaceBytes);
   // The accumulator directly before the logits buffer: one chunk may span both (oneChunkTokens).
   if (plan.ownWeightAccumulator && !plan.lowMemory)

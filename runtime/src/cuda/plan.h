@@ -112,6 +112,10 @@ struct Plan {
   // (kernels.h: RowPartials), written by the tile product where it computes the row's logits; a buffer of
   // T tokens keeps them after its T logits rows. 0: none (fp16 and fp32 never run the tile product).
   std::size_t statisticsBytes = 0;
+  // The full-vocabulary pass may run the numerators schedule (bf16 gradients without smoothing, softcap,
+  // z-loss or bias; not low-memory): its per-chunk regions are laid out. The backend runs it where the
+  // chunk's product is the tile product (backend.cpp).
+  bool numerators = false;
   int64_t chunkTokens = 0;            // token chunk of the full-vocabulary passes (compaction: the largest)
   int64_t chunks = 0;
   // All N tokens in one chunk and no fp32 accumulator at all (grad_weight written in its dtype): chosen
@@ -136,6 +140,10 @@ struct Plan {
   Region report, scalars, targets, rowLoss, lse, biasAccumulator, weightAccumulator, cublas, logits;
   Region order, gathered, compactGradHidden;  // compaction: token order, gathered [chunk, D], grad [chunk, D]
   Region residue;                              // lean: [N, kLeanResidueColumns] logits of the last slices
+  // The numerators schedule (numerators.h): each buffer row's gradient factor c (taken whenever the loss
+  // allows numerators), and without compaction a chunk's c ⊙ h rows (with it, the gathered rows are scaled
+  // in place).
+  Region rowScale, scaledHidden;
   std::size_t logitsBufferBytes = 0;  // one logits buffer
   std::size_t sliceBufferBytes = 0;   // LowMemory: one of the two slice buffers (same region as the above)
   std::size_t totalBytes = 0;

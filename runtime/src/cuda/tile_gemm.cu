@@ -9,7 +9,8 @@
 // next tile. The gradient instantiation replaces each staged logit by its dx (logit_gradient.cuh) before
 // the store, so the logits never reach global memory. The statistics instantiation also reduces each of the
 // consumer's staged rows to (max, Σ exp) over the tile's 256 columns, under its next tile's first products
-// (the staged tile stays until the next epilogue). Two CTAs of a cluster take vertically adjacent
+// (the staged tile stays until the next epilogue). The numerators instantiation rounds exp(z − shift) of
+// each fp32 sum instead of the sum, and reduces those rows to (max, Σ) the same way. Two CTAs of a cluster take vertically adjacent
 // tiles: the one of rank 0 copies the shared B tile into both CTAs' shared memory (multicast), so each
 // stage of B is read from L2 once per pair. Tiles are visited in groups of kGroupPairs cluster rows, column
 // after column, so the A rows and B columns in flight stay in L2.
@@ -48,8 +49,10 @@ constexpr int kSharedBytes = kStages * (kStageBytesA + kStageBytesB) + 2 * kBoxe
                              2 * 64 * kStagedRowBytes + 2 * kStages * 8 + 1024;
 static_assert(kBlockN == kRowStatisticsColumns, "one row statistic per row of a column tile");
 
-// What the epilogue writes: the product, dx in its place, or the product and the row statistics.
-enum Epilogue : int { kPlain, kGradient, kStatistics };
+// What the epilogue writes: the product, dx in its place, the product and the row statistics, or the
+// softmax numerators in the product's place and their row statistics.
+enum Epilogue : int { kPlain, kGradient, kStatistics, kNumerators };
+__host__ __device__ constexpr bool hasStatistics(Epilogue e) { return e == kStatistics || e == kNumerators; }
 // The tile order, shared by producer and consumers: cluster tile t (two CTA tiles stacked along m) to
 // its first row block and column block.
 struct Schedule {
@@ -293,17 +296,50 @@ __device__ __forceinline__ void gradientStaged(uint8_t* staging, const StagedRow
   }
 }
 
+// The numerators epilogue's terms of this thread's two accumulator rows (wgmma m64nNk16: registers i with
+// i % 4 < 2 hold row 16·warp + lane / 4 of the consumer's 64, the others the row 8 below), in base 2.
+struct NumeratorRows {
+  float scale = 0.0f;           // logitScale · log2 e
+  float shift[2] = {0.0f, 0.0f};  // shift · log2 e of each row
+};
+
+__device__ __forceinline__ NumeratorRows loadNumeratorRows(const TileStatistics& statistics, int64_t row0) {
+  constexpr float kLog2e = 1.4426950408889634f;
+  const RowParams& p = statistics.rows;
+  const int slot = threadIdx.x % 128;
+  NumeratorRows rows;
+  rows.scale = p.logitScale * kLog2e;
+  for (int i = 0; i < 2; ++i) {
+    const int64_t r = row0 + (slot / 32) * 16 + (slot % 32) / 4 + 8 * i;
+    const int64_t token = r < p.rows ? rowToken(p, r) : -1;
+    rows.shift[i] = token >= 0 ? statistics.shift[token] * kLog2e : 0.0f;
+  }
+  return rows;
+}
+
+// u = 2^min(x·scale − shift, cap): `x > cap ? cap : x` keeps a NaN (fminf would drop it).
+__device__ __forceinline__ void toNumerators(float (&d)[128], const NumeratorRows& rows) {
+#pragma unroll
+  for (int i = 0; i < 128; ++i) {
+    float x = fmaf(d[i], rows.scale, -rows.shift[(i % 4) / 2]);
+    x = x > kNumeratorExponentCap ? kNumeratorExponentCap : x;
+    d[i] = exp2Fast(x);
+  }
+}
+
 // Writes a consumer's 64 x 256 fp32 tile as bf16 at (row0, col0) of C: stmatrix into its staging buffer,
 // four 64 x 64 boxes in TMA's 128-byte swizzle (conflict-free), then one thread stores the boxes; the map
 // clips what lies past m or n. The stores run on while the consumer starts its next tile; the staging
 // buffer is rewritten only after they have read it. Accumulator layout (wgmma m64nNk16): thread (warp w,
 // lane l) holds, per 16-column block j, the four 8 x 8 matrices of rows 16w..16w+15 in stmatrix's order.
-// With kGradient, the staged logits become dx (gradientStaged) before the store.
+// With kGradient, the staged logits become dx (gradientStaged) before the store; with kNumerators, the fp32
+// sums become their numerators before they are rounded.
 template <Epilogue kEpilogue>
-__device__ __forceinline__ void storeTileBf16(const CUtensorMap* mapC, uint8_t* staging, const float (&d)[128],
+__device__ __forceinline__ void storeTileBf16(const CUtensorMap* mapC, uint8_t* staging, float (&d)[128],
                                               int row0, int col0, int barrier, const StagedRow* rows,
-                                              const TileGradient& gradient) {
+                                              const TileGradient& gradient, const NumeratorRows& numerators) {
   const int slot = threadIdx.x % 128, lane = slot % 32, warp = slot / 32;
+  if constexpr (kEpilogue == kNumerators) toNumerators(d, numerators);
   if (slot == 0) asm volatile("cp.async.bulk.wait_group.read 0;" ::: "memory");
   warpgroupBarrier(barrier);
   const int row = warp * 16 + ((lane / 8) % 2) * 8 + lane % 8;  // the row whose address this lane gives
@@ -366,7 +402,7 @@ __device__ __forceinline__ uint32_t maxBf16x2(uint32_t a, uint32_t b) {
 __device__ __forceinline__ float lowBf16(uint32_t word) { return __uint_as_float(word << 16); }
 __device__ __forceinline__ float highBf16(uint32_t word) { return __uint_as_float(word & 0xffff0000u); }
 
-template <bool kTransform>
+template <bool kTransform, bool kNumerator>
 __device__ __forceinline__ void statisticsStep(const uint8_t* staging, const TileStatistics& statistics,
                                                PendingStatistics& tile, int step) {
   constexpr float kLog2e = 1.4426950408889634f;
@@ -421,13 +457,15 @@ __device__ __forceinline__ void statisticsStep(const uint8_t* staging, const Til
   const float scaled = tile.max * kLog2e;
   const int k0 = (step - 1) * kStepPieces;
   float low = 0.0f, high = 0.0f;
+  // A logit's term of the sum; a numerator is its own.
+  auto term = [&](float z) { return kNumerator ? z : exp2Fast(fmaf(z, kLog2e, -scaled)); };
   if (fast) {
 #pragma unroll
     for (int k = k0; k < k0 + kStepPieces; ++k) {
       const uint4 v = loadShared(fastAddress(k));
       for (uint32_t word : {v.x, v.y, v.z, v.w}) {
-        low += exp2Fast(fmaf(lowBf16(word), kLog2e, -scaled));
-        high += exp2Fast(fmaf(highBf16(word), kLog2e, -scaled));
+        low += term(lowBf16(word));
+        high += term(highBf16(word));
       }
     }
   } else {
@@ -437,7 +475,7 @@ __device__ __forceinline__ void statisticsStep(const uint8_t* staging, const Til
       const int first = col0 + logical(k) * 8;
 #pragma unroll
       for (int e = 0; e < 8; ++e)
-        if (first + e < columns) low += exp2Fast(fmaf(logit(packed, e, first + e), kLog2e, -scaled));
+        if (first + e < columns) low += term(logit(packed, e, first + e));
     }
   }
   tile.sum += low + high;
@@ -452,8 +490,9 @@ __device__ __forceinline__ void statisticsStep(const uint8_t* staging, const Til
 __device__ __forceinline__ void statisticsStep(const uint8_t* staging, const TileStatistics& statistics,
                                                PendingStatistics& tile, int step) {
   const RowParams& p = statistics.rows;
-  if (p.bias || p.softcap > 0.0f || p.logitScale != 1.0f) statisticsStep<true>(staging, statistics, tile, step);
-  else statisticsStep<false>(staging, statistics, tile, step);
+  if (statistics.shift) statisticsStep<false, true>(staging, statistics, tile, step);  // scale applied before
+  else if (p.bias || p.softcap > 0.0f || p.logitScale != 1.0f) statisticsStep<true, false>(staging, statistics, tile, step);
+  else statisticsStep<false, false>(staging, statistics, tile, step);
 }
 
 template <Epilogue kEpilogue>
@@ -516,6 +555,8 @@ __global__ void __launch_bounds__(kThreads, 1) __cluster_dims__(kClusterM, 1, 1)
       const int row0 = (pair * kClusterM + int(rank)) * kBlockM + consumer * 64;
       RowLoads loads;
       if constexpr (kEpilogue == kGradient) loads = loadRow(gradient, row0);
+      NumeratorRows numerators;
+      if constexpr (kEpilogue == kNumerators) numerators = loadNumeratorRows(statistics, row0);
       int stepsDone = 0;
       for (int kb = 0; kb < kBlocks; ++kb) {
         waitPhase(&full[stage], phase);
@@ -526,7 +567,7 @@ __global__ void __launch_bounds__(kThreads, 1) __cluster_dims__(kClusterM, 1, 1)
         for (int k = 0; k < kBlockK / 16; ++k)  // 16 bf16 = 32 bytes = 2 descriptor units
           wgmma256(d, descA + 2 * k, descB + 2 * k, uint32_t(kb > 0 || k > 0));
         wgmmaCommit();
-        if constexpr (kEpilogue == kStatistics)
+        if constexpr (hasStatistics(kEpilogue))
           if (pending.row0 >= 0 && stepsDone < kStatisticsSteps)
             statisticsStep(ownStaging, statistics, pending, stepsDone++);  // while the products run
         // Waiting for this stage's products before freeing it keeps two stages in flight for the producer
@@ -535,14 +576,15 @@ __global__ void __launch_bounds__(kThreads, 1) __cluster_dims__(kClusterM, 1, 1)
         if (slot < kClusterM) arriveCluster(&empty[stage], uint32_t(slot));
         if (++stage == kStages) { stage = 0; phase ^= 1; }
       }
-      if constexpr (kEpilogue == kStatistics)
+      if constexpr (hasStatistics(kEpilogue))
         if (pending.row0 >= 0)
           while (stepsDone < kStatisticsSteps) statisticsStep(ownStaging, statistics, pending, stepsDone++);
       if constexpr (kEpilogue == kGradient) stageRow(rows, gradient, loads);
-      storeTileBf16<kEpilogue>(&mapC, ownStaging, d, row0, column * kBlockN, 1 + consumer, rows, gradient);
-      if constexpr (kEpilogue == kStatistics) pending = PendingStatistics{row0, column * kBlockN, column};
+      storeTileBf16<kEpilogue>(&mapC, ownStaging, d, row0, column * kBlockN, 1 + consumer, rows, gradient,
+                               numerators);
+      if constexpr (hasStatistics(kEpilogue)) pending = PendingStatistics{row0, column * kBlockN, column};
     }
-    if constexpr (kEpilogue == kStatistics)
+    if constexpr (hasStatistics(kEpilogue))
       if (pending.row0 >= 0)
         for (int step = 0; step < kStatisticsSteps; ++step) statisticsStep(ownStaging, statistics, pending, step);
     if (slot == 0) asm volatile("cp.async.bulk.wait_group 0;" ::: "memory");
@@ -615,7 +657,8 @@ int residentClusters(int device) {
   config.blockDim = dim3(kThreads, 1, 1);
   config.dynamicSmemBytes = kSharedBytes;
   clusters = INT_MAX;
-  for (auto kernel : {tileGemmKernel<kPlain>, tileGemmKernel<kGradient>, tileGemmKernel<kStatistics>}) {
+  for (auto kernel : {tileGemmKernel<kPlain>, tileGemmKernel<kGradient>, tileGemmKernel<kStatistics>,
+                      tileGemmKernel<kNumerators>}) {
     int fit = 0;
     LMFUSE_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSharedBytes));
     LMFUSE_CUDA_CHECK(cudaOccupancyMaxActiveClusters(&fit, kernel, &config));
@@ -647,6 +690,8 @@ void tileGemm(const TileGemmShape& s, const void* a, const void* b, void* c, cud
                      reinterpret_cast<uintptr_t>(statistics->partials) % 8 != 0 || statistics->stride % 8 != 0))
     LMFUSE_FAIL("CUDA backend: the tile product's statistics epilogue needs no gradient epilogue, rows = m, "
                 "columns = n, k > 0 and 8-byte aligned partials");
+  if (statistics && statistics->shift && (statistics->rows.bias || statistics->rows.softcap > 0.0f))
+    LMFUSE_FAIL("CUDA backend: the tile product's numerators epilogue takes no bias and no softcap");
   if (s.k == 0) {
     LMFUSE_CUDA_CHECK(cudaMemset2DAsync(c, size_t(s.ldc) * 2, 0, size_t(s.n) * 2, size_t(s.m), stream));
     return;
@@ -661,9 +706,10 @@ void tileGemm(const TileGemmShape& s, const void* a, const void* b, void* c, cud
   const int resident = residentClusters(device);
   if (resident == 0) LMFUSE_FAIL("CUDA backend: the tile product needs a device of compute capability 9.0");
   const int clusters = std::max(1, std::min(schedule.pairs * schedule.columns, resident));
-  auto* kernel = gradient     ? tileGemmKernel<kGradient>
-                 : statistics ? tileGemmKernel<kStatistics>
-                              : tileGemmKernel<kPlain>;
+  auto* kernel = gradient                             ? tileGemmKernel<kGradient>
+                 : statistics && statistics->shift ? tileGemmKernel<kNumerators>
+                 : statistics                       ? tileGemmKernel<kStatistics>
+                                                    : tileGemmKernel<kPlain>;
   kernel<<<clusters * kClusterM, kThreads, kSharedBytes, stream>>>(mapA, mapB, mapC, schedule, kBlocks,
                                                                    gradient ? *gradient : TileGradient{},
                                                                    statistics ? *statistics : TileStatistics{});

@@ -60,10 +60,20 @@ struct TileStatistics {
   RowParams rows;  // logitScale, softcap, bias (bf16), columnBegin, columns = n, rows = m
   char* partials = nullptr;
   int64_t stride = 0;
+  // Given (by token), the numerators epilogue: C[r, c] is stored as the softmax numerator
+  // u = exp(logitScale·C[r, c] − shift[token of r]) (exp of kNumeratorExponentCap·ln 2 at most, a NaN kept),
+  // computed from the fp32 sum, and the partials are (max u, Σ u) over the block's columns below n. Rows
+  // of no token (compaction padding) take a shift of 0. Only without bias and softcap.
+  const float* shift = nullptr;
 };
 
+/// The numerators epilogue caps u at 2^kNumeratorExponentCap, so a finite row's Σ u stays finite in fp32 for any
+/// vocabulary below 2^30 columns; a row whose max u reaches the cap has lost its larger numerators.
+constexpr float kNumeratorExponentCap = 96.0f;
+
 /// C = A·Bᵀ in bf16 (round to nearest) from fp32 sums; with `gradient`, dx of those logits instead; with
-/// `statistics` (not with `gradient`), the row statistics too.
+/// `statistics` (not with `gradient`), the row statistics too, and with statistics.shift the numerators
+/// in place of the logits.
 void tileGemm(const TileGemmShape& shape, const void* a, const void* b, void* c, cudaStream_t stream,
               const TileGradient* gradient = nullptr, const TileStatistics* statistics = nullptr);
 
