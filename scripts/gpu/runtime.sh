@@ -57,13 +57,13 @@ if [[ $what == sanitize || $what == checked ]]; then
   # ([plain]), a graph with a SWITCH node ([conditional]), the vocabulary-parallel passes ([vocab_parallel],
   # plain kernels of shard.cu), and the host-only plan tests. Reported apart, and
   # failing the script only on a report that names an lmfuse kernel: the tests that also run cuBLASLt's
-  # products ([gemm] alone, [uncompacted] calls, [lean] calls), where the tools have crashed (NOTES.md), and
-  # lmfuse's own Hopper product alone ([tile_gemm]: TMA and wgmma, instrumented).
+  # products ([gemm] alone, [uncompacted], [lean] and [numerators] calls), where the tools have crashed
+  # (NOTES.md), and lmfuse's own Hopper product alone ([tile_gemm]: TMA and wgmma, instrumented).
   ours=(--kernel-name kns=lmfuse)
   for tool in racecheck synccheck; do
     [[ " $tools " == *" $tool "* ]] || continue
     sanitize "$tool" "$tool" "${ours[@]}" -- "[kernels],[plain],[conditional],[vocab_parallel],[plan]" || status=1
-    for tag in gemm tile_gemm uncompacted lean; do
+    for tag in gemm tile_gemm uncompacted lean numerators; do
       LMFUSE_SANITIZE_TIMEOUT=${LMFUSE_SANITIZE_APART_TIMEOUT:-120} sanitize "$tool-$tag" "$tool" "${ours[@]}" -- "[$tag]" ||
         if grep -qE '^=========     at .*lmfuse' "$out/sanitize-$tool-$tag.log"; then status=1; fi
     done

@@ -97,7 +97,7 @@ TEST_CASE("the numerators schedule runs where the plan allows it: the buffer hol
     }
   }
   REQUIRE(rows > 0);
-  CHECK(worst < 2e-2);  // bf16 rounding of values computed in fp32
+  CHECK(worst < 5e-3);  // their bf16 rounding: from the fp32 sums, not from bf16 logits (up to |z|·2^-9 more)
 }
 
 TEST_CASE("a labelled row whose numerators overflow has its chunk redone the usual way", "[cuda][numerators]") {

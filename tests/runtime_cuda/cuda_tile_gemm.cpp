@@ -5,7 +5,8 @@
 // from n rounded up to 8 (TMA's 16-byte store granule) to ldc never. The gradient epilogue against the
 // unfused path it replaces (the plain product, then the slice kernel): bitwise, over slices of a vocabulary
 // with every row option and both row maps. The statistics epilogue against fp64 statistics of the
-// logits it stored, and the row kernel reading them against its own first pass. Skips without a device of
+// logits it stored, and the row kernel reading them against its own first pass. The numerators epilogue
+// against fp64 numerators of the same sums, capped, with their partials. Skips without a device of
 // compute capability 9.0 or a build without the product.
 #include <catch2/catch.hpp>
 
@@ -380,6 +381,80 @@ TEST_CASE("the statistics epilogue: row partials against fp64, the row kernel fr
                                 dxFrom = toDoubles(fromLogits.download(), bf16, std::size_t(c.m * c.n), c.n, ldc);
       CHECK(relativeError(dxFrom, dxOwn) < 1e-3);
     }
+  }
+  TEST_CUDA(cudaStreamDestroy(stream));
+}
+
+TEST_CASE("the numerators epilogue: exp(scale·z − shift) of the fp32 sums, capped, and their partials, against fp64",
+          "[cuda][tile_gemm]") {
+  if (!tileProductHere()) return;
+  struct NumeratorsCase {
+    int64_t m, n, k;
+    float logitScale;
+  };
+  const NumeratorsCase cases[] = {
+      {2100, 5003, 576, 1.0f},  // several tiles per consumer, a last block of 139 columns
+      {129, 257, 64, 2.0f},     // a last block of one column, a row past a tile, a logit scale
+  };
+  const DType bf16 = DType::BFloat16;
+  const double cap = std::exp2(double(backend::kNumeratorExponentCap));
+  auto& g = rng();
+  std::uniform_real_distribution<float> unitShift(-3.0f, 3.0f);
+  cudaStream_t stream;
+  TEST_CUDA(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  for (const NumeratorsCase& c : cases) {
+    CAPTURE(c.m, c.n, c.k, c.logitScale);
+    const int64_t blocks = (c.n + 255) / 256, ldc = (c.n + 7) / 8 * 8;
+    const std::size_t logitsBytes = std::size_t(c.m * ldc) * 2, statisticsBytes = std::size_t(blocks) * 8;
+    Stored hidden = randomStored(g, bf16, std::size_t(c.m * c.k), 1.0);
+    Stored weight = randomStored(g, bf16, std::size_t(c.n * c.k), 0.3);
+    std::vector<float> shift(c.m);
+    for (auto& s : shift) s = unitShift(g);
+    shift[5] = -200.0f;  // every numerator of row 5 beyond the cap
+    DeviceBuffer hiddenDevice(hidden.raw.size()), weightDevice(weight.raw.size()), shiftDevice(shift.size() * 4),
+        out(logitsBytes + std::size_t(c.m) * statisticsBytes);
+    hiddenDevice.upload(hidden.raw.data());
+    weightDevice.upload(weight.raw.data());
+    shiftDevice.upload(shift.data());
+    out.poison();
+    TEST_CUDA(cudaDeviceSynchronize());
+    backend::TileStatistics numerators;
+    numerators.rows.vocab = c.n;
+    numerators.rows.columns = c.n;
+    numerators.rows.rows = c.m;
+    numerators.rows.ld = ldc;
+    numerators.rows.logitScale = c.logitScale;
+    numerators.partials = out.as<char>() + logitsBytes;
+    numerators.stride = int64_t(statisticsBytes);
+    numerators.shift = shiftDevice.as<float>();
+    backend::tileGemm({c.m, c.n, c.k, c.k, c.k, ldc}, hiddenDevice.get(), weightDevice.get(), out.get(), stream,
+                      nullptr, &numerators);
+    TEST_CUDA(cudaStreamSynchronize(stream));
+    const std::vector<unsigned char> got = out.download();
+
+    int64_t wrongValue = 0, wrongMax = 0, wrongSum = 0, capped = 0;
+    for (int64_t r = 0; r < c.m; ++r)
+      for (int64_t b = 0; b < blocks; ++b) {
+        double most = 0, sum = 0;
+        for (int64_t j = b * 256; j < std::min(c.n, (b + 1) * 256); ++j) {
+          double z = 0;
+          for (int64_t q = 0; q < c.k; ++q) z += hidden.values[r * c.k + q] * weight.values[j * c.k + q];
+          const double want = std::min(std::exp(double(c.logitScale) * z - double(shift[r])), cap);
+          const double stored = loadStored(got, bf16, std::size_t(r * ldc + j));
+          wrongValue += !(std::fabs(stored - want) <= 5e-3 * want);
+          capped += stored >= cap * (1.0 - 1.0 / 256);
+          most = std::max(most, want);
+          sum += want;
+        }
+        float partial[2];
+        std::memcpy(partial, &got[logitsBytes + std::size_t(r) * statisticsBytes + std::size_t(b) * 8], 8);
+        wrongMax += !(std::fabs(partial[0] - most) <= 5e-3 * most);
+        wrongSum += !(std::fabs(partial[1] - sum) <= 5e-3 * sum);
+      }
+    CHECK(wrongValue == 0);
+    CHECK(wrongMax == 0);
+    CHECK(wrongSum == 0);
+    CHECK(capped >= c.n);  // row 5 at least
   }
   TEST_CUDA(cudaStreamDestroy(stream));
 }

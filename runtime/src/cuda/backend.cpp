@@ -5,7 +5,12 @@
 // a CUDA graph. Tokens go through in chunks: per chunk, the logits product writes the logits into the
 // logits buffer (lmfuse's Hopper tile product, tile_gemm.h, for bf16 on a device of compute capability
 // 9.0; cuBLASLt otherwise); the row kernel computes loss and lse and overwrites the buffer in place with dx; then cuBLASLt
-// accumulates grad_weight in fp32 and computes the chunk's grad_hidden rows. Tokens that fit one chunk
+// accumulates grad_weight in fp32 and computes the chunk's grad_hidden rows. Where the chunk's product is the
+// tile product and the loss has no smoothing, softcap, z-loss or bias, the chunk runs the numerators schedule
+// instead (numerators.h): the product stores exp(z − z_target), dx is a per-row factor times those, applied to
+// the hidden rows of the grad_weight product and to the grad_hidden rows, and no pass over the buffer writes
+// dx; a chunk holding a row whose numerators overflow is redone the usual way under a graph IF node, so every
+// call that may run it is recorded as a graph. Tokens that fit one chunk
 // write grad_weight directly in its dtype (no accumulator, no conversion): when all N tokens fit, the plan
 // has no accumulator at all (plan.h: singleChunk); otherwise a count that fits one chunk may use the
 // accumulator's region for its logits (plan.h: oneChunkTokens). Without room for the

@@ -62,7 +62,8 @@ __global__ void numeratorRowsKernel(bf16* buffer, RowParams p, RowPartials parti
                                     float* rowLoss, float* userLse, float* userLoss, Scalars* scalars) {
   const int lane = threadIdx.x % 32;
   const int64_t blocks = (p.columns + kRowStatisticsColumns - 1) / kRowStatisticsColumns;
-  const float cap = exp2f(kNumeratorExponentCap);
+  // Half the cap: whatever the last bits of ex2.approx at the cap, a capped numerator is above it.
+  const float capped = exp2f(kNumeratorExponentCap - 1.0f);
   for (int64_t r = int64_t(blockIdx.x) * kWarps + threadIdx.x / 32; r < p.rows; r += int64_t(gridDim.x) * kWarps) {
     const float2* part = reinterpret_cast<const float2*>(partials.data + r * partials.stride);
     float most = 0.0f, sum = 0.0f;
@@ -78,7 +79,7 @@ __global__ void numeratorRowsKernel(bf16* buffer, RowParams p, RowPartials parti
     const int32_t target = token >= 0 ? p.targets[token] : kIgnored;
     // A NaN or inf anywhere would reach grad_weight through the products even with c = 0; a capped
     // numerator of a labelled row would change its softmax. Either way the chunk is redone the usual way.
-    if (!isfinite(sum) || (target >= 0 && most >= cap)) scalars->redo = 1;
+    if (!isfinite(sum) || (target >= 0 && most >= capped)) scalars->redo = 1;
     rowScale[r] = 0.0f;
     if (token < 0) continue;
     if (target < 0) {  // ignored (loss 0) or out of range (NaN, as the row kernel writes it)
@@ -111,7 +112,8 @@ __global__ void unitScaleKernel(float* rowScale, int64_t rows) {
     rowScale[r] = 1.0f;
 }
 
-// out row `to(r)` (skipped where negative) = bf16(rowScale[r] · in row r), over `columns`.
+// out row `to(r)` (skipped where negative) = bf16(rowScale[r] · in row r), over `columns`; 16-byte pieces where
+// both rows allow them.
 template <typename To>
 __global__ void scaleRowsKernel(const bf16* in, int64_t inLd, const float* rowScale, int64_t rows, int64_t columns,
                                 bf16* out, int64_t outLd, To to) {
@@ -121,7 +123,19 @@ __global__ void scaleRowsKernel(const bf16* in, int64_t inLd, const float* rowSc
     const float c = rowScale[r];
     const bf16* x = in + r * inLd;
     bf16* y = out + o * outLd;
-    for (int64_t k = threadIdx.x; k < columns; k += blockDim.x) y[k] = __float2bfloat16_rn(c * __bfloat162float(x[k]));
+    int64_t done = 0;
+    if ((reinterpret_cast<uintptr_t>(x) | reinterpret_cast<uintptr_t>(y)) % 16 == 0) {
+      for (int64_t k = threadIdx.x; k < columns / 8; k += blockDim.x) {
+        uint4 piece = reinterpret_cast<const uint4*>(x)[k];
+        bf16* values = reinterpret_cast<bf16*>(&piece);
+#pragma unroll
+        for (int e = 0; e < 8; ++e) values[e] = __float2bfloat16_rn(c * __bfloat162float(values[e]));
+        reinterpret_cast<uint4*>(y)[k] = piece;
+      }
+      done = columns / 8 * 8;
+    }
+    for (int64_t k = done + threadIdx.x; k < columns; k += blockDim.x)
+      y[k] = __float2bfloat16_rn(c * __bfloat162float(x[k]));
   }
 }
 

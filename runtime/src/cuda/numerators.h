@@ -5,7 +5,7 @@
 // where g is the row's gradient factor. A per-row factor passes through both backward products:
 // grad_hidden = c ⊙ (u'·W) and grad_weight = u'ᵀ·(c ⊙ h), so the logits buffer is read by the GEMMs only
 // and no pass over it writes dx. Rows without a label get c = 0.
-// A row whose numerators overflow (some z − z_target ≥ kNumeratorExponentCap·ln 2) or are not finite is
+// A row whose numerators overflow (some z − z_target ≥ (kNumeratorExponentCap − 1)·ln 2) or are not finite is
 // detected here, and the chunk is redone the usual way under a graph condition (the logits, the row pass
 // writing dx, c = 1).
 // Contract: as kernels.h (launchers enqueue, never synchronise, check their launch); no float atomics, fixed
@@ -31,7 +31,7 @@ void launchTargetLogits(const void* hidden, int64_t hiddenLd, const void* weight
 /// From the numerators of a buffer's rows and their partials (max u, Σu) per 256 columns: lse = shift + ln Σu
 /// (written over shift, which is the same array as lse), the loss ln Σu, rowScale[r] = c (by buffer row) and
 /// the target's numerator replaced by 1 − Σu (u_target = 1 up to rounding); sets scalars->redo where a row's Σu
-/// is not finite or a labelled row's max u reaches the cap.
+/// is not finite or a labelled row's max u reaches half the cap.
 void launchNumeratorRows(void* buffer, const RowParams& rows, const RowPartials& partials, float* lse,
                          float* rowScale, float* rowLoss, float* userLse, float* userLoss, Scalars* scalars,
                          cudaStream_t stream);
