@@ -5,8 +5,9 @@
 # library (LibTorch of the machine's PyTorch, CUDA for sm_90), then runs the harness anchors_flce.py.
 # Needs (git-ignored, carried): .anchors/anchors_flce.py, .anchors/liger/src/liger_kernel,
 # .anchors/cce/cut_cross_entropy. Results: $OUT/ignore-<fraction>/{anchors.log,anchors.json}. The harness runs
-# through scripts/gpu/anchors_lean.py, which adds the operator's low-memory mode as one more row ("lmfuse
-# low-memory"), reprints the rows with peak memory in 4 decimals and compares its gradients with the default's.
+# through scripts/gpu/anchors_lean.py, which adds two rows (the operator's low-memory mode, "lmfuse low-memory",
+# and CCE's exact mode, "cce filter_eps=None"), reprints the rows with peak memory in 4 decimals and compares
+# the low-memory gradients with the default's.
 #   scripts/gpu/anchors.sh [fractions...]     default: 0 0.1 0.5; SHAPES (harness) defaults to 0 (Llama-3)
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)

@@ -1,7 +1,8 @@
 """Runs the anchors harness unchanged (path in argv[1], environment as scripts/gpu/anchors.sh sets it) with
-one more implementation beside lmfuse's default: its operator in the low-memory mode, memory="low" (the
-lean plan on CUDA). The harness adds "lmfuse" right after it loads LMFUSE_TORCH_LIB through
-torch.ops.load_library; the wrapped loader adds "lmfuse low-memory" to the same table at that moment.
+two more implementations: lmfuse's operator in the low-memory mode, memory="low" (the lean plan on CUDA),
+and Apple's CCE with filter_eps=None (every gradient block computed: its exact mode). The harness adds
+"lmfuse" right after it loads LMFUSE_TORCH_LIB through torch.ops.load_library; the wrapped loader adds
+"lmfuse low-memory" and "cce filter_eps=None" to the same table at that moment.
 Afterwards: the rows again with peak memory in 4 decimals (the harness prints 2), and the low-memory
 gradients against the default mode's at each shape, and two low-memory calls compared bitwise."""
 import json
@@ -17,9 +18,15 @@ load_library = torch.ops.load_library
 
 def load_and_add(path):
     load_library(path)
-    impls = sys._getframe(1).f_globals.get("impls")
+    caller = sys._getframe(1).f_globals
+    impls = caller.get("impls")
     if impls is not None:
         impls["lmfuse low-memory"] = lambda h, W, y: torch.ops.lmfuse.linear_cross_entropy(h, W, None, y, memory="low")
+        # CCE skips the gradient blocks whose softmax values all lie below filter_eps ("auto": bf16's eps / 32);
+        # on the harness's random inputs that is nearly every block. With filter_eps=None it computes them all.
+        cce = caller.get("linear_cross_entropy")
+        if cce is not None and "cce" in impls:
+            impls["cce filter_eps=None"] = lambda h, W, y: cce(h, W, y, impl="cce", filter_eps=None)
 
 
 torch.ops.load_library = load_and_add

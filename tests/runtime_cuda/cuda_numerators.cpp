@@ -100,7 +100,7 @@ TEST_CASE("the numerators schedule runs where the plan allows it: the buffer hol
   CHECK(worst < 5e-3);  // their bf16 rounding: from the fp32 sums, not from bf16 logits (up to |z|·2^-9 more)
 }
 
-TEST_CASE("a labelled row whose numerators overflow has its chunk redone the usual way", "[cuda][numerators]") {
+TEST_CASE("a labelled row whose numerators overflow has its chunk redone the usual way", "[cuda][numerators][redo]") {
   if (skipWithoutTileProduct()) return;
   for (bool compact : {false, true}) {
     INFO((compact ? "compacted, chunks of 128" : "one chunk, not compacted"));
