@@ -7,7 +7,8 @@
 // not the plan holds one), the time against the GEMMs of the labelled tokens alone, the
 // first call's wall time (graph recording included), and the loss error against an fp64 CPU reference on a subset
 // of tokens. Inputs are random (never zeros). Environment: LMFUSE_BENCH_SHAPES (comma list of indices),
-// LMFUSE_BENCH_CHUNKS (extra rows with these chunk_tokens), LMFUSE_BENCH_REPEATS, LMFUSE_BENCH_IGNORED
+// LMFUSE_BENCH_CHUNKS (extra rows with these chunk_tokens), LMFUSE_BENCH_BUDGETS (extra rows with these
+// workspace_budget values, in GiB), LMFUSE_BENCH_REPEATS, LMFUSE_BENCH_IGNORED
 // (comma list of ignored-label fractions, default 0), LMFUSE_BENCH_PARTS (also time forward only and
 // forward + grad_hidden, to place the time; their TFLOP/s count 2 and 4 · N·D·V). The "fp32 grad_weight"
 // rows are mixed precision: bf16 hidden and weight, grad_weight in fp32 (ParamGradKind::Float32).
@@ -111,6 +112,7 @@ int main() {
   const int repeats = std::getenv("LMFUSE_BENCH_REPEATS") ? std::atoi(std::getenv("LMFUSE_BENCH_REPEATS")) : 10;
   std::vector<double> shapeIndices = listFromEnv("LMFUSE_BENCH_SHAPES", {0, 1, 2});
   std::vector<double> chunks = listFromEnv("LMFUSE_BENCH_CHUNKS", {});
+  std::vector<double> budgets = listFromEnv("LMFUSE_BENCH_BUDGETS", {});
   std::vector<double> ignoredFractions = listFromEnv("LMFUSE_BENCH_IGNORED", {0.0});
   std::printf("lmfuse-bench on %s (%d SMs), bf16, forward+backward, median of %d\n", prop.name,
               prop.multiProcessorCount, repeats);
@@ -187,6 +189,7 @@ int main() {
         int parts;
         bool compact = true;
         bool fp32Params = false;
+        double budgetGiB = 0.0;  // Options::workspace_budget in GiB; 0 for the default
       };
       std::vector<Variant> variants = {{"default", lmfuse::MemoryMode::Auto, 0, 0},
                                        {"no compaction", lmfuse::MemoryMode::Auto, 0, 0, false},
@@ -202,6 +205,7 @@ int main() {
                        variants.end());
       }
       for (double c : chunks) variants.push_back({"chunk", lmfuse::MemoryMode::Accumulate, int64_t(c), 0});
+      for (double b : budgets) variants.push_back({"budget", lmfuse::MemoryMode::Auto, 0, 0, true, false, b});
 
       if (std::getenv("LMFUSE_BENCH_PARTS")) {
         variants.push_back({"forward only", lmfuse::MemoryMode::Auto, 0, 1});
@@ -219,6 +223,7 @@ int main() {
         lmfuse::Options options;
         options.memory = variant.memory;
         options.chunk_tokens = variant.chunk;
+        options.workspace_budget = std::size_t(variant.budgetGiB * double(std::size_t(1) << 30));
         options.compact = variant.compact;
         lmfuse::Outputs outputs;
         outputs.loss = loss;
@@ -278,7 +283,9 @@ int main() {
         const double gib = double(1u << 30);
         Row row;
         row.shape = shape.name;
-        row.mode = variant.chunk ? "chunk " + std::to_string(variant.chunk) : variant.mode;
+        if (variant.chunk) row.mode = "chunk " + std::to_string(variant.chunk);
+        else if (variant.budgetGiB > 0) row.mode = "budget " + std::to_string(variant.budgetGiB).substr(0, 4) + " GiB";
+        else row.mode = variant.mode;
         const double partFlops = variant.parts == 1 ? flops / 3 : variant.parts == 2 ? flops * 2 / 3 : flops;
         row.ignored = ignored;
         row.chunk = variant.chunk;
