@@ -106,7 +106,7 @@ struct Row {
 
 }  // namespace
 
-int main() {
+int run() {
   cudaDeviceProp prop{};
   BENCH_CHECK(cudaGetDeviceProperties(&prop, 0));
   const int repeats = std::getenv("LMFUSE_BENCH_REPEATS") ? std::atoi(std::getenv("LMFUSE_BENCH_REPEATS")) : 10;
@@ -318,4 +318,13 @@ int main() {
                 r.ms / (r.labelled * r.gemmMs), r.firstCallMs, r.workspaceGiB, r.beyondAccumulatorGiB,
                 r.measuredExtraGiB, r.lossError);
   return 0;
+}
+
+int main() {
+  try {
+    return run();
+  } catch (const std::exception& e) {  // lmfuse::Error names the option at fault (a budget too small, ...)
+    std::fprintf(stderr, "lmfuse-bench: %s\n", e.what());
+    return 1;
+  }
 }
