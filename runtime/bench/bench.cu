@@ -284,7 +284,11 @@ int run() {
         Row row;
         row.shape = shape.name;
         if (variant.chunk) row.mode = "chunk " + std::to_string(variant.chunk);
-        else if (variant.budgetGiB > 0) row.mode = "budget " + std::to_string(variant.budgetGiB).substr(0, 4) + " GiB";
+        else if (variant.budgetGiB > 0) {
+          char label[32];
+          std::snprintf(label, sizeof label, "budget %.2f GiB", variant.budgetGiB);
+          row.mode = label;
+        }
         else row.mode = variant.mode;
         const double partFlops = variant.parts == 1 ? flops / 3 : variant.parts == 2 ? flops * 2 / 3 : flops;
         row.ignored = ignored;
