@@ -1,9 +1,11 @@
 // The numerators schedule (runtime/src/cuda/numerators.h) inside the call: that it runs where the plan
 // allows it (the logits buffer holds the target-relative numerators, not dx), that a row whose numerators
-// overflow has its chunk redone the usual way, and that an ignored row's overflow needs no redo; each result
-// against the fp64 reference. Needs the tile product (compute capability 9.0); skips elsewhere.
+// overflow has its chunk redone the usual way, and that an ignored row's overflow needs no redo; a pass split
+// between the workspace and grad_weight's bytes (plan.h: SplitPass), and its redo; each result against the
+// fp64 reference. Needs the tile product (compute capability 9.0); skips elsewhere.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 
@@ -11,6 +13,7 @@
 #include "cuda/kernels.h"
 #include "cuda/plan.h"
 #include "scenario.h"
+#include "split_plan.h"
 
 using namespace lmfuse_test;
 namespace rt = lmfuse::detail::cuda;
@@ -49,10 +52,10 @@ rt::Scalars scalarsAfter(const Scenario& scenario) {
   return scalars;
 }
 
-void checkAgainstReference(const Result& got, const Reference& want) {
+void checkAgainstReference(const Result& got, const Reference& want, bool gradHidden = true) {
   compare("loss", got.loss, want.loss, 5e-3);
   compare("lse", got.lse, want.lse, 5e-3);
-  compare("grad_hidden", got.gradHidden, want.gradHidden, 2e-2);
+  if (gradHidden) compare("grad_hidden", got.gradHidden, want.gradHidden, 2e-2);
   compare("grad_weight", got.gradWeight, want.gradWeight, 2e-2);
 }
 
@@ -127,4 +130,105 @@ TEST_CASE("an ignored row's huge logits are capped without a redo", "[cuda][nume
   checkAgainstReference(got, scenario.expected());
   CHECK(scalarsAfter(scenario).redone == 0);
   for (int64_t k = 0; k < spec.d; ++k) CHECK(got.gradHidden[std::size_t(7 * spec.d + k)] == 0.0);
+}
+
+namespace {
+
+// A problem whose pass of all its tokens runs split (plan.h: SplitPass) under the budget splitBudget finds.
+Spec splitSpec(bool compact, bool gradHidden) {
+  Spec spec;
+  spec.n = 300;
+  spec.d = 64;
+  spec.v = 4000;
+  spec.gradHidden = gradHidden;
+  spec.options.compact = compact;
+  spec.options.memory = lmfuse::MemoryMode::Accumulate;
+  return spec;
+}
+
+// The budget and pass of a split spec; requires that the pass of its labelled tokens is split.
+rt::PassPlan splitPassOf(Spec& spec) {
+  Scenario probe(spec);
+  const lmfuse::Outputs outputs = probe.outputs();
+  spec.options.workspace_budget =
+      splitBudget(probe.problem(), probe.options(), outputs, std::size_t(32) << 20, std::size_t(40) << 20);
+  REQUIRE(spec.options.workspace_budget > 0);
+  lmfuse::Options options = probe.options();
+  options.workspace_budget = spec.options.workspace_budget;
+  const rt::Plan plan = rt::makePlan(probe.problem(), options, &outputs, true);
+  int64_t tokens = spec.n;
+  if (plan.compact) {  // the branch of the labelled count: its first multiple of the granule, at most N
+    int64_t labelled = 0;
+    for (int64_t label : probe.labels()) labelled += label >= 0;
+    tokens = std::min(spec.n, (labelled + plan.compactGranule - 1) / plan.compactGranule * plan.compactGranule);
+  }
+  const rt::PassPlan pass = rt::passPlan(plan, tokens);
+  REQUIRE(pass.split.columnsA > 0);
+  return pass;
+}
+
+}  // namespace
+
+TEST_CASE("a split pass: numerators in the workspace and in grad_weight's bytes, against fp64", "[cuda][numerators]") {
+  if (skipWithoutTileProduct()) return;
+  for (bool compact : {false, true})
+    for (bool gradHidden : {true, false}) {
+      INFO((compact ? "compacted" : "not compacted") << ", grad_hidden " << gradHidden);
+      Spec spec = splitSpec(compact, gradHidden);
+      const rt::PassPlan pass = splitPassOf(spec);
+      Scenario scenario(spec);
+      Result got = scenario.run();
+      checkAgainstReference(got, scenario.expected(), gradHidden);
+      CHECK(scalarsAfter(scenario).redone == 0);
+
+      // Part A, left in the workspace: u' of buffer row r (the r-th labelled token when compacting) over the
+      // columns [0, columnsA), which only the split pass writes there (the chunks would leave fp32 sums).
+      const int64_t d = spec.d, v = spec.v, va = pass.split.columnsA;
+      std::vector<int64_t> tokenOfRow;
+      for (int64_t t = 0; t < spec.n; ++t)
+        if (!compact || scenario.labels()[t] >= 0) tokenOfRow.push_back(t);
+      std::vector<unsigned char> part(tokenOfRow.size() * std::size_t(va) * 2);
+      TEST_CUDA(cudaMemcpy(part.data(), static_cast<const char*>(scenario.workspace().data) + pass.split.aOffset,
+                           part.size(), cudaMemcpyDeviceToHost));
+      const auto& h = scenario.hiddenValues();
+      const auto& w = scenario.weightValues();
+      double worst = 0.0;
+      int64_t checked = 0;
+      for (std::size_t r = 0; r < tokenOfRow.size(); ++r) {
+        const int64_t token = tokenOfRow[r], y = scenario.labels()[token];
+        if (y < 0) continue;
+        std::vector<double> z(v);
+        double total = 0.0;
+        for (int64_t c = 0; c < v; ++c) {
+          double sum = 0.0;
+          for (int64_t k = 0; k < d; ++k) sum += h[token * d + k] * w[c * d + k];
+          z[c] = sum;
+        }
+        for (int64_t c = 0; c < v; ++c) total += std::exp(z[c] - z[y]);
+        for (int64_t c = 0; c < va; ++c) {
+          const double want = c == y ? 1.0 - total : std::exp(z[c] - z[y]);
+          const double stored = loadStored(part, DType::BFloat16, r * std::size_t(va) + std::size_t(c));
+          worst = std::max(worst, std::abs(stored - want) / std::max(std::abs(want), 1e-30));
+        }
+        ++checked;
+      }
+      REQUIRE(checked > 0);
+      CHECK(worst < 5e-3);
+    }
+}
+
+TEST_CASE("a split pass with an overflowing labelled row is redone as chunks the usual way",
+          "[cuda][numerators][redo]") {
+  if (skipWithoutTileProduct()) return;
+  for (bool compact : {false, true}) {
+    INFO((compact ? "compacted" : "not compacted"));
+    Spec spec = splitSpec(compact, true);
+    spec.loudToken = 7;
+    spec.loudScale = 24.0;
+    (void)splitPassOf(spec);
+    Scenario scenario(spec);
+    Result got = scenario.run();
+    checkAgainstReference(got, scenario.expected());
+    CHECK(scalarsAfter(scenario).redone == 1);
+  }
 }

@@ -6,6 +6,7 @@
 #include <algorithm>
 
 #include "cuda/plan.h"
+#include "split_plan.h"
 
 using lmfuse::detail::cuda::balanceChunks;
 using lmfuse::detail::cuda::kMaxCompactChunkBodies;
@@ -16,6 +17,8 @@ using lmfuse::detail::cuda::PassPlan;
 using lmfuse::detail::cuda::WeightSinkKind;
 using lmfuse::detail::cuda::workspaceBytes;
 using lmfuse::detail::cuda::Plan;
+using lmfuse_test::checkSplitLayout;
+using lmfuse_test::splitBudget;
 
 namespace {
 
@@ -475,4 +478,82 @@ TEST_CASE("the numerators regions: laid out where the loss allows numerators, ap
   const Plan forward = makePlan(problemOf(small), lmfuse::Options{}, nullptr, false);
   CHECK_FALSE(forward.numerators);
   CHECK(forward.rowScale.bytes == 0);
+}
+
+TEST_CASE("a count too long for one chunk runs split between the workspace and grad_weight's bytes", "[plan]") {
+  static float marker;
+  const lmfuse::Problem gemma = problemOf({"Gemma-2-2B", 8192, 2304, 256000});
+  lmfuse::Outputs weightOnly;
+  weightOnly.loss = &marker;
+  weightOnly.grad_weight = &marker;
+  for (bool compact : {true, false})
+    for (const lmfuse::Outputs& outputs : {everyGradient(), weightOnly}) {
+      const bool staging = outputs.grad_hidden != nullptr;
+      INFO("compact " << compact << ", grad_hidden " << staging);
+      lmfuse::Options options;
+      options.compact = compact;
+      const Plan plan = makePlan(gemma, options, &outputs, true);
+      REQUIRE_FALSE(plan.singleChunk);
+      CHECK(plan.splitBorrowBytes == std::size_t(256000) * 2304 * 2);
+      for (int64_t tokens : {int64_t(8192), plan.oneChunkTokens + 8}) {
+        INFO(tokens << " tokens");
+        const PassPlan pass = passPlan(plan, tokens);
+        checkSplitLayout(plan, tokens, pass.split, staging);
+        // The chunks a redo runs: the default plan's, into the accumulator.
+        CHECK(pass.weight == WeightSinkKind::Accumulator);
+        CHECK(pass.chunks > 1);
+        CHECK(pass.chunks * pass.chunkTokens >= tokens);
+      }
+      // A count that fits one chunk over the accumulator's region needs no split.
+      const PassPlan fits = passPlan(plan, plan.oneChunkTokens);
+      CHECK(fits.logitsOverAccumulator);
+      CHECK(fits.split.columnsA == 0);
+    }
+
+  // Where the pass cannot split: no numerators, no dense half-type grad_weight to borrow, or too few of its bytes.
+  struct Case {
+    const char* name;
+    Shape shape;
+    void (*edit)(lmfuse::Options&, lmfuse::Outputs&);
+  };
+  const Case cases[] = {
+      {"Llama-3: one chunk for every token", {"Llama-3-8B", 8192, 4096, 128256}, [](lmfuse::Options&, lmfuse::Outputs&) {}},
+      {"Qwen-2.5: part B would not fit grad_weight", {"Qwen-2.5-7B", 16384, 3584, 152064},
+       [](lmfuse::Options&, lmfuse::Outputs&) {}},
+      {"label smoothing", {"Gemma-2-2B", 8192, 2304, 256000},
+       [](lmfuse::Options& o, lmfuse::Outputs&) { o.label_smoothing = 0.1; }},
+      {"chunk_tokens given", {"Gemma-2-2B", 8192, 2304, 256000},
+       [](lmfuse::Options& o, lmfuse::Outputs&) { o.chunk_tokens = 2048; }},
+      {"fp32 grad_weight", {"Gemma-2-2B", 8192, 2304, 256000},
+       [](lmfuse::Options&, lmfuse::Outputs& g) { g.param_grads = lmfuse::ParamGradKind::Float32; }},
+      {"grad_weight_accumulate too", {"Gemma-2-2B", 8192, 2304, 256000},
+       [](lmfuse::Options&, lmfuse::Outputs& g) { g.grad_weight_accumulate = &marker; }},
+      {"strided grad_weight", {"Gemma-2-2B", 8192, 2304, 256000},
+       [](lmfuse::Options&, lmfuse::Outputs& g) { g.grad_weight_stride = 2304 + 64; }},
+  };
+  for (const Case& c : cases) {
+    INFO(c.name);
+    lmfuse::Options options;
+    lmfuse::Outputs outputs = everyGradient();
+    c.edit(options, outputs);
+    const Plan plan = makePlan(problemOf(c.shape), options, &outputs, true);
+    CHECK(passPlan(plan, c.shape.n).split.columnsA == 0);
+  }
+
+  // The small problem of the CUDA split tests (cuda_numerators.cpp) splits under some budget.
+  lmfuse::Problem small = problemOf({"split test shape", 300, 64, 4000});
+  const lmfuse::Outputs outputs = everyGradient();
+  for (bool compact : {true, false}) {
+    INFO("small, compact " << compact);
+    lmfuse::Options options;
+    options.compact = compact;
+    const std::size_t budget = splitBudget(small, options, outputs, std::size_t(32) << 20, std::size_t(40) << 20);
+    REQUIRE(budget > 0);
+    options.workspace_budget = budget;
+    options.memory = lmfuse::MemoryMode::Accumulate;
+    const Plan plan = makePlan(small, options, &outputs, true);
+    CHECK(plan.oneChunkTokens < 300);
+    checkSplitLayout(plan, 300, passPlan(plan, 300).split, true);
+    CHECK(plan.totalBytes <= budget);
+  }
 }

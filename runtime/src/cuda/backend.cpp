@@ -65,6 +65,7 @@ namespace lmfuse::detail::cuda {
 namespace {
 
 char* at(Workspace workspace, const Region& region) { return static_cast<char*>(workspace.data) + region.offset; }
+int64_t ceilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 cudaDataType_t cudaType(DType dtype) {
   switch (dtype) {
@@ -211,7 +212,7 @@ public:
         weightAccumulator_(reinterpret_cast<float*>(at(workspace, plan.weightAccumulator))),
         order_(reinterpret_cast<int64_t*>(at(workspace, plan.order))), gathered_(at(workspace, plan.gathered)),
         compactGradHidden_(at(workspace, plan.compactGradHidden)), residue_(at(workspace, plan.residue)),
-        rowScale_(reinterpret_cast<float*>(at(workspace, plan.rowScale))),
+        rowScale_(reinterpret_cast<float*>(at(workspace, plan.rowScale))), workspace_(static_cast<char*>(workspace.data)),
         scaledHidden_(plan.compact ? gathered_ : at(workspace, plan.scaledHidden)),
         logits_(at(workspace, plan.logits)),
         blasWorkspace_(at(workspace, plan.cublas)) {
@@ -268,12 +269,25 @@ private:
     return branch;
   }
 
-  // Over the first `tokens` tokens (gathered ones when compacting), in the chunks of passPlan(): loss, lse,
-  // dx, grad_hidden, grad_bias, and grad_weight into the pass's sink. A chunk whose product is the tile
-  // product runs the numerators schedule where the plan allows it (numeratorsRun).
+  // Over the first `tokens` tokens (gathered ones when compacting): loss, lse, dx, grad_hidden, grad_bias, and
+  // grad_weight into the pass's sink; as one split chunk where passPlan() gives one and both its products are
+  // the tile product, else in the chunks of passPlan().
   void fullPass(int64_t tokens, cudaStream_t stream) {
     const PassPlan pass = passPlan(plan_, tokens);
+    if (splitRuns(tokens, pass.split)) {
+      splitPass(tokens, pass, stream);
+      return;
+    }
+    chunkedPass(tokens, pass, plan_.numerators, stream);
+  }
+
+  // The chunks of `pass`. A chunk whose product is the tile product runs the numerators schedule where
+  // `numerators` allows it (numeratorsRun).
+  void chunkedPass(int64_t tokens, const PassPlan& pass, bool numerators, cudaStream_t stream) {
     const int64_t v = problem_.vocab, d = problem_.hidden_dim;
+    const auto numeratorsRun = [&](bool backward, const RowPartials& partials) {
+      return numerators && backward && partials.data;
+    };
     char* buffers[2] = {logits_, plan_.logitsBuffers == 2 ? logits_ + plan_.logitsBufferBytes : nullptr};
     if (pass.logitsOverAccumulator) buffers[0] = reinterpret_cast<char*>(weightAccumulator_);
     if (pass.chunks == 1) buffers[1] = nullptr;
@@ -341,10 +355,83 @@ private:
     return p;
   }
 
-  // Whether a full-vocabulary chunk runs the numerators schedule: the plan allows it, the chunk has backward
-  // products, and its product is the tile product writing row statistics (rowStatistics gave partials).
-  bool numeratorsRun(bool backward, const RowPartials& partials) const {
-    return plan_.numerators && backward && partials.data;
+  // The hidden rows of a split pass's products: gathered into the split's rows when compacting.
+  const char* splitHidden(const SplitPass& split) const {
+    return plan_.compact ? workspace_ + split.rowsOffset : static_cast<const char*>(problem_.hidden);
+  }
+  int64_t splitHiddenLd() const { return plan_.compact ? problem_.hidden_dim : problem_.hidden_stride; }
+  const char* weightRow(int64_t row) const {
+    return static_cast<const char*>(problem_.weight) + std::size_t(row) * problem_.weight_stride * e_;
+  }
+
+  // Whether a split pass runs: planned, and both parts' products are the tile product (numerators need it).
+  bool splitRuns(int64_t tokens, const SplitPass& split) const {
+    if (split.columnsA == 0 || !gradients_) return false;
+    const char* h = splitHidden(split);
+    char* const weight = static_cast<char*>(outputs_.grad_weight);
+    return tileProductRuns(weightRow(0), h, splitHiddenLd(), tokens, split.columnsA, workspace_ + split.aOffset,
+                           split.columnsA) &&
+           tileProductRuns(weightRow(split.columnsA), h, splitHiddenLd(), tokens, problem_.vocab - split.columnsA,
+                           weight + split.bOffset, split.ldB);
+  }
+
+  // One chunk of numerators over `tokens` tokens in two parts (plan.h: SplitPass): products into both parts,
+  // the rows' c from both; where a row overflowed, the pass is redone as the chunks of `pass` the usual way
+  // (a SWITCH node: branch 1); else c ⊙ h, grad_hidden = c ⊙ (u'_A·W_A + u'_B·W_B) summed in fp32, then
+  // grad_weight rows [columnsA, V) from part B and rows [0, columnsA) from part A, in that order, so each
+  // borrowed buffer is read before the rows over it are written.
+  void splitPass(int64_t tokens, const PassPlan& pass, cudaStream_t s) {
+    const SplitPass& split = pass.split;
+    const int64_t d = problem_.hidden_dim, va = split.columnsA, vb = problem_.vocab - va;
+    const std::size_t pe = elementBytes(paramDType_);
+    char* const rows = workspace_ + split.rowsOffset;
+    char* const a = workspace_ + split.aOffset;
+    char* const gradWeight = static_cast<char*>(outputs_.grad_weight);
+    char* const b = gradWeight + split.bOffset;
+    float* const staging = reinterpret_cast<float*>(gradWeight + split.stagingOffset);
+    const char* const h = splitHidden(split);
+    const int64_t ldh = splitHiddenLd();
+    if (plan_.compact)
+      launchGatherRows(problem_.dtype, problem_.hidden, problem_.hidden_stride, order_, 0, tokens, d, rows, s);
+    const RowParams p = rowParams(Item{0, tokens, 0, problem_.vocab, true});
+    launchTargetLogits(h, ldh, problem_.weight, problem_.weight_stride, d, p, lse_, scalars_, s);
+    const RowPartials partialsA{a + std::size_t(tokens) * std::size_t(va) * e_,
+                                int64_t(ceilDiv(va, kRowStatisticsColumns) * 8)};
+    const RowPartials partialsB{b + std::size_t(tokens) * std::size_t(split.ldB) * e_,
+                                int64_t(ceilDiv(vb, kRowStatisticsColumns) * 8)};
+    logitsGemm(weightRow(0), h, ldh, tokens, va, a, va, blasWorkspace_, kCublasWorkspaceBytes, s, nullptr, &partialsA,
+               lse_);
+    logitsGemm(weightRow(va), h, ldh, tokens, vb, b, split.ldB, blasWorkspace_, kCublasWorkspaceBytes, s, nullptr,
+               &partialsB, lse_);
+    RowParams partA = p;
+    partA.columns = va;
+    partA.ld = va;
+    const NumeratorTail tail{b, split.ldB, partialsB};
+    launchNumeratorRows(a, partA, partialsA, lse_, rowScale_, rowLoss_, outputs_.lse, userLoss_, scalars_, s, &tail);
+    const cudaGraphConditionalHandle redo = newCondition(capturingGraph(s));
+    launchRedoCondition(redo, scalars_, s);
+    enqueueSwitch(s, redo, 2, state_.redoBody, [&](int redone, cudaStream_t body) {
+      if (redone) {
+        chunkedPass(tokens, pass, false, body);
+        return;
+      }
+      // c ⊙ h: in place over the gathered rows, or from the caller's rows into the split's.
+      launchScaleRows(h, ldh, rowScale_, nullptr, tokens, d, rows, d, body);
+      if (outputs_.grad_hidden) {
+        GemmShape shapeA{type_, CUDA_R_32F, false, false, d, tokens, va, problem_.weight_stride, va, d};
+        gemm(state_.blas, shapeA, 1.0f, weightRow(0), a, 0.0f, staging, blasWorkspace_, kCublasWorkspaceBytes, body);
+        GemmShape shapeB{type_, CUDA_R_32F, false, false, d, tokens, vb, problem_.weight_stride, split.ldB, d};
+        gemm(state_.blas, shapeB, 1.0f, weightRow(va), b, 1.0f, staging, blasWorkspace_, kCublasWorkspaceBytes, body);
+        launchScaleFloatRows(staging, d, rowScale_, plan_.compact ? &p : nullptr, tokens, d,
+                             plan_.compact ? outputs_.grad_hidden : static_cast<char*>(outputs_.grad_hidden),
+                             outputs_.grad_hidden_stride, body);
+      }
+      const cudaDataType_t out = cudaType(paramDType_);
+      weightGemm(Item{0, tokens, va, vb, true}, b, split.ldB, rows, d,
+                 gradWeight + std::size_t(va) * std::size_t(outputs_.grad_weight_stride) * pe, out,
+                 outputs_.grad_weight_stride, 0.0f, body);
+      weightGemm(Item{0, tokens, 0, va, true}, a, va, rows, d, gradWeight, out, outputs_.grad_weight_stride, 0.0f, body);
+    });
   }
 
   // A numerators chunk's rows (numerators.h): loss, lse and c from the numerators, the target's numerator
@@ -631,6 +718,7 @@ private:
   char* const compactGradHidden_;
   char* const residue_;
   float* const rowScale_;
+  char* const workspace_;
   char* const scaledHidden_;  // c ⊙ h rows of a numerators chunk: the gathered rows themselves when compacting
   char* const logits_;
   void* const blasWorkspace_;

@@ -58,17 +58,24 @@ __global__ void targetLogitsKernel(const bf16* hidden, int64_t hiddenLd, const b
   }
 }
 
-__global__ void numeratorRowsKernel(bf16* buffer, RowParams p, RowPartials partials, float* lse, float* rowScale,
-                                    float* rowLoss, float* userLse, float* userLoss, Scalars* scalars) {
+__device__ int64_t statisticsBlocks(int64_t columns) {
+  return (columns + kRowStatisticsColumns - 1) / kRowStatisticsColumns;
+}
+
+// tail.buffer null: the row's columns are all in `buffer` (p.columns == p.vocab).
+__global__ void numeratorRowsKernel(bf16* buffer, RowParams p, RowPartials partials, NumeratorTail tail, float* lse,
+                                    float* rowScale, float* rowLoss, float* userLse, float* userLoss, Scalars* scalars) {
   const int lane = threadIdx.x % 32;
-  const int64_t blocks = (p.columns + kRowStatisticsColumns - 1) / kRowStatisticsColumns;
+  const int64_t blocks = statisticsBlocks(p.columns);
+  const int64_t tailBlocks = tail.buffer ? statisticsBlocks(p.vocab - p.columns) : 0;
   // Half the cap: whatever the last bits of ex2.approx at the cap, a capped numerator is above it.
   const float capped = exp2f(kNumeratorExponentCap - 1.0f);
   for (int64_t r = int64_t(blockIdx.x) * kWarps + threadIdx.x / 32; r < p.rows; r += int64_t(gridDim.x) * kWarps) {
     const float2* part = reinterpret_cast<const float2*>(partials.data + r * partials.stride);
+    const float2* tailPart = reinterpret_cast<const float2*>(tail.partials.data + r * tail.partials.stride);
     float most = 0.0f, sum = 0.0f;
-    for (int64_t b = lane; b < blocks; b += 32) {
-      const float2 q = part[b];
+    for (int64_t b = lane; b < blocks + tailBlocks; b += 32) {
+      const float2 q = b < blocks ? part[b] : tailPart[b - blocks];
       most = fmaxf(most, q.x);
       sum += q.y;
     }
@@ -97,7 +104,9 @@ __global__ void numeratorRowsKernel(bf16* buffer, RowParams p, RowPartials parti
     rowLoss[token] = loss;
     if (userLoss) userLoss[token] = loss;
     rowScale[r] = gradScale(p, token) * p.logitScale / sum;
-    buffer[r * p.ld + target] = __float2bfloat16_rn(1.0f - sum);
+    bf16* at = target < p.columns ? buffer + r * p.ld + target
+                                  : static_cast<bf16*>(tail.buffer) + r * tail.ld + (target - p.columns);
+    *at = __float2bfloat16_rn(1.0f - sum);
   }
 }
 
@@ -112,30 +121,36 @@ __global__ void unitScaleKernel(float* rowScale, int64_t rows) {
     rowScale[r] = 1.0f;
 }
 
-// out row `to(r)` (skipped where negative) = bf16(rowScale[r] · in row r), over `columns`; 16-byte pieces where
-// both rows allow them.
-template <typename To>
-__global__ void scaleRowsKernel(const bf16* in, int64_t inLd, const float* rowScale, int64_t rows, int64_t columns,
+__device__ __forceinline__ float toFloat(bf16 x) { return __bfloat162float(x); }
+__device__ __forceinline__ float toFloat(float x) { return x; }
+
+// out row `to(r)` (skipped where negative) = bf16(rowScale[r] · in row r), over `columns`; 8 elements a piece
+// (16-byte stores) where both rows are 16-byte aligned.
+template <typename In, typename To>
+__global__ void scaleRowsKernel(const In* in, int64_t inLd, const float* rowScale, int64_t rows, int64_t columns,
                                 bf16* out, int64_t outLd, To to) {
+  struct alignas(16) Piece {
+    In values[8];
+  };
   for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
     const int64_t o = to(r);
     if (o < 0) continue;
     const float c = rowScale[r];
-    const bf16* x = in + r * inLd;
+    const In* x = in + r * inLd;
     bf16* y = out + o * outLd;
     int64_t done = 0;
     if ((reinterpret_cast<uintptr_t>(x) | reinterpret_cast<uintptr_t>(y)) % 16 == 0) {
       for (int64_t k = threadIdx.x; k < columns / 8; k += blockDim.x) {
-        uint4 piece = reinterpret_cast<const uint4*>(x)[k];
-        bf16* values = reinterpret_cast<bf16*>(&piece);
+        const Piece piece = reinterpret_cast<const Piece*>(x)[k];
+        uint4 scaled;
+        bf16* values = reinterpret_cast<bf16*>(&scaled);
 #pragma unroll
-        for (int e = 0; e < 8; ++e) values[e] = __float2bfloat16_rn(c * __bfloat162float(values[e]));
-        reinterpret_cast<uint4*>(y)[k] = piece;
+        for (int e = 0; e < 8; ++e) values[e] = __float2bfloat16_rn(c * toFloat(piece.values[e]));
+        reinterpret_cast<uint4*>(y)[k] = scaled;
       }
       done = columns / 8 * 8;
     }
-    for (int64_t k = done + threadIdx.x; k < columns; k += blockDim.x)
-      y[k] = __float2bfloat16_rn(c * __bfloat162float(x[k]));
+    for (int64_t k = done + threadIdx.x; k < columns; k += blockDim.x) y[k] = __float2bfloat16_rn(c * toFloat(x[k]));
   }
 }
 
@@ -148,6 +163,17 @@ struct TokenRow {
 };
 
 unsigned warpRowsGrid(int64_t rows) { return rowGrid((rows + kWarps - 1) / kWarps); }
+
+template <typename In>
+void scaleRows(const In* x, int64_t inLd, const float* rowScale, const RowParams* tokens, int64_t rows,
+               int64_t columns, void* out, int64_t outLd, cudaStream_t stream) {
+  auto* y = static_cast<bf16*>(out);
+  if (tokens)
+    scaleRowsKernel<<<rowGrid(rows), 256, 0, stream>>>(x, inLd, rowScale, rows, columns, y, outLd, TokenRow{*tokens});
+  else
+    scaleRowsKernel<<<rowGrid(rows), 256, 0, stream>>>(x, inLd, rowScale, rows, columns, y, outLd, SameRow{});
+  LMFUSE_CUDA_CHECK(cudaGetLastError());
+}
 
 }  // namespace
 
@@ -162,9 +188,10 @@ void launchTargetLogits(const void* hidden, int64_t hiddenLd, const void* weight
 
 void launchNumeratorRows(void* buffer, const RowParams& rows, const RowPartials& partials, float* lse,
                          float* rowScale, float* rowLoss, float* userLse, float* userLoss, Scalars* scalars,
-                         cudaStream_t stream) {
+                         cudaStream_t stream, const NumeratorTail* tail) {
   numeratorRowsKernel<<<warpRowsGrid(rows.rows), 32 * kWarps, 0, stream>>>(
-      static_cast<bf16*>(buffer), rows, partials, lse, rowScale, rowLoss, userLse, userLoss, scalars);
+      static_cast<bf16*>(buffer), rows, partials, tail ? *tail : NumeratorTail{}, lse, rowScale, rowLoss, userLse,
+      userLoss, scalars);
   LMFUSE_CUDA_CHECK(cudaGetLastError());
 }
 
@@ -180,13 +207,12 @@ void launchUnitScale(float* rowScale, int64_t rows, cudaStream_t stream) {
 
 void launchScaleRows(const void* in, int64_t inLd, const float* rowScale, const RowParams* tokens, int64_t rows,
                      int64_t columns, void* out, int64_t outLd, cudaStream_t stream) {
-  const auto* x = static_cast<const bf16*>(in);
-  auto* y = static_cast<bf16*>(out);
-  if (tokens)
-    scaleRowsKernel<<<rowGrid(rows), 256, 0, stream>>>(x, inLd, rowScale, rows, columns, y, outLd, TokenRow{*tokens});
-  else
-    scaleRowsKernel<<<rowGrid(rows), 256, 0, stream>>>(x, inLd, rowScale, rows, columns, y, outLd, SameRow{});
-  LMFUSE_CUDA_CHECK(cudaGetLastError());
+  scaleRows(static_cast<const bf16*>(in), inLd, rowScale, tokens, rows, columns, out, outLd, stream);
+}
+
+void launchScaleFloatRows(const float* in, int64_t inLd, const float* rowScale, const RowParams* tokens, int64_t rows,
+                          int64_t columns, void* out, int64_t outLd, cudaStream_t stream) {
+  scaleRows(in, inLd, rowScale, tokens, rows, columns, out, outLd, stream);
 }
 
 }  // namespace lmfuse::detail::cuda

@@ -28,13 +28,21 @@ void launchTargetLogits(const void* hidden, int64_t hiddenLd, const void* weight
                         int64_t hiddenDim, const RowParams& rows, float* shift, Scalars* scalars,
                         cudaStream_t stream);
 
+/// The columns [rows.columns, rows.vocab) of a split pass's buffer (plan.h: SplitPass, part B) where
+/// rows.columns < rows.vocab: its own buffer of leading dimension `ld`, with its own partials.
+struct NumeratorTail {
+  void* buffer = nullptr;
+  int64_t ld = 0;
+  RowPartials partials;
+};
+
 /// From the numerators of a buffer's rows and their partials (max u, Σu) per 256 columns: lse = shift + ln Σu
 /// (written over shift, which is the same array as lse), the loss ln Σu, rowScale[r] = c (by buffer row) and
 /// the target's numerator replaced by 1 − Σu (u_target = 1 up to rounding); sets scalars->redo where a row's Σu
-/// is not finite or a labelled row's max u reaches half the cap.
+/// is not finite or a labelled row's max u reaches half the cap. Given a tail, the rows are its columns too.
 void launchNumeratorRows(void* buffer, const RowParams& rows, const RowPartials& partials, float* lse,
                          float* rowScale, float* rowLoss, float* userLse, float* userLoss, Scalars* scalars,
-                         cudaStream_t stream);
+                         cudaStream_t stream, const NumeratorTail* tail = nullptr);
 
 /// Sets `condition` to scalars->redo, and counts the redone chunk in scalars->redone.
 void launchRedoCondition(cudaGraphConditionalHandle condition, Scalars* scalars, cudaStream_t stream);
@@ -48,5 +56,9 @@ void launchUnitScale(float* rowScale, int64_t rows, cudaStream_t stream);
 /// (from the product rounded to bf16: two roundings, as a scaled copy).
 void launchScaleRows(const void* in, int64_t inLd, const float* rowScale, const RowParams* tokens, int64_t rows,
                      int64_t columns, void* out, int64_t outLd, cudaStream_t stream);
+
+/// As launchScaleRows, from fp32 rows (one rounding: a split pass's u'·W, summed over its two parts in fp32).
+void launchScaleFloatRows(const float* in, int64_t inLd, const float* rowScale, const RowParams* tokens, int64_t rows,
+                          int64_t columns, void* out, int64_t outLd, cudaStream_t stream);
 
 }  // namespace lmfuse::detail::cuda

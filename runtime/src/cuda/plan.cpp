@@ -110,6 +110,39 @@ bool fitSlice(const Plan& plan, int64_t first, std::size_t limit, int64_t tokens
   return false;
 }
 
+// The split of a numerators pass over `tokens` tokens (plan.h: SplitPass): part A as wide as the accumulator's
+// region and the logits buffer hold after the pass's hidden rows, narrowed where grad_weight's rows
+// [columnsA, V) are too few bytes for the fp32 staging rows; none (columnsA 0) where part B would not fit
+// inside the bytes of rows [0, columnsA), or where part A would hold the whole vocabulary.
+SplitPass splitPass(const Plan& plan, int64_t tokens) {
+  const std::size_t t = std::size_t(tokens), d = std::size_t(plan.hiddenDim), e = plan.elementSize;
+  const std::size_t rowBytes = d * plan.paramElementSize;  // one grad_weight row
+  const std::size_t start = plan.weightAccumulator.offset, end = plan.logits.offset + plan.logits.bytes;
+  SplitPass split;
+  split.rowsOffset = start;
+  split.aOffset = alignUp(start + t * d * e, kAlign);
+  const std::size_t blockBytes = t * (std::size_t(kRowStatisticsColumns) * e + 8);  // 256 columns + a partial
+  if (split.aOffset >= end) return {};
+  int64_t columnsA = std::min<int64_t>(int64_t((end - split.aOffset) / blockBytes), plan.vocab / kRowStatisticsColumns) *
+                     kRowStatisticsColumns;
+  if (plan.splitStaging) {
+    // The staging rows start on the first 256-byte boundary after row columnsA's bytes.
+    const std::size_t staging = t * d * 4;
+    if (staging > plan.splitBorrowBytes) return {};
+    const std::size_t lastStart = alignDown(plan.splitBorrowBytes - staging, kAlign);
+    columnsA = std::min<int64_t>(columnsA, int64_t(lastStart / rowBytes) / kRowStatisticsColumns * kRowStatisticsColumns);
+  }
+  if (columnsA <= 0 || columnsA >= plan.vocab) return {};
+  const int64_t columnsB = plan.vocab - columnsA;
+  split.ldB = ceilDiv(columnsB, 8) * 8;
+  const std::size_t bBytes = t * (std::size_t(split.ldB) * e + std::size_t(ceilDiv(columnsB, kRowStatisticsColumns)) * 8);
+  if (bBytes > std::size_t(columnsA) * rowBytes) return {};
+  split.columnsA = columnsA;
+  split.bOffset = 0;
+  split.stagingOffset = alignUp(std::size_t(columnsA) * rowBytes, kAlign);
+  return split;
+}
+
 [[noreturn]] void budgetTooSmall(std::size_t budget, std::size_t needed, const char* what) {
   LMFUSE_FAIL("options.workspace_budget of " << budget << " bytes is too small for " << what << " (needs at least "
                                              << needed << " bytes)");
@@ -286,6 +319,10 @@ Plan makePlan(const Problem& problem, const Options& options, const Outputs* out
     } else if (oneChunk > 0 && !wantsAccumulate) {
       // (With grad_weight_accumulate too, the accumulator's conversion adds to it: no second GEMM.)
       plan.oneChunkTokens = std::min<int64_t>(oneChunk, int64_t((accumulatorBytes + logitsRegion) / rowBytes));
+      if (plan.numerators && denseWeight) {
+        plan.splitBorrowBytes = std::size_t(v) * std::size_t(d) * plan.paramElementSize;
+        plan.splitStaging = !outputs || outputs->grad_hidden;
+      }
     }
   } else {
     if (budget < fixed + 2 * rowBytes) budgetTooSmall(budget, fixed + 2 * rowBytes, "two logits rows");
@@ -405,6 +442,7 @@ PassPlan passPlan(const Plan& plan, int64_t tokens) {
     pass.chunkTokens = plan.chunkTokens;
     pass.chunks = plan.chunks;
   }
+  if (plan.weightSink == WeightSinkKind::Accumulator && plan.splitBorrowBytes > 0) pass.split = splitPass(plan, tokens);
   return pass;
 }
 

@@ -59,11 +59,31 @@ enum class WeightSinkKind : int {
                 //   added to grad_weight_accumulate when given)
 };
 
+/// A numerators pass in one chunk whose buffer does not fit the accumulator's region and the logits buffer
+/// but does with grad_weight's bytes beside them (those bytes are free until grad_weight's products write
+/// them): vocabulary columns [0, columnsA) of its numerators (part A) in the workspace, the rest (part B) at
+/// the start of grad_weight, inside the bytes of its rows [0, columnsA), which are written last; u'·W in
+/// fp32 (for grad_hidden) inside the bytes of rows [columnsA, V), written after it is read. Offsets from
+/// the start of the workspace (rows, part A) or of grad_weight (part B, staging). Each part holds its
+/// tokens' rows, then their partial statistics (kernels.h: RowPartials). The order that keeps every
+/// buffer intact until read is backend.cpp's: products, rows, grad_hidden, rows [columnsA, V), rows [0, columnsA).
+struct SplitPass {
+  int64_t columnsA = 0;  // 0: no split; else a multiple of kRowStatisticsColumns, so part A's ld
+  int64_t ldB = 0;
+  std::size_t rowsOffset = 0;     // the pass's hidden rows: gathered (compaction) or c ⊙ h, [tokens, D]
+  std::size_t aOffset = 0;
+  std::size_t bOffset = 0;        // in grad_weight
+  std::size_t stagingOffset = 0;  // in grad_weight; fp32 [tokens, D]
+};
+
 /// One full-vocabulary pass over a token count (all N, or one compaction branch's count).
 struct PassPlan {
   int64_t chunkTokens = 0, chunks = 0;
   WeightSinkKind weight = WeightSinkKind::None;
   bool logitsOverAccumulator = false;  // its one chunk's logits span the accumulator's region and the buffer
+  // Where the backend can run it (both parts' products are the tile product), the pass runs as this one
+  // split chunk instead of the chunks above; a row whose numerators overflow redoes the pass as those chunks.
+  SplitPass split;
 };
 
 /// One vocabulary slice of the lean plan's grad_weight pass: grad_weight rows [first, first + columns)
@@ -124,6 +144,10 @@ struct Plan {
   // Otherwise up to this many tokens run as one chunk whose logits span the fp32 accumulator's region and
   // the logits buffer (contiguous): one chunk needs no accumulator when grad_weight is only overwritten.
   int64_t oneChunkTokens = 0;
+  // Split passes (SplitPass) may borrow grad_weight, these bytes of it: a dense half-type grad_weight given
+  // with numerators and an accumulator; 0 otherwise. splitStaging: grad_hidden is asked for too.
+  std::size_t splitBorrowBytes = 0;
+  bool splitStaging = false;
   int64_t gatheredTokens = 0;         // compaction: rows of the gathered and compact grad_hidden buffers
   int64_t compactGranule = 0;         // compaction: branch r covers min(N, (r + 1)·granule) tokens
   int64_t compactBranches = 0;
