@@ -159,7 +159,10 @@ struct Options {
 };
 
 /// Results. All optional but `loss`. Gradients are computed only when at least one gradient pointer
-/// is given; grad_weight and grad_bias are overwritten, grad_weight_accumulate is added to.
+/// is given; grad_weight and grad_bias are overwritten, grad_weight_accumulate is added to. No output may
+/// overlap an input or another output: on CUDA a dense grad_weight's bytes are also scratch space until its
+/// values are written (the lean low-memory plan, and a default-mode pass whose numerators outgrow the
+/// workspace).
 struct Outputs {
   float* loss = nullptr;             ///< [1], or [N] for Reduction::None
   float* lse = nullptr;              ///< [N] fp32, 0 for invalid rows

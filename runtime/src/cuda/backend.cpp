@@ -13,7 +13,9 @@
 // call that may run it is recorded as a graph. Tokens that fit one chunk
 // write grad_weight directly in its dtype (no accumulator, no conversion): when all N tokens fit, the plan
 // has no accumulator at all (plan.h: singleChunk); otherwise a count that fits one chunk may use the
-// accumulator's region for its logits (plan.h: oneChunkTokens). Without room for the
+// accumulator's region for its logits (plan.h: oneChunkTokens), and a numerators count a little longer may
+// still run as one chunk, its numerators split by vocabulary columns between that region and grad_weight's
+// own bytes, which are free until its products write them (plan.h: SplitPass). Without room for the
 // fp32 [V, D] accumulator (MemoryMode::LowMemory), a first pass computes loss, lse, grad_hidden and
 // grad_bias, and a second pass over vocabulary slices recomputes the logits of each slice to accumulate
 // grad_weight (the tile product writes those slices as dx straight from its epilogue). When grad_weight is
