@@ -167,54 +167,60 @@ rt::PassPlan splitPassOf(Spec& spec) {
   return pass;
 }
 
+// The split pass of splitSpec(compact, ·), with and without grad_hidden: results against fp64, and part A's
+// numerators left in the workspace.
+void checkSplitPass(bool compact) {
+  for (bool gradHidden : {true, false}) {
+    INFO((compact ? "compacted" : "not compacted") << ", grad_hidden " << gradHidden);
+    Spec spec = splitSpec(compact, gradHidden);
+    const rt::PassPlan pass = splitPassOf(spec);
+    Scenario scenario(spec);
+    Result got = scenario.run();
+    checkAgainstReference(got, scenario.expected(), gradHidden);
+    CHECK(scalarsAfter(scenario).redone == 0);
+
+    // Part A, left in the workspace: u' of buffer row r (the r-th labelled token when compacting) over the
+    // columns [0, columnsA), which only the split pass writes there (the chunks would leave fp32 sums).
+    const int64_t d = spec.d, v = spec.v, va = pass.split.columnsA;
+    std::vector<int64_t> tokenOfRow;
+    for (int64_t t = 0; t < spec.n; ++t)
+      if (!compact || scenario.labels()[t] >= 0) tokenOfRow.push_back(t);
+    std::vector<unsigned char> part(tokenOfRow.size() * std::size_t(va) * 2);
+    TEST_CUDA(cudaMemcpy(part.data(), static_cast<const char*>(scenario.workspace().data) + pass.split.aOffset,
+                         part.size(), cudaMemcpyDeviceToHost));
+    const auto& h = scenario.hiddenValues();
+    const auto& w = scenario.weightValues();
+    double worst = 0.0;
+    int64_t checked = 0;
+    for (std::size_t r = 0; r < tokenOfRow.size(); ++r) {
+      const int64_t token = tokenOfRow[r], y = scenario.labels()[token];
+      if (y < 0) continue;
+      std::vector<double> z(v);
+      double total = 0.0;
+      for (int64_t c = 0; c < v; ++c) {
+        double sum = 0.0;
+        for (int64_t k = 0; k < d; ++k) sum += h[token * d + k] * w[c * d + k];
+        z[c] = sum;
+      }
+      for (int64_t c = 0; c < v; ++c) total += std::exp(z[c] - z[y]);
+      for (int64_t c = 0; c < va; ++c) {
+        const double want = c == y ? 1.0 - total : std::exp(z[c] - z[y]);
+        const double stored = loadStored(part, DType::BFloat16, r * std::size_t(va) + std::size_t(c));
+        worst = std::max(worst, std::abs(stored - want) / std::max(std::abs(want), 1e-30));
+      }
+      ++checked;
+    }
+    REQUIRE(checked > 0);
+    CHECK(worst < 5e-3);
+  }
+}
+
 }  // namespace
 
 TEST_CASE("a split pass: numerators in the workspace and in grad_weight's bytes, against fp64", "[cuda][numerators]") {
   if (skipWithoutTileProduct()) return;
-  for (bool compact : {false, true})
-    for (bool gradHidden : {true, false}) {
-      INFO((compact ? "compacted" : "not compacted") << ", grad_hidden " << gradHidden);
-      Spec spec = splitSpec(compact, gradHidden);
-      const rt::PassPlan pass = splitPassOf(spec);
-      Scenario scenario(spec);
-      Result got = scenario.run();
-      checkAgainstReference(got, scenario.expected(), gradHidden);
-      CHECK(scalarsAfter(scenario).redone == 0);
-
-      // Part A, left in the workspace: u' of buffer row r (the r-th labelled token when compacting) over the
-      // columns [0, columnsA), which only the split pass writes there (the chunks would leave fp32 sums).
-      const int64_t d = spec.d, v = spec.v, va = pass.split.columnsA;
-      std::vector<int64_t> tokenOfRow;
-      for (int64_t t = 0; t < spec.n; ++t)
-        if (!compact || scenario.labels()[t] >= 0) tokenOfRow.push_back(t);
-      std::vector<unsigned char> part(tokenOfRow.size() * std::size_t(va) * 2);
-      TEST_CUDA(cudaMemcpy(part.data(), static_cast<const char*>(scenario.workspace().data) + pass.split.aOffset,
-                           part.size(), cudaMemcpyDeviceToHost));
-      const auto& h = scenario.hiddenValues();
-      const auto& w = scenario.weightValues();
-      double worst = 0.0;
-      int64_t checked = 0;
-      for (std::size_t r = 0; r < tokenOfRow.size(); ++r) {
-        const int64_t token = tokenOfRow[r], y = scenario.labels()[token];
-        if (y < 0) continue;
-        std::vector<double> z(v);
-        double total = 0.0;
-        for (int64_t c = 0; c < v; ++c) {
-          double sum = 0.0;
-          for (int64_t k = 0; k < d; ++k) sum += h[token * d + k] * w[c * d + k];
-          z[c] = sum;
-        }
-        for (int64_t c = 0; c < v; ++c) total += std::exp(z[c] - z[y]);
-        for (int64_t c = 0; c < va; ++c) {
-          const double want = c == y ? 1.0 - total : std::exp(z[c] - z[y]);
-          const double stored = loadStored(part, DType::BFloat16, r * std::size_t(va) + std::size_t(c));
-          worst = std::max(worst, std::abs(stored - want) / std::max(std::abs(want), 1e-30));
-        }
-        ++checked;
-      }
-      REQUIRE(checked > 0);
-      CHECK(worst < 5e-3);
-    }
+  checkSplitPass(false);
+  checkSplitPass(true);  // the split's SWITCH node nested in compaction's
 }
 
 TEST_CASE("a split pass with an overflowing labelled row is redone as chunks the usual way",
