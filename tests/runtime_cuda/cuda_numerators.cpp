@@ -59,6 +59,37 @@ void checkAgainstReference(const Result& got, const Reference& want, bool gradHi
   compare("grad_weight", got.gradWeight, want.gradWeight, 2e-2);
 }
 
+// The largest relative error of the stored numerators u' against fp64: buffer row r holds token
+// tokenOfRow[r] (labelled rows only are checked) over the columns [0, columns), `ld` bf16 elements a row:
+// u_v = exp(z_v − z_y) for v ≠ y, and 1 − Σu at the target. `rows` counts the rows checked.
+double worstNumeratorError(const Scenario& scenario, const std::vector<unsigned char>& buffer, int64_t ld,
+                           int64_t columns, const std::vector<int64_t>& tokenOfRow, int64_t& rows) {
+  const int64_t d = scenario.spec().d, v = scenario.spec().v;
+  const auto& h = scenario.hiddenValues();
+  const auto& w = scenario.weightValues();
+  double worst = 0.0;
+  rows = 0;
+  for (std::size_t r = 0; r < tokenOfRow.size(); ++r) {
+    const int64_t token = tokenOfRow[r], y = scenario.labels()[token];
+    if (y < 0) continue;
+    ++rows;
+    std::vector<double> z(v);
+    for (int64_t c = 0; c < v; ++c) {
+      double sum = 0.0;
+      for (int64_t k = 0; k < d; ++k) sum += h[token * d + k] * w[c * d + k];
+      z[c] = sum;
+    }
+    double total = 0.0;
+    for (int64_t c = 0; c < v; ++c) total += std::exp(z[c] - z[y]);
+    for (int64_t c = 0; c < columns; ++c) {
+      const double want = c == y ? 1.0 - total : std::exp(z[c] - z[y]);
+      const double stored = loadStored(buffer, DType::BFloat16, r * std::size_t(ld) + std::size_t(c));
+      worst = std::max(worst, std::abs(stored - want) / std::max(std::abs(want), 1e-30));
+    }
+  }
+  return worst;
+}
+
 }  // namespace
 
 TEST_CASE("the numerators schedule runs where the plan allows it: the buffer holds u', not dx", "[cuda][numerators]") {
@@ -71,34 +102,15 @@ TEST_CASE("the numerators schedule runs where the plan allows it: the buffer hol
   checkAgainstReference(got, scenario.expected());
   CHECK(scalarsAfter(scenario).redone == 0);
 
-  // Each labelled row of the buffer: u_v = exp(z_v − z_y) for v ≠ y, and 1 − Σu at the target.
+  // Each labelled row of the buffer holds u' (buffer row r is token r).
   const Spec& spec = scenario.spec();
-  const int64_t d = spec.d, v = spec.v;
   std::vector<unsigned char> buffer(std::size_t(spec.n * plan.logitsLd) * 2);
   TEST_CUDA(cudaMemcpy(buffer.data(), static_cast<const char*>(scenario.workspace().data) + plan.logits.offset,
                        buffer.size(), cudaMemcpyDeviceToHost));
-  const auto& h = scenario.hiddenValues();
-  const auto& w = scenario.weightValues();
+  std::vector<int64_t> tokenOfRow(std::size_t(spec.n));
+  for (int64_t t = 0; t < spec.n; ++t) tokenOfRow[std::size_t(t)] = t;
   int64_t rows = 0;
-  double worst = 0.0;
-  for (int64_t r = 0; r < spec.n; ++r) {
-    const int64_t y = scenario.labels()[r];
-    if (y < 0) continue;
-    ++rows;
-    std::vector<double> z(v);
-    for (int64_t c = 0; c < v; ++c) {
-      double sum = 0.0;
-      for (int64_t k = 0; k < d; ++k) sum += h[r * d + k] * w[c * d + k];
-      z[c] = sum;
-    }
-    double total = 0.0;
-    for (int64_t c = 0; c < v; ++c) total += std::exp(z[c] - z[y]);
-    for (int64_t c = 0; c < v; ++c) {
-      const double want = c == y ? 1.0 - total : std::exp(z[c] - z[y]);
-      const double stored = loadStored(buffer, DType::BFloat16, std::size_t(r * plan.logitsLd + c));
-      worst = std::max(worst, std::abs(stored - want) / std::max(std::abs(want), 1e-30));
-    }
-  }
+  const double worst = worstNumeratorError(scenario, buffer, plan.logitsLd, spec.v, tokenOfRow, rows);
   REQUIRE(rows > 0);
   CHECK(worst < 5e-3);  // their bf16 rounding: from the fp32 sums, not from bf16 logits (up to |z|·2^-9 more)
 }
@@ -181,35 +193,15 @@ void checkSplitPass(bool compact) {
 
     // Part A, left in the workspace: u' of buffer row r (the r-th labelled token when compacting) over the
     // columns [0, columnsA), which only the split pass writes there (the chunks would leave fp32 sums).
-    const int64_t d = spec.d, v = spec.v, va = pass.split.columnsA;
+    const int64_t va = pass.split.columnsA;
     std::vector<int64_t> tokenOfRow;
     for (int64_t t = 0; t < spec.n; ++t)
       if (!compact || scenario.labels()[t] >= 0) tokenOfRow.push_back(t);
     std::vector<unsigned char> part(tokenOfRow.size() * std::size_t(va) * 2);
     TEST_CUDA(cudaMemcpy(part.data(), static_cast<const char*>(scenario.workspace().data) + pass.split.aOffset,
                          part.size(), cudaMemcpyDeviceToHost));
-    const auto& h = scenario.hiddenValues();
-    const auto& w = scenario.weightValues();
-    double worst = 0.0;
     int64_t checked = 0;
-    for (std::size_t r = 0; r < tokenOfRow.size(); ++r) {
-      const int64_t token = tokenOfRow[r], y = scenario.labels()[token];
-      if (y < 0) continue;
-      std::vector<double> z(v);
-      double total = 0.0;
-      for (int64_t c = 0; c < v; ++c) {
-        double sum = 0.0;
-        for (int64_t k = 0; k < d; ++k) sum += h[token * d + k] * w[c * d + k];
-        z[c] = sum;
-      }
-      for (int64_t c = 0; c < v; ++c) total += std::exp(z[c] - z[y]);
-      for (int64_t c = 0; c < va; ++c) {
-        const double want = c == y ? 1.0 - total : std::exp(z[c] - z[y]);
-        const double stored = loadStored(part, DType::BFloat16, r * std::size_t(va) + std::size_t(c));
-        worst = std::max(worst, std::abs(stored - want) / std::max(std::abs(want), 1e-30));
-      }
-      ++checked;
-    }
+    const double worst = worstNumeratorError(scenario, part, va, va, tokenOfRow, checked);
     REQUIRE(checked > 0);
     CHECK(worst < 5e-3);
   }
