@@ -370,11 +370,11 @@ private:
   bool splitRuns(int64_t tokens, const SplitPass& split) const {
     if (split.columnsA == 0 || !gradients_) return false;
     const char* h = splitHidden(split);
-    char* const weight = static_cast<char*>(outputs_.grad_weight);
+    char* const gradWeight = static_cast<char*>(outputs_.grad_weight);
     return tileProductRuns(weightRow(0), h, splitHiddenLd(), tokens, split.columnsA, workspace_ + split.aOffset,
                            split.columnsA) &&
            tileProductRuns(weightRow(split.columnsA), h, splitHiddenLd(), tokens, problem_.vocab - split.columnsA,
-                           weight + split.bOffset, split.ldB);
+                           gradWeight + split.bOffset, split.ldB);
   }
 
   // One chunk of numerators over `tokens` tokens in two parts (plan.h: SplitPass): products into both parts,
@@ -424,8 +424,7 @@ private:
         gemm(state_.blas, shapeA, 1.0f, weightRow(0), a, 0.0f, staging, blasWorkspace_, kCublasWorkspaceBytes, body);
         GemmShape shapeB{type_, CUDA_R_32F, false, false, d, tokens, vb, problem_.weight_stride, split.ldB, d};
         gemm(state_.blas, shapeB, 1.0f, weightRow(va), b, 1.0f, staging, blasWorkspace_, kCublasWorkspaceBytes, body);
-        launchScaleFloatRows(staging, d, rowScale_, plan_.compact ? &p : nullptr, tokens, d,
-                             plan_.compact ? outputs_.grad_hidden : static_cast<char*>(outputs_.grad_hidden),
+        launchScaleFloatRows(staging, d, rowScale_, plan_.compact ? &p : nullptr, tokens, d, outputs_.grad_hidden,
                              outputs_.grad_hidden_stride, body);
       }
       const cudaDataType_t out = cudaType(paramDType_);
