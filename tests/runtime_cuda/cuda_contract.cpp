@@ -1,6 +1,6 @@
 // The CUDA backend's contract beyond numerics: the call captured in a CUDA graph replays to bitwise the
 // eager result; two runs are bitwise identical; an out-of-range label gives a NaN loss and check() names
-// the token; bad arguments and a short workspace are refused with a message naming them.
+// the token, and NaN gradients (zero ones under a Mean over nothing) whichever schedule runs; bad arguments and a short workspace are refused with a message naming them.
 #include <catch2/catch.hpp>
 
 #include <memory>
@@ -200,6 +200,75 @@ TEST_CASE("an out-of-range label makes the loss NaN and check() names its token"
   Scenario cleanScenario(clean);
   cleanScenario.run();
   CHECK_NOTHROW(lmfuse::check(cleanScenario.workspace(), cleanScenario.context()));
+}
+
+TEST_CASE("an out-of-range label's gradients are NaN in every schedule, and zero under a Mean over nothing", "[cuda]") {
+  if (skipWithoutDevice()) return;
+  struct Schedule {
+    const char* name;
+    void (*edit)(Spec&);
+  };
+  const Schedule schedules[] = {
+      {"bf16, compacted (the numerators)", [](Spec&) {}},
+      {"bf16, not compacted (the numerators)", [](Spec& s) { s.options.compact = false; }},
+      {"label smoothing and a bias (the row kernel)",
+       [](Spec& s) {
+         s.options.label_smoothing = 0.05;
+         s.gradBias = true;
+       }},
+      {"fp16 (cuBLASLt's product)", [](Spec& s) { s.dtype = DType::Float16; }},
+      {"chunks of 96 with the fp32 accumulator", [](Spec& s) { s.options.chunk_tokens = 96; }},
+      {"low memory (lean)", [](Spec& s) { s.options.memory = lmfuse::MemoryMode::LowMemory; }},
+      {"low memory, not compacted",
+       [](Spec& s) {
+         s.options.memory = lmfuse::MemoryMode::LowMemory;
+         s.options.compact = false;
+       }},
+      {"fp32 parameter gradients", [](Spec& s) { s.fp32ParamGrads = true; }},
+  };
+  constexpr int64_t kBad = 123;
+  for (const Schedule& schedule : schedules)
+    for (bool emptyMean : {false, true}) {
+      INFO(schedule.name << (emptyMean ? ", divisor 0 through n_items" : ""));
+      Spec spec;
+      spec.n = 300;
+      spec.v = 1000;
+      spec.outOfRangeToken = kBad;
+      if (emptyMean) {
+        spec.divisor = Spec::Divisor::Pointer;
+        spec.zeroDivisor = true;
+      }
+      schedule.edit(spec);
+      Scenario scenario(spec);
+      const Result got = scenario.run();
+      const int64_t d = spec.d;
+      std::size_t nanHidden = 0, nanWeight = 0, nanBias = 0, nonZero = 0, otherNaN = 0;
+      for (int64_t t = 0; t < spec.n; ++t)
+        for (int64_t k = 0; k < d; ++k) {
+          const double x = got.gradHidden[std::size_t(t * d + k)];
+          if (t == kBad) nanHidden += std::isnan(x);
+          else otherNaN += std::isnan(x);
+          nonZero += x != 0.0;
+        }
+      for (double x : got.gradWeight) {
+        nanWeight += std::isnan(x);
+        nonZero += x != 0.0;
+      }
+      for (double x : got.gradBias) {
+        nanBias += std::isnan(x);
+        nonZero += x != 0.0;
+      }
+      CHECK(otherNaN == 0);  // grad_hidden's other rows are the other tokens' alone
+      if (emptyMean) {
+        CHECK(got.loss[0] == 0.0);
+        CHECK(nonZero == 0);
+      } else {
+        CHECK(std::isnan(got.loss[0]));
+        CHECK(nanHidden == std::size_t(d));
+        CHECK(nanWeight == got.gradWeight.size());
+        CHECK(nanBias == got.gradBias.size());
+      }
+    }
 }
 
 TEST_CASE("bad arguments are refused before anything is written", "[cuda]") {

@@ -38,6 +38,7 @@ struct Spec {
   bool fp32ParamGrads = false;    // grad_weight and grad_bias in fp32 (ParamGradKind::Float32)
   bool accumulateFromZero = false;  // grad_weight_accumulate starts at 0 instead of random values
   enum class Divisor { Count, Pointer, Value } divisor = Divisor::Count;
+  bool zeroDivisor = false;      // with Divisor::Pointer: the divisor read through n_items is 0 (a Mean over nothing)
   bool gradScale = false;        // scalar (Mean/Sum) or per token (None), random in [0.5, 1.5]
   int segments = 0;              // > 0: ShiftKind::Segments with this many packed segments
   IndexType cuSeqlensType = IndexType::Int32;
@@ -87,7 +88,8 @@ public:
       gradScale_.resize(options_.reduction == Reduction::None ? n : 1);
       for (auto& s : gradScale_) s = scale(g);
     }
-    if (spec.divisor != Spec::Divisor::Count) nItems_ = double(std::uniform_int_distribution<int>(1, 3 * int(n))(g));
+    if (spec.divisor != Spec::Divisor::Count)
+      nItems_ = spec.zeroDivisor ? 0.0 : double(std::uniform_int_distribution<int>(1, 3 * int(n))(g));
 
     hidden_ = upload(h_.raw);
     weight_ = upload(w_.raw);

@@ -127,11 +127,27 @@ __device__ __forceinline__ float biasAt(const RowParams& p, int64_t column) {
 // stored and only the tail of a row goes element by element. The row's `lanes` threads share it, thread
 // `lane` taking every lanes-th vector: the whole block for the row kernel, part of one for narrow slices.
 template <typename T>
-__device__ void zeroRow(T* row, int64_t columns, int lane, int lanes) {
+__device__ void fillRow(T* row, int64_t columns, float value, int lane, int lanes) {
   using V = Vec<T>;
   const int64_t vectors = columns / V::kSize;
-  for (int64_t k = lane; k < vectors; k += lanes) reinterpret_cast<uint4*>(row)[k] = make_uint4(0, 0, 0, 0);
-  for (int64_t c = vectors * V::kSize + lane; c < columns; c += lanes) row[c] = fromFloat<T>(0.0f);
+  const T element = fromFloat<T>(value);
+  uint4 vector;
+  T* elements = reinterpret_cast<T*>(&vector);
+  for (int e = 0; e < V::kSize; ++e) elements[e] = element;
+  for (int64_t k = lane; k < vectors; k += lanes) reinterpret_cast<uint4*>(row)[k] = vector;
+  for (int64_t c = vectors * V::kSize + lane; c < columns; c += lanes) row[c] = element;
+}
+
+template <typename T>
+__device__ void zeroRow(T* row, int64_t columns, int lane, int lanes) {
+  fillRow(row, columns, 0.0f, lane, lanes);
+}
+
+// The dx row of a token without a usable label: zeros where it is ignored, outOfRangeGradient where its
+// label is out of range.
+template <typename T>
+__device__ void unlabelledRow(T* row, const RowParams& p, int32_t target, int lane, int lanes) {
+  fillRow(row, p.columns, target == kOutOfRange ? outOfRangeGradient(p) : 0.0f, lane, lanes);
 }
 
 // Overwrites one row (columns [columnBegin, columnBegin + columns) of the vocabulary) with dx
@@ -218,7 +234,7 @@ __global__ void __launch_bounds__(kRowThreads) rowLossKernel(T* buffer, RowParam
       if (userLse) userLse[token] = 0.0f;
       if (userLoss) userLoss[token] = loss;
     }
-    if (kGradient) zeroRow(row, p.columns, threadIdx.x, blockDim.x);
+    if (kGradient) unlabelledRow(row, p, target, threadIdx.x, blockDim.x);
     return;
   }
   const LossParams<float> lp = lossParams(p);
@@ -305,7 +321,7 @@ __global__ void __launch_bounds__(kRowThreads) sliceGradientKernel(T* buffer, Ro
   T* row = buffer + r * p.ld;
   const int64_t token = rowToken(p, r);
   const int32_t target = token < 0 ? kIgnored : p.targets[token];
-  if (target < 0) { zeroRow(row, p.columns, lane, rowLanes); return; }
+  if (target < 0) { unlabelledRow(row, p, target, lane, rowLanes); return; }
   gradientRow(row, p, rowGradient(p, gradScale(p, token), target, lse[token]), lane, rowLanes);
 }
 
@@ -337,7 +353,8 @@ __global__ void __launch_bounds__(kReduceThreads) reduceLossKernel(const float* 
     if (threadIdx.x < width) partial[threadIdx.x] += partial[threadIdx.x + width];
     __syncthreads();
   }
-  if (threadIdx.x == 0) loss[0] = partial[0] * scalars->lossFactor;
+  // A Mean over nothing (lossFactor 0) is 0 even where a row's loss is NaN (an out-of-range label): flce.h.
+  if (threadIdx.x == 0) loss[0] = scalars->lossFactor == 0.0f ? 0.0f : partial[0] * scalars->lossFactor;
 }
 
 // Row-wise loops (a block per row, grid-stride over rows): no 64-bit division per element; 16-byte

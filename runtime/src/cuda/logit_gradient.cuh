@@ -39,6 +39,13 @@ __device__ __forceinline__ GradientConstants gradientConstants(const RowParams& 
   return {lossParams(p), p.smoothing / float(p.vocab), 1.0f - p.smoothing};
 }
 
+/// dx of every logit of a row whose label is out of range (flce.h's contract): NaN, so the error reaches
+/// grad_hidden's row and every grad_weight and grad_bias entry; 0 under a Mean over nothing (lossFactor 0),
+/// where every gradient of the call is zero.
+__device__ __forceinline__ float outOfRangeGradient(const RowParams& p) {
+  return p.scalars->lossFactor == 0.0f ? 0.0f : __int_as_float(0x7fc00000);
+}
+
 /// The factor g of a token's gradient: its own (Reduction::None) or the call's.
 __device__ __forceinline__ float gradScale(const RowParams& p, int64_t token) {
   return p.tokenGradScale ? p.tokenGradScale[token] : p.scalars->gradFactor;

@@ -91,6 +91,8 @@ __global__ void numeratorRowsKernel(bf16* buffer, RowParams p, RowPartials parti
     if (token < 0) continue;
     if (target < 0) {  // ignored (loss 0) or out of range (NaN, as the row kernel writes it)
       const float loss = target == kOutOfRange ? __int_as_float(0x7fc00000) : 0.0f;
+      // Its dx is outOfRangeGradient: so is c (through c ⊙ h, a NaN reaches every grad_weight entry).
+      if (target == kOutOfRange) rowScale[r] = outOfRangeGradient(p);
       rowLoss[token] = loss;
       lse[token] = 0.0f;
       if (userLse) userLse[token] = 0.0f;

@@ -203,8 +203,9 @@ __device__ __forceinline__ uint32_t packBf16(float lo, float hi) {
 // latency passes under the tile's products.
 struct StagedRow {
   RowGradient terms;
-  int32_t active;  // 0: the row is written as zeros (ignored, out of range, compaction padding, past m)
-  int32_t padding[3];
+  int32_t active;  // 0: every column < n written as `fill` (ignored, out of range, compaction padding, past m)
+  float fill;      // outOfRangeGradient for an out-of-range label, else 0
+  int32_t padding[2];
 };
 static_assert(sizeof(StagedRow) == kStagedRowBytes, "the shared-memory layout reserves kStagedRowBytes per row");
 
@@ -237,13 +238,15 @@ __device__ __forceinline__ void stageRow(StagedRow* rows, const TileGradient& gr
   if (row.target >= 0) {
     staged.terms = rowGradient(gradient.rows, row.g, row.target, row.lse);
     staged.active = 1;
+  } else if (row.target == kOutOfRange) {
+    staged.fill = outOfRangeGradient(gradient.rows);
   }
   rows[slot] = staged;
 }
 
 // Replaces the consumer's staged 64 x 256 tile of logits (four 64 x 64 boxes in 128-byte swizzle, C's
 // columns from col0) by dx, as launchSliceGradient computes it: bias added, logitGradient applied;
-// inactive rows and columns past n become 0. Thread t takes 16-byte pieces t, t + 128, ...: a warp reads
+// inactive rows become their fill (0, or NaN for an out-of-range label) and columns past n 0. Thread t takes 16-byte pieces t, t + 128, ...: a warp reads
 // four whole 128-byte rows at a time (no bank conflicts). The softcap and the bias are template
 // arguments, and a piece wholly inside n skips the column test: left to the compiler, the conditions
 // were predicated into every element (the softcap's tanh computed and discarded), about 90 instructions
@@ -265,11 +268,17 @@ __device__ __forceinline__ void gradientPieces(uint8_t* staging, const StagedRow
     const int box = piece / (64 * 8), r = (piece / 8) % 64;
     uint4* at = reinterpret_cast<uint4*>(staging + box * kBoxBytes + r * 128 + (piece % 8) * 16);
     const StagedRow& row = rows[r];
+    const int column0 = col0 + box * 64 + ((piece % 8) ^ (r % 8)) * 8;  // the swizzle: piece k of row r
     if (!row.active) {
-      *at = make_uint4(0, 0, 0, 0);
+      uint4 filled = make_uint4(0, 0, 0, 0);
+      if (row.fill != 0.0f) {  // NaN: an out-of-range label (columns past n stay 0)
+        __nv_bfloat16* values = reinterpret_cast<__nv_bfloat16*>(&filled);
+#pragma unroll
+        for (int e = 0; e < 8; ++e) values[e] = __float2bfloat16_rn(column0 + e < columns ? row.fill : 0.0f);
+      }
+      *at = filled;
       continue;
     }
-    const int column0 = col0 + box * 64 + ((piece % 8) ^ (r % 8)) * 8;  // the swizzle: piece k of row r
     uint4 packed = *at;
     __nv_bfloat16* values = reinterpret_cast<__nv_bfloat16*>(&packed);
     if (column0 + 8 <= columns) {
