@@ -227,13 +227,19 @@ TEST_CASE("an out-of-range label's gradients are NaN in every schedule, and zero
       {"fp32 parameter gradients", [](Spec& s) { s.fp32ParamGrads = true; }},
   };
   constexpr int64_t kBad = 123;
+  enum class Divisor { Count, OnlyLabelCounted, ZeroThroughNItems };
   for (const Schedule& schedule : schedules)
-    for (bool emptyMean : {false, true}) {
-      INFO(schedule.name << (emptyMean ? ", divisor 0 through n_items" : ""));
+    for (Divisor divisor : {Divisor::Count, Divisor::OnlyLabelCounted, Divisor::ZeroThroughNItems}) {
+      const bool emptyMean = divisor == Divisor::ZeroThroughNItems;
+      INFO(schedule.name << (emptyMean                               ? ", divisor 0 through n_items"
+                             : divisor == Divisor::OnlyLabelCounted ? ", the only label, counted"
+                                                                    : ""));
       Spec spec;
       spec.n = 300;
       spec.v = 1000;
       spec.outOfRangeToken = kBad;
+      // Its row is valid, so it alone makes the count 1, not an empty Mean: NaN, not a silent 0.
+      if (divisor == Divisor::OnlyLabelCounted) spec.onlyValidToken = kBad;
       if (emptyMean) {
         spec.divisor = Spec::Divisor::Pointer;
         spec.zeroDivisor = true;

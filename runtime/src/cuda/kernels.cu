@@ -68,12 +68,12 @@ __global__ void __launch_bounds__(kPrepareThreads) prepareKernel(PrepareArgs a, 
     const int64_t label = position == kNoTarget ? 0 : load_index(a.labels, a.labelType, position);
     int32_t target = kIgnored;
     if (position != kNoTarget && label != a.ignoreIndex) {
+      ++count;  // an out-of-range label's row is valid too: it counts in the Mean's divisor (flce.h)
       if (label < 0 || label >= a.vocab) {
         target = kOutOfRange;
         if (i < badToken) { badToken = i; badLabel = label; }
       } else {
         target = int32_t(label);
-        ++count;
       }
     }
     targets[i] = target;
