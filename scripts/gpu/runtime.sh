@@ -56,8 +56,8 @@ if [[ $what == sanitize || $what == checked ]]; then
   # is in namespace lmfuse::detail::cuda); cuBLASLt's kernels run uninstrumented, and so does the numerators'
   # redoConditionKernel (one thread setting a graph condition: no barrier, no shared memory, no warp
   # operation, nothing for either tool to check), which synccheck instrumented fails with its own errors
-  # wherever it runs inside a conditional node's body (a split pass in a compaction branch, NOTES.md). Gated: the tests whose GPU
-  # work is lmfuse's kernels alone: each backend kernel launched directly ([kernels]), a plain captured graph
+  # wherever it runs inside a conditional node's body (a split pass in a compaction branch, NOTES.md).
+  # Gated: the tests whose GPU work is lmfuse's kernels alone: each backend kernel launched directly ([kernels]), a plain captured graph
   # ([plain]), a graph with a SWITCH node ([conditional]), the vocabulary-parallel passes ([vocab_parallel],
   # plain kernels of shard.cu), and the host-only plan tests. Reported apart: the tests that also run
   # cuBLASLt's products ([gemm] alone, [uncompacted], [lean] and [numerators] calls) and lmfuse's own Hopper

@@ -67,7 +67,6 @@ namespace lmfuse::detail::cuda {
 namespace {
 
 char* at(Workspace workspace, const Region& region) { return static_cast<char*>(workspace.data) + region.offset; }
-int64_t ceilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 cudaDataType_t cudaType(DType dtype) {
   switch (dtype) {
@@ -397,10 +396,9 @@ private:
       launchGatherRows(problem_.dtype, problem_.hidden, problem_.hidden_stride, order_, 0, tokens, d, rows, s);
     const RowParams p = rowParams(Item{0, tokens, 0, problem_.vocab, true});
     launchTargetLogits(h, ldh, problem_.weight, problem_.weight_stride, d, p, lse_, scalars_, s);
-    const RowPartials partialsA{a + std::size_t(tokens) * std::size_t(va) * e_,
-                                int64_t(ceilDiv(va, kRowStatisticsColumns) * 8)};
+    const RowPartials partialsA{a + std::size_t(tokens) * std::size_t(va) * e_, int64_t(partialStatisticsBytes(va))};
     const RowPartials partialsB{b + std::size_t(tokens) * std::size_t(split.ldB) * e_,
-                                int64_t(ceilDiv(vb, kRowStatisticsColumns) * 8)};
+                                int64_t(partialStatisticsBytes(vb))};
     logitsGemm(weightRow(0), h, ldh, tokens, va, a, va, blasWorkspace_, kCublasWorkspaceBytes, s, nullptr, &partialsA,
                lse_);
     logitsGemm(weightRow(va), h, ldh, tokens, vb, b, split.ldB, blasWorkspace_, kCublasWorkspaceBytes, s, nullptr,
@@ -543,8 +541,8 @@ private:
       p.firstToken = 0;
       p.rows = count;
       p.rowTokens = slice.gathered ? order_ : nullptr;
-      logitsGemm(static_cast<const char*>(problem_.weight) + std::size_t(slice.first) * problem_.weight_stride * e_, h,
-                 ldh, count, slice.columns, buffer, slice.ld, blas, slice.blasBytes, stream, &p);
+      logitsGemm(weightRow(slice.first), h, ldh, count, slice.columns, buffer, slice.ld, blas, slice.blasBytes,
+                 stream, &p);
       GemmShape weight{type_, cudaType(paramDType_), false, true, d, slice.columns, count, ldh, slice.ld, d};
       gemm(state_.blas, weight, 1.0f, h, buffer, 0.0f, borrowed + std::size_t(slice.first) * std::size_t(d) * pe, blas,
            slice.blasBytes, stream);
@@ -571,9 +569,8 @@ private:
   void forwardGemm(const Item& item, void* buffer, int64_t ld, cudaStream_t stream,
                    const RowParams* gradient = nullptr, const RowPartials* statistics = nullptr,
                    const float* numeratorShift = nullptr) {
-    logitsGemm(static_cast<const char*>(problem_.weight) + std::size_t(item.firstColumn) * problem_.weight_stride * e_,
-               hiddenRows(item), hiddenLd_, item.tokens, item.columns, buffer, ld, blasWorkspace_,
-               kCublasWorkspaceBytes, stream, gradient, statistics, numeratorShift, item.firstToken);
+    logitsGemm(weightRow(item.firstColumn), hiddenRows(item), hiddenLd_, item.tokens, item.columns, buffer, ld,
+               blasWorkspace_, kCublasWorkspaceBytes, stream, gradient, statistics, numeratorShift, item.firstToken);
   }
 
   // Whether logitsGemm runs lmfuse's Hopper tile product: where the device has it, the operands are bf16

@@ -114,7 +114,7 @@ bool fitSlice(const Plan& plan, int64_t first, std::size_t limit, int64_t tokens
 // region and the logits buffer hold after the pass's hidden rows, narrowed where grad_weight's rows
 // [columnsA, V) are too few bytes for the fp32 staging rows; none (columnsA 0) where part B would not fit
 // inside the bytes of rows [0, columnsA), or where part A would hold the whole vocabulary.
-SplitPass splitPass(const Plan& plan, int64_t tokens) {
+SplitPass splitLayout(const Plan& plan, int64_t tokens) {
   const std::size_t t = std::size_t(tokens), d = std::size_t(plan.hiddenDim), e = plan.elementSize;
   const std::size_t rowBytes = d * plan.paramElementSize;  // one grad_weight row
   const std::size_t start = plan.weightAccumulator.offset, end = plan.logits.offset + plan.logits.bytes;
@@ -135,7 +135,7 @@ SplitPass splitPass(const Plan& plan, int64_t tokens) {
   if (columnsA <= 0 || columnsA >= plan.vocab) return {};
   const int64_t columnsB = plan.vocab - columnsA;
   split.ldB = ceilDiv(columnsB, 8) * 8;
-  const std::size_t bBytes = t * (std::size_t(split.ldB) * e + std::size_t(ceilDiv(columnsB, kRowStatisticsColumns)) * 8);
+  const std::size_t bBytes = t * (std::size_t(split.ldB) * e + partialStatisticsBytes(columnsB));
   if (bBytes > std::size_t(columnsA) * rowBytes) return {};
   split.columnsA = columnsA;
   split.bOffset = 0;
@@ -151,6 +151,10 @@ SplitPass splitPass(const Plan& plan, int64_t tokens) {
 }  // namespace
 
 std::size_t elementBytes(DType dtype) { return dtype == DType::Float32 ? 4 : 2; }
+
+std::size_t partialStatisticsBytes(int64_t columns) {
+  return std::size_t(ceilDiv(columns, kRowStatisticsColumns)) * 8;
+}
 
 std::size_t logitsTokenBytes(const Plan& plan) {
   return std::size_t(plan.logitsLd) * plan.elementSize + plan.statisticsBytes;
@@ -173,7 +177,7 @@ Plan makePlan(const Problem& problem, const Options& options, const Outputs* out
   plan.gradients = withGradients;
   plan.elementSize = e;
   plan.logitsLd = ceilDiv(v, padTo) * padTo;
-  if (problem.dtype == DType::BFloat16) plan.statisticsBytes = std::size_t(ceilDiv(v, kRowStatisticsColumns)) * 8;
+  if (problem.dtype == DType::BFloat16) plan.statisticsBytes = partialStatisticsBytes(v);
 
   // With outputs unknown, gradients mean "every gradient" (workspaceBytes() takes the maximum over cases).
   const bool wantsOutput = withGradients && (!outputs || outputs->grad_weight);
@@ -442,7 +446,7 @@ PassPlan passPlan(const Plan& plan, int64_t tokens) {
     pass.chunkTokens = plan.chunkTokens;
     pass.chunks = plan.chunks;
   }
-  if (plan.weightSink == WeightSinkKind::Accumulator && plan.splitBorrowBytes > 0) pass.split = splitPass(plan, tokens);
+  if (plan.weightSink == WeightSinkKind::Accumulator && plan.splitBorrowBytes > 0) pass.split = splitLayout(plan, tokens);
   return pass;
 }
 

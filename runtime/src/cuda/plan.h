@@ -188,6 +188,9 @@ std::size_t workspaceBytes(const Problem& problem, const Options& options, bool 
 
 std::size_t elementBytes(DType dtype);
 
+/// The bytes of one row's partial statistics over `columns` logits (a float2 per kRowStatisticsColumns).
+std::size_t partialStatisticsBytes(int64_t columns);
+
 /// The bytes one token takes in a logits buffer: its logits row and its partial statistics.
 std::size_t logitsTokenBytes(const Plan& plan);
 

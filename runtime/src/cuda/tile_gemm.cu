@@ -246,11 +246,12 @@ __device__ __forceinline__ void stageRow(StagedRow* rows, const TileGradient& gr
 
 // Replaces the consumer's staged 64 x 256 tile of logits (four 64 x 64 boxes in 128-byte swizzle, C's
 // columns from col0) by dx, as launchSliceGradient computes it: bias added, logitGradient applied;
-// inactive rows become their fill (0, or NaN for an out-of-range label) and columns past n 0. Thread t takes 16-byte pieces t, t + 128, ...: a warp reads
-// four whole 128-byte rows at a time (no bank conflicts). The softcap and the bias are template
-// arguments, and a piece wholly inside n skips the column test: left to the compiler, the conditions
-// were predicated into every element (the softcap's tanh computed and discarded), about 90 instructions
-// per element; the rows' lse and scale stay runtime values, so the bits are the slice kernel's.
+// inactive rows become their fill (0, or NaN for an out-of-range label) and columns past n 0. Thread t
+// takes 16-byte pieces t, t + 128, ...: a warp reads four whole 128-byte rows at a time (no bank
+// conflicts). The softcap and the bias are template arguments, and a piece wholly inside n skips the
+// column test: left to the compiler, the conditions were predicated into every element (the softcap's tanh
+// computed and discarded), about 90 instructions per element; the rows' lse and scale stay runtime values,
+// so the bits are the slice kernel's.
 template <bool kSoftcap, bool kBias>
 __device__ __forceinline__ void gradientPieces(uint8_t* staging, const StagedRow* rows, const RowParams& p,
                                                int col0) {
