@@ -46,14 +46,6 @@ Spec pipelineSpec(DType dtype) {
   return spec;
 }
 
-void requireBitwiseEqual(const Result& a, const Result& b) {
-  CHECK(a.rawLoss == b.rawLoss);
-  CHECK(a.lse == b.lse);
-  CHECK(a.rawGradHidden == b.rawGradHidden);
-  CHECK(a.rawGradWeight == b.rawGradWeight);
-  CHECK(a.rawGradBias == b.rawGradBias);
-}
-
 /// The bf16 pipeline's results against the fp64 reference of the same rounded inputs.
 void checkAgainstReference(const Result& got, const Reference& want) {
   CHECK(relativeError(got.loss, want.loss) <= 5e-3);
@@ -129,7 +121,7 @@ private:
 }  // namespace
 
 TEST_CASE("the call captured in a CUDA graph replays to the eager result", "[cuda]") {
-  if (skipWithoutDevice()) return;
+  if (skipWithoutDevice() || graphsSkipped()) return;
   for (auto divisor : {Spec::Divisor::Count, Spec::Divisor::Pointer}) {
     for (bool compact : {true, false}) {
       Spec spec = pipelineSpec(DType::BFloat16);
@@ -144,10 +136,43 @@ TEST_CASE("the call captured in a CUDA graph replays to the eager result", "[cud
   }
 }
 
+// LMFUSE_CUDA_EAGER (conditional.h): an uncaptured call that would be recorded as a graph runs its
+// conditional work chosen on the host instead: it records no graph and computes bitwise what the graph
+// computes, in the default and the lean schedules, at every compaction branch including none and all.
+// A call the caller captures still builds conditional nodes, and its graph replays to the same result.
+TEST_CASE("LMFUSE_CUDA_EAGER: conditional work chosen on the host, no graph recorded, bitwise the graph's result",
+          "[cuda][eager]") {
+  if (skipWithoutDevice() || graphsSkipped()) return;
+  auto& kept = lmfuse::detail::cuda::deviceState().recorded.entries;
+  for (MemoryMode mode : {MemoryMode::Accumulate, MemoryMode::LowMemory}) {
+    for (double ignored : {0.0, 0.3, 1.0}) {
+      INFO((mode == MemoryMode::LowMemory ? "low memory" : "default") << ", ignored fraction " << ignored);
+      Spec spec = pipelineSpec(DType::BFloat16);
+      spec.options.memory = mode;
+      spec.ignoredFraction = ignored;
+      Scenario scenario(spec);
+      for (auto& entry : kept) TEST_CUDA(cudaGraphExecDestroy(entry.exec));
+      kept.clear();
+      Result eager;
+      {
+        ScopedEnvironment eagerCalls("LMFUSE_CUDA_EAGER", "1");
+        eager = scenario.run();
+        CHECK(kept.empty());
+        CapturedCall captured(scenario);
+        requireBitwiseEqual(eager, captured.replay());
+      }
+      checkAgainstReference(eager, scenario.expected());
+      ScopedEnvironment graphCalls("LMFUSE_CUDA_EAGER", nullptr);
+      requireBitwiseEqual(eager, scenario.run());
+      CHECK(kept.size() == 1);
+    }
+  }
+}
+
 // Compaction picks its branch on the device at every launch: a graph captured with one label mask,
 // replayed after the labels changed in place, must compute what the new labels ask for.
 TEST_CASE("a captured call replayed with other labels follows their count", "[cuda]") {
-  if (skipWithoutDevice()) return;
+  if (skipWithoutDevice() || graphsSkipped()) return;
   Spec spec = pipelineSpec(DType::BFloat16);
   spec.ignoredFraction = 0.3;
   Scenario scenario(spec);
@@ -400,11 +425,13 @@ TEST_CASE("lean low memory: random masks against fp64, captured replay bitwise e
         if (spec.accumulate) CHECK(relativeError(got.accumulate, want.gradWeight) <= 2e-2);
         Result eager = scenario.run();
         requireBitwiseEqual(got, eager);  // the workspace's size does not change the result
+        if (graphsSkipped()) continue;
         CapturedCall captured(scenario);
         for (int replay = 0; replay < 2; ++replay) requireBitwiseEqual(eager, captured.replay());
       }
     }
   }
+  if (graphsSkipped()) return;
   // One graph, new labels at every replay.
   Spec spec = pipelineSpec(DType::BFloat16);
   spec.options.chunk_tokens = 0;

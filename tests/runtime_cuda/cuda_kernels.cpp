@@ -5,11 +5,13 @@
 #include <catch2/catch.hpp>
 
 #include <algorithm>
+#include <cstring>
 
 #include "cuda/compaction.h"
 #include "cuda/conditional.h"
 #include "cuda/gemm.h"
 #include "cuda/kernels.h"
+#include "cuda/numerators.h"
 #include "harness.h"
 
 using namespace lmfuse_test;
@@ -243,13 +245,57 @@ TEST_CASE("a graph whose SWITCH node's branch a kernel picks", "[cuda][graph][co
     f.scalars.upload(&s);
     f.reset();
     const float got = f.launch([&] {
-      const cudaGraphConditionalHandle branch = backend::newCondition(backend::capturingGraph(f.stream));
-      backend::launchSelectBranch(branch, 64, 3, 0, f.scalars.as<backend::Scalars>(), f.stream);
+      backend::Scalars* scalars = f.scalars.as<backend::Scalars>();
+      const backend::Condition branch = backend::newCondition(f.stream, &scalars->branch);
+      REQUIRE(branch.graph);
+      backend::launchSelectBranch(branch, 64, 3, 0, scalars, f.stream);
       backend::enqueueSwitch(f.stream, branch, 3, f.body, [&](int r, cudaStream_t s) {
         backend::launchScale(DType::Float32, f.values.get(), 1, 64, 64, f.factors.as<float>() + r, s);
       });
     });
     CHECK(got == float(2 + (count - 1) / 64));
+  }
+}
+
+// Eager conditionals (conditional.h): on a stream that is not being captured, the kernel still decides and
+// the host enqueues only the chosen body, on that stream; an IF's body runs for a nonzero value only.
+TEST_CASE("an eager SWITCH and IF run the body the kernel picked", "[cuda][kernels]") {
+  if (!lmfuse::cuda_available()) return;
+  GraphFixture f;
+  backend::Scalars* scalars = f.scalars.as<backend::Scalars>();
+  for (long long count : {1LL, 70LL, 150LL, 0LL}) {
+    INFO("count " << count);
+    backend::Scalars s{};
+    s.compactCount = count;
+    s.redo = count > 100 ? 1u : 0u;
+    f.scalars.upload(&s);
+    f.reset();
+    const backend::Condition branch = backend::newCondition(f.stream, &scalars->branch);
+    REQUIRE_FALSE(branch.graph);
+    backend::launchSelectBranch(branch, 64, 3, 0, scalars, f.stream);
+    std::vector<int> ran;
+    backend::enqueueSwitch(f.stream, branch, 3, f.body, [&](int r, cudaStream_t on) {
+      ran.push_back(r);
+      CHECK(on == f.stream);
+      backend::launchScale(DType::Float32, f.values.get(), 1, 64, 64, f.factors.as<float>() + r, on);
+    });
+    const int want = count > 0 ? int((count - 1) / 64) : 0;
+    CHECK(ran == std::vector<int>{want});
+    const backend::Condition redo = backend::newCondition(f.stream, &scalars->redo);
+    REQUIRE_FALSE(redo.graph);
+    backend::launchRedoCondition(redo, scalars, f.stream);
+    bool redone = false;
+    backend::enqueueIf(f.stream, redo, f.body, [&](cudaStream_t on) {
+      redone = true;
+      backend::launchScale(DType::Float32, f.values.get(), 1, 64, 64, f.factors.as<float>() + 3, on);
+    });
+    TEST_CUDA(cudaStreamSynchronize(f.stream));
+    CHECK(redone == (count > 100));
+    const std::vector<double> got = floatsToDoubles(f.values.download());
+    CHECK(got[0] == double(2 + want) * (redone ? 5.0 : 1.0));
+    backend::Scalars after{};
+    std::memcpy(&after, f.scalars.download().data(), sizeof after);
+    CHECK(after.redone == (redone ? 1u : 0u));
   }
 }
 

@@ -10,6 +10,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <random>
 #include <stdexcept>
@@ -212,6 +213,35 @@ inline std::vector<double> floatsToDoubles(const std::vector<unsigned char>& raw
   }
   return out;
 }
+
+/// True when LMFUSE_TEST_NO_GRAPHS is set (scripts/gpu/runtime.sh sets it, with LMFUSE_CUDA_EAGER, for
+/// racecheck and synccheck, which cannot follow a graph's conditional nodes): the tests then skip what
+/// builds such graphs on purpose (captured calls, graph-against-eager comparisons); every call they make
+/// still runs, eagerly.
+inline bool graphsSkipped() {
+  const char* value = std::getenv("LMFUSE_TEST_NO_GRAPHS");
+  return value && *value && std::strcmp(value, "0") != 0;
+}
+
+/// Sets an environment variable (unsets it for nullptr) for the guard's lifetime, then restores it.
+class ScopedEnvironment {
+public:
+  ScopedEnvironment(const char* name, const char* value) : name_(name) {
+    if (const char* old = std::getenv(name)) saved_ = old, hadValue_ = true;
+    if (value) setenv(name, value, 1);
+    else unsetenv(name);
+  }
+  ScopedEnvironment(const ScopedEnvironment&) = delete;
+  ScopedEnvironment& operator=(const ScopedEnvironment&) = delete;
+  ~ScopedEnvironment() {
+    if (hadValue_) setenv(name_.c_str(), saved_.c_str(), 1);
+    else unsetenv(name_.c_str());
+  }
+
+private:
+  std::string name_, saved_;
+  bool hadValue_ = false;
+};
 
 inline std::mt19937_64& rng() {
   static std::mt19937_64 generator{std::random_device{}()};

@@ -50,6 +50,15 @@ struct Result {
   std::vector<unsigned char> rawLoss, rawGradHidden, rawGradWeight, rawGradBias;  // for bitwise comparisons
 };
 
+/// CHECKs that every output of the two calls is bitwise equal.
+inline void requireBitwiseEqual(const Result& a, const Result& b) {
+  CHECK(a.rawLoss == b.rawLoss);
+  CHECK(a.lse == b.lse);
+  CHECK(a.rawGradHidden == b.rawGradHidden);
+  CHECK(a.rawGradWeight == b.rawGradWeight);
+  CHECK(a.rawGradBias == b.rawGradBias);
+}
+
 class Scenario {
 public:
   explicit Scenario(const Spec& specIn) : spec_(specIn), options_(specIn.options) {

@@ -230,7 +230,7 @@ public:
   }
 
   void run(cudaStream_t main) {
-    const cudaGraphConditionalHandle branch = prepare(main);
+    const Condition branch = prepare(main);
     if (plan_.lean) {
       if (plan_.compact)
         enqueueSwitch(main, branch, int(plan_.compactBranches) + 1, state_.body, [&](int r, cudaStream_t body) {
@@ -256,15 +256,15 @@ public:
 private:
   // Targets and scalars; when compacting, the order of the tokens with a label, the outputs of the
   // others, and the branch the device picks from its count.
-  cudaGraphConditionalHandle prepare(cudaStream_t main) {
+  Condition prepare(cudaStream_t main) {
     launchPrepare(problem_, options_, targets_, scalars_, report_, main);
-    cudaGraphConditionalHandle branch{};
+    Condition branch;
     if (!plan_.compact) return branch;
     launchCompact(targets_, problem_.tokens, order_, scalars_, rowLoss_, lse_, outputs_.lse, userLoss_, main);
     if (gradients_ && outputs_.grad_hidden)
       launchZeroIgnoredRows(problem_.dtype, targets_, problem_.tokens, problem_.hidden_dim, outputs_.grad_hidden,
                             outputs_.grad_hidden_stride, main);
-    branch = newCondition(capturingGraph(main));
+    branch = newCondition(main, &scalars_->branch);
     launchSelectBranch(branch, plan_.compactGranule, plan_.compactBranches, plan_.identityBranch ? problem_.tokens : 0,
                        scalars_, main);
     return branch;
@@ -408,7 +408,7 @@ private:
     partA.ld = va;
     const NumeratorTail tail{b, split.ldB, partialsB};
     launchNumeratorRows(a, partA, partialsA, lse_, rowScale_, rowLoss_, outputs_.lse, userLoss_, scalars_, s, &tail);
-    const cudaGraphConditionalHandle redo = newCondition(capturingGraph(s));
+    const Condition redo = newCondition(s, &scalars_->redo);
     launchRedoCondition(redo, scalars_, s);
     enqueueSwitch(s, redo, 2, state_.redoBody, [&](int redone, cudaStream_t body) {
       if (redone) {
@@ -439,7 +439,7 @@ private:
   void numeratorRows(const Item& item, void* buffer, const RowPartials& partials, cudaStream_t s) {
     const RowParams p = rowParams(item);
     launchNumeratorRows(buffer, p, partials, lse_, rowScale_, rowLoss_, outputs_.lse, userLoss_, scalars_, s);
-    const cudaGraphConditionalHandle redo = newCondition(capturingGraph(s));
+    const Condition redo = newCondition(s, &scalars_->redo);
     launchRedoCondition(redo, scalars_, s);
     enqueueIf(s, redo, state_.redoBody, [&](cudaStream_t body) {
       forwardGemm(item, buffer, plan_.logitsLd, body, nullptr, &partials);

@@ -89,13 +89,14 @@ __global__ void scatterKernel(const T* compact, const int64_t* order, int64_t fi
   }
 }
 
-__global__ void selectBranchKernel(cudaGraphConditionalHandle branch, int64_t granule, int64_t branches,
-                                   int64_t identityTokens, const Scalars* scalars) {
+__global__ void selectBranchKernel(cudaGraphConditionalHandle branch, bool graph, int64_t granule, int64_t branches,
+                                   int64_t identityTokens, Scalars* scalars) {
   const long long count = scalars->compactCount;
   long long r = count > 0 ? (count - 1) / granule : 0;
   if (r > branches - 1) r = branches - 1;
   if (identityTokens > 0 && count == identityTokens) r = branches;
-  cudaGraphSetConditional(branch, unsigned(r));
+  scalars->branch = unsigned(r);
+  if (graph) cudaGraphSetConditional(branch, unsigned(r));
 }
 
 }  // namespace
@@ -135,9 +136,9 @@ void launchScatterRows(DType dtype, const void* compact, const int64_t* order, i
   LMFUSE_CUDA_CHECK(cudaGetLastError());
 }
 
-void launchSelectBranch(cudaGraphConditionalHandle branch, int64_t granule, int64_t branches, int64_t identityTokens,
-                        const Scalars* scalars, cudaStream_t stream) {
-  selectBranchKernel<<<1, 1, 0, stream>>>(branch, granule, branches, identityTokens, scalars);
+void launchSelectBranch(const Condition& branch, int64_t granule, int64_t branches, int64_t identityTokens,
+                        Scalars* scalars, cudaStream_t stream) {
+  selectBranchKernel<<<1, 1, 0, stream>>>(branch.handle, branch.graph, granule, branches, identityTokens, scalars);
   LMFUSE_CUDA_CHECK(cudaGetLastError());
 }
 

@@ -8,6 +8,7 @@
 
 #include <cstdint>
 
+#include "conditional.h"  // defines: Condition
 #include "kernels.h"
 #include "lmfuse/flce.h"
 
@@ -31,10 +32,11 @@ void launchGatherRows(DType dtype, const void* hidden, int64_t ld, const int64_t
 void launchScatterRows(DType dtype, const void* compact, const int64_t* order, int64_t first, int64_t rows,
                        int64_t columns, void* out, int64_t ld, cudaStream_t stream);
 
-/// Sets `branch` to the smallest r with (r + 1)·granule ≥ the compacted count (0 for no tokens: branch 0
-/// runs its rows as padding, which writes the zero gradients), at most branches − 1; to `branches` itself
-/// when identityTokens > 0 and the count is exactly identityTokens (every token: no gather needed).
-void launchSelectBranch(cudaGraphConditionalHandle branch, int64_t granule, int64_t branches, int64_t identityTokens,
-                        const Scalars* scalars, cudaStream_t stream);
+/// Chooses the smallest r with (r + 1)·granule ≥ the compacted count (0 for no tokens: branch 0 runs its
+/// rows as padding, which writes the zero gradients), at most branches − 1; `branches` itself when
+/// identityTokens > 0 and the count is exactly identityTokens (every token: no gather needed). Writes r to
+/// scalars->branch (`branch.value`) and, for a graph condition, sets it.
+void launchSelectBranch(const Condition& branch, int64_t granule, int64_t branches, int64_t identityTokens,
+                        Scalars* scalars, cudaStream_t stream);
 
 }  // namespace lmfuse::detail::cuda

@@ -2,37 +2,52 @@
 #include "conditional.h"
 
 #include <algorithm>
+#include <cstdlib>
+#include <cstring>
 
 #include "check.h"
 
 namespace lmfuse::detail::cuda {
 
-cudaGraph_t capturingGraph(cudaStream_t stream) {
+bool eagerConditionals() {
+  const char* value = std::getenv("LMFUSE_CUDA_EAGER");
+  return value && *value && std::strcmp(value, "0") != 0;
+}
+
+Condition newCondition(cudaStream_t stream, const unsigned* value) {
   cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
   cudaGraph_t graph = nullptr;
   LMFUSE_CUDA_CHECK(cudaStreamGetCaptureInfo(stream, &status, nullptr, &graph, nullptr, nullptr, nullptr));
-  if (status != cudaStreamCaptureStatusActive) LMFUSE_FAIL("CUDA backend: the stream is not being captured");
-  return graph;
-}
-
-cudaGraphConditionalHandle newCondition(cudaGraph_t graph) {
-  cudaGraphConditionalHandle handle;
-  LMFUSE_CUDA_CHECK(cudaGraphConditionalHandleCreate(&handle, graph, 0, cudaGraphCondAssignDefault));
-  return handle;
+  Condition condition;
+  condition.value = value;
+  if (status != cudaStreamCaptureStatusActive) return condition;
+  LMFUSE_CUDA_CHECK(cudaGraphConditionalHandleCreate(&condition.handle, graph, 0, cudaGraphCondAssignDefault));
+  condition.graph = true;
+  return condition;
 }
 
 namespace {
 
-void enqueueConditional(cudaStream_t stream, cudaGraphConditionalHandle condition, cudaGraphConditionalNodeType type,
+void enqueueConditional(cudaStream_t stream, const Condition& condition, cudaGraphConditionalNodeType type,
                         int parts, cudaStream_t bodyStream, const std::function<void(int, cudaStream_t)>& body) {
+  if (!condition.graph) {
+    unsigned chosen = 0;
+    LMFUSE_CUDA_CHECK(cudaMemcpyAsync(&chosen, condition.value, sizeof chosen, cudaMemcpyDeviceToHost, stream));
+    LMFUSE_CUDA_CHECK(cudaStreamSynchronize(stream));
+    if (type == cudaGraphCondTypeIf ? chosen != 0 : chosen < unsigned(parts))
+      body(type == cudaGraphCondTypeIf ? 0 : int(chosen), stream);
+    return;
+  }
   cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
   cudaGraph_t graph = nullptr;
   const cudaGraphNode_t* dependencies = nullptr;
   std::size_t count = 0;
   LMFUSE_CUDA_CHECK(cudaStreamGetCaptureInfo(stream, &status, nullptr, &graph, &dependencies, nullptr, &count));
+  if (status != cudaStreamCaptureStatusActive)
+    LMFUSE_FAIL("CUDA backend: a graph condition enqueued on a stream that is not being captured");
   cudaGraphNodeParams params{};
   params.type = cudaGraphNodeTypeConditional;
-  params.conditional.handle = condition;
+  params.conditional.handle = condition.handle;
   params.conditional.type = type;
   params.conditional.size = unsigned(parts);
   cudaGraphNode_t node;
@@ -58,13 +73,13 @@ void enqueueConditional(cudaStream_t stream, cudaGraphConditionalHandle conditio
 
 }  // namespace
 
-void enqueueIf(cudaStream_t stream, cudaGraphConditionalHandle condition, cudaStream_t bodyStream,
+void enqueueIf(cudaStream_t stream, const Condition& condition, cudaStream_t bodyStream,
                const std::function<void(cudaStream_t)>& body) {
   enqueueConditional(stream, condition, cudaGraphCondTypeIf, 1, bodyStream,
                      [&](int, cudaStream_t s) { body(s); });
 }
 
-void enqueueSwitch(cudaStream_t stream, cudaGraphConditionalHandle condition, int parts, cudaStream_t bodyStream,
+void enqueueSwitch(cudaStream_t stream, const Condition& condition, int parts, cudaStream_t bodyStream,
                    const std::function<void(int, cudaStream_t)>& body) {
   enqueueConditional(stream, condition, cudaGraphCondTypeSwitch, parts, bodyStream, body);
 }
@@ -73,7 +88,7 @@ void recordAsGraph(cudaStream_t stream, cudaStream_t ownStream, RecordedGraphs& 
                    const std::vector<unsigned char>& key, const std::function<void(cudaStream_t)>& work) {
   cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
   LMFUSE_CUDA_CHECK(cudaStreamIsCapturing(stream, &status));
-  if (status == cudaStreamCaptureStatusActive) {
+  if (status == cudaStreamCaptureStatusActive || eagerConditionals()) {
     work(stream);
     return;
   }

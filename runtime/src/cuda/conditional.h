@@ -1,7 +1,13 @@
 // CUDA graph conditional nodes for work whose size is known only on the device (compaction): the call
 // is recorded into a graph (the caller's, when its stream is being captured; otherwise one of our own,
 // launched on the caller's stream at the end), and each skippable piece of work becomes the body of an
-// IF node whose condition a kernel earlier in the same graph sets. No host synchronisation.
+// IF or SWITCH node whose condition a kernel earlier in the same graph sets. No host synchronisation.
+// Eager conditionals (LMFUSE_CUDA_EAGER set, for a call whose stream is not being captured): nothing is
+// recorded; the kernel that decides writes its choice to device memory, and the host reads it back (one
+// synchronisation per choice) and enqueues only the chosen body. The same kernels run in the same order
+// with the same arguments, so the results are bitwise those of the graph; what changes is that profilers
+// and sanitizers that do not follow a conditional node's bodies (Nsight Compute, compute-sanitizer's
+// racecheck and synccheck) see every kernel.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -11,20 +17,30 @@
 
 namespace lmfuse::detail::cuda {
 
-/// The graph `stream` is being captured into (the stream must be capturing).
-cudaGraph_t capturingGraph(cudaStream_t stream);
+/// True when LMFUSE_CUDA_EAGER is set to anything but "" or "0" (read at each call).
+bool eagerConditionals();
 
-/// A new condition of `graph`, 0 at every launch until a kernel sets it.
-cudaGraphConditionalHandle newCondition(cudaGraph_t graph);
+/// A choice the device makes: its kernel sets `handle` (a graph condition, 0 at every launch until set)
+/// when `graph`, and always writes the chosen value to `value`, which an eager choice reads back.
+struct Condition {
+  cudaGraphConditionalHandle handle = 0;
+  bool graph = false;
+  const unsigned* value = nullptr;
+};
 
-/// Appends to `stream`'s capture an IF node on `condition` whose body is what `body` enqueues on
-/// `bodyStream` (captured into the node's body graph); later work on `stream` depends on the node.
-void enqueueIf(cudaStream_t stream, cudaGraphConditionalHandle condition, cudaStream_t bodyStream,
+/// A condition of the graph `stream` is being captured into, or an eager one where it is not captured.
+/// `value`: the device word the deciding kernel writes.
+Condition newCondition(cudaStream_t stream, const unsigned* value);
+
+/// Appends an IF node on `condition` to `stream`'s capture, whose body is what `body` enqueues on
+/// `bodyStream` (captured into the node's body graph); later work on `stream` depends on the node. Eager:
+/// enqueues `body` on `stream` itself when the value is not 0.
+void enqueueIf(cudaStream_t stream, const Condition& condition, cudaStream_t bodyStream,
                const std::function<void(cudaStream_t)>& body);
 
-/// Appends a SWITCH node on `condition` with `parts` bodies; body j is what `body(j, bodyStream)`
-/// enqueues. A condition of `parts` or more runs no body.
-void enqueueSwitch(cudaStream_t stream, cudaGraphConditionalHandle condition, int parts, cudaStream_t bodyStream,
+/// As enqueueIf, a SWITCH node with `parts` bodies; body j is what `body(j, bodyStream)` enqueues. A value
+/// of `parts` or more runs no body.
+void enqueueSwitch(cudaStream_t stream, const Condition& condition, int parts, cudaStream_t bodyStream,
                    const std::function<void(int, cudaStream_t)>& body);
 
 /// The graphs recorded for the last few distinct eager calls, most recent first, each reused while a call
@@ -41,7 +57,8 @@ struct RecordedGraphs {
 };
 
 /// Records everything `work` enqueues on `stream`: directly when the caller is capturing `stream`,
-/// else into a graph captured on `ownStream` (or a kept one whose key matches) launched on `stream`.
+/// else into a graph captured on `ownStream` (or a kept one whose key matches) launched on `stream`; with
+/// eager conditionals, runs `work` on the uncaptured `stream` and records nothing.
 void recordAsGraph(cudaStream_t stream, cudaStream_t ownStream, RecordedGraphs& cache,
                    const std::vector<unsigned char>& key, const std::function<void(cudaStream_t)>& work);
 

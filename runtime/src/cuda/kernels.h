@@ -25,6 +25,7 @@ struct Scalars {
   // chunks redone in this call so far.
   unsigned int redo;
   unsigned int redone;
+  unsigned int branch;  // the compaction branch launchSelectBranch chose (read back by an eager call)
 };
 
 /// Resolves every token's target (ignore_index, shift by rows or packed segments, range check), counts

@@ -112,10 +112,10 @@ __global__ void numeratorRowsKernel(bf16* buffer, RowParams p, RowPartials parti
   }
 }
 
-__global__ void redoConditionKernel(cudaGraphConditionalHandle condition, Scalars* scalars) {
+__global__ void redoConditionKernel(cudaGraphConditionalHandle condition, bool graph, Scalars* scalars) {
   const unsigned redo = scalars->redo;
   if (redo) scalars->redone += 1;
-  cudaGraphSetConditional(condition, redo);
+  if (graph) cudaGraphSetConditional(condition, redo);
 }
 
 __global__ void unitScaleKernel(float* rowScale, int64_t rows) {
@@ -197,8 +197,8 @@ void launchNumeratorRows(void* buffer, const RowParams& rows, const RowPartials&
   LMFUSE_CUDA_CHECK(cudaGetLastError());
 }
 
-void launchRedoCondition(cudaGraphConditionalHandle condition, Scalars* scalars, cudaStream_t stream) {
-  redoConditionKernel<<<1, 1, 0, stream>>>(condition, scalars);
+void launchRedoCondition(const Condition& condition, Scalars* scalars, cudaStream_t stream) {
+  redoConditionKernel<<<1, 1, 0, stream>>>(condition.handle, condition.graph, scalars);
   LMFUSE_CUDA_CHECK(cudaGetLastError());
 }
 

@@ -16,7 +16,8 @@
 
 #include <cstdint>
 
-#include "kernels.h"  // defines: RowParams, RowPartials, Scalars
+#include "conditional.h"  // defines: Condition
+#include "kernels.h"      // defines: RowParams, RowPartials, Scalars
 
 namespace lmfuse::detail::cuda {
 
@@ -44,8 +45,9 @@ void launchNumeratorRows(void* buffer, const RowParams& rows, const RowPartials&
                          float* rowScale, float* rowLoss, float* userLse, float* userLoss, Scalars* scalars,
                          cudaStream_t stream, const NumeratorTail* tail = nullptr);
 
-/// Sets `condition` to scalars->redo, and counts the redone chunk in scalars->redone.
-void launchRedoCondition(cudaGraphConditionalHandle condition, Scalars* scalars, cudaStream_t stream);
+/// Sets a graph `condition` to scalars->redo (an eager one reads scalars->redo itself), and counts the
+/// redone chunk in scalars->redone.
+void launchRedoCondition(const Condition& condition, Scalars* scalars, cudaStream_t stream);
 
 /// rowScale[r] = 1 for r < rows (a redone chunk's dx already holds every factor).
 void launchUnitScale(float* rowScale, int64_t rows, cudaStream_t stream);
