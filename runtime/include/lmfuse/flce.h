@@ -5,7 +5,12 @@
 // workspace the caller allocates (query workspace_size first): tokens are processed in chunks whose size
 // comes from that workspace (on CUDA one chunk when all of them fit its default budget, which also holds an
 // fp32 [V, D] accumulator otherwise). The call allocates nothing, synchronises nothing (CUDA) and never
-// reads out of bounds.
+// reads out of bounds. One exception, for profilers and sanitizers: with the environment variable
+// LMFUSE_CUDA_EAGER set (to anything but "" or "0"), a CUDA call whose stream is not being captured reads
+// each choice the device makes (compaction's branch, a numerators chunk's redo) back to the host, one
+// synchronisation each, and runs only the chosen work, instead of recording a graph with conditional
+// nodes, which Nsight Compute does not profile and compute-sanitizer's racecheck and synccheck do not
+// follow. Same kernels, same order, bitwise the same results.
 // No LibTorch, no other dependency: C++17 and, for the CUDA path, the CUDA runtime.
 //
 // Notation (all accumulation in fp32 or better, whatever the storage dtype):

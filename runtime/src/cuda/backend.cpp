@@ -31,7 +31,8 @@
 // device-side count, so the GEMMs cost what the labelled tokens need (plus under one granule of padding)
 // and the host never learns the count. An eager call is recorded as a graph and launched (the graphs of
 // the last four distinct argument sets are kept); a call under the caller's capture adds its nodes to the
-// caller's graph.
+// caller's graph; with LMFUSE_CUDA_EAGER set, an uncaptured call records nothing and each conditional
+// choice is read back by the host (conditional.h), for tools that do not follow conditional nodes.
 // Where grad_weight goes is the plan's decision (plan.h: WeightSinkKind, PassPlan); this file follows it.
 // The schedule is four named passes: prepare (targets, scalars, compaction order), the full-vocabulary
 // pass (per compaction branch), the low-memory slice pass, finish (loss reduction, bias conversion).
