@@ -43,7 +43,8 @@ if [[ $what == sanitize || $what == checked ]]; then
       "${options[@]}" "$bin" "$@" >"$out/sanitize-$name.log" 2>&1
     code=$?
     echo "compute-sanitizer $tool [$name]: exit $code; $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY|All tests passed|test cases:|SIGSEGV|Internal Sanitizer Error' "$out/sanitize-$name.log" | sort -u | tr '\n' ' ')"
-    grep -E '^=========     at ' "$out/sanitize-$name.log" | sed 's/+0x[0-9a-f]*//' | sort | uniq -c | sort -rn | head -8
+    grep -E '^=========     at |^=========.* access at ' "$out/sanitize-$name.log" | sed 's/+0x[0-9a-f]*//' | sort | uniq -c |
+      sort -rn | head -8
     return $code
   }
   tools=${LMFUSE_SANITIZE_TOOLS:-memcheck initcheck racecheck synccheck}
@@ -89,11 +90,17 @@ if [[ $what == sanitize || $what == checked ]]; then
       log="$out/sanitize-racecheck-$tag.log"
       LMFUSE_SANITIZE_TIMEOUT=${LMFUSE_SANITIZE_APART_TIMEOUT:-240} sanitize "racecheck-$tag" racecheck -- "[$tag]"
       code=$?
-      if grep -qE '^=========.* access at .*lmfuse' "$log" ||
-        ! grep -q 'All tests passed' "$log" || [[ $code != 0 && $code != 99 ]]; then
+      # Tolerated: exit 99 whose every error is a race report with both accesses in nvjet_* kernels, as many
+      # reports as the summary's errors. Anything else fails: another error, an access elsewhere, a crash.
+      races=$(grep -c '^========= Error: Race reported between' "$log")
+      errors=$(sed -n 's/.*RACECHECK SUMMARY: .* (\([0-9]*\) error.*/\1/p' "$log" | tail -1)
+      if ! grep -q 'All tests passed' "$log" || [[ $code != 0 && $code != 99 ]] ||
+        grep -E '^=========.* access at ' "$log" | grep -qv ' access at nvjet_' ||
+        grep -E '^========= (Error|Program hit|Internal)' "$log" | grep -qv 'Error: Race reported between' ||
+        [[ $races != "${errors:-0}" ]]; then
         status=1
       elif [[ $code == 99 ]]; then
-        echo "  reports inside cuBLASLt's kernels only: $(grep -cE '^========= Error: Race reported' "$log")"
+        echo "  $races reports, each between two accesses inside cuBLASLt's own nvjet_* kernels"
       fi
     done
   fi

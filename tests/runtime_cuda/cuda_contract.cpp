@@ -138,12 +138,11 @@ TEST_CASE("the call captured in a CUDA graph replays to the eager result", "[cud
 
 // LMFUSE_CUDA_EAGER (conditional.h): an uncaptured call that would be recorded as a graph runs its
 // conditional work chosen on the host instead: it records no graph and computes bitwise what the graph
-// computes, in the default and the lean schedules, at every compaction branch including none and all.
+// computes, in the default and the lean schedules, with no label, some and every one.
 // A call the caller captures still builds conditional nodes, and its graph replays to the same result.
 TEST_CASE("LMFUSE_CUDA_EAGER: conditional work chosen on the host, no graph recorded, bitwise the graph's result",
           "[cuda][eager]") {
   if (skipWithoutDevice() || graphsSkipped()) return;
-  auto& kept = lmfuse::detail::cuda::deviceState().recorded.entries;
   for (MemoryMode mode : {MemoryMode::Accumulate, MemoryMode::LowMemory}) {
     for (double ignored : {0.0, 0.3, 1.0}) {
       INFO((mode == MemoryMode::LowMemory ? "low memory" : "default") << ", ignored fraction " << ignored);
@@ -151,8 +150,7 @@ TEST_CASE("LMFUSE_CUDA_EAGER: conditional work chosen on the host, no graph reco
       spec.options.memory = mode;
       spec.ignoredFraction = ignored;
       Scenario scenario(spec);
-      for (auto& entry : kept) TEST_CUDA(cudaGraphExecDestroy(entry.exec));
-      kept.clear();
+      auto& kept = recordedGraphsCleared();
       Result eager;
       {
         ScopedEnvironment eagerCalls("LMFUSE_CUDA_EAGER", "1");

@@ -263,6 +263,11 @@ TEST_CASE("an eager SWITCH and IF run the body the kernel picked", "[cuda][kerne
   if (!lmfuse::cuda_available()) return;
   GraphFixture f;
   backend::Scalars* scalars = f.scalars.as<backend::Scalars>();
+  {
+    ScopedEnvironment graphsOnly("LMFUSE_CUDA_EAGER", nullptr);  // without the variable, never on the host
+    CHECK_THROWS_WITH(backend::newCondition(f.stream, &scalars->branch), Catch::Contains("not being captured"));
+  }
+  ScopedEnvironment eagerCalls("LMFUSE_CUDA_EAGER", "1");
   for (long long count : {1LL, 70LL, 150LL, 0LL}) {
     INFO("count " << count);
     backend::Scalars s{};
@@ -287,6 +292,7 @@ TEST_CASE("an eager SWITCH and IF run the body the kernel picked", "[cuda][kerne
     bool redone = false;
     backend::enqueueIf(f.stream, redo, f.body, [&](cudaStream_t on) {
       redone = true;
+      CHECK(on == f.stream);
       backend::launchScale(DType::Float32, f.values.get(), 1, 64, 64, f.factors.as<float>() + 3, on);
     });
     TEST_CUDA(cudaStreamSynchronize(f.stream));

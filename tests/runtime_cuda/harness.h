@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "cuda/device_state.h"
 #include "lmfuse/flce.h"
 
 namespace lmfuse_test {
@@ -215,12 +216,22 @@ inline std::vector<double> floatsToDoubles(const std::vector<unsigned char>& raw
 }
 
 /// True when LMFUSE_TEST_NO_GRAPHS is set (scripts/gpu/runtime.sh sets it, with LMFUSE_CUDA_EAGER, for
-/// racecheck and synccheck, which cannot follow a graph's conditional nodes): the tests then skip what
-/// builds such graphs on purpose (captured calls, graph-against-eager comparisons); every call they make
-/// still runs, eagerly.
+/// racecheck and synccheck, which cannot follow a graph's conditional nodes through whole calls): the tests
+/// then skip the calls they capture and their graph-against-eager comparisons; every other call still
+/// runs, eagerly. The kernel-level graph tests ([plain], [conditional]: one backend kernel, no cuBLASLt)
+/// still build their graphs, which both tools follow.
 inline bool graphsSkipped() {
   const char* value = std::getenv("LMFUSE_TEST_NO_GRAPHS");
   return value && *value && std::strcmp(value, "0") != 0;
+}
+
+/// The graphs the backend keeps for uncaptured calls (conditional.h: RecordedGraphs), destroyed and
+/// cleared: a call that records one afterwards shows up in the returned list.
+inline std::vector<lmfuse::detail::cuda::RecordedGraphs::Entry>& recordedGraphsCleared() {
+  auto& kept = lmfuse::detail::cuda::deviceState().recorded.entries;
+  for (auto& entry : kept) TEST_CUDA(cudaGraphExecDestroy(entry.exec));
+  kept.clear();
+  return kept;
 }
 
 /// Sets an environment variable (unsets it for nullptr) for the guard's lifetime, then restores it.

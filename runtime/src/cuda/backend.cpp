@@ -1,8 +1,8 @@
 // The CUDA backend's entry points (lmfuse::detail::cuda in backend.h).
 //
 // Contract: the call enqueues everything on context.stream (plus one side stream joined back through
-// events), allocates nothing, never synchronises and never copies to the host, so it can be captured in
-// a CUDA graph. Tokens go through in chunks: per chunk, the logits product writes the logits into the
+// events), allocates nothing, never synchronises and never copies to the host (LMFUSE_CUDA_EAGER apart:
+// conditional.h), so it can be captured in a CUDA graph. Tokens go through in chunks: per chunk, the logits product writes the logits into the
 // logits buffer (lmfuse's Hopper tile product, tile_gemm.h, for bf16 on a device of compute capability
 // 9.0; cuBLASLt otherwise); the row kernel computes loss and lse and overwrites the buffer in place with dx; then cuBLASLt
 // accumulates grad_weight in fp32 and computes the chunk's grad_hidden rows. Where the chunk's product is the
@@ -10,7 +10,7 @@
 // instead (numerators.h): the product stores exp(z − z_target), dx is a per-row factor times those, applied to
 // the hidden rows of the grad_weight product and to the grad_hidden rows, and no pass over the buffer writes
 // dx; a chunk holding a row whose numerators overflow is redone the usual way under a graph IF node, so every
-// call that may run it is recorded as a graph. Tokens that fit one chunk
+// call that may run it is recorded as a graph (or, with LMFUSE_CUDA_EAGER, has the redo decided on the host). Tokens that fit one chunk
 // write grad_weight directly in its dtype (no accumulator, no conversion): when all N tokens fit, the plan
 // has no accumulator at all (plan.h: singleChunk); otherwise a count that fits one chunk may use the
 // accumulator's region for its logits (plan.h: oneChunkTokens), and a numerators count a little longer may
@@ -752,7 +752,7 @@ void linear_cross_entropy(const Problem& problem, const Options& options, const 
   std::lock_guard<std::mutex> lock(state.mutex);
   Schedule schedule(state, problem, options, outputs, workspace, plan);
   cudaStream_t callerStream = static_cast<cudaStream_t>(context.stream);
-  // Compaction's SWITCH and the numerators' redo need graph conditionals.
+  // Compaction's SWITCH and the numerators' redo need graph conditionals (or host decisions: LMFUSE_CUDA_EAGER).
   if (plan.compact || plan.numerators)
     recordAsGraph(callerStream, state.capture, state.recorded,
                   callKey(problem, options, outputs, workspace, state.tileMinimumFill),

@@ -20,7 +20,12 @@ Condition newCondition(cudaStream_t stream, const unsigned* value) {
   LMFUSE_CUDA_CHECK(cudaStreamGetCaptureInfo(stream, &status, nullptr, &graph, nullptr, nullptr, nullptr));
   Condition condition;
   condition.value = value;
-  if (status != cudaStreamCaptureStatusActive) return condition;
+  if (status != cudaStreamCaptureStatusActive) {
+    if (!eagerConditionals())
+      LMFUSE_FAIL("CUDA backend: a conditional on a stream that is not being captured (only LMFUSE_CUDA_EAGER "
+                  "decides on the host)");
+    return condition;
+  }
   LMFUSE_CUDA_CHECK(cudaGraphConditionalHandleCreate(&condition.handle, graph, 0, cudaGraphCondAssignDefault));
   condition.graph = true;
   return condition;

@@ -3,11 +3,12 @@
 // launched on the caller's stream at the end), and each skippable piece of work becomes the body of an
 // IF or SWITCH node whose condition a kernel earlier in the same graph sets. No host synchronisation.
 // Eager conditionals (LMFUSE_CUDA_EAGER set, for a call whose stream is not being captured): nothing is
-// recorded; the kernel that decides writes its choice to device memory, and the host reads it back (one
-// synchronisation per choice) and enqueues only the chosen body. The same kernels run in the same order
-// with the same arguments, so the results are bitwise those of the graph; what changes is that profilers
-// and sanitizers that do not follow a conditional node's bodies (Nsight Compute, compute-sanitizer's
-// racecheck and synccheck) see every kernel.
+// recorded; each choice is a device word (the one the deciding kernel sets the graph condition from), which
+// the host reads back (one synchronisation of the caller's stream per choice, with the device state's lock
+// held) before it enqueues only the chosen body, on the caller's stream. The same kernels run in the same
+// order on the same data, so the results are bitwise those of the graph; what changes is that profilers and
+// sanitizers that do not follow a conditional node's bodies (Nsight Compute, compute-sanitizer's racecheck
+// and synccheck) see every kernel. A debugging mode: it waits for the device at every choice.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -21,15 +22,16 @@ namespace lmfuse::detail::cuda {
 bool eagerConditionals();
 
 /// A choice the device makes: its kernel sets `handle` (a graph condition, 0 at every launch until set)
-/// when `graph`, and always writes the chosen value to `value`, which an eager choice reads back.
+/// when `graph` from the device word `value`, which an eager choice reads back instead.
 struct Condition {
   cudaGraphConditionalHandle handle = 0;
   bool graph = false;
   const unsigned* value = nullptr;
 };
 
-/// A condition of the graph `stream` is being captured into, or an eager one where it is not captured.
-/// `value`: the device word the deciding kernel writes.
+/// A condition of the graph `stream` is being captured into, or, with eager conditionals, an eager one
+/// where it is not captured (without them that is an error: the call would synchronise). `value`: the
+/// device word the choice is made from.
 Condition newCondition(cudaStream_t stream, const unsigned* value);
 
 /// Appends an IF node on `condition` to `stream`'s capture, whose body is what `body` enqueues on

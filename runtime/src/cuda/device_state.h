@@ -18,7 +18,7 @@ namespace lmfuse::detail::cuda {
 struct DeviceState {
   cublasLtHandle_t blas = nullptr;
   cudaStream_t side = nullptr;
-  cudaStream_t capture = nullptr;  // records an eager call as a graph (compaction needs graph conditionals)
+  cudaStream_t capture = nullptr;  // records an uncaptured call as a graph (compaction needs graph conditionals)
   cudaStream_t body = nullptr;     // captures the bodies of conditional nodes
   cudaStream_t redoBody = nullptr;  // captures a numerators chunk's redo (an IF node, maybe inside a body)
   cudaEvent_t forked = nullptr;        // main -> side: the inputs of the next kernel are ready

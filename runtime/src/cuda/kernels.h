@@ -15,7 +15,8 @@ namespace lmfuse::detail::cuda {
 constexpr int32_t kIgnored = -1;
 constexpr int32_t kOutOfRange = -2;
 
-// Device scalars written by launchPrepare, read by every later kernel (never by the host).
+// Device scalars written by launchPrepare, read by every later kernel (by the host only where
+// LMFUSE_CUDA_EAGER has a conditional choice read back: branch, redo).
 struct Scalars {
   float gradFactor;   // grad_scale (Mean/Sum) times 1/divisor (Mean); 0 for a Mean over nothing
   float lossFactor;   // 1/divisor for Mean (0 for a Mean over nothing), 1 otherwise
