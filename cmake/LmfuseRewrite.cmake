@@ -137,12 +137,15 @@ function(lmfuse_rewrite)
     message(FATAL_ERROR "lmfuse_rewrite(TARGET ${target}): the target has no C++ sources and no SOURCES were given")
   endif()
 
-  # Sources under EDIT_ROOT are compiled from their mirror; the others as they are.
+  # Sources under EDIT_ROOT are compiled from their mirror; the others as they are. The tool mirrors files
+  # at their real paths (symbolic links resolved), so paths are placed in the mirror by their real paths.
+  get_filename_component(real_root "${edit_root}" REALPATH)
   set(mirrored "")
   set(copies "")
   set(quote_dirs "")
   foreach(original IN LISTS originals)
-    file(RELATIVE_PATH relative "${edit_root}" "${original}")
+    get_filename_component(real_original "${original}" REALPATH)
+    file(RELATIVE_PATH relative "${real_root}" "${real_original}")
     get_filename_component(folder "${original}" DIRECTORY)
     list(APPEND quote_dirs "${folder}")
     if(NOT relative MATCHES "^\\.\\./" AND NOT IS_ABSOLUTE "${relative}")
@@ -271,7 +274,8 @@ $<JOIN:${global_flags},
   _lmfuse_include_dirs("${target}" include_dirs)
   set(mirror_dirs "")
   foreach(dir IN LISTS include_dirs)
-    file(RELATIVE_PATH relative "${edit_root}" "${dir}")
+    get_filename_component(real_dir "${dir}" REALPATH)
+    file(RELATIVE_PATH relative "${real_root}" "${real_dir}")
     if(NOT relative MATCHES "^\\.\\./" AND NOT IS_ABSOLUTE "${relative}")
       list(APPEND mirror_dirs "${out_dir}/${relative}")
     endif()

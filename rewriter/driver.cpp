@@ -97,6 +97,7 @@ TranslationUnitOutcome analyse(const Job &Unit, const PatternSet &Patterns, std:
     Analysis = analyzeTranslationUnit(Context, Patterns);
   });
   Outcome.FilesRead = std::move(Parse.FilesRead);
+  Outcome.PathsMissing = std::move(Parse.PathsMissing);
   if (Parse.HadErrors) {
     {
       std::lock_guard<std::mutex> Lock(OutputLock);

@@ -24,6 +24,7 @@ struct TranslationUnitOutcome {
   std::vector<SiteRecord> Sites;
   std::vector<clang::tooling::Replacement> Edits;
   std::vector<std::string> FilesRead;  ///< every file the parse read, system headers included
+  std::vector<std::string> PathsMissing;  ///< every path the parse looked for in vain (ParseOutcome)
   bool ParseFailed = false;
   bool FromCache = false;
 };

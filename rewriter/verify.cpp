@@ -16,9 +16,41 @@
 #include "llvm/Support/VirtualFileSystem.h"
 #include "llvm/Support/raw_ostream.h"
 
+#include <set>
+
 namespace lmfuse::rewriter {
 
 namespace {
+
+// Passes every call through, and remembers each path looked up that does not exist (absolute): the
+// include search's misses, which decide as much as the files it found.
+class MissRecordingFileSystem : public llvm::vfs::ProxyFileSystem {
+public:
+  MissRecordingFileSystem(llvm::IntrusiveRefCntPtr<llvm::vfs::FileSystem> Underlying, std::set<std::string> &Missing)
+      : ProxyFileSystem(std::move(Underlying)), Missing(Missing) {}
+
+  llvm::ErrorOr<llvm::vfs::Status> status(const llvm::Twine &Path) override {
+    auto Result = ProxyFileSystem::status(Path);
+    if (!Result && Result.getError() == std::errc::no_such_file_or_directory)
+      remember(Path);
+    return Result;
+  }
+  llvm::ErrorOr<std::unique_ptr<llvm::vfs::File>> openFileForRead(const llvm::Twine &Path) override {
+    auto Result = ProxyFileSystem::openFileForRead(Path);
+    if (!Result && Result.getError() == std::errc::no_such_file_or_directory)
+      remember(Path);
+    return Result;
+  }
+
+private:
+  void remember(const llvm::Twine &Path) {
+    llvm::SmallString<256> Absolute;
+    Path.toVector(Absolute);
+    if (!makeAbsolute(Absolute))
+      Missing.insert(std::string(Absolute));
+  }
+  std::set<std::string> &Missing;
+};
 
 // Prints every diagnostic into a string and remembers the first error, for the audit's detail.
 class CapturingDiagnostics : public clang::TextDiagnosticPrinter {
@@ -121,7 +153,9 @@ ParseOutcome parseTranslationUnit(const std::vector<std::string> &CommandLine, l
     Outcome.Diagnostics = Outcome.FirstError + "\n";
     return Outcome;
   }
-  auto Files = llvm::makeIntrusiveRefCnt<clang::FileManager>(clang::FileSystemOptions(), Layers);
+  std::set<std::string> Missing;
+  auto Recording = llvm::makeIntrusiveRefCnt<MissRecordingFileSystem>(Layers, Missing);
+  auto Files = llvm::makeIntrusiveRefCnt<clang::FileManager>(clang::FileSystemOptions(), Recording);
 
   llvm::raw_string_ostream DiagnosticsOS(Outcome.Diagnostics);
   auto DiagnosticOptions = llvm::makeIntrusiveRefCnt<clang::DiagnosticOptions>();
@@ -130,6 +164,7 @@ ParseOutcome parseTranslationUnit(const std::vector<std::string> &CommandLine, l
       CommandLine, std::make_unique<ParsingAction>(Directory, Outcome, OnParsed), Files.get());
   Invocation.setDiagnosticConsumer(&Diagnostics);
   bool Succeeded = Invocation.run();
+  Outcome.PathsMissing.assign(Missing.begin(), Missing.end());
   Outcome.Ran = Succeeded || !Outcome.FilesRead.empty();
   if (!Succeeded) {
     Outcome.HadErrors = true;

@@ -22,6 +22,9 @@ struct ParseOutcome {
   std::string FirstErrorFile;
   unsigned FirstErrorLine = 0;
   std::vector<std::string> FilesRead;  ///< canonical paths of every file the parse read
+  /// Absolute paths the parse looked for and did not find (include search, sorted): a file that appears at
+  /// one of them (a header that now shadows another) can change the outcome.
+  std::vector<std::string> PathsMissing;
 };
 
 /// Parses the translation unit of CommandLine (already adjusted to -fsyntax-only) from Directory, seeing

@@ -14,6 +14,7 @@
 // The options are parsed here rather than by CommonOptionsParser because that parser falls back to
 // "running without flags" when no compilation database is found; lmfuse treats missing flags as an error.
 #include <algorithm>
+#include <csignal>
 #include <cstdio>
 #include <optional>
 
@@ -204,10 +205,52 @@ std::string cacheFingerprint(StringRef PatternText, const DriverOptions &Options
   return Fingerprint;
 }
 
+// An option given with an empty value ("--audit="): refused rather than read as "not given".
+std::string emptyOptionValue() {
+  for (const cl::opt<std::string> *Option : {&BuildPath, &OutDir, &AuditPath, &ExportFixes, &EditRoot, &PatternsPath})
+    if (Option->getNumOccurrences() && Option->empty())
+      return "--" + Option->ArgStr.str() + " needs a value";
+  return "";
+}
+
+// The files --audit and --export-fixes write, with their options' names.
+std::vector<std::pair<std::string, std::string>> reportOutputs(StringRef CurrentDir) {
+  std::vector<std::pair<std::string, std::string>> Outputs;
+  if (!AuditPath.empty())
+    Outputs.emplace_back("--audit", canonicalPath(AuditPath, CurrentDir));
+  if (!ExportFixes.empty())
+    Outputs.emplace_back("--export-fixes", canonicalPath(ExportFixes, CurrentDir));
+  return Outputs;
+}
+
+// Before anything is parsed or written: a report may not replace a source (or the other report), and its
+// folder must exist and be writable, so a run never rewrites sources in place and then fails to report.
+std::string unusableReportOutput(const std::vector<std::pair<std::string, std::string>> &Outputs,
+                                 const std::vector<std::string> &Inputs) {
+  for (const auto &[Option, Path] : Outputs) {
+    if (llvm::is_contained(Inputs, Path))
+      return Option + " " + Path + " is one of the sources: it would be overwritten";
+    if (sys::fs::is_directory(Path))
+      return Option + " " + Path + " is a folder";
+    StringRef Folder = sys::path::parent_path(Path);
+    if (!sys::fs::is_directory(Folder))
+      return Option + " " + Path + ": its folder " + Folder.str() + " does not exist";
+    if (sys::fs::access(Folder, sys::fs::AccessMode::Write))
+      return Option + " " + Path + ": its folder " + Folder.str() + " is not writable";
+  }
+  if (Outputs.size() == 2 && Outputs[0].second == Outputs[1].second)
+    return "--audit and --export-fixes name the same file " + Outputs[0].second;
+  return "";
+}
+
 }  // namespace
 
 int main(int argc, const char **argv) {
   InitLLVM Init(argc, argv);
+#ifdef SIGXFSZ
+  // Past a file-size limit a write fails with EFBIG, which the write paths report, instead of a signal.
+  std::signal(SIGXFSZ, SIG_IGN);
+#endif
   cl::SetVersionPrinter([](raw_ostream &OS) {
     OS << "lmfuse " << LMFUSE_VERSION << " (" << clang::getClangFullVersion() << ")\n";
   });
@@ -237,6 +280,11 @@ int main(int argc, const char **argv) {
 
   if (SourcePaths.empty())
     return fail(ExitSkipped, "no source files given (lmfuse --help)");
+  if (std::string Empty = emptyOptionValue(); !Empty.empty())
+    return fail(ExitSkipped, Empty);
+  if (ExpectPatched.getNumOccurrences() && ExpectPatched < 0)
+    return fail(ExitSkipped, "--expect-patched must be a count of sites (0 or more), got " +
+                                 std::to_string(ExpectPatched));
   if (InPlace && !OutDir.empty())
     return fail(ExitSkipped, "--in-place and --out-dir exclude each other");
   if (Compilations && !BuildPath.empty())
@@ -286,6 +334,9 @@ int main(int argc, const char **argv) {
   std::vector<std::string> Inputs;
   for (const std::string &Path : SourcePaths)
     Inputs.push_back(canonicalPath(Path, CurrentDir));
+  const std::vector<std::pair<std::string, std::string>> Reports = reportOutputs(CurrentDir);
+  if (std::string Unusable = unusableReportOutput(Reports, Inputs); !Unusable.empty())
+    return fail(ExitSkipped, Unusable);
   std::string Root, OutRoot;
   std::optional<lmfuse::tool::OutcomeCache> Cache;
   if (!OutDir.empty()) {
@@ -311,6 +362,12 @@ int main(int argc, const char **argv) {
   if (!Quiet)
     for (const std::string &Note : Result.Notes)
       errs() << "lmfuse: note: " << Note << "\n";
+
+  // A report over a header the units read (the sources were checked before the run) is refused as well;
+  // nothing has been written yet.
+  for (const auto &[Option, Path] : Reports)
+    if (std::binary_search(Result.FilesRead.begin(), Result.FilesRead.end(), Path))
+      return fail(ExitSkipped, Option + " " + Path + " is a file the sources read: it would be overwritten");
 
   writeSources(Result, Inputs, Root, OutRoot);
 

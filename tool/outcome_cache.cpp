@@ -77,6 +77,17 @@ OutcomeCache::lookup(const clang::tooling::CompileCommand &Command) {
       return std::nullopt;
     Outcome.FilesRead.push_back(Path->str());
   }
+  // A path the parse looked for in vain that exists now (a header added earlier on the include path)
+  // could change what the unit includes.
+  const llvm::json::Array *Absent = Entry->getArray("absent");
+  if (!Absent)
+    return std::nullopt;
+  for (const llvm::json::Value &Path : *Absent) {
+    auto Text = Path.getAsString();
+    if (!Text || llvm::sys::fs::exists(*Text))
+      return std::nullopt;
+    Outcome.PathsMissing.push_back(Text->str());
+  }
   for (const llvm::json::Value &Site : *Sites) {
     auto Record = rewriter::siteFromJson(Site);
     if (!Record) {
@@ -102,13 +113,15 @@ OutcomeCache::lookup(const clang::tooling::CompileCommand &Command) {
 
 void OutcomeCache::store(const clang::tooling::CompileCommand &Command, const TranslationUnitOutcome &Outcome) {
   std::string Key = commandKey(Command);
-  llvm::json::Array Inputs, Sites, Edits;
+  llvm::json::Array Inputs, Absent, Sites, Edits;
   for (const std::string &File : Outcome.FilesRead) {
     std::string Hash = hashFile(File);
     if (Hash.empty())
       return;  // an input vanished: an entry would never hit
     Inputs.push_back(llvm::json::Array{File, Hash});
   }
+  for (const std::string &Path : Outcome.PathsMissing)
+    Absent.push_back(Path);
   for (const rewriter::SiteRecord &Site : Outcome.Sites)
     Sites.push_back(rewriter::siteToJson(Site));
   for (const clang::tooling::Replacement &Edit : Outcome.Edits)
@@ -120,6 +133,7 @@ void OutcomeCache::store(const clang::tooling::CompileCommand &Command, const Tr
                                                {"fingerprint", Fingerprint},
                                                {"main_file", Outcome.MainFile},
                                                {"inputs", std::move(Inputs)},
+                                               {"absent", std::move(Absent)},
                                                {"sites", std::move(Sites)},
                                                {"edits", std::move(Edits)}};
   if (llvm::sys::fs::create_directories(Directory))

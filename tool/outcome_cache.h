@@ -1,8 +1,9 @@
 // The content-hash cache behind --out-dir: a second run over unchanged inputs, patterns and flags takes
 // each translation unit's outcome from disk instead of parsing it again.
 // An entry is keyed by the command (compiler, flags, directory, file) and holds the tool/pattern
-// fingerprint plus the xxh3 hash of every file the parse read, system headers included; any difference
-// is a miss. Entries live in <out-dir>/.lmfuse-cache/, one JSON file per command, written atomically.
+// fingerprint plus the xxh3 hash of every file the parse read, system headers included, and every path
+// the parse looked for and did not find (so a header that appears earlier on the include path is seen);
+// any difference is a miss. Entries live in <out-dir>/.lmfuse-cache/, one JSON file per command, written atomically.
 #pragma once
 
 #include <string>

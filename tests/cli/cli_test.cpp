@@ -266,6 +266,29 @@ TEST_CASE("--out-dir leaves the sources untouched, writes #line copies, and cach
   CHECK(countOf(Third.Err, "[1/2 translation units from the cache]") == 1);
 }
 
+// The include search decides as much by what it does not find: a header that appears earlier on the
+// include path than the one a cached parse read (here one that does not compile) must be parsed, not served
+// from the cache.
+TEST_CASE("--out-dir's cache misses when a header appears earlier on the include path", "[cli]") {
+  const std::string Source = "#include <cfg.h>\n" + std::string(ModelSource);
+  SourceTree Tree({{"src/model.cpp", Source.c_str()}, {"inc2/cfg.h", "#pragma once\n"}});
+  std::vector<std::string> Arguments =
+      withFlags({"--out-dir", Tree.path("out"), "--summary", Tree.path("src/model.cpp")}, Tree,
+                {"-I" + Tree.path("inc1"), "-I" + Tree.path("inc2")});
+  ToolRun First = runLmfuse(Arguments);
+  INFO(First.Err);
+  REQUIRE(First.ExitCode == 0);
+  ToolRun Cached = runLmfuse(Arguments);
+  CHECK(countOf(Cached.Err, "[1/1 translation units from the cache]") == 1);
+
+  Tree.write("inc1/cfg.h", "#error the shadowing header\n");
+  ToolRun Shadowed = runLmfuse(Arguments);
+  INFO(Shadowed.Err);
+  CHECK(Shadowed.ExitCode == 1);
+  CHECK(countOf(Shadowed.Err, "from the cache") == 0);
+  CHECK(countOf(Shadowed.Err, "the shadowing header") >= 1);
+}
+
 TEST_CASE("--edit-root: nothing is written outside it", "[cli]") {
   SourceTree Tree({{"src/model.cpp", ModelSource}, {"elsewhere/keep.txt", ""}});
   std::string Audit = Tree.path("audit.json");

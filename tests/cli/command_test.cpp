@@ -220,6 +220,51 @@ TEST_CASE("--expect-patched not met lists every site with its status and reason"
   CHECK(countOf(None.Err, "no loss site found in " + Tree.path("plain.cpp")) == 1);
 }
 
+// Options that would overwrite an input or mean nothing are refused before anything is parsed or written:
+// exit 2, the message names the option, and with --in-place neither the source nor its header changes.
+TEST_CASE("report files over an input, unwritable or empty, and negative counts are refused up front",
+          "[cli][options]") {
+  const std::string Source = "#include \"extra.h\"\n" + std::string(ModelSource);
+  SourceTree Tree({{"model.cpp", Source.c_str()}, {"extra.h", "#pragma once\n"}, {"folder/keep", ""}});
+  struct Case {
+    std::vector<std::string> Options;
+    std::string Message;
+  };
+  const std::string Model = Tree.path("model.cpp"), Header = Tree.path("extra.h");
+  const Case Cases[] = {
+      {{"--audit", Model}, "--audit " + Model + " is one of the sources: it would be overwritten"},
+      {{"--export-fixes", Model}, "--export-fixes " + Model + " is one of the sources: it would be overwritten"},
+      {{"--audit", Header}, "--audit " + Header + " is a file the sources read: it would be overwritten"},
+      {{"--export-fixes", Header}, "--export-fixes " + Header + " is a file the sources read: it would be overwritten"},
+      {{"--audit", Tree.path("folder")}, "--audit " + Tree.path("folder") + " is a folder"},
+      {{"--audit", Tree.path("missing/audit.json")},
+       "--audit " + Tree.path("missing/audit.json") + ": its folder " + Tree.path("missing") + " does not exist"},
+      {{"--audit", Tree.path("same.json"), "--export-fixes", Tree.path("same.json")},
+       "--audit and --export-fixes name the same file " + Tree.path("same.json")},
+      {{"--audit="}, "--audit needs a value"},
+      {{"--export-fixes="}, "--export-fixes needs a value"},
+      {{"--edit-root="}, "--edit-root needs a value"},
+      {{"--patterns="}, "--patterns needs a value"},
+      {{"--expect-patched", "-5"}, "--expect-patched must be a count of sites (0 or more), got -5"},
+  };
+  for (const Case &C : Cases) {
+    std::vector<std::string> Arguments = C.Options;
+    Arguments.push_back("--in-place");
+    Arguments.push_back(Model);
+    ToolRun Run = runLmfuse(withFlags(Arguments, Tree));
+    INFO(Run.Err);
+    CHECK(Run.ExitCode == 2);
+    CHECK(countOf(Run.Err, "lmfuse: error: " + C.Message + "\n") == 1);
+    CHECK(Tree.read("model.cpp") == Source);
+    CHECK(Tree.read("extra.h") == "#pragma once\n");
+  }
+  // Without --in-place an empty --out-dir was a dry run in disguise.
+  ToolRun EmptyOut = runLmfuse(withFlags({"--out-dir=", Model}, Tree));
+  CHECK(EmptyOut.ExitCode == 2);
+  CHECK(countOf(EmptyOut.Err, "lmfuse: error: --out-dir needs a value\n") == 1);
+  CHECK(EmptyOut.Out.empty());
+}
+
 // ---------------------------------------------------------------------------------------------------
 // Compile flags
 // ---------------------------------------------------------------------------------------------------

@@ -4,6 +4,7 @@
 #   1. a full disk (a 64 KiB tmpfs; root only, else skipped with a message) under --in-place, --audit,
 #      --export-fixes and --out-dir: the source and the previous audit are byte-identical, exit 1, no
 #      "LLVM ERROR"; the dry-run diff into /dev/full likewise;
+#   1c. a file-size limit (ulimit -f): reported like a full disk, not a crash;
 #   2. an immutable source (chattr +i; skipped where the file system or the user cannot set it);
 #   3. SIGINT and SIGTERM while a temporary exists, with -j 2 (LMFUSE_TEST_HOLD_TEMPORARY_MS holds each
 #      complete temporary before its rename, so the signal lands while it exists).
@@ -86,6 +87,21 @@ if [[ -w /dev/full ]]; then
   grep -q 'cannot write the diff to standard output' "$work/err.txt" || fail "stdout full: $(cat "$work/err.txt")"
   echo "stdout full: checked"
 fi
+
+# 1c. A file-size limit (ulimit -f, for everyone): the writes fail with "File too large" and are reported
+# like a full disk, not as a crash (SIGXFSZ would end the run in a stack dump).
+mkdir -p "$work/limit"
+model "$work/limit/model.cpp"
+cp "$work/limit/model.cpp" "$work/limit.orig"
+(ulimit -f 4; "$lmfuse" --in-place --audit "$work/limit/audit.json" "$work/limit/model.cpp" "${flags[@]}" \
+  >"$work/out.txt" 2>"$work/err.txt")
+status=$?
+[[ $status == 1 ]] || fail "file-size limit: exit $status, expected 1"
+cmp -s "$work/limit/model.cpp" "$work/limit.orig" || fail "file-size limit: the source changed"
+grep -qE 'PLEASE submit|Stack dump|LLVM ERROR' "$work/err.txt" && fail "file-size limit: a crash report: $(cat "$work/err.txt")"
+grep -q 'File too large' "$work/err.txt" || fail "file-size limit: the error does not say why: $(cat "$work/err.txt")"
+no_temporaries "$work/limit" "file-size limit"
+echo "file-size limit: checked"
 
 # 2. Immutable source.
 model "$work/immutable/model.cpp"

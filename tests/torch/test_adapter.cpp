@@ -185,6 +185,15 @@ TEST_CASE("gradients only where asked, none without grad mode", "[torch][adapter
     referenceLoss(hidden.to(torch::kDouble), w64, bias.to(torch::kDouble), labels, {}, {}).backward();
     CHECK(relativeError(weight.grad(), w64.grad()) < 1e-5);
   }
+  SECTION("a backward pass with create_graph=true is refused, not silently first-order") {
+    hidden.requires_grad_(true);
+    auto loss = lmfuse::linear_cross_entropy(hidden, weight, bias, labels);
+    CHECK_THROWS_WITH(torch::autograd::grad({loss}, {hidden}, {}, /*retain_graph=*/true, /*create_graph=*/true),
+                      Catch::Contains("create_graph=true (double backward) is not supported"));
+    // Without create_graph the same graph still gives its gradient.
+    auto grads = torch::autograd::grad({loss}, {hidden});
+    CHECK(grads[0].defined());
+  }
   SECTION("a second backward pass through a retained graph accumulates the same gradient") {
     auto loss = lmfuse::linear_cross_entropy(hidden, weight, bias, labels);
     loss.backward({}, /*retain_graph=*/true);

@@ -27,10 +27,15 @@ function(run_program program)
   set(STATUS "${status}" PARENT_SCOPE)
 endfunction()
 
-# Builds the scenario's target, runs it and requires the fused-path check to pass; OUT gets its output.
+# Builds the scenario's target (usage_<scenario>, or the one named after it), runs it and requires the
+# fused-path check to pass; OUT gets its output.
 function(trains_fused scenario)
-  step("${CMAKE_COMMAND}" --build "${build}" --target usage_${scenario})
-  run_program("${build}/${scenario}/usage_${scenario}")
+  set(target usage_${scenario})
+  if(ARGC GREATER 1)
+    set(target "${ARGV1}")
+  endif()
+  step("${CMAKE_COMMAND}" --build "${build}" --target ${target})
+  run_program("${build}/${scenario}/${target}")
   if(NOT STATUS EQUAL 0 OR NOT OUT MATCHES "trains through the fused path like the original")
     message(FATAL_ERROR "${scenario}: the rewritten program does not train through the fused path like the "
                         "original (exit ${STATUS}):\n${OUT}")
@@ -66,6 +71,7 @@ elseif(STEP STREQUAL "header_two_units" OR STEP STREQUAL "gcc_flag" OR STEP STRE
 
 elseif(STEP STREQUAL "include_src")
   trains_fused(include_src)
+  trains_fused(include_src usage_include_src_linked)  # its include folder through a symbolic link
   # The compile database lists the original too: the tool finds its flags there and sees the header's site.
   execute_process(COMMAND "${prefix}/bin/lmfuse" -p "${build}" "${USAGE}/include_src/src/train.cpp"
                   RESULT_VARIABLE status OUTPUT_VARIABLE output ERROR_VARIABLE output)

@@ -107,6 +107,13 @@ public:
   }
 
   static variable_list backward(AutogradContext* ctx, variable_list grad_outputs) {
+    // create_graph=true runs this pass in grad mode: the gradients handed back would have to be functions of
+    // the inputs for a second derivative (a gradient penalty), and the runtime's are plain values, so that
+    // derivative would silently miss this loss's terms. Refused instead.
+    TORCH_CHECK(!torch::GradMode::is_enabled(),
+                "lmfuse::linear_cross_entropy: a backward pass with create_graph=true (double backward) is not "
+                "supported: the fused loss's gradients are not differentiable; run this loss unfused "
+                "(LMFUSE_DISABLE=1) to differentiate its gradients");
     const variable_list saved = ctx->get_saved_variables();
     const torch::Tensor &hidden = saved[0], &gemmWeight = saved[1], &labels = saved[3];
     const torch::Tensor gemmBias = ctx->saved_data["has_bias"].toBool() ? saved[2] : torch::Tensor();
