@@ -393,6 +393,12 @@ private:
     if (Plain && Rebound && !Rebound->getType()->isReferenceType()) {
       if (Protected.count(Rebound) && !readOnceAtHead(Rebound))
         return change(Node, "`" + Rebound->getNameAsString() + "` is assigned a new value");
+      // A member or global may be the very object an input reference names (`const Tensor &h` bound to
+      // it by the caller): rebinding it rebinds that input.
+      if (!isLocal(Rebound))
+        if (const ValueDecl *Input = referenceInput())
+          return change(Node, "`" + Rebound->getNameAsString() + "` is assigned a new value, and the input `" +
+                                  Input->getNameAsString() + "` is a reference that may name it");
       return std::nullopt;
     }
     // Writing through an expression writes whatever it names (`*p = 0`, `h[0] = 1`, `a.b = c`).
@@ -519,6 +525,21 @@ private:
   }
 
   // ---- small helpers -------------------------------------------------------------------------------
+
+  static bool isLocal(const ValueDecl *Declaration) {
+    const auto *Variable = dyn_cast<VarDecl>(Declaration);
+    return Variable && !isa<ParmVarDecl>(Variable) && Variable->hasLocalStorage();
+  }
+
+  /// An input of the fused call held by a reference (a parameter or local of reference type), read where
+  /// the rewrite reads it (not once at the head); none when every input is held by value.
+  const ValueDecl *referenceInput() const {
+    for (Root Of : Protected)
+      if (const auto *Variable = dyn_cast<VarDecl>(Of);
+          Variable && Variable->getType()->isReferenceType() && !readOnceAtHead(Of))
+        return Variable;
+    return nullptr;
+  }
 
   bool readOnceAtHead(Root Of) const {
     // Only the hidden state's variables are read once at the head; the weight is read at the loss.

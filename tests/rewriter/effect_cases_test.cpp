@@ -117,6 +117,30 @@ const Case Cases[] = {
     return F::cross_entropy(logits.view({-1, 32}), labels.view(-1));
   }
 )", Verb::RefusesWith, "inputs-modified"},
+    {"reference input that may name a member rebound after the head", R"(
+  torch::Tensor hidden_;
+  torch::Tensor forward(const torch::Tensor &x, torch::Tensor other, torch::Tensor labels) {
+    auto logits = lm_head(x);
+    hidden_ = other;
+    return F::cross_entropy(logits.view({-1, 32}), labels.view(-1));
+  }
+)", Verb::RefusesWith, "inputs-modified"},
+    {"input held by value: a member rebound after the head is not it", R"(
+  torch::Tensor hidden_;
+  torch::Tensor forward(torch::Tensor x, torch::Tensor other, torch::Tensor labels) {
+    auto logits = lm_head(x);
+    hidden_ = other;
+    return F::cross_entropy(logits.view({-1, 32}), labels.view(-1));
+  }
+)", Verb::RewritesTo, R"(
+  torch::Tensor hidden_;
+  torch::Tensor forward(torch::Tensor x, torch::Tensor other, torch::Tensor labels) {
+    auto logits = lmfuse::skip_logits() ? lmfuse::skipped_logits(x, lm_head->weight, "model.cpp:N") : lm_head(x);
+    hidden_ = other;
+    return lmfuse::enabled() ? lmfuse::linear_cross_entropy(x, lm_head->weight, lm_head->bias, labels, lmfuse::LossOptions())
+                             : F::cross_entropy(logits.view({-1, 32}), labels.view(-1));
+  }
+)"},
     {"member input rebound after the head: read once at the head", R"(
   torch::Tensor hidden_;
   torch::Tensor forward(torch::Tensor other, torch::Tensor labels) {
