@@ -132,6 +132,8 @@ public:
     collectProtected();
     collectTaint();
     buildRegion();
+    if (auto Scope = modeGuardScopeEndsBetween())
+      return Scope;
     return scanRegion();
   }
 
@@ -365,8 +367,57 @@ private:
     return mutationOfProtectedVariables();
   }
 
+  // ---- the thread's autograd and autocast mode ------------------------------------------------------
+
+  /// The mode guard's class named by Type (a library class listed in the pattern set), or "".
+  std::string modeGuard(QualType Type) const {
+    const CXXRecordDecl *Record = Type.getNonReferenceType()->getAsCXXRecordDecl();
+    if (!Record || !(SM.isInSystemHeader(SM.getExpansionLoc(Record->getLocation())) ||
+                     inLibraryNamespace(Record, Patterns)))
+      return "";
+    return contains(Effects.ModeGuards, Record->getName().str()) ? Record->getName().str() : "";
+  }
+
+  /// A mode guard that lives at the head but ends before the loss (declared in a block that holds the head
+  /// and not the loss): the head ran under its mode and the fused call at the loss would not.
+  std::optional<InputChange> modeGuardScopeEndsBetween() {
+    class Finder : public RecursiveASTVisitor<Finder> {
+    public:
+      explicit Finder(InputChangeFinder &Outer) : Outer(Outer) {}
+      bool VisitDeclStmt(DeclStmt *Statement) {
+        for (const Decl *Declared : Statement->decls())
+          if (const auto *Variable = dyn_cast<VarDecl>(Declared); Variable && !Found) {
+            std::string Guard = Outer.modeGuard(Variable->getType());
+            const Stmt *Block = Outer.Query.parentStmt(Statement);
+            if (!Guard.empty() && Block && Outer.Query.within(Outer.Site.Head->Call, Block) &&
+                !Outer.Query.within(Outer.Site.Loss, Block) &&
+                Outer.Query.before(Variable->getLocation(), Outer.Site.Head->Call->getBeginLoc()))
+              Found = Outer.change(Statement, "the `" + Guard + "` `" + Variable->getNameAsString() +
+                                                  "` sets the autograd or autocast mode of the head, and its "
+                                                  "block ends before the loss, where the fused call would run");
+          }
+        return !Found;
+      }
+      InputChangeFinder &Outer;
+      std::optional<InputChange> Found;
+    } Visitor(*this);
+    Visitor.TraverseStmt(const_cast<Stmt *>(Site.Body));
+    return Visitor.Found;
+  }
+
   /// Whether Node itself (not its children) may change an input.
   std::optional<InputChange> changeAt(const Stmt *Node) {
+    // Between the head and the loss, a mode guard made or a mode switched changes the mode the fused call
+    // runs under from the head's.
+    if (const auto *Construct = dyn_cast<CXXConstructExpr>(Node))
+      if (std::string Guard = modeGuard(Construct->getType()); !Guard.empty())
+        return change(Node, "the mode guard `" + Guard + "` made between the head and the loss changes the autograd or "
+                                "autocast mode the fused call would run under");
+    if (const auto *Call = dyn_cast<CallExpr>(Node))
+      if (const FunctionDecl *Callee = Call->getDirectCallee();
+          Callee && isLibrary(Callee) && contains(Effects.ModeSwitches, calleeName(Callee)))
+        return change(Node, "`" + displayName(Call) + "` between the head and the loss changes the autograd or "
+                                "autocast mode the fused call would run under");
     if (const auto *Operator = dyn_cast<BinaryOperator>(Node); Operator && Operator->isAssignmentOp())
       return assignment(Node, Operator->getLHS(), Operator->getOpcode() == BO_Assign);
     if (const auto *Operator = dyn_cast<UnaryOperator>(Node); Operator && Operator->isIncrementDecrementOp())

@@ -1,6 +1,8 @@
 // Head matching by declaration and type, and the bias of a module head read from its construction.
 #include "head_match.h"
 
+#include <algorithm>
+
 #include <vector>
 
 #include "clang/AST/DeclTemplate.h"
@@ -86,7 +88,10 @@ bool isParameter(const Expr *E, const PatternSet &Patterns) {
 /// The input and operand of E when it calls a product head's callee.
 std::optional<std::pair<const Expr *, const Expr *>> productOperands(const CallView &Call,
                                                                      const ProductHeadPattern &Rule) {
-  if (qualifiedName(Call.Callee) != Rule.Callee || Rule.Operand >= Call.Args.size())
+  // Exactly the rule's operands: an overload with more parameters (`matmul(x, w, scale)`, user code in the
+  // library's namespace) computes something else.
+  const unsigned Arity = Rule.Input < 0 ? Rule.Operand + 1 : std::max(unsigned(Rule.Input), Rule.Operand) + 1;
+  if (qualifiedName(Call.Callee) != Rule.Callee || Call.Args.size() != Arity)
     return std::nullopt;
   if (Rule.Input < 0)
     return Call.Object ? std::optional(std::pair(Call.Object, Call.Args[Rule.Operand])) : std::nullopt;

@@ -219,6 +219,8 @@ template <> struct MappingTraits<EffectPatterns> {
     Io.mapOptional("writers", P.Writers);
     Io.mapOptional("accessors", P.Accessors);
     Io.mapOptional("fresh_results", P.FreshResults);
+    Io.mapOptional("mode_guards", P.ModeGuards);
+    Io.mapOptional("mode_switches", P.ModeSwitches);
   }
 };
 

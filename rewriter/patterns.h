@@ -128,6 +128,11 @@ struct EffectPatterns {
   std::vector<std::string> Accessors;
   /// Library calls whose result never shares storage with their tensor arguments.
   std::vector<std::string> FreshResults;
+  /// Library classes whose objects change the thread's autograd or autocast mode while they live
+  /// (`NoGradGuard`), and library calls that change it (`set_enabled`): the head runs under the mode at
+  /// the head, the fused call under the mode at the loss, so either between them refuses the site.
+  std::vector<std::string> ModeGuards;
+  std::vector<std::string> ModeSwitches;
 };
 
 struct ReplacementPattern {

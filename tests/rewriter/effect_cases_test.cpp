@@ -141,6 +141,53 @@ const Case Cases[] = {
                              : F::cross_entropy(logits.view({-1, 32}), labels.view(-1));
   }
 )"},
+    // ---- the thread's mode: the head runs under the mode at the head, the fused call at the loss ----
+    {"the head under a no-grad guard whose block ends before the loss", R"(
+  torch::Tensor forward(torch::Tensor x, torch::Tensor labels) {
+    torch::Tensor logits;
+    {
+      torch::NoGradGuard frozen;
+      logits = lm_head(x);
+    }
+    return F::cross_entropy(logits.view({-1, 32}), labels.view(-1));
+  }
+)", Verb::RefusesWith, "inputs-modified"},
+    {"a no-grad guard made between the head and the loss", R"(
+  torch::Tensor forward(torch::Tensor x, torch::Tensor labels) {
+    auto logits = lm_head(x);
+    at::AutoGradMode off(false);
+    return F::cross_entropy(logits.view({-1, 32}), labels.view(-1));
+  }
+)", Verb::RefusesWith, "inputs-modified"},
+    {"grad mode switched off around the head", R"(
+  torch::Tensor forward(torch::Tensor x, torch::Tensor labels) {
+    at::GradMode::set_enabled(false);
+    auto logits = lm_head(x);
+    at::GradMode::set_enabled(true);
+    return F::cross_entropy(logits.view({-1, 32}), labels.view(-1));
+  }
+)", Verb::RefusesWith, "inputs-modified"},
+    {"autocast switched between the head and the loss", R"(
+  torch::Tensor forward(torch::Tensor x, torch::Tensor labels) {
+    auto logits = lm_head(x);
+    at::autocast::set_cpu_enabled(true);
+    return F::cross_entropy(logits.view({-1, 32}), labels.view(-1));
+  }
+)", Verb::RefusesWith, "inputs-modified"},
+    {"a no-grad guard over both the head and the loss", R"(
+  torch::Tensor forward(torch::Tensor x, torch::Tensor labels) {
+    torch::NoGradGuard frozen;
+    auto logits = lm_head(x);
+    return F::cross_entropy(logits.view({-1, 32}), labels.view(-1));
+  }
+)", Verb::RewritesTo, R"(
+  torch::Tensor forward(torch::Tensor x, torch::Tensor labels) {
+    torch::NoGradGuard frozen;
+    auto logits = lmfuse::skip_logits() ? lmfuse::skipped_logits(x, lm_head->weight, "model.cpp:N") : lm_head(x);
+    return lmfuse::enabled() ? lmfuse::linear_cross_entropy(x, lm_head->weight, lm_head->bias, labels, lmfuse::LossOptions())
+                             : F::cross_entropy(logits.view({-1, 32}), labels.view(-1));
+  }
+)"},
     {"member input rebound after the head: read once at the head", R"(
   torch::Tensor hidden_;
   torch::Tensor forward(torch::Tensor other, torch::Tensor labels) {

@@ -239,6 +239,13 @@ const Refused Neighbours[] = {
   }
 )", Verb::RefusesWith, "head-not-linear"},
      "`experts.transpose(1, 2)`, which is not spelled"},
+    {{"a product overload with one more parameter is not the product", R"(
+  torch::Tensor loss(const torch::Tensor &h, const torch::Tensor &y) {
+    auto logits = torch::matmul(h, wte->weight.t(), 0.5);
+    return F::cross_entropy(logits.view({-1, logits.size(-1)}), y.view(-1));
+  }
+)", Verb::RefusesWith, "head-not-linear"},
+     "a product with a weight's transpose (`torch::matmul(h, wte->weight.t(), 0.5)`)"},
     {{"a local copy of the weight is not provably a parameter", R"(
   torch::Tensor loss(const torch::Tensor &h, const torch::Tensor &y) {
     torch::Tensor w = wte->weight * 0.5;

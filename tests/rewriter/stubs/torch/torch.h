@@ -143,6 +143,8 @@ struct TensorIndex final {
 Tensor tanh(const Tensor &self);
 Tensor log_softmax(const Tensor &self, int64_t dim, optional<ScalarType> dtype = nullopt);
 Tensor matmul(const Tensor &self, const Tensor &other);
+// Not LibTorch's: an overload with one more parameter, as user code could declare in namespace at.
+Tensor matmul(const Tensor &self, const Tensor &other, double scale);
 Tensor mm(const Tensor &self, const Tensor &mat2);
 Tensor nll_loss(const Tensor &self, const Tensor &target, const optional<Tensor> &weight = {},
                 int64_t reduction = Reduction::Mean, int64_t ignore_index = -100);
@@ -152,6 +154,22 @@ Tensor cross_entropy_loss(const Tensor &self, const Tensor &target, const option
                           double label_smoothing = 0.0);
 Tensor zeros(IntArrayRef shape);
 Tensor zeros_like(const Tensor &self);
+// The thread's autograd and autocast mode (c10/core/GradMode.h, ATen/autocast_mode.h).
+struct GradMode {
+  static bool is_enabled();
+  static void set_enabled(bool enabled);
+};
+struct AutoGradMode {
+  explicit AutoGradMode(bool enabled);
+  ~AutoGradMode();
+};
+struct NoGradGuard : AutoGradMode {
+  NoGradGuard() : AutoGradMode(false) {}
+};
+namespace autocast {
+bool is_cpu_enabled();
+void set_cpu_enabled(bool enabled);
+}  // namespace autocast
 }  // namespace at
 
 namespace torch {
