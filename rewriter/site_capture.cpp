@@ -97,6 +97,8 @@ public:
       if (!Call || !Call->Object)
         return E;
       if (contains(Benign.Reshapes, Call->Name)) {
+        if (!keepsClassesLast(*Call))
+          return E;  // not a benign wrapper: the loss's input is then not the logits (refused as such)
         E = Call->Object;
       } else if (contains(Benign.UpcastMethods, Call->Name) && Call->Args.empty()) {
         addCast("." + Call->Name + "()");
@@ -123,6 +125,41 @@ public:
   }
 
 private:
+  /// Whether a reshape of the logits provably leaves the classes as the last of two dimensions, where
+  /// cross_entropy reads them as the fused call does: `view`/`reshape` to exactly two sizes the last of
+  /// which is not inferred (`{-1, V}`), `flatten(0, 1)` or `flatten(0, -2)`, or a reshape without arguments
+  /// that keeps the shape (`contiguous()`). `view({B, V, -1})` would move the classes to dimension 1.
+  bool keepsClassesLast(const CallView &Call) const {
+    std::vector<std::string> Arguments;
+    for (const Expr *Argument : Call.Args)
+      Arguments.push_back(Query.text(AstQuery::spelled(Argument)));
+    if (Call.Name == "flatten")
+      return Arguments == std::vector<std::string>{"0", "1"} || Arguments == std::vector<std::string>{"0", "-2"};
+    if (Call.Name != "view" && Call.Name != "reshape")
+      return Arguments.empty();
+    if (Arguments.size() != 1)
+      return false;
+    llvm::StringRef List = llvm::StringRef(Arguments[0]).trim();
+    if (!List.consume_front("{") || !List.consume_back("}"))
+      return false;
+    // The braced list's elements, split at the commas outside brackets.
+    std::vector<llvm::StringRef> Sizes;
+    int Depth = 0;
+    size_t Start = 0;
+    for (size_t I = 0; I <= List.size(); ++I) {
+      char C = I < List.size() ? List[I] : ',';
+      if (C == '(' || C == '{' || C == '[')
+        ++Depth;
+      else if (C == ')' || C == '}' || C == ']')
+        --Depth;
+      else if (C == ',' && Depth == 0) {
+        Sizes.push_back(List.slice(Start, I).trim());
+        Start = I + 1;
+      }
+    }
+    return Sizes.size() == 2 && !Sizes[1].empty() && !Sizes[1].starts_with("-");
+  }
+
   /// Whether a log_softmax call is over the class dimension, with at most an upcast (its dtype);
   /// records the upcast, or the break that says why not.
   bool acceptLogSoftmax(const CallView &Call) {

@@ -239,6 +239,28 @@ const Refused Neighbours[] = {
   }
 )", Verb::RefusesWith, "head-not-linear"},
      "`experts.transpose(1, 2)`, which is not spelled"},
+    // ---- reshapes of the logits: only to [N, V], where cross_entropy's classes are the fused call's -----
+    {{"a view that puts the classes in dimension 1 of three is refused", R"(
+  torch::Tensor loss(const torch::Tensor &h, const torch::Tensor &y) {
+    auto logits = lm_head(h);
+    return F::cross_entropy(logits.view({h.size(0), logits.size(-1), -1}), y.view({h.size(0), -1}));
+  }
+)", Verb::RefusesWith, "logits-rebound"},
+     "(`logits.view({h.size(0), logits.size(-1), -1})`)"},
+    {{"a reshape that infers the class dimension is refused", R"(
+  torch::Tensor loss(const torch::Tensor &h, const torch::Tensor &y) {
+    auto logits = lm_head(h);
+    return F::cross_entropy(logits.reshape({h.size(0), -1}), y.view(-1));
+  }
+)", Verb::RefusesWith, "logits-rebound"},
+     "(`logits.reshape({h.size(0), -1})`)"},
+    {{"a flatten that is not of the leading dimensions is refused", R"(
+  torch::Tensor loss(const torch::Tensor &h, const torch::Tensor &y) {
+    auto logits = lm_head(h);
+    return F::cross_entropy(logits.flatten(1), y.view(-1));
+  }
+)", Verb::RefusesWith, "logits-rebound"},
+     "(`logits.flatten(1)`)"},
     {{"a product overload with one more parameter is not the product", R"(
   torch::Tensor loss(const torch::Tensor &h, const torch::Tensor &y) {
     auto logits = torch::matmul(h, wte->weight.t(), 0.5);
