@@ -37,8 +37,10 @@ bool onlyReshapedAfterDeclaration(const VarDecl *Variable, llvm::ArrayRef<Variab
   return true;
 }
 
+// ShiftedOutside: the labels traced so far (outside E) are already shifted.
 std::optional<LabelsTrace> traceLabelsFrom(const Expr *E, CapturedSite &Site, const PatternSet &Patterns,
-                                           const AstQuery &Query, const VariableUses &Uses, int Depth = 0) {
+                                           const AstQuery &Query, const VariableUses &Uses, int Depth = 0,
+                                           bool ShiftedOutside = false) {
   const BenignPatterns &Benign = Patterns.Benign;
   LabelsTrace Trace;
   std::string Cast;
@@ -53,6 +55,15 @@ std::optional<LabelsTrace> traceLabelsFrom(const Expr *E, CapturedSite &Site, co
       if (const auto *Callee = dyn_cast<MemberExpr>(Member->getCallee()->IgnoreParens()))
         Arrow = Callee->isArrow();
     if (contains(Benign.Reshapes, Call->Name)) {
+      // A shift of reshaped labels (`labels.view(-1).slice(-1, 1)`) runs across the rows of the batch; the
+      // fused call's shift stays within each row of the labels it is given.
+      if ((Trace.Shift || ShiftedOutside) && (Call->Name == "flatten" || !Call->Args.empty())) {
+        if (!Site.LabelsBreak)
+          Site.LabelsBreak = TraceBreak{BreakKind::Indexed, E,
+                                        "the labels are shifted after `" + Call->Name +
+                                            "`: that shift runs across the rows, the fused call's within each row"};
+        break;
+      }
     } else if (Call->Name == Benign.CastMethod && !Call->Args.empty() &&
                contains(Benign.LabelCastTypes, lastIdentifier(Query.text(AstQuery::spelled(Call->Args[0]))))) {
       if (Cast.empty())
@@ -97,7 +108,7 @@ std::optional<LabelsTrace> traceLabelsFrom(const Expr *E, CapturedSite &Site, co
     if (Depth < 8 && Variable != Site.Guard.Labels && Variable->hasLocalStorage() && !isa<ParmVarDecl>(Variable) &&
         !Writes.empty() && Writes[0].Kind == VariableWrite::WriteKind::Declaration &&
         onlyReshapedAfterDeclaration(Variable, Writes, Site, Patterns, Query)) {
-      auto Inner = traceLabelsFrom(Writes[0].Value, Site, Patterns, Query, Uses, Depth + 1);
+      auto Inner = traceLabelsFrom(Writes[0].Value, Site, Patterns, Query, Uses, Depth + 1, Trace.Shift || ShiftedOutside);
       if (!Inner)
         return std::nullopt;
       Site.LabelLocals.push_back(Variable);

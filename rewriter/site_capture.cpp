@@ -99,6 +99,14 @@ public:
       if (contains(Benign.Reshapes, Call->Name)) {
         if (!keepsClassesLast(*Call))
           return E;  // not a benign wrapper: the loss's input is then not the logits (refused as such)
+        // A shift of reshaped logits (`logits.view({-1, V}).slice(-2, 0, -1)`) runs across the rows of the
+        // batch; the fused call's shift stays within each row.
+        if (Site.LogitsShift && (Call->Name == "flatten" || !Call->Args.empty())) {
+          breakAt(BreakKind::Indexed, E,
+                  "the logits are shifted after `" + Call->Name +
+                      "`: that shift runs across the rows, the fused call's within each row");
+          return E;
+        }
         E = Call->Object;
       } else if (contains(Benign.UpcastMethods, Call->Name) && Call->Args.empty()) {
         addCast("." + Call->Name + "()");

@@ -369,6 +369,21 @@ const Refused Neighbours[] = {
 )", Verb::RefusesWith, "logits-indexed"},
      "the logits are sliced with `slice(1, 0, -2)`, which is not all but the last position of their sequence "
      "dimension: it stops at `-2`, not -1"},
+    {{"a shift of the flattened batch runs across rows", R"(
+  torch::Tensor forward(torch::Tensor h, torch::Tensor labels) {
+    auto logits = lm_head(h);
+    auto flat = logits.view({-1, logits.size(-1)});
+    return F::cross_entropy(flat.slice(-2, 0, -1), labels.view(-1).slice(-1, 1));
+  }
+)", Verb::RefusesWith, "logits-indexed"},
+     "the logits are shifted after `view`: that shift runs across the rows, the fused call's within each row"},
+    {{"flattened labels shifted beside rows of shifted logits", R"(
+  torch::Tensor forward(torch::Tensor h, torch::Tensor labels) {
+    auto logits = lm_head(h);
+    return F::cross_entropy(logits.slice(1, 0, -1).reshape({-1, 32}), labels.view(-1).slice(-1, 1));
+  }
+)", Verb::RefusesWith, "logits-indexed"},
+     "the labels are shifted after `view`: that shift runs across the rows, the fused call's within each row"},
     {{"slice(1, 1) on the logits (the labels' shift)", R"(
   torch::Tensor forward(torch::Tensor h, torch::Tensor labels) {
     auto logits = lm_head(h);
