@@ -18,7 +18,8 @@
 // Reduction Mean and Sum compute the loss and the gradients in the forward call (one pass over the
 // vocabulary) and the backward pass only scales them by the upstream gradient on the device; None
 // returns hidden's leading shape and recomputes in the backward pass. A mean over zero valid tokens is
-// 0 with zero gradients (PyTorch gives NaN; a NaN would poison every later optimiser step).
+// 0 with zero gradients (PyTorch gives NaN; a NaN would poison every later optimiser step). The gradients
+// are values, not differentiable graphs: a backward pass with create_graph=true throws.
 // CPU tensors run on the CPU backend with at::get_num_threads() threads; CUDA tensors on the current
 // CUDA stream, with the workspace taken from LibTorch's caching allocator and no host synchronisation
 // (capturable in a CUDA graph).
