@@ -283,6 +283,31 @@ $<JOIN:${global_flags},
   if(mirror_dirs)
     target_include_directories("${target}" BEFORE PRIVATE ${mirror_dirs})
   endif()
+  # The mirror serves this target's own units only: a target that links this one and includes a header
+  # from its public include folders compiles the original, and an inline function defined there would then
+  # have two definitions (the fused one here, the original there). Said at configure time.
+  get_target_property(interface_dirs "${target}" INTERFACE_INCLUDE_DIRECTORIES)
+  if(NOT interface_dirs)
+    set(interface_dirs "")
+  endif()
+  foreach(dir IN LISTS interface_dirs)
+    if(dir MATCHES "^\\$<BUILD_INTERFACE:([^>]*)>$")
+      set(dir "${CMAKE_MATCH_1}")
+    endif()
+    if(NOT dir OR dir MATCHES "\\$<")
+      continue()
+    endif()
+    get_filename_component(dir "${dir}" ABSOLUTE BASE_DIR "${target_source_dir}")
+    get_filename_component(real_dir "${dir}" REALPATH)
+    file(RELATIVE_PATH relative "${real_root}" "${real_dir}")
+    if(NOT relative MATCHES "^\\.\\./" AND NOT IS_ABSOLUTE "${relative}")
+      message(WARNING "lmfuse_rewrite(TARGET ${target}): its public include folder ${dir} lies under EDIT_ROOT; "
+                      "targets that link ${target} and include a rewritten header from it compile the original "
+                      "(two definitions of its inline functions). Call lmfuse_rewrite on them too, or make the "
+                      "folder PRIVATE.")
+      break()
+    endif()
+  endforeach()
   foreach(folder IN LISTS quote_dirs)
     target_compile_options("${target}" PRIVATE "SHELL:-iquote \"${folder}\"")
   endforeach()

@@ -63,8 +63,20 @@ endfunction()
 if(STEP STREQUAL "setup")
   file(REMOVE_RECURSE "${WORK}")
   step("${CMAKE_COMMAND}" --install "${BUILD_DIR}" --prefix "${prefix}")
-  step("${CMAKE_COMMAND}" -S "${USAGE}" -B "${build}" -G "${GENERATOR}" -DCMAKE_BUILD_TYPE=Release
-       "-DCMAKE_PREFIX_PATH=${prefix}" "-DTorch_DIR=${TORCH_PREFIX}")
+  execute_process(COMMAND "${CMAKE_COMMAND}" -S "${USAGE}" -B "${build}" -G "${GENERATOR}" -DCMAKE_BUILD_TYPE=Release
+                          "-DCMAKE_PREFIX_PATH=${prefix}" "-DTorch_DIR=${TORCH_PREFIX}"
+                  RESULT_VARIABLE status OUTPUT_VARIABLE output ERROR_VARIABLE output)
+  if(NOT status EQUAL 0)
+    message(FATAL_ERROR "configuring the usage scenarios failed (${status}):\n${output}")
+  endif()
+  # public_include's library exposes its include folder: the one warning that a linking target would
+  # compile the original of a rewritten header. No other scenario gets it.
+  string(REGEX REPLACE "[ \t\r\n]+" " " flat "${output}")  # CMake wraps a warning's lines
+  string(REGEX MATCHALL "its public include folder" warnings "${flat}")
+  list(LENGTH warnings count)
+  if(NOT count EQUAL 1 OR NOT flat MATCHES "lmfuse_rewrite\\(TARGET usage_public_include\\): its public include folder")
+    message(FATAL_ERROR "expected exactly one public-include-folder warning, for usage_public_include:\n${output}")
+  endif()
 
 elseif(STEP STREQUAL "header_two_units" OR STEP STREQUAL "gcc_flag" OR STEP STREQUAL "loss_forms")
   trains_fused(${STEP})

@@ -1,0 +1,4 @@
+// Configured, never built (see CMakeLists.txt).
+#include <public_include.h>
+
+int publicIncludeAnswer() { return kPublicIncludeAnswer; }
