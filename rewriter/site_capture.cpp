@@ -101,7 +101,7 @@ public:
           return E;  // not a benign wrapper: the loss's input is then not the logits (refused as such)
         // A shift of reshaped logits (`logits.view({-1, V}).slice(-2, 0, -1)`) runs across the rows of the
         // batch; the fused call's shift stays within each row.
-        if (Site.LogitsShift && (Call->Name == "flatten" || !Call->Args.empty())) {
+        if (Site.LogitsShift && (Call->Name == "flatten" || !Call->writtenArgs().empty())) {
           breakAt(BreakKind::Indexed, E,
                   "the logits are shifted after `" + Call->Name +
                       "`: that shift runs across the rows, the fused call's within each row");
@@ -139,7 +139,7 @@ private:
   /// that keeps the shape (`contiguous()`). `view({B, V, -1})` would move the classes to dimension 1.
   bool keepsClassesLast(const CallView &Call) const {
     std::vector<std::string> Arguments;
-    for (const Expr *Argument : Call.Args)
+    for (const Expr *Argument : Call.writtenArgs())
       Arguments.push_back(Query.text(AstQuery::spelled(Argument)));
     if (Call.Name == "flatten")
       return Arguments == std::vector<std::string>{"0", "1"} || Arguments == std::vector<std::string>{"0", "-2"};

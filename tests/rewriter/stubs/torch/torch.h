@@ -74,7 +74,9 @@ public:
   Tensor view(IntArrayRef shape) const;
   Tensor reshape(IntArrayRef shape) const;
   Tensor flatten(int64_t start_dim = 0, int64_t end_dim = -1) const;
-  Tensor contiguous() const;
+  // A defaulted parameter, as LibTorch declares it: `contiguous()` is written without arguments.
+  enum class MemoryFormat { Contiguous, Preserve };
+  Tensor contiguous(MemoryFormat memory_format = MemoryFormat::Contiguous) const;
   Tensor to(ScalarType type) const;
   Tensor slice(int64_t dim = 0, optional<int64_t> start = nullopt, optional<int64_t> end = nullopt,
                int64_t step = 1) const;
