@@ -26,16 +26,6 @@ struct CallView {
   const clang::FunctionDecl *Callee = nullptr;
   std::string Name;  ///< unqualified callee name ("view", "tanh", "operator[]")
   std::vector<const clang::Expr *> Args;
-
-  /// The arguments written at the call, without the defaulted ones (`contiguous()` has none, though
-  /// LibTorch declares a default memory format).
-  std::vector<const clang::Expr *> writtenArgs() const {
-    std::vector<const clang::Expr *> Written;
-    for (const clang::Expr *Argument : Args)
-      if (!clang::isa<clang::CXXDefaultArgExpr>(Argument))
-        Written.push_back(Argument);
-    return Written;
-  }
 };
 
 class AstQuery {

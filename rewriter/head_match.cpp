@@ -2,7 +2,6 @@
 #include "head_match.h"
 
 #include <algorithm>
-
 #include <vector>
 
 #include "clang/AST/DeclTemplate.h"

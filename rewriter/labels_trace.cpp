@@ -57,7 +57,7 @@ std::optional<LabelsTrace> traceLabelsFrom(const Expr *E, CapturedSite &Site, co
     if (contains(Benign.Reshapes, Call->Name)) {
       // A shift of reshaped labels (`labels.view(-1).slice(-1, 1)`) runs across the rows of the batch; the
       // fused call's shift stays within each row of the labels it is given.
-      if ((Trace.Shift || ShiftedOutside) && (Call->Name == "flatten" || !Call->writtenArgs().empty())) {
+      if ((Trace.Shift || ShiftedOutside) && changesShape(*Call)) {
         if (!Site.LabelsBreak)
           Site.LabelsBreak = TraceBreak{BreakKind::Indexed, E,
                                         "the labels are shifted after `" + Call->Name +

@@ -32,6 +32,10 @@ bool argumentsAre(llvm::ArrayRef<const Expr *> Args, llvm::ArrayRef<int64_t> Exp
 
 bool isDefaultArgument(const Expr *Arg) { return !Arg || isa<CXXDefaultArgExpr>(Arg); }
 
+bool changesShape(const CallView &Reshape) {
+  return Reshape.Name == "flatten" || !llvm::all_of(Reshape.Args, isDefaultArgument);
+}
+
 bool isNullConstant(const Expr *E, const PatternSet &Patterns, const AstQuery &Query) {
   E = AstQuery::spelled(E);
   return isa<CXXNullPtrLiteralExpr>(E) || contains(Patterns.Guards.NullConstants, Query.text(E));

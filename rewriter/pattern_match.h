@@ -23,6 +23,9 @@ llvm::StringRef lastIdentifier(llvm::StringRef Text);
 bool argumentsAre(llvm::ArrayRef<const clang::Expr *> Args, llvm::ArrayRef<int64_t> Expected, const AstQuery &Query);
 /// Whether an argument was left to its default.
 bool isDefaultArgument(const clang::Expr *Arg);
+/// Whether a benign reshape (patterns' `reshapes`) may change the shape: `flatten`, or any other given an
+/// argument (`view(-1)`); `contiguous()` keeps it, though LibTorch declares a defaulted memory format.
+bool changesShape(const CallView &Reshape);
 /// Whether D is declared in one of the pattern set's library namespaces (its outermost named,
 /// non-inline namespace: `torch`, `at`, `std`, ...), wherever its header lies.
 bool inLibraryNamespace(const clang::Decl *D, const PatternSet &Patterns);

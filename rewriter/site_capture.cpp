@@ -101,7 +101,7 @@ public:
           return E;  // not a benign wrapper: the loss's input is then not the logits (refused as such)
         // A shift of reshaped logits (`logits.view({-1, V}).slice(-2, 0, -1)`) runs across the rows of the
         // batch; the fused call's shift stays within each row.
-        if (Site.LogitsShift && (Call->Name == "flatten" || !Call->writtenArgs().empty())) {
+        if (Site.LogitsShift && changesShape(*Call)) {
           breakAt(BreakKind::Indexed, E,
                   "the logits are shifted after `" + Call->Name +
                       "`: that shift runs across the rows, the fused call's within each row");
@@ -138,16 +138,16 @@ private:
   /// which is not inferred (`{-1, V}`), `flatten(0, 1)` or `flatten(0, -2)`, or a reshape without arguments
   /// that keeps the shape (`contiguous()`). `view({B, V, -1})` would move the classes to dimension 1.
   bool keepsClassesLast(const CallView &Call) const {
-    std::vector<std::string> Arguments;
-    for (const Expr *Argument : Call.writtenArgs())
-      Arguments.push_back(Query.text(AstQuery::spelled(Argument)));
     if (Call.Name == "flatten")
-      return Arguments == std::vector<std::string>{"0", "1"} || Arguments == std::vector<std::string>{"0", "-2"};
-    if (Call.Name != "view" && Call.Name != "reshape")
-      return Arguments.empty();
-    if (Arguments.size() != 1)
+      return argumentsAre(Call.Args, {0, 1}, Query) || argumentsAre(Call.Args, {0, -2}, Query);
+    if (!changesShape(Call))
+      return true;
+    // view/reshape given one written argument, a braced list of sizes.
+    if ((Call.Name != "view" && Call.Name != "reshape") ||
+        !argumentsAre(llvm::ArrayRef(Call.Args).drop_front(), {}, Query))
       return false;
-    llvm::StringRef List = llvm::StringRef(Arguments[0]).trim();
+    const std::string Written = Query.text(AstQuery::spelled(Call.Args[0]));
+    llvm::StringRef List = llvm::StringRef(Written).trim();
     if (!List.consume_front("{") || !List.consume_back("}"))
       return false;
     // The braced list's elements, split at the commas outside brackets.
