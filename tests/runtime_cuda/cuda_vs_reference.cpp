@@ -149,12 +149,18 @@ const std::vector<NamedSpec>& cases() {
 
 TEST_CASE("CUDA matches the fp64 reference for every option and dtype", "[cuda]") {
   // LMFUSE_TEST_CASE: only the cases whose name contains it; LMFUSE_TEST_CASE_INDEX: only the case at this
-  // index of the table (one case per process under a sanitizer, say).
+  // index of the table, or the cases at indices first-last (a part per process under a sanitizer, say).
   const char* only = std::getenv("LMFUSE_TEST_CASE");
-  const char* index = std::getenv("LMFUSE_TEST_CASE_INDEX");
-  if (index && std::size_t(std::atoi(index)) >= cases().size()) {
-    WARN("no case at index " << index << " of " << cases().size());
-    return;
+  std::size_t first = 0, last = cases().size() - 1;
+  if (const char* index = std::getenv("LMFUSE_TEST_CASE_INDEX")) {
+    char* end = nullptr;
+    first = last = std::strtoul(index, &end, 10);
+    if (*end == '-') last = std::strtoul(end + 1, &end, 10);
+    REQUIRE(*end == '\0');
+    if (first >= cases().size()) {
+      WARN("no case at index " << first << " of " << cases().size());
+      return;
+    }
   }
   if (!lmfuse::cuda_available()) {
     WARN("skipped: no CUDA device visible");
@@ -164,7 +170,7 @@ TEST_CASE("CUDA matches the fp64 reference for every option and dtype", "[cuda]"
     for (std::size_t k = 0; k < cases().size(); ++k) {
       const NamedSpec& named = cases()[k];
       if (only && !std::strstr(named.name, only)) continue;
-      if (index && std::size_t(std::atoi(index)) != k) continue;
+      if (k < first || k > last) continue;
       Spec spec;
       spec.dtype = dtype;
       spec.options.chunk_tokens = 128;
