@@ -28,12 +28,22 @@
 #
 # Where the tool cannot run (a machine without Clang), set LMFUSE_REWRITTEN_DIR to a folder holding a
 # mirror made elsewhere: <dir>/<target>/<path relative to EDIT_ROOT> plus <dir>/<target>/audit.json (a
-# copy of lmfuse_rewritten/ from a build that ran the tool); it is used as it is, and a missing copy of
-# a source is a configure error.
+# copy of lmfuse_rewritten/ from a build that ran the tool). The audit lists every copy with the SHA-256
+# of the original it was made from (lmfuse-audit/2, `mirror`), and the mirror is compiled only while it
+# was made from the sources as they are:
+# - configuring fails when the audit is missing or records no digests (nothing could tell the copies from
+#   stale ones), when it lists no copy of a source under EDIT_ROOT, or when a copy or original it lists
+#   does not exist;
+# - at build time, before any copy reaches the build tree, the step checks every listed original under
+#   EDIT_ROOT against its digest and fails naming each one changed or gone since, each listed copy
+#   missing from the mirror, and each file of the mirror the audit does not list (the bookkeeping of the
+#   build that made it aside); the fix is to re-run the tool where Clang is available and carry the new
+#   mirror. A failed check leaves no copy of a source and no audit, so the next build checks again;
+# - the check reruns when the audit, a listed copy or any listed original (a header too) changes or goes.
 include_guard(GLOBAL)
 
 set(LMFUSE_REWRITTEN_DIR "" CACHE PATH
-    "Folder of sources rewritten elsewhere (<dir>/<target>/<relative path>), used instead of running the lmfuse tool")
+    "Mirror made elsewhere (<dir>/<target>/<relative path>, <dir>/<target>/audit.json), compiled instead of running the lmfuse tool")
 set(_LMFUSE_REWRITE_STEP "${CMAKE_CURRENT_LIST_DIR}/LmfuseRewriteStep.cmake" CACHE INTERNAL "")
 
 # The tool and the pattern set: the in-tree targets, or what lmfuse-config.cmake found.
@@ -109,6 +119,43 @@ function(_lmfuse_under_root path real_root out)
   set(${out} "${relative}" PARENT_SCOPE)
 endfunction()
 
+# A configure error of LMFUSE_REWRITTEN_DIR (the message in pieces, joined), with the one way out.
+function(_lmfuse_carried_error target)
+  string(CONCAT message ${ARGN})
+  message(FATAL_ERROR "lmfuse_rewrite(TARGET ${target}): ${message}: re-run the lmfuse tool over the target's "
+                      "sources where Clang is available (a build without LMFUSE_REWRITTEN_DIR writes "
+                      "lmfuse_rewritten/${target}/) and carry that folder here")
+endfunction()
+
+# <out> = the paths (relative to EDIT_ROOT) of the copies a carried audit lists in its `mirror` member,
+# which an lmfuse that writes lmfuse-audit/2 records for every --out-dir run. An audit that is missing or
+# has no such list is a configure error: nothing could tell the copies from stale ones.
+function(_lmfuse_carried_listing target audit_file out)
+  if(NOT EXISTS "${audit_file}")
+    _lmfuse_carried_error("${target}" "LMFUSE_REWRITTEN_DIR holds no audit ${audit_file}, so its copies "
+                                      "cannot be checked against the sources")
+  endif()
+  file(READ "${audit_file}" text)
+  string(JSON count ERROR_VARIABLE error LENGTH "${text}" mirror files)
+  if(error)
+    string(JSON schema ERROR_VARIABLE no_schema GET "${text}" schema)
+    _lmfuse_carried_error("${target}" "the audit ${audit_file} (schema '${schema}') records no digest of the "
+                                      "originals its copies were made from (lmfuse-audit/2 from --out-dir does)")
+  endif()
+  set(listed "")
+  if(count GREATER 0)
+    math(EXPR last "${count} - 1")
+    foreach(i RANGE ${last})
+      string(JSON path ERROR_VARIABLE error GET "${text}" mirror files ${i} path)
+      if(error OR path STREQUAL "" OR IS_ABSOLUTE "${path}" OR path MATCHES "(^|/)\\.\\.(/|$)")
+        _lmfuse_carried_error("${target}" "the audit ${audit_file} has a malformed mirror.files entry (#${i})")
+      endif()
+      list(APPEND listed "${path}")
+    endforeach()
+  endif()
+  set(${out} "${listed}" PARENT_SCOPE)
+endfunction()
+
 function(lmfuse_rewrite)
   cmake_parse_arguments(PARSE_ARGV 0 ARG "" "TARGET;AUDIT;EXPECT_PATCHED;PATTERNS;EDIT_ROOT" "SOURCES;EXTRA_ARGS")
   if(ARG_UNPARSED_ARGUMENTS)
@@ -176,29 +223,52 @@ function(lmfuse_rewrite)
   endif()
 
   if(LMFUSE_REWRITTEN_DIR)
-    # A mirror made elsewhere: checked now, copied into the build tree when it changes.
+    # A mirror made elsewhere. Its audit lists every copy with the SHA-256 of the original it was made
+    # from; the step (MODE=carried) checks each original against it before any copy reaches the build
+    # tree. Here: the audit is there, lists a copy of every source under EDIT_ROOT, and each listed copy and
+    # original exists. The step reruns when the audit, a listed copy or its original (a header too) changes.
+    set(from_dir "${LMFUSE_REWRITTEN_DIR}/${target}")
+    set(carried_audit "${from_dir}/audit.json")
+    _lmfuse_carried_listing("${target}" "${carried_audit}" listed)
     foreach(copy IN LISTS copies)
       file(RELATIVE_PATH relative "${out_dir}" "${copy}")
-      set(from "${LMFUSE_REWRITTEN_DIR}/${target}/${relative}")
-      if(NOT EXISTS "${from}")
-        message(FATAL_ERROR "lmfuse_rewrite(TARGET ${target}): LMFUSE_REWRITTEN_DIR has no rewritten copy of "
-                            "${relative} (looked for ${from})")
+      if(NOT relative IN_LIST listed)
+        _lmfuse_carried_error("${target}" "LMFUSE_REWRITTEN_DIR has no rewritten copy of ${relative} (its audit "
+                                          "${carried_audit} lists none)")
       endif()
     endforeach()
-    file(GLOB_RECURSE carried LIST_DIRECTORIES false "${LMFUSE_REWRITTEN_DIR}/${target}/*")
-    set(carried_audit "${LMFUSE_REWRITTEN_DIR}/${target}/audit.json")
-    set(audit_arguments "")
-    if(EXISTS "${carried_audit}")
-      set(audit_arguments "-DCARRIED_AUDIT=${carried_audit}")
+    set(carried_copies "")
+    set(carried_originals "")
+    foreach(relative IN LISTS listed)
+      foreach(path IN ITEMS "${from_dir}/${relative}" "${real_root}/${relative}")
+        if(NOT EXISTS "${path}")
+          _lmfuse_carried_error("${target}" "${path} does not exist, but the audit ${carried_audit} lists it")
+        endif()
+      endforeach()
+      list(APPEND carried_copies "${from_dir}/${relative}")
+      list(APPEND carried_originals "${real_root}/${relative}")
+    endforeach()
+    # A new mirror may list other files: configuring again picks them up.
+    set_property(DIRECTORY APPEND PROPERTY CMAKE_CONFIGURE_DEPENDS "${carried_audit}")
+    # The listed copies and their originals reach the build tool through the step's depfile where there is
+    # one, so an original deleted since is the step's error (naming it, saying what to do) rather than the
+    # build tool's "missing and no known rule"; elsewhere they are plain dependencies.
+    set(depfile_arguments "")
+    set(listed_dependencies ${carried_copies} ${carried_originals})
+    if(CMAKE_GENERATOR MATCHES "Ninja|Makefiles")
+      set(depfile_arguments DEPFILE "${out_dir}/rewrite.d")
+      set(listed_dependencies "")
     endif()
     add_custom_command(
       OUTPUT ${copies} "${audit}"
-      COMMAND "${CMAKE_COMMAND}" "-DMODE=carried" "-DTARGET=${target}" "-DFROM_DIR=${LMFUSE_REWRITTEN_DIR}/${target}"
-              "-DOUT_DIR=${out_dir}" "-DCOPIES=${copies}"
-              "-DAUDIT=${audit}" ${audit_arguments} "-DEXPECT_PATCHED=${ARG_EXPECT_PATCHED}"
+      COMMAND "${CMAKE_COMMAND}" "-DMODE=carried" "-DTARGET=${target}" "-DFROM_DIR=${from_dir}"
+              "-DCARRIED_AUDIT=${carried_audit}" "-DEDIT_ROOT=${real_root}" "-DOUT_DIR=${out_dir}"
+              "-DCOPIES=${copies}" "-DAUDIT=${audit}" "-DEXPECT_PATCHED=${ARG_EXPECT_PATCHED}"
+              "-DDEPFILE=${out_dir}/rewrite.d"
               -P "${_LMFUSE_REWRITE_STEP}"
-      DEPENDS ${carried} ${originals} "${_LMFUSE_REWRITE_STEP}"
-      COMMENT "lmfuse: using the rewritten sources of ${target} from ${LMFUSE_REWRITTEN_DIR}"
+      DEPENDS "${carried_audit}" ${listed_dependencies} "${_LMFUSE_REWRITE_STEP}"
+      ${depfile_arguments}
+      COMMENT "lmfuse: checking and using the rewritten sources of ${target} from ${LMFUSE_REWRITTEN_DIR}"
       VERBATIM)
   else()
     if(NOT tool)

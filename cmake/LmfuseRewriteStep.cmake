@@ -1,13 +1,19 @@
 # The build step behind lmfuse_rewrite() (cmake -P): runs the lmfuse tool over all of a target's sources
 # into a staging mirror of EDIT_ROOT, moves the mirror into place, checks that every unit of the target
 # reads the rewritten copy of each patched header, and writes the audit and a depfile of the headers the
-# sources include. Nothing is half-written: on any failure the copies are removed (so the next build runs
-# the step again), the audit is the failed run's own (or none), and the build stops with the reasons.
+# sources include. With a mirror made elsewhere (MODE=carried) it instead checks every carried copy against
+# its original (the SHA-256 the carried audit records) and only then copies the mirror into place. Nothing
+# is half-written: on any failure the copies are removed (so the next build runs the step again), the audit
+# is the failed run's own (or none), and the build stops with the reasons.
 #
 # MODE=tool:    TARGET TOOL PATTERNS COMPILE_COMMANDS FLAGS_FILE SOURCES_FILE EXTRA_ARGS_FILE COPIES
 #               SOURCE_ROOT EDIT_ROOT OUT_DIR AUDIT EXPECT_PATCHED CXX DEPFILE
-# MODE=carried: TARGET FROM_DIR OUT_DIR COPIES AUDIT [CARRIED_AUDIT] EXPECT_PATCHED
+# MODE=carried: TARGET FROM_DIR CARRIED_AUDIT EDIT_ROOT OUT_DIR COPIES AUDIT EXPECT_PATCHED DEPFILE
 cmake_minimum_required(VERSION 3.22)
+
+# The files of lmfuse_rewritten/<target>/ that are no copies: the audit, the step's inputs, its stage (the
+# tool's cache) and depfile. A carried mirror, a copy of that folder, holds them too.
+set(bookkeeping "audit\\.json|\\.stage|\\.lmfuse-cache|flags-[^/]*\\.txt|sources\\.txt|extra-args\\.txt|rewrite\\.d(\\.part)?")
 
 # The one error path: no copy survives a failure, and the audit is this run's (STAGE_AUDIT) or none.
 function(fail message)
@@ -47,38 +53,108 @@ function(describe_sites audit_file skip out)
 endfunction()
 
 if(MODE STREQUAL "carried")
-  # Everything rewritten elsewhere for this target (sources and the headers mirrored beside them).
+  # A mirror made elsewhere (sources and the headers mirrored beside them) is compiled only if it was made
+  # from the sources as they are now: every copy its audit lists must have an original under EDIT_ROOT with
+  # the SHA-256 the audit recorded, and every file of the mirror but the bookkeeping must be such a copy.
+  # All of it is checked before anything is copied into the build tree.
+  string(CONCAT rerun "Re-run the lmfuse tool over the sources where Clang is available (a build without "
+                      "LMFUSE_REWRITTEN_DIR writes lmfuse_rewritten/${TARGET}/) and carry that folder here.")
+  if(NOT EXISTS "${CARRIED_AUDIT}")
+    fail("there is no audit ${CARRIED_AUDIT} to check the carried copies against. ${rerun}")
+  endif()
+  file(READ "${CARRIED_AUDIT}" carried_audit)
+  string(JSON count ERROR_VARIABLE error LENGTH "${carried_audit}" mirror files)
+  if(error)
+    fail("the audit ${CARRIED_AUDIT} records no digest of the originals (mirror.files, lmfuse-audit/2). ${rerun}")
+  endif()
+  set(listed "")
+  set(problems "")
+  if(count GREATER 0)
+    math(EXPR last "${count} - 1")
+    foreach(i RANGE ${last})
+      string(JSON relative ERROR_VARIABLE e1 GET "${carried_audit}" mirror files ${i} path)
+      string(JSON recorded ERROR_VARIABLE e2 GET "${carried_audit}" mirror files ${i} sha256)
+      string(JSON recorded_copy ERROR_VARIABLE e3 GET "${carried_audit}" mirror files ${i} copy_sha256)
+      # The tool writes paths under the mirrored root only; anything else could copy outside the mirror.
+      if(e1 OR e2 OR e3 OR relative STREQUAL "" OR IS_ABSOLUTE "${relative}" OR relative MATCHES "(^|/)\\.\\.(/|$)")
+        fail("the audit ${CARRIED_AUDIT} has a malformed mirror.files entry (#${i}). ${rerun}")
+      endif()
+      list(APPEND listed "${relative}")
+      if(NOT EXISTS "${FROM_DIR}/${relative}")
+        string(APPEND problems "\n  ${FROM_DIR}/${relative} is missing (the audit lists a copy of ${relative})")
+      else()
+        # A copy cut short on the way (a full disk) or edited since the tool wrote it is not what was checked.
+        file(SHA256 "${FROM_DIR}/${relative}" digest)
+        if(NOT digest STREQUAL recorded_copy)
+          string(APPEND problems "\n  ${FROM_DIR}/${relative} is not the copy the tool wrote (SHA-256 ${digest}; "
+                                 "the audit recorded ${recorded_copy}): cut short or edited since")
+        endif()
+      endif()
+      set(original "${EDIT_ROOT}/${relative}")
+      if(NOT EXISTS "${original}" OR IS_DIRECTORY "${original}")
+        string(APPEND problems "\n  ${original} no longer exists (the mirror holds a copy of it)")
+      else()
+        file(SHA256 "${original}" digest)
+        if(NOT digest STREQUAL recorded)
+          string(APPEND problems "\n  ${original} has changed since its copy was made (SHA-256 ${digest}; "
+                                 "the audit recorded ${recorded})")
+        endif()
+      endif()
+    endforeach()
+  endif()
   file(GLOB_RECURSE carried_files LIST_DIRECTORIES false RELATIVE "${FROM_DIR}" "${FROM_DIR}/*")
-  list(REMOVE_ITEM carried_files audit.json)
   foreach(relative IN LISTS carried_files)
+    if(NOT relative IN_LIST listed AND NOT relative MATCHES "^(${bookkeeping})(/.*)?$")
+      string(APPEND problems "\n  ${FROM_DIR}/${relative} is not a copy the audit lists")
+    endif()
+  endforeach()
+  if(problems)
+    fail("the rewritten copies in ${FROM_DIR} were not made from the sources as they are now:${problems}\n${rerun}")
+  endif()
+  if(NOT EXPECT_PATCHED STREQUAL "")
+    # The tool's count: sites patched or already patched.
+    string(JSON patched ERROR_VARIABLE e1 GET "${carried_audit}" summary patched)
+    string(JSON already ERROR_VARIABLE e2 GET "${carried_audit}" summary already_patched)
+    if(e1)
+      fail("the carried audit ${CARRIED_AUDIT} has no summary.patched count")
+    endif()
+    if(e2)
+      set(already 0)
+    endif()
+    math(EXPR done "${patched} + ${already}")
+    if(done LESS EXPECT_PATCHED)
+      describe_sites("${CARRIED_AUDIT}" "patched;already_patched" reasons)
+      fail("the carried sources have ${done} sites patched or already patched, fewer than EXPECT_PATCHED ${EXPECT_PATCHED}:${reasons}")
+    endif()
+  endif()
+  # Checked: the carried copies replace the previous mirror (stale copies of files no longer listed go too).
+  file(GLOB previous LIST_DIRECTORIES true "${OUT_DIR}/*")
+  list(FILTER previous EXCLUDE REGEX "/(${bookkeeping})$")
+  if(previous)
+    file(REMOVE_RECURSE ${previous})
+  endif()
+  foreach(relative IN LISTS listed)
     get_filename_component(folder "${OUT_DIR}/${relative}" DIRECTORY)
     file(MAKE_DIRECTORY "${folder}")
-    file(COPY_FILE "${FROM_DIR}/${relative}" "${OUT_DIR}/${relative}")
-  endforeach()
-  if(CARRIED_AUDIT)
-    file(COPY_FILE "${CARRIED_AUDIT}" "${AUDIT}" ONLY_IF_DIFFERENT)
-    if(NOT EXPECT_PATCHED STREQUAL "")
-      # The tool's count: sites patched or already patched.
-      file(READ "${AUDIT}" audit)
-      string(JSON patched ERROR_VARIABLE e1 GET "${audit}" summary patched)
-      string(JSON already ERROR_VARIABLE e2 GET "${audit}" summary already_patched)
-      if(e1)
-        fail("the carried audit ${AUDIT} has no summary.patched count")
-      endif()
-      if(e2)
-        set(already 0)
-      endif()
-      math(EXPR done "${patched} + ${already}")
-      if(done LESS EXPECT_PATCHED)
-        describe_sites("${AUDIT}" "patched;already_patched" reasons)
-        fail("the carried sources have ${done} sites patched or already patched, fewer than EXPECT_PATCHED ${EXPECT_PATCHED}:${reasons}")
-      endif()
+    file(COPY_FILE "${FROM_DIR}/${relative}" "${OUT_DIR}/${relative}" RESULT copied)
+    if(NOT copied EQUAL 0)
+      fail("cannot copy ${FROM_DIR}/${relative} into ${OUT_DIR}: ${copied}")
     endif()
-  elseif(NOT EXPECT_PATCHED STREQUAL "")
-    fail("EXPECT_PATCHED ${EXPECT_PATCHED} needs the audit of the carried sources (audit.json beside them)")
-  else()
-    file(WRITE "${AUDIT}" "{\"schema\": \"lmfuse-audit/1\", \"note\": \"sources rewritten elsewhere; no audit carried\"}\n")
+  endforeach()
+  file(COPY_FILE "${CARRIED_AUDIT}" "${AUDIT}" ONLY_IF_DIFFERENT RESULT copied)
+  if(NOT copied EQUAL 0)
+    fail("cannot copy the audit ${CARRIED_AUDIT} to ${AUDIT}: ${copied}")
   endif()
+  # The step runs again when a listed copy or its original changes or goes.
+  set(dependencies "")
+  foreach(relative IN LISTS listed)
+    foreach(path IN ITEMS "${FROM_DIR}/${relative}" "${EDIT_ROOT}/${relative}")
+      string(REPLACE " " "\\ " path "${path}")
+      string(APPEND dependencies " \\\n  ${path}")
+    endforeach()
+  endforeach()
+  list(GET COPIES 0 first_copy)
+  file(WRITE "${DEPFILE}" "${first_copy}:${dependencies}\n")
   return()
 endif()
 
@@ -217,7 +293,7 @@ endif()
 
 # The mirror: staged files replace the previous run's (stale copies of files no longer read go too).
 file(GLOB previous LIST_DIRECTORIES true "${OUT_DIR}/*")
-list(FILTER previous EXCLUDE REGEX "/(\\.stage|flags-[^/]*\\.txt|sources\\.txt|extra-args\\.txt|rewrite\\.d|audit\\.json)$")
+list(FILTER previous EXCLUDE REGEX "/(${bookkeeping})$")
 if(previous)
   file(REMOVE_RECURSE ${previous})
 endif()

@@ -7,6 +7,8 @@
 #include <map>
 #include <tuple>
 
+#include "llvm/ADT/StringExtras.h"
+#include "llvm/Support/SHA256.h"
 #include "llvm/Support/raw_ostream.h"
 
 namespace lmfuse::rewriter {
@@ -14,6 +16,10 @@ namespace lmfuse::rewriter {
 namespace {
 constexpr SiteStatus AllStatuses[] = {SiteStatus::Patched, SiteStatus::AlreadyPatched, SiteStatus::Unmatched,
                                       SiteStatus::Failed, SiteStatus::Suppressed};
+}
+
+std::string contentDigest(llvm::StringRef Contents) {
+  return llvm::toHex(llvm::SHA256::hash(llvm::arrayRefFromStringRef(Contents)), /*LowerCase=*/true);
 }
 
 void sortSites(std::vector<SiteRecord> &Sites) {
@@ -151,13 +157,27 @@ llvm::Expected<SiteRecord> siteFromJson(const llvm::json::Value &Value) {
   return Site;
 }
 
-llvm::json::Value auditToJson(const AuditHeader &Header, std::vector<SiteRecord> Sites) {
+namespace {
+
+llvm::json::Object mirrorToJson(AuditMirror Mirror) {
+  std::sort(Mirror.Files.begin(), Mirror.Files.end(),
+            [](const MirroredFile &A, const MirroredFile &B) { return A.Path < B.Path; });
+  llvm::json::Array Files;
+  for (const MirroredFile &File : Mirror.Files)
+    Files.push_back(llvm::json::Object{{"path", File.Path}, {"sha256", File.Sha256}, {"copy_sha256", File.CopySha256}});
+  return llvm::json::Object{{"root", Mirror.Root}, {"files", std::move(Files)}};
+}
+
+}  // namespace
+
+llvm::json::Value auditToJson(const AuditHeader &Header, std::vector<SiteRecord> Sites,
+                              std::optional<AuditMirror> Mirror) {
   sortSites(Sites);
   AuditSummary Summary = summarize(Sites);
   llvm::json::Array SiteArray;
   for (const SiteRecord &Site : Sites)
     SiteArray.push_back(siteToJson(Site));
-  return llvm::json::Object{
+  llvm::json::Object Document{
       {"schema", AuditSchema},
       {"tool", llvm::json::Object{{"name", "lmfuse"}, {"version", Header.ToolVersion}}},
       {"clang", llvm::json::Object{{"version", Header.ClangVersion}, {"resource_dir", Header.ResourceDir}}},
@@ -171,6 +191,9 @@ llvm::json::Value auditToJson(const AuditHeader &Header, std::vector<SiteRecord>
                                      {"suppressed", int64_t(Summary.Suppressed)}}},
       {"sites", std::move(SiteArray)},
   };
+  if (Mirror)
+    Document["mirror"] = mirrorToJson(std::move(*Mirror));
+  return Document;
 }
 
 }  // namespace lmfuse::rewriter

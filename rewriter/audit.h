@@ -1,7 +1,9 @@
-// The audit: every site the tool saw, as JSON (`schema: "lmfuse-audit/1"`), plus the summary counts.
+// The audit: every site the tool saw, as JSON (`schema: "lmfuse-audit/2"`), plus the summary counts and,
+// for an --out-dir run, the SHA-256 of every original the mirror holds a copy of.
 // The file is written atomically (temporary file + rename), so a reader never sees half an audit.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -13,7 +15,9 @@
 
 namespace lmfuse::rewriter {
 
-inline constexpr const char *AuditSchema = "lmfuse-audit/1";
+// 2: the `mirror` member (a build that compiles a mirror made on another machine checks the originals
+// against it; lmfuse_rewrite's LMFUSE_REWRITTEN_DIR refuses an audit without one).
+inline constexpr const char *AuditSchema = "lmfuse-audit/2";
 
 struct AuditHeader {
   std::string ToolVersion;
@@ -28,6 +32,22 @@ struct AuditSummary {
   unsigned Patched = 0, AlreadyPatched = 0, Unmatched = 0, Failed = 0, Suppressed = 0;
 };
 
+/// A copy --out-dir holds: where it lies under the mirrored root, and the digest of the original contents it
+/// was made from, so whoever compiles the copy can tell whether the original has changed since.
+struct MirroredFile {
+  std::string Path;        ///< relative to the root, '/'-separated
+  std::string Sha256;      ///< contentDigest() of the original
+  std::string CopySha256;  ///< contentDigest() of the copy as written (a copy cut short or edited since differs)
+};
+
+struct AuditMirror {
+  std::string Root;                 ///< the folder mirrored (--edit-root, or the inputs' common folder)
+  std::vector<MirroredFile> Files;  ///< every copy in place after the run
+};
+
+/// SHA-256 of Contents as 64 lowercase hex digits: what `sha256sum` and CMake's file(SHA256) print.
+std::string contentDigest(llvm::StringRef Contents);
+
 /// Sorts by file, line, column; the audit's order.
 void sortSites(std::vector<SiteRecord> &Sites);
 AuditSummary summarize(const std::vector<SiteRecord> &Sites);
@@ -39,7 +59,9 @@ llvm::json::Object siteToJson(const SiteRecord &Site);
 llvm::Expected<SiteRecord> siteFromJson(const llvm::json::Value &Value);
 std::optional<SiteStatus> statusFromName(llvm::StringRef Name);
 
-/// The whole audit document; Sites are sorted on the way.
-llvm::json::Value auditToJson(const AuditHeader &Header, std::vector<SiteRecord> Sites);
+/// The whole audit document; Sites and the mirror's files are sorted on the way. Without a mirror (no
+/// --out-dir) the document has no `mirror` member.
+llvm::json::Value auditToJson(const AuditHeader &Header, std::vector<SiteRecord> Sites,
+                              std::optional<AuditMirror> Mirror = std::nullopt);
 
 }  // namespace lmfuse::rewriter

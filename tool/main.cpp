@@ -129,17 +129,19 @@ std::vector<std::string> findHeaderDirs(StringRef ExeDir) {
 }
 
 // The rewritten sources: an output tree, in-place writes, or a diff on stdout. A file that cannot be
-// written turns its patched sites into failed/write-failed.
-// The rewritten sources: an output tree, in-place writes, or a diff on stdout. A file that cannot be
-// written turns its patched sites (or, without any, the file itself) into failed/write-failed.
-void writeSources(DriverResult &Result, const std::vector<std::string> &Inputs, StringRef Root, StringRef OutRoot) {
+// written turns its patched sites (or, without any, the file itself) into failed/write-failed. An output
+// tree returns what the audit records of it: each copy's original and digest.
+std::optional<AuditMirror> writeSources(DriverResult &Result, const std::vector<std::string> &Inputs,
+                                        StringRef Root, StringRef OutRoot) {
   if (!OutDir.empty()) {
     lmfuse::tool::OutTreeResult Tree = lmfuse::tool::writeOutTree(Result, Inputs, Root, OutRoot);
     for (const auto &[File, Message] : Tree.Failures) {
       errs() << "lmfuse: error: " << Message << "\n";
       failWrite(Result.Sites, File, Message);
     }
-  } else if (InPlace) {
+    return AuditMirror{Root.str(), std::move(Tree.Mirrored)};
+  }
+  if (InPlace) {
     for (const FileRewrite &Rewrite : Result.Rewrites) {
       bool Changed = false;
       if (Error Err = lmfuse::tool::writeIfChanged(Rewrite.Path, Rewrite.Rewritten, Changed)) {
@@ -160,6 +162,7 @@ void writeSources(DriverResult &Result, const std::vector<std::string> &Inputs, 
     }
     outs().flush();
   }
+  return std::nullopt;
 }
 
 // --expect-patched not met: every site with its status and reason, so the build log says why.
@@ -369,7 +372,7 @@ int main(int argc, const char **argv) {
     if (std::binary_search(Result.FilesRead.begin(), Result.FilesRead.end(), Path))
       return fail(ExitSkipped, Option + " " + Path + " is a file the sources read: it would be overwritten");
 
-  writeSources(Result, Inputs, Root, OutRoot);
+  std::optional<AuditMirror> Mirror = writeSources(Result, Inputs, Root, OutRoot);
 
   int Status = ExitOk;
   if (outs().has_error()) {  // a full disk under `lmfuse ... > fix.diff` must not end in "LLVM ERROR"
@@ -396,7 +399,7 @@ int main(int argc, const char **argv) {
     Header.PatternSetName = Patterns->Name;
     Header.PatternSetVersion = std::to_string(Patterns->Version);
     Header.PatternSetSource = Patterns->Source;
-    std::string Text = formatv("{0:2}", auditToJson(Header, Result.Sites)).str() + "\n";
+    std::string Text = formatv("{0:2}", auditToJson(Header, Result.Sites, std::move(Mirror))).str() + "\n";
     if (Error Err = lmfuse::tool::writeFileAtomically(AuditPath, Text)) {
       errs() << "lmfuse: error: the audit: " << toString(std::move(Err)) << "\n";
       Status = ExitFailed;

@@ -80,10 +80,13 @@ bool isForeignFile(const std::string &Path) {
 OutTreeResult writeOutTree(const rewriter::DriverResult &Result, const std::vector<std::string> &Inputs,
                            llvm::StringRef Root, llvm::StringRef OutDir) {
   OutTreeResult Out;
-  // Source -> contents of its copy. Rewritten files first; then plain copies of everything else.
-  std::map<std::string, std::string> Copies;
-  for (const rewriter::FileRewrite &Rewrite : Result.Rewrites)
+  // Source -> contents of its copy. Rewritten files first; then plain copies of everything else. Each
+  // digest is of the very contents its copy was made from (read once), never of a later read.
+  std::map<std::string, std::string> Copies, Digests;
+  for (const rewriter::FileRewrite &Rewrite : Result.Rewrites) {
     Copies[Rewrite.Path] = rewriter::rewrittenWithLineDirectives(Rewrite.Path, Rewrite.Original, Rewrite.Edits);
+    Digests[Rewrite.Path] = rewriter::contentDigest(Rewrite.Original);
+  }
   std::vector<std::string> Plain(Inputs);
   Plain.insert(Plain.end(), Result.FilesRead.begin(), Result.FilesRead.end());
   // A copy never replaces a file some unit read (a source or header): that would be the sources overwritten.
@@ -96,6 +99,7 @@ OutTreeResult writeOutTree(const rewriter::DriverResult &Result, const std::vect
     if (!Buffer)
       continue;  // a file the compiler read but that is gone now: the build will say so
     Copies[File] = rewriter::rewrittenWithLineDirectives(File, (*Buffer)->getBuffer(), {});
+    Digests[File] = rewriter::contentDigest((*Buffer)->getBuffer());
   }
   for (const auto &[Source, Contents] : Copies) {
     std::string Target = mirroredPath(Source, Root, OutDir);
@@ -120,6 +124,8 @@ OutTreeResult writeOutTree(const rewriter::DriverResult &Result, const std::vect
       continue;
     }
     ++(Changed ? Out.Written : Out.Unchanged);
+    // "": relative to Root.
+    Out.Mirrored.push_back({mirroredPath(Source, Root, ""), Digests[Source], rewriter::contentDigest(Contents)});
   }
   return Out;
 }

@@ -4,12 +4,15 @@
 // quoted headers) is copied too, with a `#line 1` naming its original, so `#include "..."` next to a
 // rewritten file keeps finding the same neighbours. Files whose contents would not change are not
 // rewritten, so the build system sees unchanged timestamps. An existing file that is not such a copy is
-// never replaced (its source gets a write-failed entry), nor is any file a translation unit read.
+// never replaced (its source gets a write-failed entry), nor is any file a translation unit read. Every copy
+// in place after the run is listed with the SHA-256 of the original contents it was made from (the audit's
+// `mirror`), so a build that compiles the mirror on another machine can refuse originals changed since.
 #pragma once
 
 #include <string>
 #include <vector>
 
+#include "audit.h"
 #include "driver.h"
 
 namespace lmfuse::tool {
@@ -17,6 +20,7 @@ namespace lmfuse::tool {
 struct OutTreeResult {
   unsigned Written = 0, Unchanged = 0;
   std::vector<std::pair<std::string, std::string>> Failures;  ///< source file -> message
+  std::vector<rewriter::MirroredFile> Mirrored;               ///< every copy written or found unchanged
 };
 
 /// Common ancestor folder of Paths (canonical, absolute).

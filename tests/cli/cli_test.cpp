@@ -11,12 +11,14 @@
 #include "clang/Tooling/Core/Replacement.h"
 #include "clang/Tooling/DiagnosticsYaml.h"
 #include "llvm/ADT/SmallString.h"
+#include "llvm/ADT/StringExtras.h"
 #include "llvm/ADT/StringRef.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/JSON.h"
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/Path.h"
 #include "llvm/Support/Program.h"
+#include "llvm/Support/SHA256.h"
 #include "llvm/Support/YAMLTraits.h"
 #include "llvm/Support/raw_ostream.h"
 
@@ -345,7 +347,7 @@ TEST_CASE("--export-fixes writes clang-tidy fixes YAML whose replacements produc
   CHECK(Applied == Tree.read("copy/model.cpp"));
 }
 
-TEST_CASE("the audit carries the lmfuse-audit/1 schema, its header, summary and site fields", "[cli]") {
+TEST_CASE("the audit carries the lmfuse-audit/2 schema, its header, summary and site fields", "[cli]") {
   SourceTree Tree({{"model.cpp", ModelSource}, {"refused.cpp", RefusedSource}});
   std::string Audit = Tree.path("audit.json");
   ToolRun Run = runLmfuse(
@@ -355,7 +357,8 @@ TEST_CASE("the audit carries the lmfuse-audit/1 schema, its header, summary and 
                          "0 suppressed") == 1);
   llvm::json::Value Document = readAudit(Audit);
   const llvm::json::Object &Root = *Document.getAsObject();
-  CHECK(Root.getString("schema") == llvm::StringRef("lmfuse-audit/1"));
+  CHECK(Root.getString("schema") == llvm::StringRef("lmfuse-audit/2"));
+  CHECK(Root.getObject("mirror") == nullptr);  // no --out-dir: no mirror to record
   CHECK(Root.getObject("tool")->getString("version").has_value());
   CHECK(countOf(*Root.getObject("clang")->getString("version"), "clang version 19") == 1);
   CHECK(fileExists(Root.getObject("clang")->getString("resource_dir")->str() + "/include/stddef.h"));
@@ -389,6 +392,45 @@ TEST_CASE("the audit carries the lmfuse-audit/1 schema, its header, summary and 
   CHECK(field(Sites[1], "function") == "scaled_loss");
   CHECK(countOf(field(Sites[1], "detail"), "7") >= 1);  // names the offending line
   CHECK(Sites[1].getAsObject()->getObject("options") == nullptr);
+}
+
+// A build that compiles the mirror on a machine without Clang (lmfuse_rewrite's LMFUSE_REWRITTEN_DIR)
+// compares each original and each copy with what the audit recorded through CMake's file(SHA256): `sha256`
+// must be the plain SHA-256 of the original's bytes, `copy_sha256` that of the copy as written, for a
+// rewritten source as for a header copied as it is, and a run served from the cache records the same.
+TEST_CASE("--out-dir: the audit records the SHA-256 of every original the mirror holds a copy of", "[cli]") {
+  const char *Header = "#pragma once\nconstexpr int kAnswer = 42;\n";
+  const char *HeaderSha256 = "18201a003f2ddd89a8781953d59a1f7701d159ba7f3300b04416d2a7605e6a5c";  // sha256sum
+  const std::string Source = "#include \"config.h\"\n" + std::string(ModelSource);
+  SourceTree Tree({{"src/model.cpp", Source.c_str()}, {"src/config.h", Header}});
+  std::string Audit = Tree.path("audit.json");
+  std::vector<std::string> Arguments = withFlags({"--out-dir", Tree.path("out"), "--edit-root", Tree.path("src"),
+                                                  "--audit", Audit, "--summary", Tree.path("src/model.cpp")},
+                                                 Tree);
+  for (const char *Run : {"parsed", "from the cache"}) {
+    INFO(Run);
+    ToolRun Tool = runLmfuse(Arguments);
+    INFO(Tool.Err);
+    REQUIRE(Tool.ExitCode == 0);
+    CHECK(countOf(readFile(Tree.path("out/model.cpp")), "lmfuse::linear_cross_entropy(") == 1);
+    llvm::json::Value Document = readAudit(Audit);
+    const llvm::json::Object *Mirror = Document.getAsObject()->getObject("mirror");
+    REQUIRE(Mirror);
+    CHECK(Mirror->getString("root") == llvm::StringRef(Tree.path("src")));
+    const llvm::json::Array *Files = Mirror->getArray("files");
+    REQUIRE(Files);
+    REQUIRE(Files->size() == 2);
+    CHECK(field((*Files)[0], "path") == "config.h");
+    CHECK(field((*Files)[0], "sha256") == HeaderSha256);
+    CHECK(field((*Files)[1], "path") == "model.cpp");
+    CHECK(field((*Files)[1], "sha256") ==
+          llvm::toHex(llvm::SHA256::hash(llvm::arrayRefFromStringRef(Source)), /*LowerCase=*/true));
+    for (std::size_t I = 0; I < 2; ++I) {
+      std::string Copy = readFile(Tree.path("out/" + field((*Files)[I], "path")));
+      CHECK(field((*Files)[I], "copy_sha256") ==
+            llvm::toHex(llvm::SHA256::hash(llvm::arrayRefFromStringRef(Copy)), /*LowerCase=*/true));
+    }
+  }
 }
 
 TEST_CASE("--version names the tool and the Clang it was built with", "[cli]") {

@@ -5,7 +5,8 @@
 #   -DSTEP=setup   installs BUILD_DIR into WORK/prefix and configures USAGE (all scenarios but
 #                  runtime_only) in WORK/build
 #   -DSTEP=<name>  builds and checks one scenario (header_two_units, include_src, logits_read,
-#                  autocast_cpu, already_patched, gcc_flag, loss_forms, runtime_only)
+#                  autocast_cpu, already_patched, gcc_flag, loss_forms, runtime_only); include_src is also
+#                  built where Clang is not, from the mirror its first build made (LMFUSE_REWRITTEN_DIR)
 #   -DBUILD_DIR=<lmfuse build> -DUSAGE=<tests/usage> -DWORK=<scratch> -DGENERATOR=<gen> -DTORCH_PREFIX=<Torch_DIR>
 cmake_minimum_required(VERSION 3.22)
 set(prefix "${WORK}/prefix")
@@ -44,14 +45,83 @@ function(trains_fused scenario)
   set(OUT "${OUT}" PARENT_SCOPE)
 endfunction()
 
-# Builds a target that must fail; OUT gets the build's output.
+# Builds a target (of the usage build, or of the build folder given second) that must fail; OUT gets the
+# build's output.
 function(build_fails target)
-  execute_process(COMMAND "${CMAKE_COMMAND}" --build "${build}" --target ${target}
+  set(folder "${build}")
+  if(ARGC GREATER 1)
+    set(folder "${ARGV1}")
+  endif()
+  execute_process(COMMAND "${CMAKE_COMMAND}" --build "${folder}" --target ${target}
                   RESULT_VARIABLE status OUTPUT_VARIABLE output ERROR_VARIABLE output)
   if(status EQUAL 0)
     message(FATAL_ERROR "${target} built, but its build must fail")
   endif()
   set(OUT "${output}" PARENT_SCOPE)
+endfunction()
+
+# include_src where Clang is not: a copy of its sources (so the test may change them) built from the mirror
+# the usage build made of them (LMFUSE_REWRITTEN_DIR = a copy of its lmfuse_rewritten/). It trains fused
+# while every original is what the mirror was made from; a header or source changed since, an original
+# gone, a file the audit does not list, or no audit at all fails the build, naming the file.
+function(carried_mirror_checks)
+  set(carried "${WORK}/carried")
+  set(carried_build "${carried}/build")
+  set(mirror "${carried}/lmfuse_rewritten")
+  file(REMOVE_RECURSE "${carried}")
+  file(COPY "${USAGE}/include_src" "${USAGE}/common" "${build}/include_src/lmfuse_rewritten" DESTINATION "${carried}")
+  get_filename_component(tree "${carried}/include_src" REALPATH)
+  step("${CMAKE_COMMAND}" -S "${tree}" -B "${carried_build}" -G "${GENERATOR}" -DCMAKE_BUILD_TYPE=Release
+       "-DCMAKE_PREFIX_PATH=${prefix}" "-DTorch_DIR=${TORCH_PREFIX}" "-DLMFUSE_REWRITTEN_DIR=${mirror}")
+  step("${CMAKE_COMMAND}" --build "${carried_build}" --target usage_include_src)
+  run_program("${carried_build}/usage_include_src")
+  if(NOT STATUS EQUAL 0 OR NOT OUT MATCHES "trains through the fused path like the original")
+    message(FATAL_ERROR "include_src: the program built from the carried mirror does not train through the "
+                        "fused path like the original (exit ${STATUS}):\n${OUT}")
+  endif()
+  # Right after that build: the header's change alone must run the check again.
+  file(APPEND "${tree}/include/tiny/model.h" "// changed after the mirror was made\n")
+  carried_refused("${tree}/include/tiny/model.h has changed since its copy was made")
+  file(COPY_FILE "${USAGE}/include_src/include/tiny/model.h" "${tree}/include/tiny/model.h")
+  file(APPEND "${tree}/src/train.cpp" "// changed after the mirror was made\n")
+  carried_refused("${tree}/src/train.cpp has changed since its copy was made")
+  file(COPY_FILE "${USAGE}/include_src/src/train.cpp" "${tree}/src/train.cpp")
+  file(RENAME "${tree}/include/tiny/model.h" "${tree}/include/tiny/model.h.moved")
+  carried_refused("${tree}/include/tiny/model.h no longer exists")
+  file(RENAME "${tree}/include/tiny/model.h.moved" "${tree}/include/tiny/model.h")
+  # A copy cut short on its way to this machine (a full disk, say).
+  set(copy "${mirror}/usage_include_src/src/train.cpp")
+  file(READ "${copy}" whole)
+  string(LENGTH "${whole}" length)
+  math(EXPR half "${length} / 2")
+  string(SUBSTRING "${whole}" 0 ${half} cut)
+  file(WRITE "${copy}" "${cut}")
+  carried_refused("${copy} is not the copy the tool wrote")
+  file(WRITE "${copy}" "${whole}")
+  file(WRITE "${mirror}/usage_include_src/include/tiny/extra.h" "// not made by the run the audit describes\n")
+  carried_refused("${mirror}/usage_include_src/include/tiny/extra.h is not a copy the audit lists")
+  file(REMOVE "${mirror}/usage_include_src/include/tiny/extra.h")
+  # Nothing to check the copies against: configuring again (the audit is a configure dependency) fails.
+  file(REMOVE "${mirror}/usage_include_src/audit.json")
+  carried_refused("LMFUSE_REWRITTEN_DIR holds no audit ${mirror}/usage_include_src/audit.json")
+endfunction()
+
+# The carried build of usage_include_src (carried_build of carried_mirror_checks) must fail with `expected`
+# in its output, saying to re-run the tool, and leave no copy of a source and no audit in the build tree.
+function(carried_refused expected)
+  build_fails(usage_include_src "${carried_build}")
+  string(REGEX REPLACE "[ \t\r\n]+" " " flat "${OUT}")  # CMake wraps an error's lines
+  string(FIND "${flat}" "${expected}" named)
+  string(FIND "${flat}" "e-run the lmfuse tool" rerun)
+  if(named EQUAL -1 OR rerun EQUAL -1)
+    message(FATAL_ERROR "include_src: the carried build must fail with '${expected}' and say to re-run the "
+                        "tool:\n${OUT}")
+  endif()
+  foreach(left "src/train.cpp" "audit.json")
+    if(EXISTS "${carried_build}/lmfuse_rewritten/usage_include_src/${left}")
+      message(FATAL_ERROR "include_src: the refused carried build left ${left} in its mirror")
+    endif()
+  endforeach()
 endfunction()
 
 function(audit_count audit key out)
@@ -90,6 +160,7 @@ elseif(STEP STREQUAL "include_src")
   if(NOT status EQUAL 0 OR NOT output MATCHES "linear_cross_entropy")
     message(FATAL_ERROR "include_src: `lmfuse -p <build> src/train.cpp` does not work (exit ${status}):\n${output}")
   endif()
+  carried_mirror_checks()
 
 elseif(STEP STREQUAL "autocast_cpu")
   trains_fused(${STEP})
