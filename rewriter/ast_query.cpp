@@ -9,12 +9,37 @@
 #include "clang/AST/RecursiveASTVisitor.h"
 #include "clang/Lex/Lexer.h"
 #include "llvm/ADT/DenseSet.h"
+#include "llvm/Support/Path.h"
+
+#include "edit_set.h"  // isUnder
 
 using namespace clang;
 
 namespace lmfuse::rewriter {
 
-AstQuery::AstQuery(ASTContext &Context) : Context(Context) {}
+AstQuery::AstQuery(ASTContext &Context, std::string ProgramRoot) : Context(Context), ProgramRoot(std::move(ProgramRoot)) {
+  if (this->ProgramRoot.empty()) {
+    const SourceManager &SM = Context.getSourceManager();
+    if (OptionalFileEntryRef Main = SM.getFileEntryRefForID(SM.getMainFileID()))
+      this->ProgramRoot = llvm::sys::path::parent_path(SM.getFileManager().getCanonicalName(*Main)).str();
+  }
+}
+
+bool AstQuery::declaredByProgram(const Decl *D) const {
+  const SourceManager &SM = sourceManager();
+  for (const Decl *Declaration : D->redecls()) {
+    SourceLocation Location = SM.getExpansionLoc(Declaration->getLocation());
+    if (Location.isInvalid() || SM.isInSystemHeader(Location))
+      continue;
+    FileID File = SM.getFileID(Location);
+    if (File == SM.getMainFileID())
+      return true;
+    OptionalFileEntryRef Entry = SM.getFileEntryRefForID(File);
+    if (Entry && !ProgramRoot.empty() && isUnder(SM.getFileManager().getCanonicalName(*Entry), ProgramRoot))
+      return true;
+  }
+  return false;
+}
 
 CharSourceRange AstQuery::fileRange(SourceRange Range) const {
   if (Range.isInvalid())

@@ -30,7 +30,8 @@ struct CallView {
 
 class AstQuery {
 public:
-  explicit AstQuery(clang::ASTContext &Context);
+  /// ProgramRoot: the folder of the program's own files (canonical; "" = the main file's folder).
+  explicit AstQuery(clang::ASTContext &Context, std::string ProgramRoot = "");
 
   clang::ASTContext &context() const { return Context; }
   const clang::SourceManager &sourceManager() const { return Context.getSourceManager(); }
@@ -60,6 +61,11 @@ public:
   std::optional<int64_t> integerValue(const clang::Expr *E) const;
   std::optional<double> floatValue(const clang::Expr *E) const;
 
+  /// Whether the program being analysed declares D itself: some declaration of it lies outside the system
+  /// headers, in the main file or under the program's root. The library's rules may match only what the
+  /// library declares (pattern_match.h: isLibraryDeclaration).
+  bool declaredByProgram(const clang::Decl *D) const;
+
   /// Ordering and nesting by source position (expansion locations).
   bool before(clang::SourceLocation A, clang::SourceLocation B) const;
   bool within(const clang::Stmt *Inner, const clang::Stmt *Outer) const;
@@ -81,6 +87,7 @@ public:
 
 private:
   clang::ASTContext &Context;
+  std::string ProgramRoot;
 };
 
 /// A write to a local: its declaration with initialiser, a (compound) assignment, or an in-place

@@ -307,7 +307,7 @@ private:
 
   std::optional<SizeRead> sizeRead(const Expr *E) const {
     auto Read = AstQuery::asCall(E);
-    if (!Read || !Read->Object || !inLibraryNamespace(Read->Callee, Patterns))
+    if (!Read || !Read->Object || !isLibraryDeclaration(Read->Callee, Patterns, Query))
       return std::nullopt;
     SizeRead Found;
     if (Read->Name == Rules.SizeMethod && Read->Args.size() == 1) {
@@ -316,7 +316,7 @@ private:
     } else if (Read->Name == "operator[]" && Read->Args.size() == 1) {
       auto Sizes = AstQuery::asCall(Read->Object);
       if (!Sizes || !Sizes->Object || Sizes->Name != Rules.SizesMethod || !Sizes->Args.empty() ||
-          !inLibraryNamespace(Sizes->Callee, Patterns))
+          !isLibraryDeclaration(Sizes->Callee, Patterns, Query))
         return std::nullopt;
       Found.Tensor = Sizes->Object;
       Found.Dim = Query.integerValue(AstQuery::spelled(Read->Args[0]));
@@ -397,7 +397,7 @@ private:
     for (unsigned I = 0; I < Args.size(); ++I) {
       if (Args[I] != Child)
         continue;
-      if (!Callee || I >= Callee->getNumParams() || !inLibraryNamespace(Callee, Patterns))
+      if (!Callee || I >= Callee->getNumParams() || !isLibraryDeclaration(Callee, Patterns, Query))
         return true;
       const IdentifierInfo *Name = Callee->getIdentifier();
       return WritableReference(Callee->getParamDecl(I)->getType()) || (Name && Name->getName().ends_with("_"));
@@ -500,7 +500,7 @@ std::optional<ShiftVerdict> matchCausalShift(const Expr *E, ShiftRole Role, cons
   const CausalShiftPatterns &Rules = Patterns.CausalShift;
   if (!Call || !Call->Object ||
       (Call->Name != Rules.SliceMethod && Call->Name != Rules.NarrowMethod && Call->Name != Rules.IndexMethod) ||
-      !inLibraryNamespace(Call->Callee, Patterns))
+      !isLibraryDeclaration(Call->Callee, Patterns, Query))
     return std::nullopt;
   return ShiftJudge(Role, *Call, Patterns, Query, Uses).judge();
 }

@@ -88,13 +88,14 @@ template <typename Fn> void parallelFor(size_t Count, unsigned Jobs, Fn Body) {
   Pool.wait();
 }
 
-TranslationUnitOutcome analyse(const Job &Unit, const PatternSet &Patterns, std::mutex &OutputLock) {
+TranslationUnitOutcome analyse(const Job &Unit, const PatternSet &Patterns, const std::string &ProgramRoot,
+                               std::mutex &OutputLock) {
   TranslationUnitOutcome Outcome;
   Outcome.MainFile = Unit.File;
   const std::string &Directory = Unit.Command.Directory;
   TranslationUnitResult Analysis;
   ParseOutcome Parse = parseTranslationUnit(Unit.CommandLine, Directory, {}, [&](clang::ASTContext &Context) {
-    Analysis = analyzeTranslationUnit(Context, Patterns);
+    Analysis = analyzeTranslationUnit(Context, Patterns, ProgramRoot);
   });
   Outcome.FilesRead = std::move(Parse.FilesRead);
   Outcome.PathsMissing = std::move(Parse.PathsMissing);
@@ -126,14 +127,6 @@ TranslationUnitOutcome analyse(const Job &Unit, const PatternSet &Patterns, std:
     Outcome.Edits.emplace_back(canonicalPath(Edit.getFilePath(), Directory), Edit.getOffset(),
                                Edit.getLength(), Edit.getReplacementText());
   return Outcome;
-}
-
-bool isUnder(llvm::StringRef File, llvm::StringRef Root) {
-  if (Root.empty())
-    return true;
-  if (!File.starts_with(Root))
-    return false;
-  return File.size() == Root.size() || Root.ends_with("/") || File[Root.size()] == '/';
 }
 
 // Sites seen from several units are one site; a site whose status differs between units means the
@@ -243,7 +236,7 @@ DriverResult runDriver(const clang::tooling::CompilationDatabase &Compilations,
       Unit.Outcome = std::move(*Cached);
       Unit.Outcome.FromCache = true;
     } else {
-      Unit.Outcome = analyse(Unit, Patterns, OutputLock);
+      Unit.Outcome = analyse(Unit, Patterns, Options.EditRoot, OutputLock);
     }
     std::lock_guard<std::mutex> Lock(OutputLock);
     ++Done;

@@ -79,6 +79,14 @@ Replacements EditSet::editsFor(llvm::StringRef File) const {
 
 void EditSet::drop(llvm::StringRef File) { ByFile.erase(File.str()); }
 
+bool isUnder(llvm::StringRef File, llvm::StringRef Root) {
+  if (Root.empty())
+    return true;
+  if (!File.starts_with(Root))
+    return false;
+  return File.size() == Root.size() || Root.ends_with("/") || File[Root.size()] == '/';
+}
+
 std::string canonicalPath(llvm::StringRef Path, llvm::StringRef BaseDirectory) {
   llvm::SmallString<256> Absolute(Path);
   if (!llvm::sys::path::is_absolute(Absolute)) {

@@ -43,6 +43,9 @@ private:
 /// against BaseDirectory (a compile command's directory).
 std::string canonicalPath(llvm::StringRef Path, llvm::StringRef BaseDirectory);
 
+/// Whether canonical File lies in canonical folder Root (or is it); every path does when Root is "".
+bool isUnder(llvm::StringRef File, llvm::StringRef Root);
+
 /// 1-based line of byte Offset in Contents.
 unsigned lineOfOffset(llvm::StringRef Contents, unsigned Offset);
 

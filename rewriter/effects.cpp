@@ -373,7 +373,7 @@ private:
   std::string modeGuard(QualType Type) const {
     const CXXRecordDecl *Record = Type.getNonReferenceType()->getAsCXXRecordDecl();
     if (!Record || !(SM.isInSystemHeader(SM.getExpansionLoc(Record->getLocation())) ||
-                     inLibraryNamespace(Record, Patterns)))
+                     isLibraryDeclaration(Record, Patterns, Query)))
       return "";
     return contains(Effects.ModeGuards, Record->getName().str()) ? Record->getName().str() : "";
   }
@@ -614,7 +614,8 @@ private:
   }
 
   bool isLibrary(const FunctionDecl *Callee) const {
-    return SM.isInSystemHeader(SM.getExpansionLoc(Callee->getLocation())) || inLibraryNamespace(Callee, Patterns);
+    return SM.isInSystemHeader(SM.getExpansionLoc(Callee->getLocation())) ||
+           isLibraryDeclaration(Callee, Patterns, Query);
   }
 
   static bool isLambdaCall(const CallExpr *Call) {

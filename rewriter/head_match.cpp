@@ -86,11 +86,14 @@ bool isParameter(const Expr *E, const PatternSet &Patterns) {
 
 /// The input and operand of E when it calls a product head's callee.
 std::optional<std::pair<const Expr *, const Expr *>> productOperands(const CallView &Call,
-                                                                     const ProductHeadPattern &Rule) {
+                                                                     const ProductHeadPattern &Rule,
+                                                                     const PatternSet &Patterns,
+                                                                     const AstQuery &Query) {
   // Exactly the rule's operands: an overload with more parameters (`matmul(x, w, scale)`, user code in the
   // library's namespace) computes something else.
   const unsigned Arity = Rule.Input < 0 ? Rule.Operand + 1 : std::max(unsigned(Rule.Input), Rule.Operand) + 1;
-  if (qualifiedName(Call.Callee) != Rule.Callee || Call.Args.size() != Arity)
+  if (qualifiedName(Call.Callee) != Rule.Callee || Call.Args.size() != Arity ||
+      !isLibraryDeclaration(Call.Callee, Patterns, Query))
     return std::nullopt;
   if (Rule.Input < 0)
     return Call.Object ? std::optional(std::pair(Call.Object, Call.Args[Rule.Operand])) : std::nullopt;
@@ -106,7 +109,7 @@ std::optional<std::string> whyNotProductHead(const Expr *E, const PatternSet &Pa
   if (!Call)
     return std::nullopt;
   for (const ProductHeadPattern &Rule : Patterns.ProductHeads) {
-    auto Operands = productOperands(*Call, Rule);
+    auto Operands = productOperands(*Call, Rule, Patterns, Query);
     if (!Operands)
       continue;
     std::string Operand = Query.text(AstQuery::spelled(Operands->second));
@@ -150,7 +153,8 @@ std::optional<HeadCall> matchHead(const Expr *E, const PatternSet &Patterns, con
   }
   std::string Callee = qualifiedName(Call->Callee);
   for (const FunctionHeadPattern &Rule : Patterns.FunctionHeads) {
-    if (Callee != Rule.Callee || Call->Object || Call->Args.size() <= std::max(Rule.Input, Rule.Weight))
+    if (Callee != Rule.Callee || Call->Object || Call->Args.size() <= std::max(Rule.Input, Rule.Weight) ||
+        !isLibraryDeclaration(Call->Callee, Patterns, Query))
       continue;
     HeadCall Head;
     Head.Kind = HeadKind::Function;
@@ -164,7 +168,7 @@ std::optional<HeadCall> matchHead(const Expr *E, const PatternSet &Patterns, con
     return Head;
   }
   for (const ProductHeadPattern &Rule : Patterns.ProductHeads) {
-    auto Operands = productOperands(*Call, Rule);
+    auto Operands = productOperands(*Call, Rule, Patterns, Query);
     const Expr *Weight = Operands ? transposed(Operands->second, Patterns, Query) : nullptr;
     if (!Weight || !isParameter(Weight, Patterns))
       continue;

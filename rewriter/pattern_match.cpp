@@ -50,4 +50,8 @@ bool inLibraryNamespace(const clang::Decl *D, const PatternSet &Patterns) {
   return Outermost && contains(Patterns.Effects.LibraryNamespaces, Outermost->getName());
 }
 
+bool isLibraryDeclaration(const clang::Decl *D, const PatternSet &Patterns, const AstQuery &Query) {
+  return D && inLibraryNamespace(D, Patterns) && !Query.declaredByProgram(D);
+}
+
 }  // namespace lmfuse::rewriter

@@ -29,6 +29,12 @@ bool changesShape(const CallView &Reshape);
 /// Whether D is declared in one of the pattern set's library namespaces (its outermost named,
 /// non-inline namespace: `torch`, `at`, `std`, ...), wherever its header lies.
 bool inLibraryNamespace(const clang::Decl *D, const PatternSet &Patterns);
+/// Whether D is the library's: in one of its namespaces and declared nowhere by the program itself
+/// (AstQuery::declaredByProgram). A function the program adds to a library namespace (an overload of
+/// `cross_entropy`, a helper in `namespace torch`) computes and writes whatever the program wrote, so no
+/// rule may take it for the library's: every match of a rule's name and every trust in a library
+/// call's effects goes through here.
+bool isLibraryDeclaration(const clang::Decl *D, const PatternSet &Patterns, const AstQuery &Query);
 /// Whether E is `nullptr` or one of the pattern set's null constants (`c10::nullopt`, ...).
 bool isNullConstant(const clang::Expr *E, const PatternSet &Patterns, const AstQuery &Query);
 

@@ -3,9 +3,11 @@
 #include "refusals.h"
 
 #include "effects.h"
+#include "pattern_match.h"
 
 #include "clang/AST/ParentMapContext.h"
 #include "clang/AST/RecursiveASTVisitor.h"
+#include "llvm/Support/Path.h"
 
 using namespace clang;
 
@@ -42,6 +44,21 @@ std::optional<Refusal> inMacro(const CapturedSite &Site, const PatternSet &, con
   if (Site.Head && Query.fileRange(AstQuery::spelled(Site.Head->Hidden)->getSourceRange()).isInvalid())
     return Refusal{ReasonKind::InMacro, Site.Head->Call, "the head's input is part of a macro expansion"};
   return std::nullopt;
+}
+
+/// The loss is the rule's by name only: the program declares the function called (an overload it added to
+/// the library's namespace), which computes whatever the program wrote.
+std::optional<Refusal> lossDeclaredByProgram(const CapturedSite &Site, const PatternSet &Patterns,
+                                             const AstQuery &Query, const VariableUses &) {
+  const FunctionDecl *Callee = Site.Loss->getDirectCallee();
+  if (!Callee || isLibraryDeclaration(Callee, Patterns, Query))
+    return std::nullopt;
+  const SourceManager &SM = Query.sourceManager();
+  SourceLocation Declared = SM.getExpansionLoc(Callee->getLocation());
+  return Refusal{ReasonKind::LossUnsupported, Site.Loss,
+                 "the `" + qualifiedName(Callee) + "` called here is declared by this program (" +
+                     llvm::sys::path::filename(SM.getFilename(Declared)).str() + ":" +
+                     std::to_string(Query.line(Declared)) + "), not by the library"};
 }
 
 std::optional<Refusal> softcapped(const CapturedSite &Site, const PatternSet &Patterns, const AstQuery &,
@@ -391,9 +408,10 @@ std::optional<Refusal> lossUnsupported(const CapturedSite &Site, const PatternSe
   return fromBreak(Site.OptionsBreak, {BreakKind::OptionUnsupported}, ReasonKind::LossUnsupported);
 }
 
-// The order is the precedence: a site in a macro is never analysed further, a softcap wins over
-// every other change to the logits, and option problems only matter for an otherwise good site.
-constexpr Check Checks[] = {inMacro,        softcapped,           headWrapped,            notLogProbabilities,
+// The order is the precedence: a site in a macro is never analysed further, a loss the program declares
+// is not the library's whatever else holds, a softcap wins over every other change to the logits, and
+// option problems only matter for an otherwise good site.
+constexpr Check Checks[] = {inMacro,        lossDeclaredByProgram, softcapped,           headWrapped,            notLogProbabilities,
                             headNotLinear,
                             logitsRebound,  logitsIndexed,        logitsUsedElsewhere,    labelsBranchNontrivial,
                             labelsMismatch, guardOutOfReach, inputsModified, lossUnsupported};

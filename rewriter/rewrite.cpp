@@ -95,10 +95,11 @@ std::string describe(const Stmt *Node, const std::string &Why, const AstQuery &Q
 
 }  // namespace
 
-TranslationUnitResult analyzeTranslationUnit(ASTContext &Context, const PatternSet &Patterns) {
+TranslationUnitResult analyzeTranslationUnit(ASTContext &Context, const PatternSet &Patterns,
+                                             const std::string &ProgramRoot) {
   TranslationUnitResult Result;
   const SourceManager &SM = Context.getSourceManager();
-  AstQuery Query(Context);
+  AstQuery Query(Context, ProgramRoot);
 
   // One traversal finds the loss calls of every rule and the calls of the fused loss.
   std::vector<Candidate> Candidates, FusedCalls;

@@ -24,8 +24,11 @@ struct TranslationUnitResult {
 };
 
 /// Pure analysis over a translation unit that parsed without errors. Sites in system headers
-/// are not candidates. Sites are sorted by file, line and column.
-TranslationUnitResult analyzeTranslationUnit(clang::ASTContext &Context, const PatternSet &Patterns);
+/// are not candidates. Sites are sorted by file, line and column. ProgramRoot is the folder of the
+/// program's own files (the edit root; "" = the main file's folder): what they declare is never the
+/// library's (AstQuery::declaredByProgram).
+TranslationUnitResult analyzeTranslationUnit(clang::ASTContext &Context, const PatternSet &Patterns,
+                                             const std::string &ProgramRoot = "");
 
 /// Convenience for tests: parse Code (with extra virtual files, e.g. stub headers) and return
 /// the rewritten main file plus the sites. Parsed is false (and Code unchanged) when the source

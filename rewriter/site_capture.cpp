@@ -87,7 +87,8 @@ public:
       auto Call = AstQuery::asCall(E);
       // An nll_loss takes log-probabilities: one log_softmax over the class dimension is part of it.
       if (Call && Site.LossRule->InputLogSoftmax && !Site.LogSoftmax &&
-          contains(Patterns.LogSoftmax.Callees, qualifiedName(Call->Callee))) {
+          contains(Patterns.LogSoftmax.Callees, qualifiedName(Call->Callee)) &&
+          isLibraryDeclaration(Call->Callee, Patterns, Query)) {
         if (!acceptLogSoftmax(*Call))
           return E;
         Site.LogSoftmax = E;

@@ -442,3 +442,88 @@ TEST_CASE("the refusal names the statement that may change an input", "[rewriter
   CHECK(llvm::StringRef(Site.Detail).contains("lm_head->weight.mul_(0.5)"));
   CHECK(llvm::StringRef(Site.Detail).contains("`mul_`"));
 }
+
+// Functions the program itself adds to the library's namespaces are the program's: a rule's name never
+// matches them, and their effects are never taken for the library's. Each case, read as the library's,
+// was rewritten (or its change missed) while the program computes something else. Declared in the main
+// file, or in a header of the program's folder (its root when no edit root is given); the same names
+// declared by the library (the stubs, system headers) keep every case of the tables above.
+TEST_CASE("the program's own functions in the library's namespaces are not the library's", "[rewriter][effects]") {
+  struct ProgramCase {
+    const char *Name;
+    const char *Declarations;  // at namespace scope, before the model
+    const char *Members;
+    const char *Reason;
+    const char *Says;  // in the detail
+  };
+  const ProgramCase Cases[] = {
+      {"an overload of the loss", R"(
+namespace torch { namespace nn { namespace functional {
+// Chosen over the library's for non-const lvalues (the better reference binding).
+inline Tensor cross_entropy(Tensor &input, Tensor &target) { return input * 2.0; }
+}}}
+)", R"(
+  torch::Tensor forward(torch::Tensor h, torch::Tensor labels) {
+    auto logits = lm_head(h);
+    return F::cross_entropy(logits, labels);
+  }
+)", "loss-unsupported", "declared by this program"},
+      {"an overload of a function head", R"(
+namespace torch {
+inline Tensor linear(const Tensor &input, const Tensor &weight, const Tensor &bias, double scale) { return input; }
+}
+)", R"(
+  torch::Tensor forward(torch::Tensor h, torch::Tensor labels) {
+    auto logits = torch::linear(h, lm_head->weight, lm_head->bias, 0.5);
+    return F::cross_entropy(logits.view({-1, 32}), labels.view(-1));
+  }
+)", "head-not-linear", ""},
+      {"a helper in namespace torch that writes the head's input through a handle", R"(
+namespace torch {
+inline void rescale(Tensor t) { t.mul_(2.0); }
+}
+)", R"(
+  torch::Tensor forward(torch::Tensor h, torch::Tensor labels) {
+    auto logits = lm_head(h);
+    torch::rescale(h);
+    return F::cross_entropy(logits.view({-1, 32}), labels.view(-1));
+  }
+)", "inputs-modified", "rescale"},
+      {"an overload of log_softmax before nll_loss", R"(
+namespace torch { namespace nn { namespace functional {
+inline Tensor log_softmax(const Tensor &input, int64_t dim, double temperature) { return input; }
+}}}
+)", R"(
+  torch::Tensor forward(torch::Tensor h, torch::Tensor labels) {
+    auto logits = lm_head(h);
+    return F::nll_loss(F::log_softmax(logits.view({-1, 32}), -1, 0.5), labels.view(-1));
+  }
+)", "head-not-linear", "log_softmax"},
+  };
+  for (const ProgramCase &Item : Cases) {
+    DYNAMIC_SECTION(Item.Name) {
+      const std::string Model = std::string(ModelOpen) + Item.Members + ModelClose;
+      for (bool InHeader : {false, true}) {
+        INFO((InHeader ? "declared in a header of the program's folder" : "declared in the main file"));
+        std::map<std::string, std::string> Headers;
+        std::string Main;
+        if (InHeader) {
+          Headers["/program/ops.h"] = std::string("#pragma once\n#include <torch/torch.h>\n") + Item.Declarations;
+          Main = std::string(Prelude) + "#include \"ops.h\"\n" + Model;
+        } else {
+          Main = std::string(Prelude) + Item.Declarations + Model;
+        }
+        std::vector<std::string> Args = stubArgs();
+        Args.push_back("-I/program");
+        RewriteResult Result = rewriteSource(Main, Args, defaultPatterns(), "/program/model.cpp", Headers);
+        INFO(Result.Diagnostics << describeSites(Result));
+        REQUIRE(Result.Parsed);
+        REQUIRE(Result.Sites.size() == 1);
+        CHECK(Result.Sites[0].Status == SiteStatus::Unmatched);
+        CHECK(reasonCode(Result.Sites[0].Reason) == Item.Reason);
+        CHECK(llvm::StringRef(Result.Sites[0].Detail).contains(Item.Says));
+        CHECK(Result.Code == Main);
+      }
+    }
+  }
+}
