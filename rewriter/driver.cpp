@@ -149,6 +149,28 @@ std::vector<SiteRecord> mergeSites(const std::vector<Job> &Units, std::set<std::
   return Sites;
 }
 
+// Every unit that reads a file must plan the same edits to it. A header compiled differently by two units
+// (a macro, a flag) can hold a site one unit patches and another refuses, or patches for another head:
+// written once, the rewrite would be wrong for one of them. Units that did not parse vote elsewhere.
+void disagreeOnEdits(const std::vector<Job> &Units, const std::vector<std::string> &EditedFiles,
+                     std::set<std::string> &Disagreeing) {
+  for (const std::string &File : EditedFiles) {
+    std::optional<std::set<std::tuple<unsigned, unsigned, std::string>>> First;
+    for (const Job &Unit : Units) {
+      if (Unit.Outcome.ParseFailed || !llvm::is_contained(Unit.Outcome.FilesRead, File))
+        continue;
+      std::set<std::tuple<unsigned, unsigned, std::string>> Planned;
+      for (const Replacement &Edit : Unit.Outcome.Edits)
+        if (Edit.getFilePath() == File)
+          Planned.emplace(Edit.getOffset(), Edit.getLength(), Edit.getReplacementText().str());
+      if (!First)
+        First = std::move(Planned);
+      else if (*First != Planned)
+        Disagreeing.insert(File);
+    }
+  }
+}
+
 }  // namespace
 
 DriverResult runDriver(const clang::tooling::CompilationDatabase &Compilations,
@@ -254,6 +276,7 @@ DriverResult runDriver(const clang::tooling::CompilationDatabase &Compilations,
   for (const Job &Unit : Units)
     for (const Replacement &Edit : Unit.Outcome.Edits)
       Edits.add(Edit);
+  disagreeOnEdits(Units, Edits.files(), Disagreeing);
 
   std::map<std::string, std::string> Originals;
   auto DropFile = [&](const std::string &File, ReasonKind Reason, const std::string &Detail) {

@@ -129,6 +129,8 @@ public:
       return std::nullopt;
     if (auto Jump = findGoto())
       return Jump;
+    if (auto Captured = lambdaCapture())
+      return Captured;
     collectProtected();
     collectTaint();
     buildRegion();
@@ -389,12 +391,20 @@ private:
           if (const auto *Variable = dyn_cast<VarDecl>(Declared); Variable && !Found) {
             std::string Guard = Outer.modeGuard(Variable->getType());
             const Stmt *Block = Outer.Query.parentStmt(Statement);
-            if (!Guard.empty() && Block && Outer.Query.within(Outer.Site.Head->Call, Block) &&
-                !Outer.Query.within(Outer.Site.Loss, Block) &&
+            bool EndsBetween = Block && Outer.Query.within(Outer.Site.Head->Call, Block) &&
+                               !Outer.Query.within(Outer.Site.Loss, Block);
+            if (!Guard.empty() && EndsBetween &&
                 Outer.Query.before(Variable->getLocation(), Outer.Site.Head->Call->getBeginLoc()))
               Found = Outer.change(Statement, "the `" + Guard + "` `" + Variable->getNameAsString() +
                                                   "` sets the autograd or autocast mode of the head, and its "
                                                   "block ends before the loss, where the fused call would run");
+            // Its destructor runs between the head and the loss: the program's code, not looked into.
+            const CXXRecordDecl *Record = Variable->getType()->getAsCXXRecordDecl();
+            const CXXDestructorDecl *Destructor = Record && Record->hasDefinition() ? Record->getDestructor() : nullptr;
+            if (!Found && EndsBetween && Destructor && Destructor->isUserProvided() && !Outer.isLibrary(Destructor))
+              Found = Outer.change(Statement, "the destructor of `" + Variable->getNameAsString() +
+                                                  "` runs between the head and the loss, and may change what the "
+                                                  "fused call reads or the mode it runs under");
           }
         return !Found;
       }
@@ -409,10 +419,16 @@ private:
   std::optional<InputChange> changeAt(const Stmt *Node) {
     // Between the head and the loss, a mode guard made or a mode switched changes the mode the fused call
     // runs under from the head's.
-    if (const auto *Construct = dyn_cast<CXXConstructExpr>(Node))
+    if (const auto *Construct = dyn_cast<CXXConstructExpr>(Node)) {
       if (std::string Guard = modeGuard(Construct->getType()); !Guard.empty())
         return change(Node, "the mode guard `" + Guard + "` made between the head and the loss changes the autograd or "
                                 "autocast mode the fused call would run under");
+      if (const CXXConstructorDecl *Constructor = Construct->getConstructor();
+          Constructor && Constructor->isUserProvided() && !isLibrary(Constructor))
+        return change(Node, "it constructs a `" + Construct->getType().getAsString() +
+                                "`, whose constructor may switch the autograd or autocast mode (the analysis does "
+                                "not look into the program's code)");
+    }
     if (const auto *Call = dyn_cast<CallExpr>(Node))
       if (const FunctionDecl *Callee = Call->getDirectCallee();
           Callee && isLibrary(Callee) && contains(Effects.ModeSwitches, calleeName(Callee)))
@@ -487,11 +503,13 @@ private:
                                   "` (it may share storage with " + inputs() + ")");
         if (hasGlobalInput())
           return change(Call, "it calls `" + displayName(Call) + "`, which can reach the global inputs");
-        return std::nullopt;
-      }
-      if (This && isTainted(This))
+      } else if (This && isTainted(This)) {
         return change(Call, "it calls the member function `" + displayName(Call) + "`, which can change " + inputs());
-      return std::nullopt;
+      }
+      // Whatever it reaches, code that is not the library's may switch the thread's autograd or autocast
+      // mode (or change a parameter through a global): the analysis does not look into it.
+      return change(Call, "it calls `" + displayName(Call) + "`, which may switch the autograd or autocast mode "
+                              "the fused call would run under (the analysis does not look into the program's code)");
     }
     // The library: in-place by name, non-const reference parameters, non-const methods of non-tensors.
     bool Writes = llvm::StringRef(Name).ends_with("_") || llvm::StringRef(Name).ends_with("_out") ||
@@ -562,14 +580,42 @@ private:
     return std::nullopt;
   }
 
+  /// A site in the body of a lambda that captures a variable, with code between the head and the loss: the
+  /// analysis sees this body only, not what the enclosing function does to that variable (an alias of the
+  /// input made there, a lambda of its that changes the input, called from here).
+  std::optional<InputChange> lambdaCapture() {
+    const auto *Method = dyn_cast_or_null<CXXMethodDecl>(Site.Function);
+    if (!Method || !Method->getParent()->isLambda() || Query.within(Site.Head->Call, Site.Loss))
+      return std::nullopt;
+    for (const LambdaCapture &Capture : Method->getParent()->captures())
+      if (Capture.capturesVariable())
+        return InputChange{Site.Head->Call, "the site is in a lambda that captures `" +
+                                                Capture.getCapturedVar()->getNameAsString() +
+                                                "`, and what the enclosing function does with it is not analysed"};
+    return std::nullopt;
+  }
+
+  /// A jump that can reach the loss without the head: any `goto`, or a `case`/`default` label of a
+  /// `switch` between the head and the loss (control entering there skips the head).
   std::optional<InputChange> findGoto() {
     class GotoFinder : public RecursiveASTVisitor<GotoFinder> {
     public:
+      GotoFinder(const AstQuery &Query, SourceLocation Head, SourceLocation Loss) : Query(Query), Head(Head), Loss(Loss) {}
       bool VisitGotoStmt(GotoStmt *Jump) { return !(Found = Jump); }
       bool VisitIndirectGotoStmt(IndirectGotoStmt *Jump) { return !(Found = Jump); }
+      bool VisitSwitchCase(SwitchCase *Label) {
+        if (Query.before(Head, Label->getBeginLoc()) && Query.before(Label->getBeginLoc(), Loss))
+          Found = Label, Entry = true;
+        return !Found;
+      }
+      const AstQuery &Query;
+      SourceLocation Head, Loss;
       const Stmt *Found = nullptr;
-    } Finder;
+      bool Entry = false;
+    } Finder(Query, Site.Head->Call->getBeginLoc(), Site.Loss->getBeginLoc());
     Finder.TraverseStmt(const_cast<Stmt *>(Site.Body));
+    if (Finder.Found && Finder.Entry)
+      return InputChange{Finder.Found, "a `switch` can enter between the head and the loss, skipping the head"};
     if (Finder.Found)
       return InputChange{Finder.Found, "a `goto` can run any code of the function between the head and the loss"};
     return std::nullopt;

@@ -149,6 +149,7 @@ std::optional<HeadCall> matchHead(const Expr *E, const PatternSet &Patterns, con
     Head.Text = llvm::StringRef(Object).drop_back(Object.back() == '.' ? 1 : 2).str();
     Head.Weight = Object + Rule.Weight;
     Head.Bias = Object + Rule.Bias;
+    Head.Copied = {Call->Object};
     return Head;
   }
   std::string Callee = qualifiedName(Call->Callee);
@@ -162,9 +163,12 @@ std::optional<HeadCall> matchHead(const Expr *E, const PatternSet &Patterns, con
     Head.Hidden = Call->Args[Rule.Input];
     Head.Text = Query.text(E);
     Head.Weight = Query.text(AstQuery::spelled(Call->Args[Rule.Weight]));
+    Head.Copied = {Call->Args[Rule.Weight]};
     if (Rule.Bias < Call->Args.size() && !isDefaultArgument(Call->Args[Rule.Bias]) &&
-        !isNullConstant(Call->Args[Rule.Bias], Patterns, Query))
+        !isNullConstant(Call->Args[Rule.Bias], Patterns, Query)) {
       Head.Bias = Query.text(AstQuery::spelled(Call->Args[Rule.Bias]));
+      Head.Copied.push_back(Call->Args[Rule.Bias]);
+    }
     return Head;
   }
   for (const ProductHeadPattern &Rule : Patterns.ProductHeads) {
@@ -178,6 +182,7 @@ std::optional<HeadCall> matchHead(const Expr *E, const PatternSet &Patterns, con
     Head.Hidden = Operands->first;
     Head.Text = Query.text(E);
     Head.Weight = Query.text(Weight);
+    Head.Copied = {Weight};
     return Head;
   }
   return std::nullopt;

@@ -6,6 +6,7 @@
 
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "clang/AST/Expr.h"
 #include "clang/AST/Stmt.h"
@@ -25,6 +26,9 @@ struct HeadCall {
   std::string Text;                     ///< "lm_head" (module) or the call text (function)
   std::string Weight;                   ///< "lm_head->weight", or the weight argument
   std::string Bias;                     ///< "lm_head->bias", the bias argument, or "" when absent
+  /// What the rewrite copies into the fused call besides the input, evaluated again at the loss: the
+  /// module expression, or the weight and bias arguments.
+  std::vector<const clang::Expr *> Copied;
 };
 
 /// Whether E is a head under Patterns.

@@ -114,6 +114,18 @@ std::optional<LabelsTrace> traceLabelsFrom(const Expr *E, CapturedSite &Site, co
       Site.LabelLocals.push_back(Variable);
       Trace.Root = Inner->Root;
       if (Inner->Shift) {
+        // The fused call reads the unshifted labels at the loss, where the local read them at its
+        // declaration: they must not be re-bound in between.
+        for (const VariableWrite &Write : Uses.writes(Inner->Root))
+          if (Query.before(Writes[0].Node->getBeginLoc(), Write.Node->getBeginLoc()) &&
+              Query.before(Write.Node->getBeginLoc(), Site.Loss->getBeginLoc())) {
+            if (!Site.LabelsBreak)
+              Site.LabelsBreak = TraceBreak{BreakKind::Indexed, Write.Node,
+                                            "`" + Inner->Root->getNameAsString() + "` is re-bound after `" +
+                                                Variable->getNameAsString() +
+                                                "` was shifted from it, and the fused call would read it at the loss"};
+            return std::nullopt;
+          }
         Trace.Shift = true;
         Trace.Text = Inner->Text;
       }

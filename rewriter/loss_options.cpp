@@ -74,58 +74,76 @@ void setOption(CapturedSite &Site, const std::string &Option, const Expr *Value,
 }
 
 /// Reads fluent setters from an options expression: setters apply inner to outer, so walking outer to
-/// inner the first value seen is the effective one. Follows an options local declared once.
+/// inner the first value seen is the effective one. Follows an options local declared once and used only
+/// here: the fused call passes the values its initialiser set, so any other use (a setter called on it
+/// later, a reference to it) would be lost, and a value known only at run time would be read again at
+/// the loss instead of where the local was made.
 void readSetters(CapturedSite &Site, const Expr *E, const LossPattern &Rule, const PatternSet &Patterns,
                  const AstQuery &Query, const VariableUses &Uses) {
   std::set<std::string> Seen;
+  const VarDecl *Local = nullptr;  // the options local followed, if any
+  PatchedOptions AtLocal;          // the options read before following it (from the loss's own expression)
+  auto Break = [&](const Expr *Node, std::string Why) {
+    if (!Site.OptionsBreak)
+      Site.OptionsBreak = TraceBreak{BreakKind::OptionUnsupported, Node, std::move(Why)};
+  };
   for (int Depth = 0; Depth < 64; ++Depth) {
     E = AstQuery::spelled(E);
     if (auto Call = AstQuery::asCall(E); Call && Call->Object) {
       if (contains(Rule.UnsupportedSetters, Call->Name)) {
-        if (!Site.OptionsBreak)
-          Site.OptionsBreak = TraceBreak{BreakKind::OptionUnsupported, E,
-                                         "the option `" + Call->Name + "` is not supported by the fused loss"};
+        Break(E, "the option `" + Call->Name + "` is not supported by the fused loss");
       } else {
         std::string Option;
         for (const auto &[Runtime, Setter] : Rule.Setters)
           if (Setter == Call->Name)
             Option = Runtime;
-        if (Option.empty() || Call->Args.size() != 1) {
-          if (!Site.OptionsBreak)
-            Site.OptionsBreak = TraceBreak{BreakKind::OptionUnsupported, E,
-                                           "the option `" + Call->Name + "` has no fused equivalent"};
-        } else if (Seen.insert(Option).second) {
+        if (Option.empty() || Call->Args.size() != 1)
+          Break(E, "the option `" + Call->Name + "` has no fused equivalent");
+        else if (Seen.insert(Option).second)
           setOption(Site, Option, Call->Args[0], Patterns, Query);
-        }
       }
       E = Call->Object;
       continue;
     }
     if (const VarDecl *Variable = AstQuery::namedVariable(E)) {
       llvm::ArrayRef<VariableWrite> Writes = Uses.writes(Variable);
-      if (Writes.size() == 1 && Writes[0].Kind == VariableWrite::WriteKind::Declaration) {
-        Site.OptionLocals.push_back(Variable);
-        E = Writes[0].Value;
-        continue;
+      if (Local || Writes.size() != 1 || Writes[0].Kind != VariableWrite::WriteKind::Declaration) {
+        Break(E, "the options `" + Query.text(E) + "` are not visible where the loss is called");
+        break;
       }
-      if (!Site.OptionsBreak)
-        Site.OptionsBreak = TraceBreak{BreakKind::OptionUnsupported, E,
-                                       "the options `" + Query.text(E) + "` are not visible where the loss is called"};
-      return;
+      if (llvm::ArrayRef<const DeclRefExpr *> Reads = Uses.reads(Variable); Reads.size() != 1) {
+        const DeclRefExpr *Other = Reads.front() == E ? Reads.back() : Reads.front();
+        Break(E, "the options `" + Query.text(E) + "` are also used on line " +
+                     std::to_string(Query.line(Other->getBeginLoc())) +
+                     ", which the fused call would not see");
+        break;
+      }
+      Site.OptionLocals.push_back(Variable);
+      Local = Variable;
+      AtLocal = Site.Options.Effective;
+      E = Writes[0].Value;
+      continue;
     }
     if (const auto *Cast = dyn_cast<CXXFunctionalCastExpr>(E)) {  // Options{} of an aggregate
       E = Cast->getSubExpr();
       continue;
     }
     if (const auto *Construct = dyn_cast<CXXConstructExpr>(E); Construct && Construct->getNumArgs() == 0)
-      return;
+      break;
     if (const auto *List = dyn_cast<InitListExpr>(E); List && List->getNumInits() == 0)
-      return;
-    if (!Site.OptionsBreak)
-      Site.OptionsBreak = TraceBreak{BreakKind::OptionUnsupported, E,
-                                     "the options `" + Query.text(E) + "` cannot be read at compile time"};
-    return;
+      break;
+    Break(E, "the options `" + Query.text(E) + "` cannot be read at compile time");
+    break;
   }
+  if (!Local)
+    return;
+  const PatchedOptions &Now = Site.Options.Effective;
+  for (auto [Read, Before] : {std::pair(&Now.IgnoreIndexExpression, &AtLocal.IgnoreIndexExpression),
+                              std::pair(&Now.LabelSmoothingExpression, &AtLocal.LabelSmoothingExpression)})
+    if (!Read->empty() && *Read != *Before)
+      Break(Site.Loss, "`" + *Read + "` is read where the options `" + Local->getNameAsString() +
+                           "` are made (line " + std::to_string(Query.line(Local->getLocation())) +
+                           "), and the fused call would read it again at the loss");
 }
 
 /// The options argument of a module construction (`CrossEntropyLoss(opts)`, also inside

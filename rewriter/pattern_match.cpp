@@ -50,6 +50,40 @@ bool inLibraryNamespace(const clang::Decl *D, const PatternSet &Patterns) {
   return Outermost && contains(Patterns.Effects.LibraryNamespaces, Outermost->getName());
 }
 
+const Expr *notReevaluable(const Expr *E, const PatternSet &Patterns, const AstQuery &Query) {
+  E = AstQuery::spelled(E);
+  if (isa<DeclRefExpr, CXXThisExpr, IntegerLiteral, FloatingLiteral, CXXBoolLiteralExpr, CXXNullPtrLiteralExpr>(E))
+    return nullptr;
+  if (const auto *Member = dyn_cast<MemberExpr>(E))
+    return isa<CXXMethodDecl>(Member->getMemberDecl()) ? E : notReevaluable(Member->getBase(), Patterns, Query);
+  if (const auto *Unary = dyn_cast<UnaryOperator>(E)) {
+    UnaryOperatorKind Kind = Unary->getOpcode();
+    bool Pure = Kind == UO_Deref || Kind == UO_AddrOf || Kind == UO_Minus || Kind == UO_Plus;
+    return Pure ? notReevaluable(Unary->getSubExpr(), Patterns, Query) : E;
+  }
+  if (const auto *Subscript = dyn_cast<ArraySubscriptExpr>(E)) {
+    if (const Expr *Found = notReevaluable(Subscript->getBase(), Patterns, Query))
+      return Found;
+    return notReevaluable(Subscript->getIdx(), Patterns, Query);
+  }
+  auto Call = AstQuery::asCall(E);
+  if (!Call || !isLibraryDeclaration(Call->Callee, Patterns, Query))
+    return E;
+  const auto *Operator = dyn_cast<CXXOperatorCallExpr>(E);
+  bool Accessor = Operator ? (Operator->getOperator() == OO_Arrow || Operator->getOperator() == OO_Star ||
+                              Operator->getOperator() == OO_Subscript)
+                           : Call->Args.empty() && contains(Patterns.Effects.Accessors, Call->Name);
+  if (!Accessor)
+    return E;
+  if (Call->Object)
+    if (const Expr *Found = notReevaluable(Call->Object, Patterns, Query))
+      return Found;
+  for (const Expr *Argument : Call->Args)
+    if (const Expr *Found = notReevaluable(Argument, Patterns, Query))
+      return Found;
+  return nullptr;
+}
+
 bool isLibraryDeclaration(const clang::Decl *D, const PatternSet &Patterns, const AstQuery &Query) {
   return D && inLibraryNamespace(D, Patterns) && !Query.declaredByProgram(D);
 }

@@ -35,6 +35,11 @@ bool inLibraryNamespace(const clang::Decl *D, const PatternSet &Patterns);
 /// rule may take it for the library's: every match of a rule's name and every trust in a library
 /// call's effects goes through here.
 bool isLibraryDeclaration(const clang::Decl *D, const PatternSet &Patterns, const AstQuery &Query);
+/// The first part of E that may give another value when E is evaluated a second time (null when none).
+/// E may hold names, members, `this`, literals, built-in `*`, `&`, `-` and `[]`, and the library's
+/// accessors (`->`, `*`, `[]` and the pattern set's `accessors`, on what may itself be evaluated again);
+/// anything else (a call of the program's, `k++`, an assignment) may not.
+const clang::Expr *notReevaluable(const clang::Expr *E, const PatternSet &Patterns, const AstQuery &Query);
 /// Whether E is `nullptr` or one of the pattern set's null constants (`c10::nullopt`, ...).
 bool isNullConstant(const clang::Expr *E, const PatternSet &Patterns, const AstQuery &Query);
 

@@ -403,6 +403,20 @@ std::optional<Refusal> inputsModified(const CapturedSite &Site, const PatternSet
   return std::nullopt;
 }
 
+/// The fused call evaluates the head's module, weight and bias expressions again at the loss: each must
+/// give there what it gave at the head (what may change them in between is inputsModified's).
+std::optional<Refusal> headPartsReevaluated(const CapturedSite &Site, const PatternSet &Patterns,
+                                            const AstQuery &Query, const VariableUses &) {
+  if (!Site.Head)
+    return std::nullopt;
+  for (const Expr *Part : Site.Head->Copied)
+    if (const Expr *Found = notReevaluable(Part, Patterns, Query))
+      return Refusal{ReasonKind::InputsModified, Site.Head->Call,
+                     "the fused call would evaluate `" + Query.text(AstQuery::spelled(Part)) +
+                         "` again at the loss, where `" + Query.text(Found) + "` may give another value"};
+  return std::nullopt;
+}
+
 std::optional<Refusal> lossUnsupported(const CapturedSite &Site, const PatternSet &, const AstQuery &,
                                        const VariableUses &) {
   return fromBreak(Site.OptionsBreak, {BreakKind::OptionUnsupported}, ReasonKind::LossUnsupported);
@@ -414,7 +428,8 @@ std::optional<Refusal> lossUnsupported(const CapturedSite &Site, const PatternSe
 constexpr Check Checks[] = {inMacro,        lossDeclaredByProgram, softcapped,           headWrapped,            notLogProbabilities,
                             headNotLinear,
                             logitsRebound,  logitsIndexed,        logitsUsedElsewhere,    labelsBranchNontrivial,
-                            labelsMismatch, guardOutOfReach, inputsModified, lossUnsupported};
+                            labelsMismatch, guardOutOfReach, headPartsReevaluated, inputsModified,
+                            lossUnsupported};
 
 }  // namespace
 

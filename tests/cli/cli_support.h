@@ -183,6 +183,18 @@ std::vector<std::string> withFlags(std::vector<std::string> Arguments, const Sou
   return Arguments;
 }
 
+// Per-file flags through -p: <tree>/build/compile_commands.json, one clang++ command per source of the
+// tree with the flags withFlags gives plus its own (a -D, say). Returns the folder to pass to -p.
+std::string writeCompileCommands(const SourceTree &Tree, std::vector<std::pair<std::string, std::string>> FlagsByFile) {
+  std::string Entries;
+  for (const auto &[File, Flags] : FlagsByFile)
+    Entries += std::string(Entries.empty() ? "[" : ",\n") + "{\"directory\": \"" + Tree.Root + "\", \"file\": \"" +
+               Tree.path(File) + "\", \"command\": \"clang++ -std=c++17 " + Flags + " -I" LMFUSE_CLI_STUBS " -I" +
+               Tree.Root + " -c " + Tree.path(File) + "\"}";
+  Tree.write("build/compile_commands.json", Entries + "]");
+  return Tree.path("build");
+}
+
 llvm::json::Value readAudit(llvm::StringRef Path) {
   auto Parsed = llvm::json::parse(readFile(Path));
   if (!Parsed)

@@ -166,18 +166,10 @@ TEST_CASE("a header reached from two translation units is edited once", "[cli]")
 
 TEST_CASE("units that disagree on a header's edits: edit-conflict, header untouched, exit 1", "[cli]") {
   SourceTree Tree({{"shared.h", SharedHeader}, {"a.cpp", SharedUserA}, {"b.cpp", SharedUserB}});
-  // Per-file flags through -p: a.cpp sees WITH_AUX (refused), b.cpp does not (patched).
-  std::string Stubs = LMFUSE_CLI_STUBS;
-  auto Entry = [&](llvm::StringRef File, llvm::StringRef Define) {
-    return "{\"directory\": \"" + Tree.Root + "\", \"file\": \"" + File.str() +
-           "\", \"command\": \"clang++ -std=c++17 " + Define.str() + " -I" + Stubs + " -I" + Tree.Root +
-           " -c " + File.str() + "\"}";
-  };
-  Tree.write("build/compile_commands.json",
-             "[" + Entry(Tree.path("a.cpp"), "-DWITH_AUX") + ",\n" + Entry(Tree.path("b.cpp"), "") + "]");
+  // Per-file flags: a.cpp sees WITH_AUX (refused), b.cpp does not (patched).
+  std::string Build = writeCompileCommands(Tree, {{"a.cpp", "-DWITH_AUX"}, {"b.cpp", ""}});
   std::string Audit = Tree.path("audit.json");
-  ToolRun Run = runLmfuse({"--in-place", "-p", Tree.path("build"), "--audit", Audit, Tree.path("a.cpp"),
-                           Tree.path("b.cpp")});
+  ToolRun Run = runLmfuse({"--in-place", "-p", Build, "--audit", Audit, Tree.path("a.cpp"), Tree.path("b.cpp")});
   INFO(Run.Err);
   CHECK(Run.ExitCode == 1);
   CHECK(Tree.read("shared.h") == SharedHeader);
@@ -186,6 +178,47 @@ TEST_CASE("units that disagree on a header's edits: edit-conflict, header untouc
   REQUIRE(Sites.size() == 1);
   CHECK(field(Sites[0], "status") == "failed");
   CHECK(field(Sites[0], "reason") == "edit-conflict");
+}
+
+// The same header, a macro picking its head: one unit patches the site at the head's line, the other
+// refuses it at the loss's (another location, so no status disagreement): the edits each unit plans for
+// the header differ, and writing one unit's would compile the fused call for the other's head.
+TEST_CASE("units that see different heads in one header: edit-conflict, header untouched, exit 1", "[cli]") {
+  const char *Header = R"cpp(#pragma once
+#include <torch/torch.h>
+struct ScaledLinearImpl : torch::nn::Module {
+  torch::Tensor forward(const torch::Tensor &x);
+  torch::Tensor weight, bias;
+};
+struct ScaledLinear : torch::nn::ModuleHolder<ScaledLinearImpl> {
+  using torch::nn::ModuleHolder<ScaledLinearImpl>::ModuleHolder;
+};
+#ifdef SCALED_HEAD
+using Head = ScaledLinear;
+#else
+using Head = torch::nn::Linear;
+#endif
+inline torch::Tensor head_loss(Head &lm_head, const torch::Tensor &h, const torch::Tensor &labels) {
+  auto logits = lm_head(h);
+  return torch::nn::functional::cross_entropy(logits.view({-1, logits.size(-1)}), labels.view(-1));
+}
+)cpp";
+  SourceTree Tree({{"head.h", Header}, {"a.cpp", "#include \"head.h\"\nint unit_a() { return 1; }\n"},
+                   {"b.cpp", "#include \"head.h\"\nint unit_b() { return 2; }\n"}});
+  std::string Build = writeCompileCommands(Tree, {{"a.cpp", ""}, {"b.cpp", "-DSCALED_HEAD"}});
+  std::string Audit = Tree.path("audit.json");
+  ToolRun Run = runLmfuse({"--in-place", "-p", Build, "--audit", Audit, Tree.path("a.cpp"), Tree.path("b.cpp")});
+  INFO(Run.Err);
+  CHECK(Run.ExitCode == 1);
+  CHECK(Tree.read("head.h") == Header);
+  llvm::json::Value Document = readAudit(Audit);
+  int Patched = 0, Conflicts = 0;
+  for (const llvm::json::Value &Site : sitesOf(Document)) {
+    Patched += field(Site, "status") == "patched";
+    Conflicts += field(Site, "reason") == "edit-conflict";
+  }
+  CHECK(Patched == 0);
+  CHECK(Conflicts == 1);
 }
 
 TEST_CASE("a header is left alone when one unit that includes it does not compile", "[cli]") {

@@ -404,6 +404,129 @@ const Case Cases[] = {
                              : F::cross_entropy(logits.view({-1, 32}), labels.view(-1));
   }
 )"},
+    // ---- what the fused call evaluates again at the loss must give what it gave at the head --------
+    {"a weight argument with a side effect", R"(
+  torch::Tensor weights_[4];
+  int i_ = 0;
+  torch::Tensor pop_weight() { return weights_[i_++]; }
+  torch::Tensor forward(torch::Tensor h, torch::Tensor labels) {
+    auto logits = F::linear(h, pop_weight());
+    return F::cross_entropy(logits.view({-1, 32}), labels.view(-1));
+  }
+)", Verb::RefusesWith, "inputs-modified"},
+    {"a module expression with a side effect", R"(
+  torch::nn::Linear heads_[2] = {nullptr, nullptr};
+  int k_ = 0;
+  torch::Tensor forward(torch::Tensor h, torch::Tensor labels) {
+    auto logits = heads_[k_++](h);
+    return F::cross_entropy(logits.view({-1, 32}), labels.view(-1));
+  }
+)", Verb::RefusesWith, "inputs-modified"},
+    // ---- code the analysis does not look into, between the head and the loss ---------------------------
+    {"a function of the program between head and loss (it may switch the autograd mode)", R"(
+  static void freeze_head();
+  torch::Tensor forward(torch::Tensor h, torch::Tensor labels) {
+    auto logits = lm_head(h);
+    freeze_head();
+    return F::cross_entropy(logits.view({-1, 32}), labels.view(-1));
+  }
+)", Verb::RefusesWith, "inputs-modified"},
+    {"a destructor of the program's runs between head and loss", R"(
+  struct ScaleOnExit { torch::Tensor w; ~ScaleOnExit() { w.mul_(0.5); } };
+  torch::Tensor forward(torch::Tensor h, torch::Tensor labels) {
+    torch::Tensor logits;
+    { ScaleOnExit s{lm_head->weight}; logits = lm_head(h); }
+    return F::cross_entropy(logits.view({-1, 32}), labels.view(-1));
+  }
+)", Verb::RefusesWith, "inputs-modified"},
+    {"a user-written mode guard whose block ends between head and loss", R"(
+  struct NoGradScope { NoGradScope(); ~NoGradScope(); };
+  torch::Tensor forward(torch::Tensor h, torch::Tensor labels) {
+    torch::Tensor logits;
+    { NoGradScope frozen; logits = lm_head(h); }
+    return F::cross_entropy(logits.view({-1, 32}), labels.view(-1));
+  }
+)", Verb::RefusesWith, "inputs-modified"},
+    {"a site in a lambda whose enclosing function made an alias of the input", R"(
+  torch::Tensor forward(torch::Tensor h, torch::Tensor labels) {
+    auto &alias = h;
+    auto step = [&] {
+      auto logits = lm_head(h);
+      alias.mul_(2.0);
+      return F::cross_entropy(logits.view({-1, 32}), labels.view(-1));
+    };
+    return step();
+  }
+)", Verb::RefusesWith, "inputs-modified"},
+    {"a site in a lambda that calls a lambda of the enclosing function", R"(
+  torch::Tensor forward(torch::Tensor h, torch::Tensor labels) {
+    auto bump = [&] { h.mul_(2.0); };
+    auto step = [&] {
+      auto logits = lm_head(h);
+      bump();
+      return F::cross_entropy(logits.view({-1, 32}), labels.view(-1));
+    };
+    return step();
+  }
+)", Verb::RefusesWith, "inputs-modified"},
+    {"a switch case label between head and loss", R"(
+  torch::Tensor cached_logits;
+  torch::Tensor forward(torch::Tensor h, torch::Tensor labels, int mode) {
+    torch::Tensor logits = cached_logits;
+    torch::Tensor loss;
+    switch (mode) {
+    case 0:;
+      logits = lm_head(h);
+    case 1:
+      loss = F::cross_entropy(logits.view({-1, 32}), labels.view(-1));
+    }
+    return loss;
+  }
+)", Verb::RefusesWith, "inputs-modified"},
+    // ---- options and labels the fused call would read at the loss, not where the original read them --
+    {"an options local changed by a setter after it is made", R"(
+  torch::Tensor forward(torch::Tensor h, torch::Tensor labels) {
+    auto logits = lm_head(h);
+    auto opts = F::CrossEntropyFuncOptions();
+    opts.ignore_index(0);
+    return F::cross_entropy(logits.view({-1, 32}), labels.view(-1), opts);
+  }
+)", Verb::RefusesWith, "loss-unsupported"},
+    {"an options local changed through a reference", R"(
+  torch::Tensor forward(torch::Tensor h, torch::Tensor labels) {
+    auto logits = lm_head(h);
+    auto opts = F::CrossEntropyFuncOptions();
+    auto &o = opts;
+    o.label_smoothing(0.1);
+    return F::cross_entropy(logits.view({-1, 32}), labels.view(-1), opts);
+  }
+)", Verb::RefusesWith, "loss-unsupported"},
+    {"an options local reading a run-time value that changes before the loss", R"(
+  torch::Tensor forward(torch::Tensor h, torch::Tensor labels, int64_t pad) {
+    auto logits = lm_head(h);
+    auto opts = F::CrossEntropyFuncOptions().ignore_index(pad);
+    pad = 0;
+    return F::cross_entropy(logits.view({-1, 32}), labels.view(-1), opts);
+  }
+)", Verb::RefusesWith, "loss-unsupported"},
+    {"an options local reading a run-time value that a later declaration shadows", R"(
+  torch::Tensor forward(torch::Tensor h, torch::Tensor labels, int64_t pad) {
+    auto logits = lm_head(h);
+    auto opts = F::CrossEntropyFuncOptions().ignore_index(pad);
+    {
+      int64_t pad = -1;
+      return F::cross_entropy(logits.view({-1, 32}), labels.view(-1), opts);
+    }
+  }
+)", Verb::RefusesWith, "loss-unsupported"},
+    {"shifted labels whose unshifted root is re-bound before the loss", R"(
+  torch::Tensor forward(torch::Tensor h, torch::Tensor labels, torch::Tensor other) {
+    auto logits = lm_head(h);
+    auto shift_labels = labels.slice(1, 1);
+    labels = other;
+    return F::cross_entropy(logits.slice(1, 0, -1).reshape({-1, 32}), shift_labels.reshape({-1}));
+  }
+)", Verb::RefusesWith, "logits-indexed"},
     {"the input written before the head only", R"(
   torch::Tensor forward(torch::Tensor x, torch::Tensor labels) {
     x.mul_(2.0);
