@@ -374,8 +374,7 @@ private:
   /// The mode guard's class named by Type (a library class listed in the pattern set), or "".
   std::string modeGuard(QualType Type) const {
     const CXXRecordDecl *Record = Type.getNonReferenceType()->getAsCXXRecordDecl();
-    if (!Record || !(SM.isInSystemHeader(SM.getExpansionLoc(Record->getLocation())) ||
-                     isLibraryDeclaration(Record, Patterns, Query)))
+    if (!Record || !isLibrary(Record))
       return "";
     return contains(Effects.ModeGuards, Record->getName().str()) ? Record->getName().str() : "";
   }
@@ -398,10 +397,15 @@ private:
               Found = Outer.change(Statement, "the `" + Guard + "` `" + Variable->getNameAsString() +
                                                   "` sets the autograd or autocast mode of the head, and its "
                                                   "block ends before the loss, where the fused call would run");
-            // Its destructor runs between the head and the loss: the program's code, not looked into.
+            // Its block ends between the head and the loss (it holds the head, or lies between them), so its
+            // destructor runs there: the program's code, not looked into.
             const CXXRecordDecl *Record = Variable->getType()->getAsCXXRecordDecl();
             const CXXDestructorDecl *Destructor = Record && Record->hasDefinition() ? Record->getDestructor() : nullptr;
-            if (!Found && EndsBetween && Destructor && Destructor->isUserProvided() && !Outer.isLibrary(Destructor))
+            SourceLocation BlockEnd = Block ? Block->getEndLoc() : SourceLocation();
+            bool DestroyedBetween = Block && Variable->hasLocalStorage() &&
+                                    Outer.Query.before(Outer.Site.Head->Call->getBeginLoc(), BlockEnd) &&
+                                    Outer.Query.before(BlockEnd, Outer.Site.Loss->getBeginLoc());
+            if (!Found && DestroyedBetween && Outer.programDestructor(Destructor))
               Found = Outer.change(Statement, "the destructor of `" + Variable->getNameAsString() +
                                                   "` runs between the head and the loss, and may change what the "
                                                   "fused call reads or the mode it runs under");
@@ -419,6 +423,10 @@ private:
   std::optional<InputChange> changeAt(const Stmt *Node) {
     // Between the head and the loss, a mode guard made or a mode switched changes the mode the fused call
     // runs under from the head's.
+    if (const auto *Bound = dyn_cast<CXXBindTemporaryExpr>(Node);
+        Bound && programDestructor(Bound->getTemporary()->getDestructor()))
+      return change(Node, "a temporary `" + Bound->getType().getAsString() +
+                              "` is destroyed between the head and the loss, by a destructor of the program's");
     if (const auto *Construct = dyn_cast<CXXConstructExpr>(Node)) {
       if (std::string Guard = modeGuard(Construct->getType()); !Guard.empty())
         return change(Node, "the mode guard `" + Guard + "` made between the head and the loss changes the autograd or "
@@ -659,9 +667,14 @@ private:
     return WeightRoots;
   }
 
-  bool isLibrary(const FunctionDecl *Callee) const {
-    return SM.isInSystemHeader(SM.getExpansionLoc(Callee->getLocation())) ||
-           isLibraryDeclaration(Callee, Patterns, Query);
+  bool isLibrary(const Decl *Declaration) const {
+    return SM.isInSystemHeader(SM.getExpansionLoc(Declaration->getLocation())) ||
+           isLibraryDeclaration(Declaration, Patterns, Query);
+  }
+
+  /// A destructor of the program's (user-provided): code the analysis does not look into.
+  bool programDestructor(const CXXDestructorDecl *Destructor) const {
+    return Destructor && Destructor->isUserProvided() && !isLibrary(Destructor);
   }
 
   static bool isLambdaCall(const CallExpr *Call) {

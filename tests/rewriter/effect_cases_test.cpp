@@ -439,6 +439,22 @@ const Case Cases[] = {
     return F::cross_entropy(logits.view({-1, 32}), labels.view(-1));
   }
 )", Verb::RefusesWith, "inputs-modified"},
+    {"a block between head and loss whose local has a destructor of the program's", R"(
+  struct ScaleOnExit { torch::Tensor w; ~ScaleOnExit() { w.mul_(0.5); } };
+  torch::Tensor forward(torch::Tensor h, torch::Tensor labels) {
+    auto logits = lm_head(h);
+    { ScaleOnExit s{lm_head->weight}; }
+    return F::cross_entropy(logits.view({-1, 32}), labels.view(-1));
+  }
+)", Verb::RefusesWith, "inputs-modified"},
+    {"a temporary between head and loss with a destructor of the program's", R"(
+  struct ScaleOnExit { torch::Tensor w; ~ScaleOnExit() { w.mul_(0.5); } };
+  torch::Tensor forward(torch::Tensor h, torch::Tensor labels) {
+    auto logits = lm_head(h);
+    ScaleOnExit{lm_head->weight};
+    return F::cross_entropy(logits.view({-1, 32}), labels.view(-1));
+  }
+)", Verb::RefusesWith, "inputs-modified"},
     {"a user-written mode guard whose block ends between head and loss", R"(
   struct NoGradScope { NoGradScope(); ~NoGradScope(); };
   torch::Tensor forward(torch::Tensor h, torch::Tensor labels) {
