@@ -53,6 +53,7 @@ struct ChainStep {
   const clang::Stmt *Statement = nullptr;
   const clang::Expr *Value = nullptr;
   const clang::VarDecl *Variable = nullptr;
+  const clang::Expr *Base = nullptr;  ///< the variable the value is computed from, inside Value
 };
 
 struct LossOptionValues {
@@ -66,6 +67,9 @@ struct CapturedSite {
   const clang::Stmt *Body = nullptr;
   const clang::Expr *Input = nullptr;   ///< the loss's logits argument
   const clang::Expr *Target = nullptr;  ///< the loss's labels argument
+  /// Inside Input, what its reshapes, casts and shift start from: the head call, or a variable
+  /// holding the logits (the head's, or an alias on the chain).
+  const clang::Expr *InputBase = nullptr;
 
   std::optional<HeadCall> Head;
   /// The statement that stores the head's output (null when the head call is inline in the loss).

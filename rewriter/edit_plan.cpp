@@ -26,6 +26,36 @@ tooling::Replacement replace(const Stmt *Node, const std::string &Text, const As
                               Query.context().getLangOpts());
 }
 
+/// The original's code as the fused path runs it on a stand-in of the logits (shape, no values): a
+/// lambda whose body is Value's text with Base, the logits it starts from, replaced by the parameter.
+/// Captures by reference where it sits in a function (the code may read its locals: `{-1, C}`).
+std::string asCode(const Expr *Value, const Expr *Base, const CapturedSite &Site, const PatternSet &Patterns,
+                   const AstQuery &Query, const std::string &StandIn) {
+  llvm::StringRef Buffer =
+      Query.sourceManager().getBufferData(Query.sourceManager().getFileID(Site.Loss->getBeginLoc()));
+  auto [ValueBegin, ValueEnd] = offsets(AstQuery::spelled(Value), Query);
+  auto [BaseBegin, BaseEnd] = offsets(AstQuery::spelled(Base), Query);
+  std::string Body = Buffer.slice(ValueBegin, BaseBegin).str() + StandIn + Buffer.slice(BaseEnd, ValueEnd).str();
+  return std::string(Site.Function ? "[&]" : "[]") + "(const " + Patterns.Replacement.TensorType + " &" + StandIn +
+         ") { return " + Body + "; }";
+}
+
+/// Whether Value is Base and nothing more (no reshape, cast or shift to run).
+bool isBaseAlone(const Expr *Value, const Expr *Base, const AstQuery &Query) {
+  return offsets(AstQuery::spelled(Value), Query) == offsets(AstQuery::spelled(Base), Query);
+}
+
+/// A quoted "file:line" naming where Node starts.
+std::string siteName(const Stmt *Node, const AstQuery &Query) {
+  const SourceManager &SM = Query.sourceManager();
+  SourceLocation At = SM.getExpansionLoc(Node->getBeginLoc());
+  std::string Name = llvm::sys::path::filename(SM.getFilename(At)).str() + ":" +
+                     std::to_string(SM.getExpansionLineNumber(At));
+  std::string Quoted;
+  llvm::raw_string_ostream(Quoted).write_escaped(Name);
+  return "\"" + Quoted + "\"";
+}
+
 /// A guard text safe to put after `&&`.
 std::string operand(const std::string &Text) {
   bool Simple = Text.find_first_of(" !?&|<>=") == std::string::npos;
@@ -78,7 +108,8 @@ std::string lossOptionsText(const CapturedSite &Site, const PatternSet &Patterns
 }
 
 std::vector<tooling::Replacement> planSiteEdits(const CapturedSite &Site, const PatternSet &Patterns,
-                                                const AstQuery &Query, const std::string &HiddenName) {
+                                                const AstQuery &Query, const std::string &HiddenName,
+                                                const std::string &StandIn) {
   const ReplacementPattern &Replacement = Patterns.Replacement;
   const HeadCall &Head = *Site.Head;
   std::vector<tooling::Replacement> Edits;
@@ -102,30 +133,39 @@ std::vector<tooling::Replacement> planSiteEdits(const CapturedSite &Site, const 
       HiddenText = HiddenName;
     }
     // The skipped head still answers shape questions (`logits.size(-1)`), and names this site when
-    // anything reads its values.
-    SourceLocation At = Query.sourceManager().getExpansionLoc(Head.Call->getBeginLoc());
-    std::string SiteName = llvm::sys::path::filename(Query.sourceManager().getFilename(At)).str() + ":" +
-                           std::to_string(Query.sourceManager().getExpansionLineNumber(At));
-    std::string Quoted;
-    llvm::raw_string_ostream(Quoted).write_escaped(SiteName);
-    std::string Skipped = Replacement.SkippedLogits + "(" + HiddenText + ", " + Head.Weight + ", \"" + Quoted + "\")";
+    // anything reads its values; a head line that reshapes its output skips with the reshaped shape.
+    std::string Skipped =
+        Replacement.SkippedLogits + "(" + HiddenText + ", " + Head.Weight + ", " + siteName(Head.Call, Query) + ")";
+    if (!isBaseAlone(Value, Head.Call, Query))
+      Skipped = Replacement.SkippedLogitsAfter + "(" + Skipped + ", " +
+                asCode(Value, Head.Call, Site, Patterns, Query, StandIn) + ")";
     Edits.push_back(replace(Value, skipCondition(Site.Producer, Site, Patterns, Query) + " ? " + Skipped +
                                        " : " + ValueText,
                             Query));
-    // Rebindings and aliases would read the undefined logits: they get the same condition.
+    // Rebindings and aliases run on the skipped logits: the same condition, and their reshape on a stand-in.
     for (const ChainStep &Step : Site.Chain) {
       const Expr *StepValue = AstQuery::spelled(Step.Value);
-      if (isa<DeclRefExpr>(StepValue))
-        continue;  // a plain alias (`auto &flat = logits;`) computes nothing on the undefined tensor
-      Edits.push_back(replace(StepValue, skipCondition(Step.Statement, Site, Patterns, Query) + " ? " +
-                                             Replacement.UndefinedTensor + " : " + Query.text(StepValue),
+      if (isBaseAlone(StepValue, Step.Base, Query))
+        continue;  // a plain alias (`auto &flat = logits;`) computes nothing
+      std::string Reshaped = Replacement.SkippedLogitsAfter + "(" + Query.text(AstQuery::spelled(Step.Base)) + ", " +
+                             asCode(StepValue, Step.Base, Site, Patterns, Query, StandIn) + ")";
+      Edits.push_back(replace(StepValue, skipCondition(Step.Statement, Site, Patterns, Query) + " ? " + Reshaped +
+                                             " : " + Query.text(StepValue),
                               Query));
     }
   }
 
+  // The loss's logits input as code, for the fused call to check when it runs: it starts from a
+  // variable holding the logits, or from the head call inside the loss (the fused call then knows the
+  // logits' shape from hidden and weight, and the head is not evaluated).
+  std::string From =
+      isBaseAlone(Site.InputBase, Head.Call, Query) ? "{}" : Query.text(AstQuery::spelled(Site.InputBase));
+  std::string AsPassed = "." + Replacement.LogitsAsPassedSetter + "({" + siteName(Site.Loss, Query) + ", " + From +
+                         ", " + asCode(Site.Input, Site.InputBase, Site, Patterns, Query, StandIn) + "})";
+
   std::string Fused = Replacement.Call + "(" + HiddenText + ", " + Head.Weight + ", " +
                       (Head.Bias.empty() ? Replacement.UndefinedTensor : Head.Bias) + ", " + Site.LabelsText + ", " +
-                      lossOptionsText(Site, Patterns) + ")";
+                      lossOptionsText(Site, Patterns) + AsPassed + ")";
   if (!carriesUpcastInOptions(Site, Patterns))
     for (const std::string &Cast : Site.Casts)
       Fused += Cast;

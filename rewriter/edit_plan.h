@@ -1,7 +1,8 @@
 // Edit planning: the replacement text of a site that may be rewritten. Minimal edits: the
-// logits statement gets `skip ? undefined : <original>`, each rebinding or alias of the logits
-// the same condition, the loss call `enabled ? fused(...) : <original call>`, and, where the
-// head's input is not a stable variable, one hoisted local so no user code runs twice.
+// logits statement gets `skip ? skipped : <original>`, each rebinding or alias of the logits the
+// same condition with its reshape run on a stand-in without values, the loss call `enabled ?
+// fused(...) : <original call>` with the original's logits input as code for the fused call to check,
+// and, where the head's input is not a stable variable, one hoisted local so no user code runs twice.
 #pragma once
 
 #include <optional>
@@ -17,9 +18,11 @@
 namespace lmfuse::rewriter {
 
 /// The replacements that rewrite one site. HiddenName is the local to hoist the head's input
-/// into when Site.HoistHidden (unique within the function).
+/// into when Site.HoistHidden, StandIn the parameter of the code handed to the runtime (both names
+/// that mean nothing yet in the function).
 std::vector<clang::tooling::Replacement> planSiteEdits(const CapturedSite &Site, const PatternSet &Patterns,
-                                                       const AstQuery &Query, const std::string &HiddenName);
+                                                       const AstQuery &Query, const std::string &HiddenName,
+                                                       const std::string &StandIn);
 
 /// The fused call's options, e.g. `lmfuse::LossOptions().ignore_index(-1).shift(true)`.
 std::string lossOptionsText(const CapturedSite &Site, const PatternSet &Patterns);

@@ -233,6 +233,10 @@ template <> struct MappingTraits<ReplacementPattern> {
     Io.mapRequired("skip_logits", P.SkipLogits);
     Io.mapRequired("undefined_tensor", P.UndefinedTensor);
     Io.mapRequired("skipped_logits", P.SkippedLogits);
+    Io.mapRequired("skipped_logits_after", P.SkippedLogitsAfter);
+    Io.mapRequired("logits_as_passed", P.LogitsAsPassedSetter);
+    Io.mapRequired("tensor_type", P.TensorType);
+    Io.mapOptional("stand_in", P.StandIn, std::string("lmfuse_logits"));
     Io.mapRequired("reductions", P.Reductions);
     Io.mapOptional("hoisted_hidden", P.HoistedHidden, std::string("lmfuse_hidden"));
     Io.mapOptional("module_options", P.ModuleOptions, std::string());

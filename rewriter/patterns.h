@@ -145,6 +145,15 @@ struct ReplacementPattern {
   /// Called as SkippedLogits(hidden, weight, "file:line") where the head is skipped: a tensor with the
   /// logits' shape whose values cannot be used (the error names the site and the ways out).
   std::string SkippedLogits;
+  /// Called as SkippedLogitsAfter(skipped, <code>) where a reshape of skipped logits runs on the fused
+  /// path: the reshape run on a stand-in without values, giving skipped logits of the reshaped shape.
+  std::string SkippedLogitsAfter;
+  /// Options setter taking {"file:line", <variable or {}>, <code>}: the loss's logits input as the
+  /// original computes it, checked by the fused call when it runs.
+  std::string LogitsAsPassedSetter;
+  /// Code is a lambda `[&](const TensorType &StandIn) { return <the original's text>; }`.
+  std::string TensorType;
+  std::string StandIn = "lmfuse_logits";
   std::map<std::string, std::string> Reductions;  ///< "mean"/"sum" -> runtime enumerator
   std::string HoistedHidden = "lmfuse_hidden";
   /// Called as ModuleOptions(<module>->options) for a module loss: the loss options the module holds

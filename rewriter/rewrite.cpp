@@ -223,7 +223,10 @@ TranslationUnitResult analyzeTranslationUnit(ASTContext &Context, const PatternS
           HiddenName = Patterns.Replacement.HoistedHidden + (Count > 1 ? std::to_string(Count) : "");
         } while (Query.nameInUse(HiddenName, Function));
       }
-      for (tooling::Replacement &Edit : planSiteEdits(Site, Patterns, Query, HiddenName))
+      std::string StandIn = Patterns.Replacement.StandIn;
+      for (int Suffix = 2; Query.nameInUse(StandIn, Function); ++Suffix)
+        StandIn = Patterns.Replacement.StandIn + std::to_string(Suffix);
+      for (tooling::Replacement &Edit : planSiteEdits(Site, Patterns, Query, HiddenName, StandIn))
         Result.Edits.push_back(std::move(Edit));
       EditedFiles.insert(SM.getFileID(Location));
     }

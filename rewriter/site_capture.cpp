@@ -23,6 +23,8 @@ public:
 
   void traceLogits(const Expr *E, SourceLocation Point) {
     E = stripLogitsWrappers(E);
+    if (!Site.InputBase)
+      Site.InputBase = E;
     if (auto Head = matchHead(E, Patterns, Query)) {
       Site.Head = Head;
       return;
@@ -70,7 +72,7 @@ public:
     if (Source && Source->hasLocalStorage() && !isa<ParmVarDecl>(Source) && Source != Variable) {
       // An alias: `auto flat = logits.view(...)`; follow it to the variable it was made from.
       Site.Aliases.push_back(Variable);
-      Site.Chain.insert(Site.Chain.begin(), ChainStep{Producer.Node, Producer.Value, Variable});
+      Site.Chain.insert(Site.Chain.begin(), ChainStep{Producer.Node, Producer.Value, Variable, Core});
       traceLogits(Core, Producer.Node->getBeginLoc());
       return;
     }
@@ -243,7 +245,7 @@ private:
     }
     const Expr *Core = stripLogitsWrappers(Write.Value);
     if (AstQuery::namedVariable(Core) == Variable) {
-      Site.Chain.push_back(ChainStep{Write.Node, Write.Value, Variable});
+      Site.Chain.push_back(ChainStep{Write.Node, Write.Value, Variable, Core});
       return;
     }
     auto Call = AstQuery::asCall(Core);

@@ -137,8 +137,10 @@ const Case Cases[] = {
   torch::Tensor forward(torch::Tensor x, torch::Tensor other, torch::Tensor labels) {
     auto logits = lmfuse::skip_logits() ? lmfuse::skipped_logits(x, lm_head->weight, "model.cpp:N") : lm_head(x);
     hidden_ = other;
-    return lmfuse::enabled() ? lmfuse::linear_cross_entropy(x, lm_head->weight, lm_head->bias, labels, lmfuse::LossOptions())
-                             : F::cross_entropy(logits.view({-1, 32}), labels.view(-1));
+    return lmfuse::enabled()
+        ? lmfuse::linear_cross_entropy(x, lm_head->weight, lm_head->bias, labels, lmfuse::LossOptions()
+            .logits_as_passed({"model.cpp:N", logits, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits.view({-1, 32}); }}))
+        : F::cross_entropy(logits.view({-1, 32}), labels.view(-1));
   }
 )"},
     // ---- the thread's mode: the head runs under the mode at the head, the fused call at the loss ----
@@ -184,8 +186,10 @@ const Case Cases[] = {
   torch::Tensor forward(torch::Tensor x, torch::Tensor labels) {
     torch::NoGradGuard frozen;
     auto logits = lmfuse::skip_logits() ? lmfuse::skipped_logits(x, lm_head->weight, "model.cpp:N") : lm_head(x);
-    return lmfuse::enabled() ? lmfuse::linear_cross_entropy(x, lm_head->weight, lm_head->bias, labels, lmfuse::LossOptions())
-                             : F::cross_entropy(logits.view({-1, 32}), labels.view(-1));
+    return lmfuse::enabled()
+        ? lmfuse::linear_cross_entropy(x, lm_head->weight, lm_head->bias, labels, lmfuse::LossOptions()
+            .logits_as_passed({"model.cpp:N", logits, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits.view({-1, 32}); }}))
+        : F::cross_entropy(logits.view({-1, 32}), labels.view(-1));
   }
 )"},
     {"member input rebound after the head: read once at the head", R"(
@@ -201,8 +205,10 @@ const Case Cases[] = {
     auto lmfuse_hidden = hidden_;
     auto logits = lmfuse::skip_logits() ? lmfuse::skipped_logits(lmfuse_hidden, lm_head->weight, "model.cpp:N") : lm_head(lmfuse_hidden);
     hidden_ = other;
-    return lmfuse::enabled() ? lmfuse::linear_cross_entropy(lmfuse_hidden, lm_head->weight, lm_head->bias, labels, lmfuse::LossOptions())
-                             : F::cross_entropy(logits.view({-1, 32}), labels.view(-1));
+    return lmfuse::enabled()
+        ? lmfuse::linear_cross_entropy(lmfuse_hidden, lm_head->weight, lm_head->bias, labels, lmfuse::LossOptions()
+            .logits_as_passed({"model.cpp:N", logits, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits.view({-1, 32}); }}))
+        : F::cross_entropy(logits.view({-1, 32}), labels.view(-1));
   }
 )"},
     {"head weight scaled in place", R"(
@@ -352,8 +358,10 @@ const Case Cases[] = {
     auto logits = lmfuse::skip_logits() ? lmfuse::skipped_logits(x, lm_head->weight, "model.cpp:N") : lm_head(x);
     auto count = torch::zeros({1});
     count.add_(1.0);
-    return lmfuse::enabled() ? lmfuse::linear_cross_entropy(x, lm_head->weight, lm_head->bias, labels, lmfuse::LossOptions())
-                             : F::cross_entropy(logits.view({-1, 32}), labels.view(-1));
+    return lmfuse::enabled()
+        ? lmfuse::linear_cross_entropy(x, lm_head->weight, lm_head->bias, labels, lmfuse::LossOptions()
+            .logits_as_passed({"model.cpp:N", logits, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits.view({-1, 32}); }}))
+        : F::cross_entropy(logits.view({-1, 32}), labels.view(-1));
   }
 )"},
     {"a clone of the input written between head and loss", R"(
@@ -368,8 +376,10 @@ const Case Cases[] = {
     auto logits = lmfuse::skip_logits() ? lmfuse::skipped_logits(x, lm_head->weight, "model.cpp:N") : lm_head(x);
     auto noisy = x.clone();
     noisy.mul_(2.0);
-    return lmfuse::enabled() ? lmfuse::linear_cross_entropy(x, lm_head->weight, lm_head->bias, labels, lmfuse::LossOptions())
-                             : F::cross_entropy(logits.view({-1, 32}), labels.view(-1));
+    return lmfuse::enabled()
+        ? lmfuse::linear_cross_entropy(x, lm_head->weight, lm_head->bias, labels, lmfuse::LossOptions()
+            .logits_as_passed({"model.cpp:N", logits, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits.view({-1, 32}); }}))
+        : F::cross_entropy(logits.view({-1, 32}), labels.view(-1));
   }
 )"},
     {"labels rebound (they are read at the loss by both versions)", R"(
@@ -384,8 +394,10 @@ const Case Cases[] = {
     auto logits = lmfuse::skip_logits() ? lmfuse::skipped_logits(x, lm_head->weight, "model.cpp:N") : lm_head(x);
     auto y = labels.view(-1);
     y = y.to(torch::kLong);
-    return lmfuse::enabled() ? lmfuse::linear_cross_entropy(x, lm_head->weight, lm_head->bias, y, lmfuse::LossOptions())
-                             : F::cross_entropy(logits.view({-1, 32}), y);
+    return lmfuse::enabled()
+        ? lmfuse::linear_cross_entropy(x, lm_head->weight, lm_head->bias, y, lmfuse::LossOptions()
+            .logits_as_passed({"model.cpp:N", logits, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits.view({-1, 32}); }}))
+        : F::cross_entropy(logits.view({-1, 32}), y);
   }
 )"},
     {"shape reads and a member store that is not an input", R"(
@@ -400,8 +412,10 @@ const Case Cases[] = {
     auto logits = lmfuse::skip_logits() ? lmfuse::skipped_logits(x, lm_head->weight, "model.cpp:N") : lm_head(x);
     const auto batch = x.size(0);
     pad_id_ = batch;
-    return lmfuse::enabled() ? lmfuse::linear_cross_entropy(x, lm_head->weight, lm_head->bias, labels, lmfuse::LossOptions())
-                             : F::cross_entropy(logits.view({-1, 32}), labels.view(-1));
+    return lmfuse::enabled()
+        ? lmfuse::linear_cross_entropy(x, lm_head->weight, lm_head->bias, labels, lmfuse::LossOptions()
+            .logits_as_passed({"model.cpp:N", logits, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits.view({-1, 32}); }}))
+        : F::cross_entropy(logits.view({-1, 32}), labels.view(-1));
   }
 )"},
     // ---- what the fused call evaluates again at the loss must give what it gave at the head --------
@@ -553,8 +567,10 @@ const Case Cases[] = {
   torch::Tensor forward(torch::Tensor x, torch::Tensor labels) {
     x.mul_(2.0);
     auto logits = lmfuse::skip_logits() ? lmfuse::skipped_logits(x, lm_head->weight, "model.cpp:N") : lm_head(x);
-    return lmfuse::enabled() ? lmfuse::linear_cross_entropy(x, lm_head->weight, lm_head->bias, labels, lmfuse::LossOptions())
-                             : F::cross_entropy(logits.view({-1, 32}), labels.view(-1));
+    return lmfuse::enabled()
+        ? lmfuse::linear_cross_entropy(x, lm_head->weight, lm_head->bias, labels, lmfuse::LossOptions()
+            .logits_as_passed({"model.cpp:N", logits, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits.view({-1, 32}); }}))
+        : F::cross_entropy(logits.view({-1, 32}), labels.view(-1));
   }
 )"},
 };

@@ -29,8 +29,9 @@ const Case Accepted[] = {
     torch::Tensor loss;
     if (targets.defined())
       loss = lmfuse::enabled()
-                 ? lmfuse::linear_cross_entropy(x, wte->weight, torch::Tensor(), targets, lmfuse::LossOptions())
-                 : F::cross_entropy(logits.view({-1, logits.size(-1)}), targets.view(-1));
+          ? lmfuse::linear_cross_entropy(x, wte->weight, torch::Tensor(), targets, lmfuse::LossOptions()
+              .logits_as_passed({"model.cpp:N", logits, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits.view({-1, logits.size(-1)}); }}))
+          : F::cross_entropy(logits.view({-1, logits.size(-1)}), targets.view(-1));
     return {logits, loss};
   }
 )"},
@@ -46,11 +47,12 @@ const Case Accepted[] = {
   torch::Tensor lm_head_weight;
   torch::Tensor loss(const torch::Tensor &h, const torch::Tensor &labels) {
     auto logits = lmfuse::skip_logits() ? lmfuse::skipped_logits(h, lm_head_weight, "model.cpp:N") : h.matmul(lm_head_weight.transpose(0, 1));
-    auto shift_logits = lmfuse::skip_logits() ? torch::Tensor() : logits.slice(1, 0, -1).contiguous();
+    auto shift_logits = lmfuse::skip_logits() ? lmfuse::skipped_logits_after(logits, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits.slice(1, 0, -1).contiguous(); }) : logits.slice(1, 0, -1).contiguous();
     auto shift_labels = labels.slice(1, 1).contiguous();
     return lmfuse::enabled()
-               ? lmfuse::linear_cross_entropy(h, lm_head_weight, torch::Tensor(), labels, lmfuse::LossOptions().shift(true))
-               : F::cross_entropy(shift_logits.view({-1, shift_logits.size(-1)}), shift_labels.view(-1));
+        ? lmfuse::linear_cross_entropy(h, lm_head_weight, torch::Tensor(), labels, lmfuse::LossOptions().shift(true)
+            .logits_as_passed({"model.cpp:N", shift_logits, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits.view({-1, shift_logits.size(-1)}); }}))
+        : F::cross_entropy(shift_logits.view({-1, shift_logits.size(-1)}), shift_labels.view(-1));
   }
 )"},
     {"torch::mm over flattened hidden states, tied weight transposed as (-1, -2)", R"(
@@ -63,9 +65,9 @@ const Case Accepted[] = {
     auto lmfuse_hidden = hidden.view({-1, 64});
     auto logits = lmfuse::skip_logits() ? lmfuse::skipped_logits(lmfuse_hidden, wte->weight, "model.cpp:N") : torch::mm(lmfuse_hidden, wte->weight.transpose(-1, -2));
     return lmfuse::enabled()
-               ? lmfuse::linear_cross_entropy(lmfuse_hidden, wte->weight, torch::Tensor(), y,
-                                              lmfuse::LossOptions().ignore_index(pad_id_))
-               : F::cross_entropy(logits, y.view(-1), F::CrossEntropyFuncOptions().ignore_index(pad_id_));
+        ? lmfuse::linear_cross_entropy(lmfuse_hidden, wte->weight, torch::Tensor(), y, lmfuse::LossOptions().ignore_index(pad_id_)
+            .logits_as_passed({"model.cpp:N", logits, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits; }}))
+        : F::cross_entropy(logits, y.view(-1), F::CrossEntropyFuncOptions().ignore_index(pad_id_));
   }
 )"},
     {"x.mm(W.t()) inline in the loss", R"(
@@ -76,8 +78,10 @@ const Case Accepted[] = {
 )", Verb::RewritesTo, R"(
   torch::Tensor lm_head_weight;
   torch::Tensor loss(const torch::Tensor &h, const torch::Tensor &y) {
-    return lmfuse::enabled() ? lmfuse::linear_cross_entropy(h, lm_head_weight, torch::Tensor(), y, lmfuse::LossOptions())
-                             : F::cross_entropy(h.mm(lm_head_weight.t()), y);
+    return lmfuse::enabled()
+        ? lmfuse::linear_cross_entropy(h, lm_head_weight, torch::Tensor(), y, lmfuse::LossOptions()
+            .logits_as_passed({"model.cpp:N", {}, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits; }}))
+        : F::cross_entropy(h.mm(lm_head_weight.t()), y);
   }
 )"},
     // ---- torch::nn::CrossEntropyLoss -------------------------------------------------------
@@ -98,9 +102,9 @@ const Case Accepted[] = {
     torch::Tensor loss;
     if (targets.defined())
       loss = lmfuse::enabled()
-                 ? lmfuse::linear_cross_entropy(lmfuse_hidden, lm_head->weight, lm_head->bias, targets,
-                                                lmfuse::module_loss_options(criterion->options))
-                 : criterion(logits.view({-1, logits.size(-1)}), targets.view(-1));
+          ? lmfuse::linear_cross_entropy(lmfuse_hidden, lm_head->weight, lm_head->bias, targets, lmfuse::module_loss_options(criterion->options)
+              .logits_as_passed({"model.cpp:N", logits, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits.view({-1, logits.size(-1)}); }}))
+          : criterion(logits.view({-1, logits.size(-1)}), targets.view(-1));
     return {logits, loss};
   }
 )"},
@@ -117,9 +121,10 @@ const Case Accepted[] = {
     torch::nn::CrossEntropyLoss criterion;
     auto out = mlp(x);
     auto logits = lmfuse::skip_logits() ? lmfuse::skipped_logits(out, lm_head->weight, "model.cpp:N") : lm_head->forward(out);
-    auto loss = lmfuse::enabled() ? lmfuse::linear_cross_entropy(out, lm_head->weight, lm_head->bias, y,
-                                                                 lmfuse::module_loss_options(criterion->options))
-                                  : criterion->forward(logits.view({-1, logits.size(-1)}), y.view(-1));
+    auto loss = lmfuse::enabled()
+        ? lmfuse::linear_cross_entropy(out, lm_head->weight, lm_head->bias, y, lmfuse::module_loss_options(criterion->options)
+            .logits_as_passed({"model.cpp:N", logits, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits.view({-1, logits.size(-1)}); }}))
+        : criterion->forward(logits.view({-1, logits.size(-1)}), y.view(-1));
     return loss;
   }
 )"},
@@ -141,9 +146,10 @@ const Case Accepted[] = {
   torch::nn::CrossEntropyLoss loss_fn{nullptr};
   torch::Tensor loss(const torch::Tensor &h, const torch::Tensor &y) {
     auto logits = lmfuse::skip_logits() ? lmfuse::skipped_logits(h, lm_head->weight, "model.cpp:N") : lm_head(h);
-    return lmfuse::enabled() ? lmfuse::linear_cross_entropy(h, lm_head->weight, lm_head->bias, y,
-                                                            lmfuse::module_loss_options(loss_fn->options))
-                             : loss_fn(logits, y);
+    return lmfuse::enabled()
+        ? lmfuse::linear_cross_entropy(h, lm_head->weight, lm_head->bias, y, lmfuse::module_loss_options(loss_fn->options)
+            .logits_as_passed({"model.cpp:N", logits, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits; }}))
+        : loss_fn(logits, y);
   }
 )"},
     // ---- nll_loss over log_softmax --------------------------------------------------------
@@ -156,10 +162,11 @@ const Case Accepted[] = {
 )", Verb::RewritesTo, R"(
   torch::Tensor loss(const torch::Tensor &h, const torch::Tensor &y) {
     auto logits = lmfuse::skip_logits() ? lmfuse::skipped_logits(h, lm_head->weight, "model.cpp:N") : lm_head(h);
-    return lmfuse::enabled() ? lmfuse::linear_cross_entropy(h, lm_head->weight, lm_head->bias, y,
-                                                            lmfuse::LossOptions().ignore_index(0))
-                             : F::nll_loss(F::log_softmax(logits.view({-1, logits.size(-1)}), -1), y.view(-1),
-                                           F::NLLLossFuncOptions().ignore_index(0));
+    return lmfuse::enabled()
+        ? lmfuse::linear_cross_entropy(h, lm_head->weight, lm_head->bias, y, lmfuse::LossOptions().ignore_index(0)
+            .logits_as_passed({"model.cpp:N", logits, [&](const torch::Tensor &lmfuse_logits) { return F::log_softmax(lmfuse_logits.view({-1, logits.size(-1)}), -1); }}))
+        : F::nll_loss(F::log_softmax(logits.view({-1, logits.size(-1)}), -1), y.view(-1),
+                       F::NLLLossFuncOptions().ignore_index(0));
   }
 )"},
     {"torch::nll_loss(torch::log_softmax(logits, -1, kFloat), y, {}, Sum): the fp32 loss", R"(
@@ -170,9 +177,10 @@ const Case Accepted[] = {
 )", Verb::RewritesTo, R"(
   torch::Tensor loss(const torch::Tensor &h, const torch::Tensor &y) {
     auto logits = lmfuse::skip_logits() ? lmfuse::skipped_logits(h, wte->weight, "model.cpp:N") : F::linear(h, wte->weight);
-    return lmfuse::enabled() ? lmfuse::linear_cross_entropy(h, wte->weight, torch::Tensor(), y,
-                                                            lmfuse::LossOptions().reduction(lmfuse::Reduction::Sum).dtype(torch::kFloat))
-                             : torch::nll_loss(torch::log_softmax(logits, -1, torch::kFloat), y, {}, at::Reduction::Sum);
+    return lmfuse::enabled()
+        ? lmfuse::linear_cross_entropy(h, wte->weight, torch::Tensor(), y, lmfuse::LossOptions().reduction(lmfuse::Reduction::Sum).dtype(torch::kFloat)
+            .logits_as_passed({"model.cpp:N", logits, [&](const torch::Tensor &lmfuse_logits) { return torch::log_softmax(lmfuse_logits, -1, torch::kFloat); }}))
+        : torch::nll_loss(torch::log_softmax(logits, -1, torch::kFloat), y, {}, at::Reduction::Sum);
   }
 )"},
     {"log-probabilities kept in a local (logits.log_softmax(-1)), then nll_loss", R"(
@@ -190,9 +198,11 @@ const Case Accepted[] = {
     auto logits = lmfuse::skip_logits() && targets ? lmfuse::skipped_logits(x, lm_head->weight, "model.cpp:N") : lm_head(x);
     torch::Tensor loss;
     if (targets) {
-      auto logp = lmfuse::skip_logits() ? torch::Tensor() : logits.log_softmax(-1);
-      loss = lmfuse::enabled() ? lmfuse::linear_cross_entropy(x, lm_head->weight, lm_head->bias, *targets, lmfuse::LossOptions())
-                               : F::nll_loss(logp.view({-1, logp.size(-1)}), targets->view(-1));
+      auto logp = lmfuse::skip_logits() ? lmfuse::skipped_logits_after(logits, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits.log_softmax(-1); }) : logits.log_softmax(-1);
+      loss = lmfuse::enabled()
+          ? lmfuse::linear_cross_entropy(x, lm_head->weight, lm_head->bias, *targets, lmfuse::LossOptions()
+              .logits_as_passed({"model.cpp:N", logp, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits.view({-1, logp.size(-1)}); }}))
+          : F::nll_loss(logp.view({-1, logp.size(-1)}), targets->view(-1));
     }
     return {logits, loss};
   }
@@ -207,9 +217,10 @@ const Case Accepted[] = {
   torch::nn::NLLLoss nll{torch::nn::NLLLossOptions().ignore_index(-1)};
   torch::Tensor loss(const torch::Tensor &h, const torch::Tensor &y) {
     auto logits = lmfuse::skip_logits() ? lmfuse::skipped_logits(h, lm_head->weight, "model.cpp:N") : lm_head(h);
-    return lmfuse::enabled() ? lmfuse::linear_cross_entropy(h, lm_head->weight, lm_head->bias, y,
-                                                            lmfuse::module_loss_options(nll->options))
-                             : nll(F::log_softmax(logits, F::LogSoftmaxFuncOptions(-1)), y);
+    return lmfuse::enabled()
+        ? lmfuse::linear_cross_entropy(h, lm_head->weight, lm_head->bias, y, lmfuse::module_loss_options(nll->options)
+            .logits_as_passed({"model.cpp:N", logits, [&](const torch::Tensor &lmfuse_logits) { return F::log_softmax(lmfuse_logits, F::LogSoftmaxFuncOptions(-1)); }}))
+        : nll(F::log_softmax(logits, F::LogSoftmaxFuncOptions(-1)), y);
   }
 )"},
 };

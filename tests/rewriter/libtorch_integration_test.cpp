@@ -87,15 +87,22 @@ TEST_CASE("a LibTorch model is rewritten and the result compiles against <lmfuse
 
   INFO("rewritten:\n" << First.Code);
   CHECK(First.Code.find("lmfuse::linear_cross_entropy(hidden, wte->weight, torch::Tensor(), labels, "
-                        "lmfuse::module_loss_options(criterion->options))") != std::string::npos);
+                        "lmfuse::module_loss_options(criterion->options).logits_as_passed({") != std::string::npos);
   CHECK(First.Code.find("lmfuse::linear_cross_entropy(hidden, lm_head->weight, torch::Tensor(), labels, "
-                        "lmfuse::LossOptions())") != std::string::npos);
+                        "lmfuse::LossOptions().logits_as_passed({") != std::string::npos);
   CHECK(First.Code.find("#include <lmfuse/torch.h>") != std::string::npos);
   CHECK(First.Code.find("lmfuse::linear_cross_entropy(x, lm_head->weight, lm_head->bias, *targets") !=
         std::string::npos);
   CHECK(First.Code.find("lmfuse::linear_cross_entropy(hidden, wte->weight, torch::Tensor(), "
                         "labels.to(torch::kLong), "
-                        "lmfuse::LossOptions().label_smoothing(0.1).reduction(lmfuse::Reduction::Sum).shift(true))") != std::string::npos);
+                        "lmfuse::LossOptions().label_smoothing(0.1).reduction(lmfuse::Reduction::Sum).shift(true)"
+                        ".logits_as_passed({") != std::string::npos);
+  // Every patched site hands the fused call its logits input as code, which compiles against the real header.
+  size_t Handed = 0;
+  for (size_t At = First.Code.find(".logits_as_passed({\""); At != std::string::npos;
+       At = First.Code.find(".logits_as_passed({\"", At + 1))
+    ++Handed;
+  CHECK(Handed == 4);
 
   RewriteResult Second = rewriteSource(First.Code, libtorchArgs(), *Patterns, LMFUSE_REWRITER_EXAMPLE);
   INFO("second run diagnostics:\n" << Second.Diagnostics);

@@ -31,10 +31,10 @@ const Case Cases[] = {
     torch::Tensor loss;
     if (targets.has_value()) {
       loss = lmfuse::enabled()
-                 ? lmfuse::linear_cross_entropy(x, lm_head->weight, lm_head->bias, *targets,
-                                                lmfuse::LossOptions().ignore_index(-1))
-                 : F::cross_entropy(logits.view({-1, logits.size(-1)}), targets->view(-1),
-                                    F::CrossEntropyFuncOptions().ignore_index(-1));
+          ? lmfuse::linear_cross_entropy(x, lm_head->weight, lm_head->bias, *targets, lmfuse::LossOptions().ignore_index(-1)
+              .logits_as_passed({"model.cpp:N", logits, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits.view({-1, logits.size(-1)}); }}))
+          : F::cross_entropy(logits.view({-1, logits.size(-1)}), targets->view(-1),
+                              F::CrossEntropyFuncOptions().ignore_index(-1));
     }
     return {logits, loss};
   }
@@ -56,10 +56,11 @@ const Case Cases[] = {
     torch::Tensor logits, loss;
     if (targets.defined()) {
       logits = lmfuse::skip_logits() ? lmfuse::skipped_logits(x, lm_head->weight, "model.cpp:N") : lm_head(x);
-      loss = lmfuse::enabled() ? lmfuse::linear_cross_entropy(x, lm_head->weight, lm_head->bias, targets,
-                                                              lmfuse::LossOptions().ignore_index(-1))
-                               : F::cross_entropy(logits.view({-1, logits.size(-1)}), targets.view(-1),
-                                                  F::CrossEntropyFuncOptions().ignore_index(-1));
+      loss = lmfuse::enabled()
+          ? lmfuse::linear_cross_entropy(x, lm_head->weight, lm_head->bias, targets, lmfuse::LossOptions().ignore_index(-1)
+              .logits_as_passed({"model.cpp:N", logits, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits.view({-1, logits.size(-1)}); }}))
+          : F::cross_entropy(logits.view({-1, logits.size(-1)}), targets.view(-1),
+                              F::CrossEntropyFuncOptions().ignore_index(-1));
     } else {
       logits = lm_head(x.slice(1, -1));
     }
@@ -78,8 +79,10 @@ const Case Cases[] = {
   torch::Tensor forward(torch::Tensor h, torch::optional<torch::Tensor> labels) {
     auto logits = lmfuse::skip_logits() && labels ? lmfuse::skipped_logits(h, lm_head->weight, "model.cpp:N") : lm_head(h);
     if (labels) {
-      last_loss = lmfuse::enabled() ? lmfuse::linear_cross_entropy(h, lm_head->weight, lm_head->bias, labels.value(), lmfuse::LossOptions())
-                                    : F::cross_entropy(logits.reshape({-1, 32}), labels.value().reshape({-1}));
+      last_loss = lmfuse::enabled()
+          ? lmfuse::linear_cross_entropy(h, lm_head->weight, lm_head->bias, labels.value(), lmfuse::LossOptions()
+              .logits_as_passed({"model.cpp:N", logits, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits.reshape({-1, 32}); }}))
+          : F::cross_entropy(logits.reshape({-1, 32}), labels.value().reshape({-1}));
     }
     return logits;
   }
@@ -97,8 +100,10 @@ const Case Cases[] = {
     auto logits = lmfuse::skip_logits() && (labels != nullptr) ? lmfuse::skipped_logits(h, lm_head->weight, "model.cpp:N") : lm_head(h);
     torch::Tensor loss;
     if (labels != nullptr)
-      loss = lmfuse::enabled() ? lmfuse::linear_cross_entropy(h, lm_head->weight, lm_head->bias, *labels, lmfuse::LossOptions())
-                               : F::cross_entropy(logits.flatten(0, 1), labels->flatten());
+      loss = lmfuse::enabled()
+          ? lmfuse::linear_cross_entropy(h, lm_head->weight, lm_head->bias, *labels, lmfuse::LossOptions()
+              .logits_as_passed({"model.cpp:N", logits, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits.flatten(0, 1); }}))
+          : F::cross_entropy(logits.flatten(0, 1), labels->flatten());
     return {logits, loss};
   }
 )"},
@@ -113,8 +118,10 @@ const Case Cases[] = {
   Output forward(torch::Tensor h, c10::optional<torch::Tensor> labels) {
     auto logits = lmfuse::skip_logits() && labels.has_value() ? lmfuse::skipped_logits(h, lm_head->weight, "model.cpp:N") : lm_head(h);
     if (!labels.has_value()) return {logits, {}};
-    auto loss = lmfuse::enabled() ? lmfuse::linear_cross_entropy(h, lm_head->weight, lm_head->bias, *labels, lmfuse::LossOptions())
-                                  : F::cross_entropy(logits.view({-1, 32}), labels->view(-1));
+    auto loss = lmfuse::enabled()
+        ? lmfuse::linear_cross_entropy(h, lm_head->weight, lm_head->bias, *labels, lmfuse::LossOptions()
+            .logits_as_passed({"model.cpp:N", logits, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits.view({-1, 32}); }}))
+        : F::cross_entropy(logits.view({-1, 32}), labels->view(-1));
     return {logits, loss};
   }
 )"},
@@ -134,8 +141,10 @@ const Case Cases[] = {
     torch::Tensor loss;
     if (labels.has_value()) {
       auto y = *labels;
-      loss = lmfuse::enabled() ? lmfuse::linear_cross_entropy(h, lm_head->weight, lm_head->bias, y.to(torch::kLong), lmfuse::LossOptions())
-                               : F::cross_entropy(logits.view({-1, 32}), y.view(-1).to(torch::kLong));
+      loss = lmfuse::enabled()
+          ? lmfuse::linear_cross_entropy(h, lm_head->weight, lm_head->bias, y.to(torch::kLong), lmfuse::LossOptions()
+              .logits_as_passed({"model.cpp:N", logits, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits.view({-1, 32}); }}))
+          : F::cross_entropy(logits.view({-1, 32}), y.view(-1).to(torch::kLong));
     }
     return loss;
   }
@@ -152,8 +161,10 @@ const Case Cases[] = {
   torch::Tensor forward(torch::Tensor h, c10::optional<torch::Tensor> labels) {
     torch::Tensor loss;
     if (labels.has_value()) {
-      loss = lmfuse::enabled() ? lmfuse::linear_cross_entropy(h, lm_head->weight, lm_head->bias, (*labels).to(torch::kLong), lmfuse::LossOptions())
-                               : F::cross_entropy(lm_head(h).view({-1, 32}), labels->view(-1).to(torch::kLong));
+      loss = lmfuse::enabled()
+          ? lmfuse::linear_cross_entropy(h, lm_head->weight, lm_head->bias, (*labels).to(torch::kLong), lmfuse::LossOptions()
+              .logits_as_passed({"model.cpp:N", {}, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits.view({-1, 32}); }}))
+          : F::cross_entropy(lm_head(h).view({-1, 32}), labels->view(-1).to(torch::kLong));
     }
     return loss;
   }
@@ -175,10 +186,11 @@ const Case Cases[] = {
     torch::Tensor loss;
     if (labels.defined()) {
       namespace G = torch::nn::functional;
-      loss = lmfuse::enabled() ? lmfuse::linear_cross_entropy(h, lm_head->weight, lm_head->bias, labels,
-                                   lmfuse::LossOptions().label_smoothing(0.1).reduction(lmfuse::Reduction::Sum))
-                               : G::cross_entropy(logits.view({-1, 32}), labels.view(-1),
-                                   G::CrossEntropyFuncOptions().label_smoothing(0.1).reduction(torch::kSum));
+      loss = lmfuse::enabled()
+          ? lmfuse::linear_cross_entropy(h, lm_head->weight, lm_head->bias, labels, lmfuse::LossOptions().label_smoothing(0.1).reduction(lmfuse::Reduction::Sum)
+              .logits_as_passed({"model.cpp:N", logits, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits.view({-1, 32}); }}))
+          : G::cross_entropy(logits.view({-1, 32}), labels.view(-1),
+                              G::CrossEntropyFuncOptions().label_smoothing(0.1).reduction(torch::kSum));
     }
     return loss;
   }
@@ -197,9 +209,10 @@ const Case Cases[] = {
     auto logits = lmfuse::skip_logits() && labels.defined() ? lmfuse::skipped_logits(h, lm_head->weight, "model.cpp:N") : lm_head(h);
     torch::Tensor loss;
     if (labels.defined()) {
-      loss = lmfuse::enabled() ? lmfuse::linear_cross_entropy(h, lm_head->weight, lm_head->bias, labels,
-                                   lmfuse::LossOptions().ignore_index(-1).reduction(lmfuse::Reduction::Sum))
-                               : torch::cross_entropy_loss(logits.view({-1, 32}), labels.view(-1), {}, at::Reduction::Sum, -1);
+      loss = lmfuse::enabled()
+          ? lmfuse::linear_cross_entropy(h, lm_head->weight, lm_head->bias, labels, lmfuse::LossOptions().ignore_index(-1).reduction(lmfuse::Reduction::Sum)
+              .logits_as_passed({"model.cpp:N", logits, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits.view({-1, 32}); }}))
+          : torch::cross_entropy_loss(logits.view({-1, 32}), labels.view(-1), {}, at::Reduction::Sum, -1);
     }
     return loss;
   }
@@ -213,8 +226,10 @@ const Case Cases[] = {
 )", Verb::RewritesTo, R"(
   torch::Tensor forward(torch::Tensor h, torch::Tensor labels) {
     if (labels.defined())
-      return lmfuse::enabled() ? lmfuse::linear_cross_entropy(h, lm_head->weight, lm_head->bias, labels, lmfuse::LossOptions())
-                               : at::cross_entropy_loss(lm_head(h).view({-1, 32}), labels.view(-1));
+      return lmfuse::enabled()
+          ? lmfuse::linear_cross_entropy(h, lm_head->weight, lm_head->bias, labels, lmfuse::LossOptions()
+              .logits_as_passed({"model.cpp:N", {}, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits.view({-1, 32}); }}))
+          : at::cross_entropy_loss(lm_head(h).view({-1, 32}), labels.view(-1));
     return {};
   }
 )"},
@@ -235,10 +250,11 @@ const Case Cases[] = {
     auto logits = lmfuse::skip_logits() && labels.defined() ? lmfuse::skipped_logits(h, lm_head->weight, "model.cpp:N") : lm_head(h);
     torch::Tensor loss;
     if (labels.defined()) {
-      loss = (lmfuse::enabled() ? lmfuse::linear_cross_entropy(h, lm_head->weight, lm_head->bias, labels,
-                                    lmfuse::LossOptions().reduction(lmfuse::Reduction::Sum))
-                                : cross_entropy(logits.view({-1, 32}), labels.view(-1),
-                                    F::CrossEntropyFuncOptions().reduction(torch::kSum))) / n_items;
+      loss = (lmfuse::enabled()
+          ? lmfuse::linear_cross_entropy(h, lm_head->weight, lm_head->bias, labels, lmfuse::LossOptions().reduction(lmfuse::Reduction::Sum)
+              .logits_as_passed({"model.cpp:N", logits, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits.view({-1, 32}); }}))
+          : cross_entropy(logits.view({-1, 32}), labels.view(-1),
+                           F::CrossEntropyFuncOptions().reduction(torch::kSum))) / n_items;
     }
     return loss;
   }
@@ -258,11 +274,49 @@ const Case Cases[] = {
     auto logits = lmfuse::skip_logits() && labels.defined() ? lmfuse::skipped_logits(h, lm_head->weight, "model.cpp:N") : lm_head(h);
     torch::Tensor loss;
     if (labels.defined()) {
-      logits = lmfuse::skip_logits() ? torch::Tensor() : logits.view({-1, logits.size(-1)});
-      loss = lmfuse::enabled() ? lmfuse::linear_cross_entropy(h, lm_head->weight, lm_head->bias, labels, lmfuse::LossOptions())
-                               : F::cross_entropy(logits, labels.view(-1));
+      logits = lmfuse::skip_logits() ? lmfuse::skipped_logits_after(logits, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits.view({-1, logits.size(-1)}); }) : logits.view({-1, logits.size(-1)});
+      loss = lmfuse::enabled()
+          ? lmfuse::linear_cross_entropy(h, lm_head->weight, lm_head->bias, labels, lmfuse::LossOptions()
+              .logits_as_passed({"model.cpp:N", logits, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits; }}))
+          : F::cross_entropy(logits, labels.view(-1));
     }
     return loss;
+  }
+)"},
+    {"a head line that reshapes its output skips with the reshaped shape", R"(
+  torch::Tensor forward(torch::Tensor h, torch::Tensor labels) {
+    auto logits = lm_head(h).view({-1, 32});
+    auto loss = F::cross_entropy(logits, labels.view(-1));
+    last_logits = logits;
+    return loss;
+  }
+)", Verb::RewritesTo, R"(
+  torch::Tensor forward(torch::Tensor h, torch::Tensor labels) {
+    auto logits = lmfuse::skip_logits() ? lmfuse::skipped_logits_after(lmfuse::skipped_logits(h, lm_head->weight, "model.cpp:N"),
+                                                                       [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits.view({-1, 32}); })
+                                        : lm_head(h).view({-1, 32});
+    auto loss = lmfuse::enabled()
+        ? lmfuse::linear_cross_entropy(h, lm_head->weight, lm_head->bias, labels, lmfuse::LossOptions()
+            .logits_as_passed({"model.cpp:N", logits, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits; }}))
+        : F::cross_entropy(logits, labels.view(-1));
+    last_logits = logits;
+    return loss;
+  }
+)"},
+    {"the code handed to the fused call names its stand-in so that no local of the model is hidden", R"(
+  torch::Tensor forward(torch::Tensor h, torch::Tensor labels) {
+    const int64_t lmfuse_logits = 32;
+    auto logits = lm_head(h);
+    return F::cross_entropy(logits.view({-1, lmfuse_logits}), labels.view(-1));
+  }
+)", Verb::RewritesTo, R"(
+  torch::Tensor forward(torch::Tensor h, torch::Tensor labels) {
+    const int64_t lmfuse_logits = 32;
+    auto logits = lmfuse::skip_logits() ? lmfuse::skipped_logits(h, lm_head->weight, "model.cpp:N") : lm_head(h);
+    return lmfuse::enabled()
+        ? lmfuse::linear_cross_entropy(h, lm_head->weight, lm_head->bias, labels, lmfuse::LossOptions()
+            .logits_as_passed({"model.cpp:N", logits, [&](const torch::Tensor &lmfuse_logits2) { return lmfuse_logits2.view({-1, lmfuse_logits}); }}))
+        : F::cross_entropy(logits.view({-1, lmfuse_logits}), labels.view(-1));
   }
 )"},
     {"const alias of the logits used only by the loss", R"(
@@ -280,9 +334,11 @@ const Case Cases[] = {
     auto logits = lmfuse::skip_logits() && labels.defined() ? lmfuse::skipped_logits(h, lm_head->weight, "model.cpp:N") : lm_head(h);
     torch::Tensor loss;
     if (labels.defined()) {
-      const auto flat = lmfuse::skip_logits() ? torch::Tensor() : logits.reshape({-1, 32}).contiguous();
-      loss = lmfuse::enabled() ? lmfuse::linear_cross_entropy(h, lm_head->weight, lm_head->bias, labels, lmfuse::LossOptions())
-                               : F::cross_entropy(flat, labels.view(-1));
+      const auto flat = lmfuse::skip_logits() ? lmfuse::skipped_logits_after(logits, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits.reshape({-1, 32}).contiguous(); }) : logits.reshape({-1, 32}).contiguous();
+      loss = lmfuse::enabled()
+          ? lmfuse::linear_cross_entropy(h, lm_head->weight, lm_head->bias, labels, lmfuse::LossOptions()
+              .logits_as_passed({"model.cpp:N", flat, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits; }}))
+          : F::cross_entropy(flat, labels.view(-1));
     }
     return loss;
   }
@@ -303,11 +359,12 @@ const Case Cases[] = {
     auto logits = lmfuse::skip_logits() && labels.has_value() ? lmfuse::skipped_logits(h, lm_head->weight, "model.cpp:N") : lm_head(h);
     torch::Tensor loss;
     if (labels.has_value()) {
-      auto shift_logits = lmfuse::skip_logits() ? torch::Tensor() : logits.slice(1, 0, -1).contiguous();
+      auto shift_logits = lmfuse::skip_logits() ? lmfuse::skipped_logits_after(logits, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits.slice(1, 0, -1).contiguous(); }) : logits.slice(1, 0, -1).contiguous();
       auto shift_labels = labels->slice(1, 1).contiguous();
-      loss = lmfuse::enabled() ? lmfuse::linear_cross_entropy(h, lm_head->weight, lm_head->bias, *labels,
-                                                              lmfuse::LossOptions().shift(true))
-                               : F::cross_entropy(shift_logits.view({-1, 32}), shift_labels.view(-1));
+      loss = lmfuse::enabled()
+          ? lmfuse::linear_cross_entropy(h, lm_head->weight, lm_head->bias, *labels, lmfuse::LossOptions().shift(true)
+              .logits_as_passed({"model.cpp:N", shift_logits, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits.view({-1, 32}); }}))
+          : F::cross_entropy(shift_logits.view({-1, 32}), shift_labels.view(-1));
     }
     return loss;
   }
@@ -325,8 +382,10 @@ const Case Cases[] = {
     auto logits = lmfuse::skip_logits() && labels.defined() ? lmfuse::skipped_logits(h, wte->weight, "model.cpp:N") : F::linear(h, wte->weight);
     torch::Tensor loss;
     if (labels.defined())
-      loss = lmfuse::enabled() ? lmfuse::linear_cross_entropy(h, wte->weight, torch::Tensor(), labels, lmfuse::LossOptions())
-                               : F::cross_entropy(logits.view({-1, 32}), labels.view(-1));
+      loss = lmfuse::enabled()
+          ? lmfuse::linear_cross_entropy(h, wte->weight, torch::Tensor(), labels, lmfuse::LossOptions()
+              .logits_as_passed({"model.cpp:N", logits, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits.view({-1, 32}); }}))
+          : F::cross_entropy(logits.view({-1, 32}), labels.view(-1));
     return loss;
   }
 )"},
@@ -343,8 +402,10 @@ const Case Cases[] = {
     auto logits = lmfuse::skip_logits() && labels.defined() ? lmfuse::skipped_logits(h, w, "model.cpp:N") : torch::linear(h, w, b);
     torch::Tensor loss;
     if (labels.defined())
-      loss = lmfuse::enabled() ? lmfuse::linear_cross_entropy(h, w, b, labels, lmfuse::LossOptions())
-                               : F::cross_entropy(logits.view({-1, 32}), labels.view(-1));
+      loss = lmfuse::enabled()
+          ? lmfuse::linear_cross_entropy(h, w, b, labels, lmfuse::LossOptions()
+              .logits_as_passed({"model.cpp:N", logits, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits.view({-1, 32}); }}))
+          : F::cross_entropy(logits.view({-1, 32}), labels.view(-1));
     return loss;
   }
 )"},
@@ -362,8 +423,10 @@ const Case Cases[] = {
     auto logits = lmfuse::skip_logits() && labels.defined() ? lmfuse::skipped_logits(lmfuse_hidden, lm_head->weight, "model.cpp:N") : lm_head(lmfuse_hidden);
     torch::Tensor loss;
     if (labels.defined())
-      loss = lmfuse::enabled() ? lmfuse::linear_cross_entropy(lmfuse_hidden, lm_head->weight, lm_head->bias, labels, lmfuse::LossOptions())
-                               : F::cross_entropy(logits.view({-1, 32}), labels.view(-1));
+      loss = lmfuse::enabled()
+          ? lmfuse::linear_cross_entropy(lmfuse_hidden, lm_head->weight, lm_head->bias, labels, lmfuse::LossOptions()
+              .logits_as_passed({"model.cpp:N", logits, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits.view({-1, 32}); }}))
+          : F::cross_entropy(logits.view({-1, 32}), labels.view(-1));
     return loss;
   }
 )"},
@@ -383,8 +446,10 @@ const Case Cases[] = {
     x = x * 2.0;
     torch::Tensor loss;
     if (labels.defined())
-      loss = lmfuse::enabled() ? lmfuse::linear_cross_entropy(lmfuse_hidden, lm_head->weight, lm_head->bias, labels, lmfuse::LossOptions())
-                               : F::cross_entropy(logits.view({-1, 32}), labels.view(-1));
+      loss = lmfuse::enabled()
+          ? lmfuse::linear_cross_entropy(lmfuse_hidden, lm_head->weight, lm_head->bias, labels, lmfuse::LossOptions()
+              .logits_as_passed({"model.cpp:N", logits, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits.view({-1, 32}); }}))
+          : F::cross_entropy(logits.view({-1, 32}), labels.view(-1));
     return loss;
   }
 )"},
@@ -402,10 +467,11 @@ const Case Cases[] = {
     auto logits = lmfuse::skip_logits() && labels.defined() ? lmfuse::skipped_logits(h, lm_head->weight, "model.cpp:N") : lm_head(h);
     torch::Tensor loss;
     if (labels.defined())
-      loss = lmfuse::enabled() ? lmfuse::linear_cross_entropy(h, lm_head->weight, lm_head->bias, labels,
-                                                              lmfuse::LossOptions().ignore_index(pad_id_))
-                               : F::cross_entropy(logits.view({-1, 32}), labels.view(-1),
-                                                  F::CrossEntropyFuncOptions().ignore_index(pad_id_));
+      loss = lmfuse::enabled()
+          ? lmfuse::linear_cross_entropy(h, lm_head->weight, lm_head->bias, labels, lmfuse::LossOptions().ignore_index(pad_id_)
+              .logits_as_passed({"model.cpp:N", logits, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits.view({-1, 32}); }}))
+          : F::cross_entropy(logits.view({-1, 32}), labels.view(-1),
+                              F::CrossEntropyFuncOptions().ignore_index(pad_id_));
     return loss;
   }
 )"},
@@ -427,9 +493,10 @@ const Case Cases[] = {
     torch::Tensor loss;
     if (labels.defined()) {
       auto options = F::CrossEntropyFuncOptions().ignore_index(kPad);
-      loss = lmfuse::enabled() ? lmfuse::linear_cross_entropy(h, lm_head->weight, lm_head->bias, labels,
-                                                              lmfuse::LossOptions().ignore_index(kPad))
-                               : F::cross_entropy(logits.view({-1, 32}), labels.view(-1), options);
+      loss = lmfuse::enabled()
+          ? lmfuse::linear_cross_entropy(h, lm_head->weight, lm_head->bias, labels, lmfuse::LossOptions().ignore_index(kPad)
+              .logits_as_passed({"model.cpp:N", logits, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits.view({-1, 32}); }}))
+          : F::cross_entropy(logits.view({-1, 32}), labels.view(-1), options);
     }
     return loss;
   }
@@ -447,8 +514,10 @@ const Case Cases[] = {
     auto logits = lmfuse::skip_logits() && labels.defined() ? lmfuse::skipped_logits(h, lm_head->weight, "model.cpp:N") : lm_head(h);
     torch::Tensor loss;
     if (labels.defined())
-      loss = lmfuse::enabled() ? lmfuse::linear_cross_entropy(h, lm_head->weight, lm_head->bias, labels, lmfuse::LossOptions().dtype(torch::kFloat))
-                               : F::cross_entropy(logits.to(torch::kFloat).view({-1, 32}), labels.view(-1));
+      loss = lmfuse::enabled()
+          ? lmfuse::linear_cross_entropy(h, lm_head->weight, lm_head->bias, labels, lmfuse::LossOptions().dtype(torch::kFloat)
+              .logits_as_passed({"model.cpp:N", logits, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits.to(torch::kFloat).view({-1, 32}); }}))
+          : F::cross_entropy(logits.to(torch::kFloat).view({-1, 32}), labels.view(-1));
     return loss;
   }
 )"},
@@ -462,8 +531,10 @@ const Case Cases[] = {
   torch::Tensor train_step(torch::Tensor h, torch::Tensor y) {
     torch::nn::Linear unembedding(64, 32);
     auto out = lmfuse::skip_logits() ? lmfuse::skipped_logits(h, unembedding->weight, "model.cpp:N") : unembedding(h);
-    return lmfuse::enabled() ? lmfuse::linear_cross_entropy(h, unembedding->weight, unembedding->bias, y, lmfuse::LossOptions())
-                             : F::cross_entropy(out.view({-1, 32}), y.view(-1));
+    return lmfuse::enabled()
+        ? lmfuse::linear_cross_entropy(h, unembedding->weight, unembedding->bias, y, lmfuse::LossOptions()
+            .logits_as_passed({"model.cpp:N", out, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits.view({-1, 32}); }}))
+        : F::cross_entropy(out.view({-1, 32}), y.view(-1));
   }
 )"},
     {"std-style optional under the torch:: name, != nullopt guard", R"(
@@ -480,8 +551,10 @@ const Case Cases[] = {
     auto logits = lmfuse::skip_logits() && (labels != c10::nullopt) ? lmfuse::skipped_logits(h, lm_head->weight, "model.cpp:N") : lm_head->forward(h);
     torch::Tensor loss;
     if (labels != c10::nullopt) {
-      loss = lmfuse::enabled() ? lmfuse::linear_cross_entropy(h, lm_head->weight, lm_head->bias, *labels, lmfuse::LossOptions())
-                               : F::cross_entropy(logits.view({-1, 32}), labels->view(-1));
+      loss = lmfuse::enabled()
+          ? lmfuse::linear_cross_entropy(h, lm_head->weight, lm_head->bias, *labels, lmfuse::LossOptions()
+              .logits_as_passed({"model.cpp:N", logits, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits.view({-1, 32}); }}))
+          : F::cross_entropy(logits.view({-1, 32}), labels->view(-1));
     }
     return loss;
   }
@@ -501,8 +574,10 @@ const Case Cases[] = {
   Output forward(torch::Tensor x, c10::optional<torch::Tensor> targets) {
     if (targets.has_value()) {
       auto logits = lmfuse::skip_logits() ? lmfuse::skipped_logits(x, wte->weight, "model.cpp:N") : F::linear(x, wte->weight);
-      auto loss = lmfuse::enabled() ? lmfuse::linear_cross_entropy(x, wte->weight, torch::Tensor(), targets.value(), lmfuse::LossOptions())
-                                    : F::cross_entropy(logits.view({-1, logits.size(-1)}), targets.value().view(-1));
+      auto loss = lmfuse::enabled()
+          ? lmfuse::linear_cross_entropy(x, wte->weight, torch::Tensor(), targets.value(), lmfuse::LossOptions()
+              .logits_as_passed({"model.cpp:N", logits, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits.view({-1, logits.size(-1)}); }}))
+          : F::cross_entropy(logits.view({-1, logits.size(-1)}), targets.value().view(-1));
       return {logits, loss};
     }
     auto logits = F::linear(x.slice(1, -1), wte->weight);
@@ -519,8 +594,10 @@ const Case Cases[] = {
   torch::Tensor forward(torch::Tensor h, c10::optional<torch::Tensor> labels) {
     if (!labels) return {};
     auto logits = lmfuse::skip_logits() ? lmfuse::skipped_logits(h, lm_head->weight, "model.cpp:N") : lm_head(h);
-    return lmfuse::enabled() ? lmfuse::linear_cross_entropy(h, lm_head->weight, lm_head->bias, *labels, lmfuse::LossOptions())
-                             : F::cross_entropy(logits.view({-1, 32}), labels->view(-1));
+    return lmfuse::enabled()
+        ? lmfuse::linear_cross_entropy(h, lm_head->weight, lm_head->bias, *labels, lmfuse::LossOptions()
+            .logits_as_passed({"model.cpp:N", logits, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits.view({-1, 32}); }}))
+        : F::cross_entropy(logits.view({-1, 32}), labels->view(-1));
   }
 )"},
     {"a template is rewritten once, in its pattern, not per instantiation", R"(
@@ -535,8 +612,10 @@ const Case Cases[] = {
   template <int Scale> torch::Tensor scaled(torch::Tensor h, torch::Tensor labels) {
     auto logits = lmfuse::skip_logits() && labels.defined() ? lmfuse::skipped_logits(h, lm_head->weight, "model.cpp:N") : lm_head(h);
     torch::Tensor loss;
-    if (labels.defined()) loss = lmfuse::enabled() ? lmfuse::linear_cross_entropy(h, lm_head->weight, lm_head->bias, labels, lmfuse::LossOptions())
-                                                   : F::cross_entropy(logits.view({-1, 32}), labels.view(-1));
+    if (labels.defined()) loss = lmfuse::enabled()
+        ? lmfuse::linear_cross_entropy(h, lm_head->weight, lm_head->bias, labels, lmfuse::LossOptions()
+            .logits_as_passed({"model.cpp:N", logits, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits.view({-1, 32}); }}))
+        : F::cross_entropy(logits.view({-1, 32}), labels.view(-1));
     return loss;
   }
   torch::Tensor both(torch::Tensor h, torch::Tensor labels) { return scaled<1>(h, labels) + scaled<2>(h, labels); }
@@ -560,8 +639,10 @@ const Case Cases[] = {
     if (!labels.has_value()) {
       loss = torch::zeros({1});
     } else {
-      loss = lmfuse::enabled() ? lmfuse::linear_cross_entropy(h, lm_head->weight, lm_head->bias, *labels, lmfuse::LossOptions())
-                               : F::cross_entropy(logits.view({-1, 32}), labels->view(-1));
+      loss = lmfuse::enabled()
+          ? lmfuse::linear_cross_entropy(h, lm_head->weight, lm_head->bias, *labels, lmfuse::LossOptions()
+              .logits_as_passed({"model.cpp:N", logits, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits.view({-1, 32}); }}))
+          : F::cross_entropy(logits.view({-1, 32}), labels->view(-1));
     }
     return {logits, loss};
   }
@@ -579,8 +660,10 @@ const Case Cases[] = {
   Output forward(torch::Tensor h, torch::Tensor labels) {
     auto logits = lmfuse::skip_logits() && training_ ? lmfuse::skipped_logits(h, lm_head->weight, "model.cpp:N") : lm_head(h);
     torch::Tensor loss;
-    if (training_) loss = lmfuse::enabled() ? lmfuse::linear_cross_entropy(h, lm_head->weight, lm_head->bias, labels, lmfuse::LossOptions())
-                                            : F::cross_entropy(logits.view({-1, 32}), labels.view(-1));
+    if (training_) loss = lmfuse::enabled()
+        ? lmfuse::linear_cross_entropy(h, lm_head->weight, lm_head->bias, labels, lmfuse::LossOptions()
+            .logits_as_passed({"model.cpp:N", logits, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits.view({-1, 32}); }}))
+        : F::cross_entropy(logits.view({-1, 32}), labels.view(-1));
     return {logits, loss};
   }
 )"},
@@ -601,8 +684,10 @@ const Case Cases[] = {
     torch::Tensor loss;
     if (labels.defined()) {
       const torch::Tensor &scores = logits;
-      loss = lmfuse::enabled() ? lmfuse::linear_cross_entropy(h, wte->weight, torch::Tensor(), labels, lmfuse::LossOptions())
-                               : F::cross_entropy(scores.view({-1, 32}), labels.view(-1));
+      loss = lmfuse::enabled()
+          ? lmfuse::linear_cross_entropy(h, wte->weight, torch::Tensor(), labels, lmfuse::LossOptions()
+              .logits_as_passed({"model.cpp:N", scores, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits.view({-1, 32}); }}))
+          : F::cross_entropy(scores.view({-1, 32}), labels.view(-1));
     }
     return loss;
   }
@@ -618,8 +703,10 @@ const Case Cases[] = {
 )", Verb::RewritesTo, R"(
   torch::Tensor forward(torch::Tensor h, torch::Tensor y) {
     auto score = [&](const torch::Tensor &targets) {
-      return lmfuse::enabled() ? lmfuse::linear_cross_entropy(h, lm_head->weight, lm_head->bias, targets, lmfuse::LossOptions())
-                               : F::cross_entropy(lm_head(h).view({-1, 32}), targets.view(-1));
+      return lmfuse::enabled()
+          ? lmfuse::linear_cross_entropy(h, lm_head->weight, lm_head->bias, targets, lmfuse::LossOptions()
+              .logits_as_passed({"model.cpp:N", {}, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits.view({-1, 32}); }}))
+          : F::cross_entropy(lm_head(h).view({-1, 32}), targets.view(-1));
     };
     return score(y);
   }
@@ -643,8 +730,10 @@ const Case Cases[] = {
     auto logits = lmfuse::skip_logits() && labels.defined() ? lmfuse::skipped_logits(lmfuse_hidden, lm_head->weight, "model.cpp:N") : lm_head(lmfuse_hidden);
     torch::Tensor loss;
     if (labels.defined())
-      loss = lmfuse::enabled() ? lmfuse::linear_cross_entropy(lmfuse_hidden, lm_head->weight, lm_head->bias, labels, lmfuse::LossOptions().ignore_index(PAD_ID))
-                               : F::cross_entropy(logits.view({-1, 32}), labels.view(-1), F::CrossEntropyFuncOptions().ignore_index(PAD_ID));
+      loss = lmfuse::enabled()
+          ? lmfuse::linear_cross_entropy(lmfuse_hidden, lm_head->weight, lm_head->bias, labels, lmfuse::LossOptions().ignore_index(PAD_ID)
+              .logits_as_passed({"model.cpp:N", logits, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits.view({-1, 32}); }}))
+          : F::cross_entropy(logits.view({-1, 32}), labels.view(-1), F::CrossEntropyFuncOptions().ignore_index(PAD_ID));
     return loss;
   }
 )"},
@@ -661,8 +750,10 @@ const Case Cases[] = {
   torch::Tensor forward(torch::Tensor h, torch::Tensor labels) {
     auto logits = lmfuse::skip_logits() && labels.defined() ? lmfuse::skipped_logits(h, lm_head->weight, "model.cpp:N") : lm_head(h);
     torch::Tensor loss;
-    if (labels.defined()) loss = lmfuse::enabled() ? lmfuse::linear_cross_entropy(h, lm_head->weight, lm_head->bias, labels, lmfuse::LossOptions())
-                                                   : F::cross_entropy(logits.view({-1, 32}), labels.view(-1));
+    if (labels.defined()) loss = lmfuse::enabled()
+        ? lmfuse::linear_cross_entropy(h, lm_head->weight, lm_head->bias, labels, lmfuse::LossOptions()
+            .logits_as_passed({"model.cpp:N", logits, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits.view({-1, 32}); }}))
+        : F::cross_entropy(logits.view({-1, 32}), labels.view(-1));
     last_logits = logits;
     return loss;
   }
@@ -679,8 +770,10 @@ const Case Cases[] = {
 #define PAD_ID (-1)
   torch::Tensor forward(torch::Tensor h, torch::Tensor labels) {
     auto logits = lmfuse::skip_logits() ? lmfuse::skipped_logits(h, lm_head->weight, "model.cpp:N") : lm_head(h);
-    return lmfuse::enabled() ? lmfuse::linear_cross_entropy(h, lm_head->weight, lm_head->bias, labels, lmfuse::LossOptions().ignore_index(PAD_ID))
-                             : F::cross_entropy(logits.view({-1, 32}), labels.view(-1), F::CrossEntropyFuncOptions().ignore_index(PAD_ID));
+    return lmfuse::enabled()
+        ? lmfuse::linear_cross_entropy(h, lm_head->weight, lm_head->bias, labels, lmfuse::LossOptions().ignore_index(PAD_ID)
+            .logits_as_passed({"model.cpp:N", logits, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits.view({-1, 32}); }}))
+        : F::cross_entropy(logits.view({-1, 32}), labels.view(-1), F::CrossEntropyFuncOptions().ignore_index(PAD_ID));
   }
 )"},
     {"the hoisted local avoids a member of the same name", R"(
@@ -694,8 +787,10 @@ const Case Cases[] = {
   torch::Tensor forward(torch::Tensor x, torch::Tensor labels) {
     auto lmfuse_hidden2 = ln_f(x);
     auto logits = lmfuse::skip_logits() ? lmfuse::skipped_logits(lmfuse_hidden2, lm_head->weight, "model.cpp:N") : lm_head(lmfuse_hidden2);
-    return (lmfuse::enabled() ? lmfuse::linear_cross_entropy(lmfuse_hidden2, lm_head->weight, lm_head->bias, labels, lmfuse::LossOptions())
-                              : F::cross_entropy(logits.view({-1, 32}), labels.view(-1))) + lmfuse_hidden.mean();
+    return (lmfuse::enabled()
+        ? lmfuse::linear_cross_entropy(lmfuse_hidden2, lm_head->weight, lm_head->bias, labels, lmfuse::LossOptions()
+            .logits_as_passed({"model.cpp:N", logits, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits.view({-1, 32}); }}))
+        : F::cross_entropy(logits.view({-1, 32}), labels.view(-1))) + lmfuse_hidden.mean();
   }
 )"},
     {"the hoisted local avoids a parameter and a later local of the same name", R"(
@@ -709,8 +804,10 @@ const Case Cases[] = {
   torch::Tensor forward(torch::Tensor x, torch::Tensor labels, torch::Tensor lmfuse_hidden) {
     auto lmfuse_hidden3 = ln_f(x);
     auto logits = lmfuse::skip_logits() ? lmfuse::skipped_logits(lmfuse_hidden3, lm_head->weight, "model.cpp:N") : lm_head(lmfuse_hidden3);
-    auto loss = lmfuse::enabled() ? lmfuse::linear_cross_entropy(lmfuse_hidden3, lm_head->weight, lm_head->bias, labels, lmfuse::LossOptions())
-                                  : F::cross_entropy(logits.view({-1, 32}), labels.view(-1));
+    auto loss = lmfuse::enabled()
+        ? lmfuse::linear_cross_entropy(lmfuse_hidden3, lm_head->weight, lm_head->bias, labels, lmfuse::LossOptions()
+            .logits_as_passed({"model.cpp:N", logits, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits.view({-1, 32}); }}))
+        : F::cross_entropy(logits.view({-1, 32}), labels.view(-1));
     { auto lmfuse_hidden2 = lmfuse_hidden * 2.0; }
     return loss;
   }
@@ -740,8 +837,10 @@ struct Child : Model::Base {
   torch::Tensor forward(torch::Tensor x, torch::Tensor labels) {
     auto lmfuse_hidden3 = ln_f(x);
     auto logits = lmfuse::skip_logits() ? lmfuse::skipped_logits(lmfuse_hidden3, lm_head->weight, "model.cpp:N") : lm_head(lmfuse_hidden3);
-    return lmfuse::enabled() ? lmfuse::linear_cross_entropy(lmfuse_hidden3, lm_head->weight, lm_head->bias, labels, lmfuse::LossOptions())
-                             : F::cross_entropy(logits.view({-1, 32}), labels.view(-1));
+    return lmfuse::enabled()
+        ? lmfuse::linear_cross_entropy(lmfuse_hidden3, lm_head->weight, lm_head->bias, labels, lmfuse::LossOptions()
+            .logits_as_passed({"model.cpp:N", logits, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits.view({-1, 32}); }}))
+        : F::cross_entropy(logits.view({-1, 32}), labels.view(-1));
   }
 )"},
     // ---- accepted: shape reads of the logits (the skipped logits answer them) ---------------------
@@ -762,9 +861,11 @@ struct Child : Model::Base {
     torch::Tensor loss;
     if (targets.has_value()) {
       const auto B = logits.size(0), T = logits.size(1), C = logits.size(2);
-      logits = lmfuse::skip_logits() ? torch::Tensor() : logits.view({B * T, C});
-      loss = lmfuse::enabled() ? lmfuse::linear_cross_entropy(x, lm_head->weight, lm_head->bias, *targets, lmfuse::LossOptions())
-                               : F::cross_entropy(logits, targets->view({B * T}));
+      logits = lmfuse::skip_logits() ? lmfuse::skipped_logits_after(logits, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits.view({B * T, C}); }) : logits.view({B * T, C});
+      loss = lmfuse::enabled()
+          ? lmfuse::linear_cross_entropy(x, lm_head->weight, lm_head->bias, *targets, lmfuse::LossOptions()
+              .logits_as_passed({"model.cpp:N", logits, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits; }}))
+          : F::cross_entropy(logits, targets->view({B * T}));
     }
     return loss;
   }
@@ -781,8 +882,10 @@ struct Child : Model::Base {
     auto logits = lmfuse::skip_logits() ? lmfuse::skipped_logits(x, lm_head->weight, "model.cpp:N") : lm_head(x);
     const int64_t vocab = logits.size(-1);
     const int64_t rank = logits.dim();
-    return (lmfuse::enabled() ? lmfuse::linear_cross_entropy(x, lm_head->weight, lm_head->bias, labels, lmfuse::LossOptions())
-                              : F::cross_entropy(logits.view({-1, vocab}), labels.view(-1))) * (rank - 2);
+    return (lmfuse::enabled()
+        ? lmfuse::linear_cross_entropy(x, lm_head->weight, lm_head->bias, labels, lmfuse::LossOptions()
+            .logits_as_passed({"model.cpp:N", logits, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits.view({-1, vocab}); }}))
+        : F::cross_entropy(logits.view({-1, vocab}), labels.view(-1))) * (rank - 2);
   }
 )"},
     {"HF's shift with the shifted labels flattened through a rebinding", R"(
@@ -796,11 +899,13 @@ struct Child : Model::Base {
 )", Verb::RewritesTo, R"(
   torch::Tensor forward(torch::Tensor x, torch::Tensor labels) {
     auto logits = lmfuse::skip_logits() ? lmfuse::skipped_logits(x, lm_head->weight, "model.cpp:N") : lm_head(x);
-    auto shift_logits = lmfuse::skip_logits() ? torch::Tensor() : logits.slice(1, 0, -1);
+    auto shift_logits = lmfuse::skip_logits() ? lmfuse::skipped_logits_after(logits, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits.slice(1, 0, -1); }) : logits.slice(1, 0, -1);
     auto shift_labels = labels.slice(1, 1);
     shift_labels = shift_labels.view(-1);
-    return lmfuse::enabled() ? lmfuse::linear_cross_entropy(x, lm_head->weight, lm_head->bias, labels, lmfuse::LossOptions().shift(true))
-                             : F::cross_entropy(shift_logits.reshape({-1, 32}), shift_labels);
+    return lmfuse::enabled()
+        ? lmfuse::linear_cross_entropy(x, lm_head->weight, lm_head->bias, labels, lmfuse::LossOptions().shift(true)
+            .logits_as_passed({"model.cpp:N", shift_logits, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits.reshape({-1, 32}); }}))
+        : F::cross_entropy(shift_logits.reshape({-1, 32}), shift_labels);
   }
 )"},
     // ---- refused: logits-rebound ----------------------------------------------------------------
@@ -1218,8 +1323,10 @@ struct Child : Model::Base {
   torch::Tensor forward(torch::Tensor h, torch::Tensor labels) {
     auto logits = lmfuse::skip_logits() && labels.defined() ? lmfuse::skipped_logits(h, lm_head->weight, "model.cpp:N") : lm_head(h);  // NOLINT
     torch::Tensor loss;
-    if (labels.defined()) loss = lmfuse::enabled() ? lmfuse::linear_cross_entropy(h, lm_head->weight, lm_head->bias, labels, lmfuse::LossOptions())
-                                                   : F::cross_entropy(logits.view({-1, 32}), labels.view(-1));
+    if (labels.defined()) loss = lmfuse::enabled()
+        ? lmfuse::linear_cross_entropy(h, lm_head->weight, lm_head->bias, labels, lmfuse::LossOptions()
+            .logits_as_passed({"model.cpp:N", logits, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits.view({-1, 32}); }}))
+        : F::cross_entropy(logits.view({-1, 32}), labels.view(-1));
     return loss;
   }
 )"},
@@ -1331,7 +1438,8 @@ struct Model : torch::nn::Module {
     auto logits = lmfuse::skip_logits() && labels ? lmfuse::skipped_logits(h, head->weight, "model.cpp:6") : head(h);
     if (!labels) return logits;
     return lmfuse::enabled()
-        ? lmfuse::linear_cross_entropy(h, head->weight, head->bias, labels.value(), lmfuse::LossOptions())
+        ? lmfuse::linear_cross_entropy(h, head->weight, head->bias, labels.value(), lmfuse::LossOptions()
+            .logits_as_passed({"model.cpp:8", logits, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits.view({-1, 32}); }}))
         : torch::nn::functional::cross_entropy(logits.view({-1, 32}), labels.value().view(-1));
   }
 };

@@ -34,10 +34,11 @@ const Case Accepted[] = {
     torch::Tensor loss;
     if (targets.defined()) {
       const auto B = logits.size(0), T = logits.size(1), C = logits.size(2);
-      auto shift_logits = lmfuse::skip_logits() ? torch::Tensor() : logits.slice(1, 0, T - 1);
+      auto shift_logits = lmfuse::skip_logits() ? lmfuse::skipped_logits_after(logits, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits.slice(1, 0, T - 1); }) : logits.slice(1, 0, T - 1);
       auto shift_targets = targets.slice(1, 1);
       loss = lmfuse::enabled()
-          ? lmfuse::linear_cross_entropy(h, lm_head->weight, lm_head->bias, targets, lmfuse::LossOptions().shift(true))
+          ? lmfuse::linear_cross_entropy(h, lm_head->weight, lm_head->bias, targets, lmfuse::LossOptions().shift(true)
+              .logits_as_passed({"model.cpp:N", shift_logits, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits.reshape({-1, C}); }}))
           : F::cross_entropy(shift_logits.reshape({-1, C}), shift_targets.reshape({-1}));
     }
     return loss;
@@ -62,7 +63,8 @@ const Case Accepted[] = {
     torch::Tensor loss;
     if (labels.has_value()) {
       loss = lmfuse::enabled()
-          ? lmfuse::linear_cross_entropy(hidden, lm_head->weight, lm_head->bias, *labels, lmfuse::LossOptions().ignore_index(-100).shift(true))
+          ? lmfuse::linear_cross_entropy(hidden, lm_head->weight, lm_head->bias, *labels, lmfuse::LossOptions().ignore_index(-100).shift(true)
+              .logits_as_passed({"model.cpp:N", logits, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits.slice(1, 0, seq_len - 1).contiguous().view({-1, 32}); }}))
           : F::cross_entropy(logits.slice(1, 0, seq_len - 1).contiguous().view({-1, 32}),
                               labels->slice(1, 1).contiguous().view(-1),
                               F::CrossEntropyFuncOptions().ignore_index(-100));
@@ -83,10 +85,11 @@ const Case Accepted[] = {
   torch::Tensor forward(torch::Tensor x, torch::Tensor labels) {
     auto lmfuse_hidden = ln_f(x);
     auto logits = lmfuse::skip_logits() ? lmfuse::skipped_logits(lmfuse_hidden, lm_head->weight, "model.cpp:N") : lm_head(lmfuse_hidden);
-    auto shift_logits = lmfuse::skip_logits() ? torch::Tensor() : logits.slice(1, 0, logits.size(1) - 1).contiguous();
+    auto shift_logits = lmfuse::skip_logits() ? lmfuse::skipped_logits_after(logits, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits.slice(1, 0, logits.size(1) - 1).contiguous(); }) : logits.slice(1, 0, logits.size(1) - 1).contiguous();
     auto shift_labels = labels.slice(1, 1).contiguous();
     return lmfuse::enabled()
-        ? lmfuse::linear_cross_entropy(lmfuse_hidden, lm_head->weight, lm_head->bias, labels, lmfuse::LossOptions().shift(true))
+        ? lmfuse::linear_cross_entropy(lmfuse_hidden, lm_head->weight, lm_head->bias, labels, lmfuse::LossOptions().shift(true)
+            .logits_as_passed({"model.cpp:N", shift_logits, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits.view({-1, shift_logits.size(-1)}); }}))
         : F::cross_entropy(shift_logits.view({-1, shift_logits.size(-1)}), shift_labels.view(-1));
   }
 )"},
@@ -105,7 +108,8 @@ const Case Accepted[] = {
     torch::Tensor loss;
     if (labels.defined())
       loss = lmfuse::enabled()
-          ? lmfuse::linear_cross_entropy(h, wte->weight, torch::Tensor(), labels, lmfuse::LossOptions().shift(true))
+          ? lmfuse::linear_cross_entropy(h, wte->weight, torch::Tensor(), labels, lmfuse::LossOptions().shift(true)
+              .logits_as_passed({"model.cpp:N", logits, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits.slice(1, 0, logits.sizes()[1] - 1).reshape({-1, 32}); }}))
           : F::cross_entropy(logits.slice(1, 0, logits.sizes()[1] - 1).reshape({-1, 32}),
                               labels.slice(1, 1).reshape({-1}));
     return loss;
@@ -129,10 +133,11 @@ const Case Accepted[] = {
     auto logits = lmfuse::skip_logits() && targets ? lmfuse::skipped_logits(h, lm_head->weight, "model.cpp:N") : lm_head(h);
     torch::Tensor loss;
     if (targets) {
-      auto shift_logits = lmfuse::skip_logits() ? torch::Tensor() : logits.slice(-2, 0, -1);
+      auto shift_logits = lmfuse::skip_logits() ? lmfuse::skipped_logits_after(logits, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits.slice(-2, 0, -1); }) : logits.slice(-2, 0, -1);
       auto shift_targets = targets->slice(-1, 1);
       loss = lmfuse::enabled()
-          ? lmfuse::linear_cross_entropy(h, lm_head->weight, lm_head->bias, *targets, lmfuse::LossOptions().shift(true))
+          ? lmfuse::linear_cross_entropy(h, lm_head->weight, lm_head->bias, *targets, lmfuse::LossOptions().shift(true)
+              .logits_as_passed({"model.cpp:N", shift_logits, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits.flatten(0, 1); }}))
           : F::cross_entropy(shift_logits.flatten(0, 1), shift_targets.flatten());
     }
     return loss;
@@ -148,7 +153,8 @@ const Case Accepted[] = {
   torch::Tensor forward(torch::Tensor h, torch::Tensor labels) {
     auto logits = lmfuse::skip_logits() ? lmfuse::skipped_logits(h, lm_head->weight, "model.cpp:N") : lm_head(h);
     return lmfuse::enabled()
-        ? lmfuse::linear_cross_entropy(h, lm_head->weight, lm_head->bias, labels, lmfuse::LossOptions().shift(true))
+        ? lmfuse::linear_cross_entropy(h, lm_head->weight, lm_head->bias, labels, lmfuse::LossOptions().shift(true)
+            .logits_as_passed({"model.cpp:N", logits, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits.slice(/*dim=*/-2, /*start=*/0, /*end=*/-1, /*step=*/1).reshape({-1, 32}); }}))
         : F::cross_entropy(logits.slice(/*dim=*/-2, /*start=*/0, /*end=*/-1, /*step=*/1).reshape({-1, 32}),
                             labels.slice(1, 1).reshape({-1}));
   }
@@ -169,10 +175,11 @@ const Case Accepted[] = {
     auto logits = lmfuse::skip_logits() ? lmfuse::skipped_logits(x, lm_head->weight, "model.cpp:N") : lm_head(x);
     const auto T = logits.size(1);
     const auto L = labels.size(1);
-    auto shift_logits = lmfuse::skip_logits() ? torch::Tensor() : logits.narrow(1, 0, T - 1);
+    auto shift_logits = lmfuse::skip_logits() ? lmfuse::skipped_logits_after(logits, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits.narrow(1, 0, T - 1); }) : logits.narrow(1, 0, T - 1);
     auto shift_labels = labels.narrow(1, 1, L - 1);
     return lmfuse::enabled()
-        ? lmfuse::linear_cross_entropy(x, lm_head->weight, lm_head->bias, labels, lmfuse::LossOptions().shift(true))
+        ? lmfuse::linear_cross_entropy(x, lm_head->weight, lm_head->bias, labels, lmfuse::LossOptions().shift(true)
+            .logits_as_passed({"model.cpp:N", shift_logits, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits.reshape({-1, 32}); }}))
         : F::cross_entropy(shift_logits.reshape({-1, 32}), shift_labels.reshape({-1}));
   }
 )"},
@@ -191,7 +198,8 @@ const Case Accepted[] = {
     torch::Tensor loss;
     if (labels.has_value())
       loss = lmfuse::enabled()
-          ? lmfuse::linear_cross_entropy(x, lm_head->weight, lm_head->bias, *labels, lmfuse::LossOptions().shift(true))
+          ? lmfuse::linear_cross_entropy(x, lm_head->weight, lm_head->bias, *labels, lmfuse::LossOptions().shift(true)
+              .logits_as_passed({"model.cpp:N", logits, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits.narrow(-2, 0, logits.size(-2) - 1).reshape({-1, 32}); }}))
           : F::cross_entropy(logits.narrow(-2, 0, logits.size(-2) - 1).reshape({-1, 32}),
                               labels->slice(1, 1).reshape({-1}));
     return loss;
@@ -217,10 +225,11 @@ const Case Accepted[] = {
     auto logits = lmfuse::skip_logits() && labels.defined() ? lmfuse::skipped_logits(h, lm_head->weight, "model.cpp:N") : lm_head(h);
     torch::Tensor loss;
     if (labels.defined()) {
-      auto shift_logits = lmfuse::skip_logits() ? torch::Tensor() : logits.index({Slice(), Slice(None, -1)});
+      auto shift_logits = lmfuse::skip_logits() ? lmfuse::skipped_logits_after(logits, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits.index({Slice(), Slice(None, -1)}); }) : logits.index({Slice(), Slice(None, -1)});
       auto shift_labels = labels.index({Slice(), Slice(1, None)});
       loss = lmfuse::enabled()
-          ? lmfuse::linear_cross_entropy(h, lm_head->weight, lm_head->bias, labels, lmfuse::LossOptions().shift(true))
+          ? lmfuse::linear_cross_entropy(h, lm_head->weight, lm_head->bias, labels, lmfuse::LossOptions().shift(true)
+              .logits_as_passed({"model.cpp:N", shift_logits, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits.reshape({-1, 32}); }}))
           : F::cross_entropy(shift_logits.reshape({-1, 32}), shift_labels.reshape({-1}));
     }
     return loss;
@@ -238,7 +247,8 @@ const Case Accepted[] = {
     namespace ix = torch::indexing;
     auto logits = lmfuse::skip_logits() ? lmfuse::skipped_logits(h, lm_head->weight, "model.cpp:N") : lm_head(h);
     return lmfuse::enabled()
-        ? lmfuse::linear_cross_entropy(h, lm_head->weight, lm_head->bias, labels, lmfuse::LossOptions().shift(true))
+        ? lmfuse::linear_cross_entropy(h, lm_head->weight, lm_head->bias, labels, lmfuse::LossOptions().shift(true)
+            .logits_as_passed({"model.cpp:N", logits, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits.index({ix::Slice(), ix::Slice(0, -1), ix::Slice()}).reshape({-1, 32}); }}))
         : F::cross_entropy(logits.index({ix::Slice(), ix::Slice(0, -1), ix::Slice()}).reshape({-1, 32}),
                             labels.slice(1, 1).reshape({-1}));
   }
@@ -265,10 +275,11 @@ const Case Accepted[] = {
     auto logits = lmfuse::skip_logits() && labels.has_value() ? lmfuse::skipped_logits(h, lm_head->weight, "model.cpp:N") : lm_head(h);
     torch::Tensor loss;
     if (labels.has_value()) {
-      auto shift_logits = lmfuse::skip_logits() ? torch::Tensor() : logits.index({"...", Slice(None, -1), Slice()});
+      auto shift_logits = lmfuse::skip_logits() ? lmfuse::skipped_logits_after(logits, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits.index({"...", Slice(None, -1), Slice()}); }) : logits.index({"...", Slice(None, -1), Slice()});
       auto shift_labels = labels->index({"...", Slice(1, None)});
       loss = lmfuse::enabled()
-          ? lmfuse::linear_cross_entropy(h, lm_head->weight, lm_head->bias, *labels, lmfuse::LossOptions().shift(true))
+          ? lmfuse::linear_cross_entropy(h, lm_head->weight, lm_head->bias, *labels, lmfuse::LossOptions().shift(true)
+              .logits_as_passed({"model.cpp:N", shift_logits, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits.reshape({-1, 32}); }}))
           : F::cross_entropy(shift_logits.reshape({-1, 32}), shift_labels.reshape({-1}));
     }
     return loss;
@@ -285,11 +296,13 @@ const Case Accepted[] = {
 )", Verb::RewritesTo, R"(
   torch::Tensor forward(torch::Tensor h, torch::Tensor labels) {
     auto logits = lmfuse::skip_logits() ? lmfuse::skipped_logits(h, lm_head->weight, "model.cpp:N") : lm_head(h);
-    auto shift_logits = lmfuse::skip_logits() ? torch::Tensor() : logits.index(
+    auto shift_logits = lmfuse::skip_logits() ? lmfuse::skipped_logits_after(logits, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits.index(
+        {torch::indexing::Ellipsis, torch::indexing::Slice(torch::indexing::None, -1), torch::indexing::Slice()}); }) : logits.index(
         {torch::indexing::Ellipsis, torch::indexing::Slice(torch::indexing::None, -1), torch::indexing::Slice()});
     auto shift_labels = labels.index({torch::indexing::Ellipsis, torch::indexing::Slice(1)});
     return lmfuse::enabled()
-        ? lmfuse::linear_cross_entropy(h, lm_head->weight, lm_head->bias, labels, lmfuse::LossOptions().shift(true))
+        ? lmfuse::linear_cross_entropy(h, lm_head->weight, lm_head->bias, labels, lmfuse::LossOptions().shift(true)
+            .logits_as_passed({"model.cpp:N", shift_logits, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits.reshape({-1, 32}); }}))
         : F::cross_entropy(shift_logits.reshape({-1, 32}), shift_labels.reshape({-1}));
   }
 )"},
@@ -306,11 +319,12 @@ const Case Accepted[] = {
 )", Verb::RewritesTo, R"(
   torch::Tensor forward(torch::Tensor x, torch::Tensor labels) {
     auto logits = lmfuse::skip_logits() ? lmfuse::skipped_logits(x, lm_head->weight, "model.cpp:N") : lm_head(x);
-    auto shift_logits = lmfuse::skip_logits() ? torch::Tensor() : logits.slice(1, 0, -1);
+    auto shift_logits = lmfuse::skip_logits() ? lmfuse::skipped_logits_after(logits, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits.slice(1, 0, -1); }) : logits.slice(1, 0, -1);
     auto shift_labels = labels.slice(1, 1, labels.size(1));
     shift_labels = shift_labels.view(-1);
     return lmfuse::enabled()
-        ? lmfuse::linear_cross_entropy(x, lm_head->weight, lm_head->bias, labels, lmfuse::LossOptions().shift(true))
+        ? lmfuse::linear_cross_entropy(x, lm_head->weight, lm_head->bias, labels, lmfuse::LossOptions().shift(true)
+            .logits_as_passed({"model.cpp:N", shift_logits, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits.reshape({-1, 32}); }}))
         : F::cross_entropy(shift_logits.reshape({-1, 32}), shift_labels);
   }
 )"},
@@ -333,7 +347,8 @@ const Case Accepted[] = {
       auto y = *labels;
       const auto L = y.size(-1);
       loss = lmfuse::enabled()
-          ? lmfuse::linear_cross_entropy(x, lm_head->weight, lm_head->bias, y, lmfuse::LossOptions().shift(true))
+          ? lmfuse::linear_cross_entropy(x, lm_head->weight, lm_head->bias, y, lmfuse::LossOptions().shift(true)
+              .logits_as_passed({"model.cpp:N", logits, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits.slice(1, 0, -1).reshape({-1, 32}); }}))
           : F::cross_entropy(logits.slice(1, 0, -1).reshape({-1, 32}), y.slice(-1, 1, L).reshape({-1}));
     }
     return loss;
@@ -350,11 +365,12 @@ const Case Accepted[] = {
 )", Verb::RewritesTo, R"(
   torch::Tensor forward(torch::Tensor x, torch::Tensor targets) {
     auto logits = lmfuse::skip_logits() ? lmfuse::skipped_logits(x, lm_head->weight, "model.cpp:N") : lm_head(x);
-    auto shift_logits = lmfuse::skip_logits() ? torch::Tensor() : logits.slice(-2, 0, -1);
+    auto shift_logits = lmfuse::skip_logits() ? lmfuse::skipped_logits_after(logits, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits.slice(-2, 0, -1); }) : logits.slice(-2, 0, -1);
     auto shift_targets = targets.narrow(-1, 1, targets.size(-1) - 1);
     shift_targets = shift_targets.reshape(-1);
     return lmfuse::enabled()
-        ? lmfuse::linear_cross_entropy(x, lm_head->weight, lm_head->bias, targets, lmfuse::LossOptions().shift(true))
+        ? lmfuse::linear_cross_entropy(x, lm_head->weight, lm_head->bias, targets, lmfuse::LossOptions().shift(true)
+            .logits_as_passed({"model.cpp:N", shift_logits, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits.reshape({-1, 32}); }}))
         : F::cross_entropy(shift_logits.reshape({-1, 32}), shift_targets);
   }
 )"},

@@ -13,6 +13,7 @@
 #undef CHECK
 #include <catch2/catch.hpp>
 
+#include <cmath>
 #include <functional>
 #include <random>
 #include <sstream>
@@ -399,7 +400,6 @@ TEST_CASE("skipped logits answer shape questions and refuse their values, naming
       {"to(kDouble)", [&] { logits.to(torch::kDouble); }},
       {"float()", [&] { logits.to(torch::kHalf); }},
       {"item", [&] { logits.sum().item<float>(); }},
-      {"contiguous", [&] { logits.contiguous(); }},
       {"clone", [&] { logits.clone(); }},
       {"softmax", [&] { logits.softmax(-1); }},
       {"index", [&] { logits.index({0}); }},
@@ -421,6 +421,123 @@ TEST_CASE("skipped logits answer shape questions and refuse their values, naming
                               Catch::Matchers::Contains("// NOLINT(lmfuse)"));
     }
   }
+}
+
+namespace {
+// The error message of `run`, or "" when it does not throw.
+std::string errorOf(const std::function<void()>& run) {
+  try {
+    run();
+  } catch (const std::exception& error) {
+    return error.what();
+  }
+  return "";
+}
+}  // namespace
+
+TEST_CASE("reshapes of skipped logits run on a stand-in: the original's shape, strides, dtype and errors",
+          "[torch][adapter]") {
+  auto hidden = torch::randn({2, 5, kDim});
+  auto weight = torch::randn({kVocab, kDim});
+  const auto real = F::linear(hidden, weight);
+  const auto skipped = lmfuse::skipped_logits(hidden, weight, "model.h:7");
+  using Code = std::function<torch::Tensor(const torch::Tensor&)>;
+  struct Reshape {
+    const char* name;
+    Code code;
+  };
+  const std::vector<Reshape> reshapes = {
+      {"view({-1, V})", [](const torch::Tensor& l) { return l.view({-1, kVocab}); }},
+      {"flatten(0, 1)", [](const torch::Tensor& l) { return l.flatten(0, 1); }},
+      {"the shift", [](const torch::Tensor& l) { return l.slice(1, 0, -1); }},
+      {"the shift, contiguous, reshaped", [](const torch::Tensor& l) { return l.slice(1, 0, -1).contiguous().view({-1, kVocab}); }},
+      {"an upcast", [](const torch::Tensor& l) { return l.to(torch::kDouble); }},
+      {"log_softmax", [](const torch::Tensor& l) { return F::log_softmax(l, -1); }},
+  };
+  for (const Reshape& reshape : reshapes) {
+    INFO(reshape.name);
+    const auto expected = reshape.code(real);
+    const auto got = lmfuse::skipped_logits_after(skipped, reshape.code);
+    CHECK(lmfuse::is_skipped_logits(got));
+    CHECK(got.sizes() == expected.sizes());
+    CHECK(got.scalar_type() == expected.scalar_type());
+    CHECK(got.device() == expected.device());
+    CHECK_THAT(errorOf([&] { got.sum(); }), Catch::Matchers::Contains("model.h:7"));
+    // Logits that were computed go through the original's code.
+    CHECK(torch::equal(lmfuse::skipped_logits_after(real, reshape.code), expected));
+  }
+  // contiguous() reads no value: refused where LibTorch asks the tensor (1.13), the tensor itself where
+  // LibTorch answers from the sizes (2.x).
+  bool itself = false;
+  const std::string contiguousError = errorOf([&] { itself = lmfuse::is_skipped_logits(skipped.contiguous()); });
+  CHECK((contiguousError.empty() ? itself : contiguousError.find("model.h:7") != std::string::npos));
+  // The strides travel with the skipped logits: a view of the shifted (non-contiguous) logits fails as the
+  // original's does, one after .contiguous() does not.
+  const auto shifted = lmfuse::skipped_logits_after(skipped, reshapes[2].code);
+  const Code view = [](const torch::Tensor& l) { return l.view({-1, kVocab}); };
+  CHECK_FALSE(errorOf([&] { view(reshapes[2].code(real)); }).empty());
+  CHECK_FALSE(errorOf([&] { lmfuse::skipped_logits_after(shifted, view); }).empty());
+  CHECK(lmfuse::skipped_logits_after(shifted, [](const torch::Tensor& l) { return l.contiguous(); }).sizes() ==
+        reshapes[2].code(real).sizes());
+}
+
+TEST_CASE("a rewritten call checks the logits input of the loss it replaced and refuses one it would compute otherwise",
+          "[torch][adapter]") {
+  // T == V: the original given 3-D logits runs, reading the classes from dimension 1.
+  constexpr int64_t batch = 2, time = 7, vocab = 7;
+  const uint64_t seed = freshSeed();
+  INFO("seed " << seed);
+  torch::manual_seed(seed);
+  auto hidden = torch::randn({batch, time, kDim}, torch::kDouble);
+  auto weight = torch::randn({vocab, kDim}, torch::kDouble);
+  auto labels = torch::randint(0, vocab, {batch, time});
+  const auto logits = F::linear(hidden, weight);
+  using Code = std::function<torch::Tensor(const torch::Tensor&)>;
+  struct Passed {
+    const char* name;
+    torch::Tensor from;  // undefined: the head call sat inside the loss
+    Code input;
+    bool shift;
+    const char* refusal;  // nullptr: accepted
+  };
+  const auto skipped = lmfuse::skipped_logits(hidden.to(torch::kFloat), weight.to(torch::kFloat), "model.cpp:3");
+  const Code asThey = [](const torch::Tensor& l) { return l; };
+  const std::vector<Passed> cases = {
+      {"view({-1, V}) of computed logits", logits, [](const torch::Tensor& l) { return l.view({-1, l.size(-1)}); }, false, nullptr},
+      {"view({-1, V}) of skipped logits", skipped, [](const torch::Tensor& l) { return l.view({-1, vocab}); }, false, nullptr},
+      {"flatten(0, 1) of an inline head", {}, [](const torch::Tensor& l) { return l.flatten(0, 1); }, false, nullptr},
+      {"log_softmax, then reshaped", {}, [](const torch::Tensor& l) { return F::log_softmax(l, -1).reshape({-1, vocab}); }, false, nullptr},
+      {"the shift, reshaped", skipped, [](const torch::Tensor& l) { return l.slice(1, 0, -1).reshape({-1, vocab}); }, true, nullptr},
+      {"3-D logits as they are", logits, asThey, false, "from dimension 1"},
+      {"3-D skipped logits as they are", skipped, asThey, false, "from dimension 1"},
+      {"3-D logits of an inline head", {}, asThey, false, "from dimension 1"},
+      {"the shift, not reshaped", skipped, [](const torch::Tensor& l) { return l.slice(1, 0, -1); }, true, "from dimension 1"},
+      {"view({-1, K}) with K = 2V", logits, [](const torch::Tensor& l) { return l.view({-1, 2 * vocab}); }, false, "in rows of 14"},
+      {"view({-1, V}) of a slice the fused call does not make", logits, [](const torch::Tensor& l) { return l.slice(1, 0, 3).reshape({-1, vocab}); }, false, "[6, 7]"},
+  };
+  for (const Passed& item : cases) {
+    INFO(item.name);
+    const auto options = lmfuse::LossOptions().shift(item.shift).logits_as_passed({"model.cpp:9", item.from, item.input});
+    const std::string error = errorOf([&] { lmfuse::linear_cross_entropy(hidden.to(torch::kFloat), weight.to(torch::kFloat), {}, labels, options); });
+    if (!item.refusal) {
+      CHECK(error.empty());
+      continue;
+    }
+    CHECK_THAT(error, Catch::Matchers::Contains("model.cpp:9") && Catch::Matchers::Contains(item.refusal) &&
+                          Catch::Matchers::Contains("NOLINT(lmfuse)"));
+  }
+  // What the check prevents: the original over dimension 1 and the fused loss are different numbers.
+  const double original = F::cross_entropy(logits, labels).item<double>();
+  const double fused = lmfuse::linear_cross_entropy(hidden.to(torch::kFloat), weight.to(torch::kFloat), {}, labels).item<double>();
+  const double perToken = F::cross_entropy(logits.view({-1, vocab}), labels.view(-1)).item<double>();
+  CHECK(std::abs(fused - perToken) < 1e-4 * (1 + std::abs(perToken)));
+  CHECK(std::abs(original - fused) > 1e-3);
+  // A single token's logits may be 1-D, as cross_entropy takes them unbatched.
+  const auto one = torch::randn({kDim});
+  CHECK(errorOf([&] {
+          lmfuse::linear_cross_entropy(one, weight.to(torch::kFloat), {}, torch::tensor(3),
+                                       lmfuse::LossOptions().logits_as_passed({"model.cpp:9", {}, asThey}));
+        }).empty());
 }
 
 TEST_CASE("fused_call_count counts the calls that ran the fused computation", "[torch][adapter]") {

@@ -12,6 +12,7 @@
 #include "autocast_rule.h"
 #include "distributed_mean.h"
 #include "fused_call.h"
+#include "logits_as_passed.h"
 
 namespace lmfuse {
 namespace {
@@ -150,6 +151,8 @@ public:
 torch::Tensor linear_cross_entropy(const torch::Tensor& hidden_, const torch::Tensor& weight_,
                                    const torch::Tensor& bias_, const torch::Tensor& labels,
                                    const LossOptions& options_) {
+  // A rewritten call first checks that the original computed the loss this call computes.
+  torch_detail::checkLogitsAsPassed(hidden_, weight_, labels, options_);
   // Under autocast the operands and the loss dtype become what F::linear + F::cross_entropy would see
   // (autocast_rule.h); hidden's cast is recorded by autograd, and fp32 weight and bias get fp32
   // gradients from the runtime (cast.fp32Params) or, otherwise, through their recorded casts.

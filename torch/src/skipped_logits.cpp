@@ -7,9 +7,12 @@
 // it finds the site in the operator's tensor arguments. Composite operators (reshape, to, ...) run
 // their decomposition first and reach the fallback through the primitive they call; those that read
 // memory without a dispatch of their own (copy_'s TensorIterator) ask for strides first, and the
-// strides of this tensor throw the same error (SizesStridesPolicy::CustomStrides). sizes, dim, numel,
+// strides of this tensor throw the same error (SizesStridesPolicy::CustomStrides), and so does its storage
+// (LibTorch 2.x's copy_ asks for it first). sizes, dim, numel,
 // dtype, device and options are plain TensorImpl fields, so they answer without any dispatch.
 // The same TensorImpl constructor, policy and fallback registration exist in LibTorch 1.13 and 2.x.
+// Reshapes on the fused path (skipped_logits_after) run the original's code on a meta tensor made from
+// the sizes and the strides this tensor records (logits_stand_in.h) and wrap the result the same way.
 #include <lmfuse/torch.h>
 
 #include <ATen/core/dispatch/Dispatcher.h>
@@ -17,8 +20,10 @@
 #include <torch/library.h>
 
 #include <string>
+#include <vector>
 
 #include "autocast_rule.h"
+#include "logits_stand_in.h"
 
 namespace lmfuse {
 namespace {
@@ -34,18 +39,30 @@ std::string refusal(const std::string& site, const std::string& what) {
 
 class SkippedLogitsImpl final : public c10::TensorImpl {
 public:
-  SkippedLogitsImpl(c10::IntArrayRef sizes, caffe2::TypeMeta dtype, c10::Device device, std::string site)
-      : c10::TensorImpl(c10::DispatchKeySet(kSkippedKey), dtype, device), site_(std::move(site)) {
+  // The strides are what the original's tensor would have (a slice's are not contiguous); they are kept
+  // for the stand-in of the next reshape and never answered (strides_custom refuses).
+  SkippedLogitsImpl(c10::IntArrayRef sizes, c10::IntArrayRef strides, caffe2::TypeMeta dtype, c10::Device device,
+                    std::string site)
+      : c10::TensorImpl(c10::DispatchKeySet(kSkippedKey), dtype, device),
+        recordedStrides_(strides.begin(), strides.end()),
+        site_(std::move(site)) {
     set_sizes_contiguous(sizes);
     set_custom_sizes_strides(SizesStridesPolicy::CustomStrides);  // after the sizes: the setter asserts
+    set_storage_access_should_throw();  // LibTorch's own error, where storage() below is not virtual
   }
   const std::string& site() const { return site_; }
+  c10::IntArrayRef recordedStrides() const { return recordedStrides_; }
 
   [[noreturn]] void refuse(const char* what) const { TORCH_CHECK(false, refusal(site_, what)); }
   c10::IntArrayRef strides_custom() const override { refuse("reading its strides"); }
+  // LibTorch 2.x's copy_ asks for the storage (do the two tensors alias?) before strides or dispatch; this
+  // tensor has none. Virtual unless LibTorch was built with C10_DISABLE_TENSORIMPL_EXTENSIBILITY.
+  const c10::Storage& storage() const { refuse("reading its storage"); }
   c10::SymIntArrayRef sym_strides_custom() const override { refuse("reading its strides"); }
   // Virtual in 1.13; later releases move contiguity to SymBool variants: no `override`, so the file
-  // builds against both (where these are not virtual, the dispatch fallback still refuses the values).
+  // builds against both (where these are not virtual, the dispatch fallback still refuses the values, and
+  // contiguous() answers with the tensor itself, reading none; refusing the SymBool query there too makes
+  // LibTorch 2.11's copy_ crash instead of reaching the fallback).
   bool is_contiguous_custom(at::MemoryFormat) const { refuse("is_contiguous"); }
   bool is_strides_like_custom(at::MemoryFormat) const { refuse("reading its strides"); }
   bool is_non_overlapping_and_dense_custom() const { refuse("reading its strides"); }
@@ -62,18 +79,32 @@ public:
 
 private:
   c10::intrusive_ptr<c10::TensorImpl> copy(c10::VariableVersion&& version, bool allowMetadataChange) const {
-    auto impl = c10::make_intrusive<SkippedLogitsImpl>(sizes(), dtype(), device(), site_);
+    auto impl = c10::make_intrusive<SkippedLogitsImpl>(sizes(), recordedStrides_, dtype(), device(), site_);
     impl->set_version_counter(std::move(version));
     impl->set_allow_tensor_metadata_change(allowMetadataChange);
     return impl;
   }
 
+  std::vector<int64_t> recordedStrides_;
   std::string site_;
 };
 
+const SkippedLogitsImpl* asSkipped(const torch::Tensor& tensor) {
+  return tensor.defined() ? dynamic_cast<const SkippedLogitsImpl*>(tensor.unsafeGetTensorImpl()) : nullptr;
+}
+
 const SkippedLogitsImpl* asSkipped(const c10::IValue& value) {
-  if (!value.isTensor()) return nullptr;
-  return dynamic_cast<const SkippedLogitsImpl*>(value.toTensor().unsafeGetTensorImpl());
+  return value.isTensor() ? asSkipped(value.toTensor()) : nullptr;
+}
+
+torch::Tensor makeSkipped(c10::IntArrayRef sizes, c10::IntArrayRef strides, torch::ScalarType dtype, c10::Device device,
+                          std::string site) {
+  return at::detail::make_tensor<SkippedLogitsImpl>(sizes, strides, caffe2::TypeMeta::fromScalarType(dtype), device,
+                                                    std::move(site));
+}
+
+torch::Tensor metaTensor(c10::IntArrayRef sizes, c10::IntArrayRef strides, torch::ScalarType dtype) {
+  return at::empty_strided(sizes, strides, at::TensorOptions().dtype(dtype).device(at::kMeta));
 }
 
 // The boxed fallback: the first skipped-logits argument of the operator names the site.
@@ -100,16 +131,40 @@ void refuseOperator(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
 torch::Tensor skipped_logits(const torch::Tensor& hidden, const torch::Tensor& weight, const char* site) {
   TORCH_CHECK(hidden.defined() && weight.defined() && hidden.dim() >= 1 && weight.dim() == 2,
               "lmfuse::skipped_logits(", site, "): needs hidden [..., D] and weight [V, D]");
-  std::vector<int64_t> sizes(hidden.sizes().begin(), hidden.sizes().end() - 1);
-  sizes.push_back(weight.size(0));
-  const torch::ScalarType dtype = torch_detail::linearResultType(hidden, weight);
-  return at::detail::make_tensor<SkippedLogitsImpl>(c10::IntArrayRef(sizes), caffe2::TypeMeta::fromScalarType(dtype),
-                                                    hidden.device(), std::string(site ? site : "?"));
+  const torch::Tensor standIn = torch_detail::logitsStandIn(hidden, weight);
+  return makeSkipped(standIn.sizes(), standIn.strides(), standIn.scalar_type(), hidden.device(),
+                     std::string(site ? site : "?"));
 }
 
-bool is_skipped_logits(const torch::Tensor& tensor) {
-  return tensor.defined() && dynamic_cast<const SkippedLogitsImpl*>(tensor.unsafeGetTensorImpl()) != nullptr;
+torch::Tensor skipped_logits_after(const torch::Tensor& skipped,
+                                   const std::function<torch::Tensor(const torch::Tensor&)>& code) {
+  const SkippedLogitsImpl* impl = asSkipped(skipped);
+  if (!impl) return code(skipped);  // computed logits: the original's reshape on them
+  const torch::Tensor result = code(torch_detail::logitsStandIn(skipped));
+  TORCH_CHECK(result.defined() && result.is_meta(), "lmfuse::skipped_logits_after(", impl->site(),
+              "): the reshape did not give a tensor of the logits' shape");
+  return makeSkipped(result.sizes(), result.strides(), result.scalar_type(), skipped.device(), impl->site());
 }
+
+bool is_skipped_logits(const torch::Tensor& tensor) { return asSkipped(tensor) != nullptr; }
+
+namespace torch_detail {
+
+torch::Tensor logitsStandIn(const torch::Tensor& logits) {
+  TORCH_CHECK(logits.defined(), "lmfuse: the logits of a rewritten site are an undefined tensor");
+  if (logits.is_meta()) return logits;
+  if (const SkippedLogitsImpl* impl = asSkipped(logits))
+    return metaTensor(logits.sizes(), impl->recordedStrides(), logits.scalar_type());
+  return metaTensor(logits.sizes(), logits.strides(), logits.scalar_type());
+}
+
+torch::Tensor logitsStandIn(const torch::Tensor& hidden, const torch::Tensor& weight) {
+  std::vector<int64_t> sizes(hidden.sizes().begin(), hidden.sizes().end() - 1);
+  sizes.push_back(weight.size(0));
+  return at::empty(sizes, at::TensorOptions().dtype(linearResultType(hidden, weight)).device(at::kMeta));
+}
+
+}  // namespace torch_detail
 
 }  // namespace lmfuse
 

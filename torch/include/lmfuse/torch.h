@@ -39,7 +39,9 @@
 
 #include <lmfuse/flce.h>  // defines: Reduction, MemoryMode, the runtime this adapter calls
 
+#include <functional>
 #include <memory>
+#include <string>
 #include <type_traits>
 #include <utility>
 
@@ -48,6 +50,23 @@ namespace lmfuse {
 /// A c10d process group, defined in <lmfuse/distributed.h> (kept out of this header, which every
 /// rewritten model includes).
 struct ProcessGroupHandle;
+
+/// How a replaced loss call received its logits, recorded by the rewrite (never needed by hand): the
+/// loss input's code as the original wrote it, which the fused call runs on a stand-in with the logits'
+/// shape and no values (a meta tensor). The fused loss computes one row of the head's V classes per
+/// token; the call checks that the original's input was exactly that — [tokens, V], or [V] for a single
+/// token — and otherwise throws naming `site`, never computing another loss than the original. (3-D
+/// logits passed without a reshape: cross_entropy reads their classes from dimension 1. A reshape to
+/// {N, K} with K != V: it regroups the classes.) Unset (`input` empty): no check.
+struct LogitsAsPassed {
+  std::string site;  ///< "file:line" of the replaced loss call
+  /// The variable the loss input is computed from: the head's logits or a local made from them, skipped
+  /// or not. Undefined when the head call sits inside the loss call (the stand-in then has the shape
+  /// F::linear(hidden, weight) would give).
+  torch::Tensor from;
+  /// The loss input's code with `from` (or the inline head call) replaced by its parameter.
+  std::function<torch::Tensor(const torch::Tensor&)> input;
+};
 
 struct LossOptions {
   /// Rows whose label equals this are ignored (LibTorch's default: -100).
@@ -79,6 +98,8 @@ struct LossOptions {
   /// original upcast its logits (`logits.float()`): the fp32 loss is then returned without first being
   /// rounded to bf16/fp16, as the unfused fp32 cross-entropy would be.
   TORCH_ARG(c10::optional<torch::ScalarType>, dtype) = c10::nullopt;
+  /// Set by rewritten code: the replaced call's logits input, checked as LogitsAsPassed says.
+  TORCH_ARG(LogitsAsPassed, logits_as_passed) = {};
 };
 
 /// The fused loss with autograd to hidden, weight and bias (see the contract above).
@@ -131,6 +152,14 @@ void set_return_logits(bool on);
 /// an error that names lmfuse, `site` ("file:line") and the two ways out (LMFUSE_RETURN_LOGITS=1, or
 /// `// NOLINT(lmfuse)` on the site). See torch/src/skipped_logits.cpp for how.
 torch::Tensor skipped_logits(const torch::Tensor& hidden, const torch::Tensor& weight, const char* site);
+/// What a rewritten reshape of skipped logits returns on the fused path (`auto flat = logits.view(...)`,
+/// or a head line that reshapes its output): `code`, the original's reshape with the logits replaced by
+/// its parameter, run on a stand-in with the shape and strides of `skipped` and no values; the result is
+/// skipped logits of the same site and device with the shape, strides and dtype `code` gave. An error the
+/// original's reshape would raise (a view of non-contiguous logits) is raised here too. Logits that are
+/// not skipped (their values were computed) are passed to `code` as they are.
+torch::Tensor skipped_logits_after(const torch::Tensor& skipped,
+                                   const std::function<torch::Tensor(const torch::Tensor&)>& code);
 /// True for a tensor made by skipped_logits.
 bool is_skipped_logits(const torch::Tensor& tensor);
 

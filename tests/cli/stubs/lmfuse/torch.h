@@ -4,12 +4,16 @@
 
 namespace lmfuse {
 enum class Reduction { Mean, Sum, None };
+struct LogitsAsPassed {
+  template <class Code> LogitsAsPassed(const char *Site, const torch::Tensor &From, Code Input) {}
+};
 struct LossOptions {
   LossOptions &ignore_index(int64_t Value);
   LossOptions &label_smoothing(double Value);
   LossOptions &reduction(Reduction Value);
   LossOptions &shift(bool Value);
   LossOptions &dtype(at::ScalarType Value);
+  LossOptions &logits_as_passed(LogitsAsPassed Value);
 };
 torch::Tensor linear_cross_entropy(const torch::Tensor &hidden, const torch::Tensor &weight,
                                    const torch::Tensor &bias, const torch::Tensor &labels,
@@ -18,4 +22,5 @@ bool enabled();
 bool return_logits();
 bool skip_logits();
 torch::Tensor skipped_logits(const torch::Tensor &hidden, const torch::Tensor &weight, const char *site);
+template <class Code> torch::Tensor skipped_logits_after(const torch::Tensor &skipped, Code code);
 }  // namespace lmfuse

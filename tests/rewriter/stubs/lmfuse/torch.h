@@ -5,12 +5,16 @@
 
 namespace lmfuse {
 enum class Reduction : int { Mean, Sum, None };
+struct LogitsAsPassed {
+  template <class Code> LogitsAsPassed(const char *site, const torch::Tensor &from, Code code) {}
+};
 struct LossOptions {
   LossOptions &ignore_index(int64_t value) { return *this; }
   LossOptions &label_smoothing(double value) { return *this; }
   LossOptions &reduction(Reduction value) { return *this; }
   LossOptions &shift(bool value) { return *this; }
   LossOptions &dtype(torch::ScalarType value) { return *this; }
+  LossOptions &logits_as_passed(LogitsAsPassed value) { return *this; }
 };
 torch::Tensor linear_cross_entropy(const torch::Tensor &hidden, const torch::Tensor &weight,
                                    const torch::Tensor &bias, const torch::Tensor &labels,
@@ -20,4 +24,5 @@ bool enabled();
 bool return_logits();
 bool skip_logits();
 torch::Tensor skipped_logits(const torch::Tensor &hidden, const torch::Tensor &weight, const char *site);
+template <class Code> torch::Tensor skipped_logits_after(const torch::Tensor &skipped, Code code);
 }  // namespace lmfuse
