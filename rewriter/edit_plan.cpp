@@ -5,6 +5,7 @@
 #include "loss_option_table.h"
 
 #include "clang/AST/ParentMapContext.h"
+#include "clang/AST/RecursiveASTVisitor.h"
 #include "clang/Lex/Lexer.h"
 #include "llvm/Support/Path.h"
 #include "llvm/Support/raw_ostream.h"
@@ -26,6 +27,27 @@ tooling::Replacement replace(const Stmt *Node, const std::string &Text, const As
                               Query.context().getLangOpts());
 }
 
+/// The structured bindings Value reads outside Base, by name, each once.
+std::vector<std::string> bindingsRead(const Expr *Value, const Expr *Base, const AstQuery &Query) {
+  class Reads : public RecursiveASTVisitor<Reads> {
+  public:
+    bool VisitDeclRefExpr(DeclRefExpr *Ref) {
+      if (isa<BindingDecl>(Ref->getDecl()))
+        Found.push_back(Ref);
+      return true;
+    }
+    std::vector<const DeclRefExpr *> Found;
+  } Visitor;
+  Visitor.TraverseStmt(const_cast<Expr *>(Value));
+  std::vector<std::string> Names;
+  for (const DeclRefExpr *Ref : Visitor.Found) {
+    std::string Name = Ref->getDecl()->getNameAsString();
+    if (!Query.within(Ref, Base) && !llvm::is_contained(Names, Name))
+      Names.push_back(Name);
+  }
+  return Names;
+}
+
 /// The original's code as the fused path runs it on a stand-in of the logits (shape, no values): a
 /// lambda whose body is Value's text with Base, the logits it starts from, replaced by the parameter.
 /// Captures by reference where it sits in a function (the code may read its locals: `{-1, C}`).
@@ -36,8 +58,13 @@ std::string asCode(const Expr *Value, const Expr *Base, const CapturedSite &Site
   auto [ValueBegin, ValueEnd] = offsets(AstQuery::spelled(Value), Query);
   auto [BaseBegin, BaseEnd] = offsets(AstQuery::spelled(Base), Query);
   std::string Body = Buffer.slice(ValueBegin, BaseBegin).str() + StandIn + Buffer.slice(BaseEnd, ValueEnd).str();
-  return std::string(Site.Function ? "[&]" : "[]") + "(const " + Patterns.Replacement.TensorType + " &" + StandIn +
-         ") { return " + Body + "; }";
+  std::string Captures = Site.Function ? "&" : "";
+  // Before C++20 a lambda may not capture a structured binding, only a reference initialised from it.
+  if (!Query.context().getLangOpts().CPlusPlus20)
+    for (const std::string &Binding : bindingsRead(Value, Base, Query))
+      Captures += ", &" + Binding + " = " + Binding;
+  return "[" + Captures + "](const " + Patterns.Replacement.TensorType + " &" + StandIn + ") { return " + Body +
+         "; }";
 }
 
 /// Whether Value is Base and nothing more (no reshape, cast or shift to run).

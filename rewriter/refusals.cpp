@@ -403,8 +403,71 @@ std::optional<Refusal> inputsModified(const CapturedSite &Site, const PatternSet
   return std::nullopt;
 }
 
-/// The fused call evaluates the head's module, weight and bias expressions again at the loss: each must
-/// give there what it gave at the head (what may change them in between is inputsModified's).
+/// The innermost statement whose scope a declaration belongs to (a block, or the if, for, while or
+/// switch statement that declares it in its header), or null at function level.
+const Stmt *scopeOf(const Decl *Declaration, const AstQuery &Query) {
+  DynTypedNodeList Parents = Query.context().getParents(*Declaration);
+  while (!Parents.empty()) {
+    if (const Stmt *Parent = Parents[0].get<Stmt>()) {
+      if (isa<CompoundStmt, IfStmt, ForStmt, WhileStmt, SwitchStmt, CXXForRangeStmt, LambdaExpr>(Parent))
+        return Parent;
+      Parents = Query.context().getParents(*Parent);
+    } else if (const Decl *Parent = Parents[0].get<Decl>()) {
+      if (isa<FunctionDecl>(Parent))
+        return nullptr;
+      Parents = Query.context().getParents(*Parent);
+    } else {
+      return nullptr;
+    }
+  }
+  return nullptr;
+}
+
+/// A declaration between head and loss, in scope at the loss, named as a declaration that Part reads:
+/// Part's text spelled again at the loss would read the new one (`if (auto h = other; labels)`).
+const NamedDecl *hiddenName(const Expr *Part, const CapturedSite &Site, const AstQuery &Query) {
+  class Names : public RecursiveASTVisitor<Names> {
+  public:
+    bool VisitDeclRefExpr(DeclRefExpr *Ref) {
+      Read.push_back(Ref->getDecl());
+      return true;
+    }
+    bool VisitMemberExpr(MemberExpr *Member) {
+      if (Member->isImplicitAccess())  // `lm_head` for this->lm_head
+        Read.push_back(Member->getMemberDecl());
+      return true;
+    }
+    std::vector<const NamedDecl *> Read;
+  } Reads;
+  Reads.TraverseStmt(const_cast<Expr *>(Part));
+  class Declarations : public RecursiveASTVisitor<Declarations> {
+  public:
+    bool VisitVarDecl(VarDecl *Declared) { return add(Declared); }
+    bool VisitBindingDecl(BindingDecl *Declared) { return add(Declared); }
+    bool add(const NamedDecl *Declared) {
+      Found.push_back(Declared);
+      return true;
+    }
+    std::vector<const NamedDecl *> Found;
+  } Declared;
+  Declared.TraverseStmt(const_cast<Stmt *>(Site.Body));
+  for (const NamedDecl *New : Declared.Found) {
+    if (!New->getIdentifier() || !Query.before(Site.Head->Call->getBeginLoc(), New->getLocation()) ||
+        !Query.before(New->getLocation(), Site.Loss->getBeginLoc()))
+      continue;
+    const Stmt *Scope = scopeOf(New, Query);
+    if (Scope && !Query.within(Site.Loss, Scope))
+      continue;  // out of scope again by the loss
+    for (const NamedDecl *Old : Reads.Read)
+      if (Old != New && Old->getIdentifier() && Old->getName() == New->getName())
+        return New;
+  }
+  return nullptr;
+}
+
+/// The fused call evaluates the head's module, weight and bias expressions (and its input, unless
+/// hoisted) again at the loss: each must give there what it gave at the head (what may change them in
+/// between is inputsModified's), so none may have a side effect, nor name a declaration hidden there.
 std::optional<Refusal> headPartsReevaluated(const CapturedSite &Site, const PatternSet &Patterns,
                                             const AstQuery &Query, const VariableUses &) {
   if (!Site.Head)
@@ -414,6 +477,15 @@ std::optional<Refusal> headPartsReevaluated(const CapturedSite &Site, const Patt
       return Refusal{ReasonKind::InputsModified, Site.Head->Call,
                      "the fused call would evaluate `" + Query.text(AstQuery::spelled(Part)) +
                          "` again at the loss, where `" + Query.text(Found) + "` may give another value"};
+  std::vector<const Expr *> Spelled = Site.Head->Copied;
+  if (Site.Producer && !Site.HoistHidden)
+    Spelled.push_back(Site.Head->Hidden);
+  for (const Expr *Part : Spelled)
+    if (const NamedDecl *New = hiddenName(Part, Site, Query))
+      return Refusal{ReasonKind::InputsModified, Site.Head->Call,
+                     "the fused call would spell `" + Query.text(AstQuery::spelled(Part)) +
+                         "` again at the loss, where `" + New->getNameAsString() +
+                         "` names the declaration on line " + std::to_string(Query.line(New->getLocation()))};
   return std::nullopt;
 }
 

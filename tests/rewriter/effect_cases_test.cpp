@@ -436,6 +436,63 @@ const Case Cases[] = {
     return F::cross_entropy(logits.view({-1, 32}), labels.view(-1));
   }
 )", Verb::RefusesWith, "inputs-modified"},
+    {"the head's input hidden at the loss by an if statement's own declaration", R"(
+  torch::Tensor forward(torch::Tensor h, c10::optional<torch::Tensor> labels) {
+    auto logits = lm_head(h);
+    torch::Tensor loss;
+    if (torch::Tensor h = torch::zeros({2, 5, 16}); labels.has_value())
+      loss = F::cross_entropy(logits.view({-1, 32}), labels->view(-1));
+    return loss;
+  }
+)", Verb::RefusesWith, "inputs-modified"},
+    {"the head's input hidden at the loss by a for statement's declaration", R"(
+  torch::Tensor forward(torch::Tensor h, torch::Tensor labels) {
+    auto logits = lm_head(h);
+    torch::Tensor loss;
+    for (torch::Tensor h = torch::zeros({2}); !loss.defined();)
+      loss = F::cross_entropy(logits.view({-1, 32}), labels.view(-1));
+    return loss;
+  }
+)", Verb::RefusesWith, "inputs-modified"},
+    {"the head module, a member, hidden at the loss by a local of a block", R"(
+  torch::nn::Linear other{nullptr};
+  torch::Tensor forward(torch::Tensor h, torch::Tensor labels) {
+    auto logits = lm_head(h);
+    torch::Tensor loss;
+    {
+      torch::nn::Linear lm_head = other;
+      loss = F::cross_entropy(logits.view({-1, 32}), labels.view(-1));
+    }
+    return loss;
+  }
+)", Verb::RefusesWith, "inputs-modified"},
+    {"the head's weight local hidden at the loss by a structured binding", R"(
+  torch::Tensor forward(torch::Tensor h, torch::Tensor labels) {
+    torch::Tensor W = lm_head->weight;
+    auto logits = F::linear(h, W);
+    struct Other { torch::Tensor w; int n; };
+    {
+      auto [W, n] = Other{torch::zeros({32, 16}), 1};
+      return F::cross_entropy(logits.view({-1, 32}), labels.view(-1));
+    }
+  }
+)", Verb::RefusesWith, "inputs-modified"},
+    {"a declaration of the input's name in a block that ends before the loss hides nothing there", R"(
+  torch::Tensor forward(torch::Tensor h, torch::Tensor labels) {
+    auto logits = lm_head(h);
+    { auto h = logits.size(0); (void)h; }
+    return F::cross_entropy(logits.view({-1, 32}), labels.view(-1));
+  }
+)", Verb::RewritesTo, R"(
+  torch::Tensor forward(torch::Tensor h, torch::Tensor labels) {
+    auto logits = lmfuse::skip_logits() ? lmfuse::skipped_logits(h, lm_head->weight, "model.cpp:N") : lm_head(h);
+    { auto h = logits.size(0); (void)h; }
+    return lmfuse::enabled()
+        ? lmfuse::linear_cross_entropy(h, lm_head->weight, lm_head->bias, labels, lmfuse::LossOptions()
+            .logits_as_passed({"model.cpp:N", logits, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits.view({-1, 32}); }}))
+        : F::cross_entropy(logits.view({-1, 32}), labels.view(-1));
+  }
+)"},
     // ---- code the analysis does not look into, between the head and the loss ---------------------------
     {"a function of the program between head and loss (it may switch the autograd mode)", R"(
   static void freeze_head();

@@ -319,6 +319,26 @@ const Case Cases[] = {
         : F::cross_entropy(logits.view({-1, lmfuse_logits}), labels.view(-1));
   }
 )"},
+    {"structured bindings read by the code handed to the fused call are captured as references (C++17)", R"(
+  torch::Tensor forward(torch::Tensor h, torch::Tensor labels) {
+    struct Dims { int64_t b, t; };
+    auto [B, T] = Dims{h.size(0), h.size(1)};
+    auto logits = lm_head(h).view({B * T, 32});
+    return F::cross_entropy(logits.view({B * T, 32}), labels.view(-1));
+  }
+)", Verb::RewritesTo, R"(
+  torch::Tensor forward(torch::Tensor h, torch::Tensor labels) {
+    struct Dims { int64_t b, t; };
+    auto [B, T] = Dims{h.size(0), h.size(1)};
+    auto logits = lmfuse::skip_logits() ? lmfuse::skipped_logits_after(lmfuse::skipped_logits(h, lm_head->weight, "model.cpp:N"),
+                                                                       [&, &B = B, &T = T](const torch::Tensor &lmfuse_logits) { return lmfuse_logits.view({B * T, 32}); })
+                                        : lm_head(h).view({B * T, 32});
+    return lmfuse::enabled()
+        ? lmfuse::linear_cross_entropy(h, lm_head->weight, lm_head->bias, labels, lmfuse::LossOptions()
+            .logits_as_passed({"model.cpp:N", logits, [&, &B = B, &T = T](const torch::Tensor &lmfuse_logits) { return lmfuse_logits.view({B * T, 32}); }}))
+        : F::cross_entropy(logits.view({B * T, 32}), labels.view(-1));
+  }
+)"},
     {"const alias of the logits used only by the loss", R"(
   torch::Tensor forward(torch::Tensor h, torch::Tensor labels) {
     auto logits = lm_head(h);

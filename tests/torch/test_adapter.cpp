@@ -526,6 +526,21 @@ TEST_CASE("a rewritten call checks the logits input of the loss it replaced and 
     CHECK_THAT(error, Catch::Matchers::Contains("model.cpp:9") && Catch::Matchers::Contains(item.refusal) &&
                           Catch::Matchers::Contains("NOLINT(lmfuse)"));
   }
+  // A shifted loss over 4-D hidden states with B == T: the original's slice(1, ...) shifts along B, the fused
+  // call along T, and the rows count the same; and labels with a trailing dimension of 1.
+  const auto hidden4 = torch::randn({2, 3, 3, kDim});
+  const auto labels4 = torch::randint(0, vocab, {2, 3, 3});
+  const Code shifted = [](const torch::Tensor& l) { return l.slice(1, 0, -1).reshape({-1, l.size(-1)}); };
+  CHECK_THAT(errorOf([&] {
+               lmfuse::linear_cross_entropy(hidden4, weight.to(torch::kFloat), {}, labels4,
+                                            lmfuse::LossOptions().shift(true).logits_as_passed({"model.cpp:9", {}, shifted}));
+             }),
+             Catch::Matchers::Contains("model.cpp:9") && Catch::Matchers::Contains("sequence dimension"));
+  CHECK_THAT(errorOf([&] {
+               lmfuse::linear_cross_entropy(hidden.to(torch::kFloat), weight.to(torch::kFloat), {}, labels.unsqueeze(-1),
+                                            lmfuse::LossOptions().shift(true).logits_as_passed({"model.cpp:9", {}, shifted}));
+             }),
+             Catch::Matchers::Contains("sequence dimension"));
   // What the check prevents: the original over dimension 1 and the fused loss are different numbers.
   const double original = F::cross_entropy(logits, labels).item<double>();
   const double fused = lmfuse::linear_cross_entropy(hidden.to(torch::kFloat), weight.to(torch::kFloat), {}, labels).item<double>();

@@ -15,12 +15,20 @@ void checkLogitsAsPassed(const torch::Tensor& hidden, const torch::Tensor& weigh
   if (!passed.input || !hidden.defined() || !weight.defined() || hidden.dim() < 1 || weight.dim() != 2) return;
   const torch::Tensor input = passed.input(passed.from.defined() ? logitsStandIn(passed.from)
                                                                   : logitsStandIn(hidden, weight));
+  // The fused call shifts along the sequence dimension of hidden [B, T, D] and labels [B, T]; with other
+  // ranks the original's slice may run along another dimension of the same length (B == T).
+  TORCH_CHECK(!options.shift() || (hidden.dim() == 3 && labels.defined() && labels.dim() == 2 &&
+                                   labels.size(0) == hidden.size(0) && labels.size(1) == hidden.size(1)),
+              "lmfuse::linear_cross_entropy: the loss replaced at ", passed.site,
+              " shifts the labels by one position, which the fused loss does along the sequence dimension of hidden "
+              "[B, T, D] and labels [B, T]; here hidden has shape ", hidden.sizes(), " and labels ",
+              labels.defined() ? labels.sizes() : c10::IntArrayRef{},
+              ", where the original's shift may run along another dimension. Mark the site // NOLINT(lmfuse) to "
+              "keep the original loss.");
   const int64_t classes = weight.size(0);
   int64_t rows = 1;
   for (int64_t d = 0; d + 1 < hidden.dim(); ++d) rows *= hidden.size(d);
-  // The causal shift leaves out the last position of every label row.
-  if (options.shift() && labels.defined() && labels.dim() >= 1 && labels.size(-1) > 0)
-    rows -= labels.numel() / labels.size(-1);
+  if (options.shift()) rows -= hidden.size(0);  // the last position of every sequence has no target
   const bool table = input.dim() == 2 && input.size(0) == rows && input.size(1) == classes;
   const bool single = input.dim() == 1 && input.size(0) == classes && rows == 1;
   if (table || single) return;

@@ -57,7 +57,8 @@ struct ProcessGroupHandle;
 /// token; the call checks that the original's input was exactly that — [tokens, V], or [V] for a single
 /// token — and otherwise throws naming `site`, never computing another loss than the original. (3-D
 /// logits passed without a reshape: cross_entropy reads their classes from dimension 1. A reshape to
-/// {N, K} with K != V: it regroups the classes.) Unset (`input` empty): no check.
+/// {N, K} with K != V: it regroups the classes.) With the causal shift it also requires hidden [B, T, D]
+/// and labels [B, T], the dimension it shifts along. Unset (`input` empty): no check.
 struct LogitsAsPassed {
   std::string site;  ///< "file:line" of the replaced loss call
   /// The variable the loss input is computed from: the head's logits or a local made from them, skipped
