@@ -107,8 +107,21 @@ void readSetters(CapturedSite &Site, const Expr *E, const LossPattern &Rule, con
     }
     if (const VarDecl *Variable = AstQuery::namedVariable(E)) {
       llvm::ArrayRef<VariableWrite> Writes = Uses.writes(Variable);
-      if (Local || Writes.size() != 1 || Writes[0].Kind != VariableWrite::WriteKind::Declaration) {
-        Break(E, "the options `" + Query.text(E) + "` are not visible where the loss is called");
+      const std::string Name = Query.text(E);
+      if (Local) {
+        Break(E, "the options `" + Local->getNameAsString() + "` are made from a second options local, `" + Name +
+                     "`; the rewrite follows one (set every option where `" + Local->getNameAsString() + "` is made)");
+        break;
+      }
+      if (Writes.empty() || Writes[0].Kind != VariableWrite::WriteKind::Declaration) {
+        Break(E, "the options `" + Name + "` are not a local made in this function, so their values where the "
+                     "loss runs are not known");
+        break;
+      }
+      if (Writes.size() != 1) {
+        Break(E, "the options `" + Name + "` are changed on line " +
+                     std::to_string(Query.line(Writes[1].Node->getBeginLoc())) +
+                     ", after they are made; the fused call would pass the values they were made with");
         break;
       }
       if (llvm::ArrayRef<const DeclRefExpr *> Reads = Uses.reads(Variable); Reads.size() != 1) {

@@ -226,6 +226,32 @@ const Case Accepted[] = {
 };
 
 const Refused Neighbours[] = {
+    // ---- options the rewrite cannot read where the loss runs: the detail says which and why ---------
+    {{"options made from a second options local", R"(
+  torch::Tensor loss(const torch::Tensor &h, const torch::Tensor &y) {
+    auto base = F::CrossEntropyFuncOptions();
+    auto opts = base.ignore_index(3);
+    auto logits = lm_head(h);
+    return F::cross_entropy(logits.view({-1, 32}), y.view(-1), opts);
+  }
+)", Verb::RefusesWith, "loss-unsupported"},
+     "made from a second options local, `base`"},
+    {{"options passed in as a parameter", R"(
+  torch::Tensor loss(const torch::Tensor &h, const torch::Tensor &y, const F::CrossEntropyFuncOptions &opts) {
+    auto logits = lm_head(h);
+    return F::cross_entropy(logits.view({-1, 32}), y.view(-1), opts);
+  }
+)", Verb::RefusesWith, "loss-unsupported"},
+     "not a local made in this function"},
+    {{"options assigned again after they are made", R"(
+  torch::Tensor loss(const torch::Tensor &h, const torch::Tensor &y) {
+    auto opts = F::CrossEntropyFuncOptions();
+    opts = F::CrossEntropyFuncOptions().ignore_index(1);
+    auto logits = lm_head(h);
+    return F::cross_entropy(logits.view({-1, 32}), y.view(-1), opts);
+  }
+)", Verb::RefusesWith, "loss-unsupported"},
+     "are changed on line"},
     // ---- product heads ---------------------------------------------------------------------
     {{"a product with an activation (attention scores as logits) is not a head", R"(
   torch::Tensor contrastive(const torch::Tensor &q, const torch::Tensor &k, const torch::Tensor &y) {
