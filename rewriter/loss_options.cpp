@@ -126,7 +126,7 @@ void readSetters(CapturedSite &Site, const Expr *E, const LossPattern &Rule, con
       }
       if (llvm::ArrayRef<const DeclRefExpr *> Reads = Uses.reads(Variable); Reads.size() != 1) {
         const DeclRefExpr *Other = Reads.front() == E ? Reads.back() : Reads.front();
-        Break(E, "the options `" + Query.text(E) + "` are also used on line " +
+        Break(E, "the options `" + Name + "` are also used on line " +
                      std::to_string(Query.line(Other->getBeginLoc())) +
                      ", which the fused call would not see");
         break;

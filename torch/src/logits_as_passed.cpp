@@ -2,7 +2,7 @@
 // head's classes in rows, one per token, in the tokens' order: that is the loss the fused call computes.
 // Whether it does depends on shapes known only when the model runs (the rank of the hidden states, the
 // K of a written view({-1, K})), so the rewritten call brings the original's input code and the check
-// runs it here on a stand-in without values (logits_stand_in.h): microseconds, no device work.
+// runs it here on a stand-in without values (logits_stand_in.h): shape arithmetic only, no device work.
 #include "logits_as_passed.h"
 
 #include "logits_stand_in.h"
