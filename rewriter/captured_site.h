@@ -82,12 +82,14 @@ struct CapturedSite {
   std::vector<std::string> Casts;              ///< upcasts to append to the fused result
   std::string UpcastType;                      ///< the dtype argument of a `.to(T)` upcast, as written
   bool LogitsShift = false;
+  int64_t LogitsShiftDim = 0;  ///< the dim the logits' shift is written on (ShiftVerdict::Dim)
   /// nll_loss: the log_softmax call between the logits and the loss (LossRule->InputLogSoftmax).
   const clang::Expr *LogSoftmax = nullptr;
   /// The head's input is not a plain variable unchanged until the loss: the rewrite evaluates it
   /// once into a local before the logits statement instead of duplicating it.
   bool HoistHidden = false;
   bool LabelsShift = false;
+  int64_t LabelsShiftDim = 0;  ///< the dim the labels' shift is written on
   /// Locals holding the length a shift was proven with (`const auto T = logits.size(1);`).
   std::vector<const clang::VarDecl *> ShiftLengths;
   std::optional<TraceBreak> Break;

@@ -62,8 +62,10 @@ public:
     else
       Problem = judgeIndex();
     Verdict.Shift = Problem.empty();
-    if (Verdict.Shift)
+    if (Verdict.Shift) {
       Verdict.Length = ProvenLength;
+      Verdict.Dim = WrittenDim;
+    }
     if (!Verdict.Shift) {
       std::string Verb = Call.Name == Rules.SliceMethod    ? "sliced"
                          : Call.Name == Rules.NarrowMethod ? "narrowed"
@@ -104,13 +106,13 @@ private:
                                                           : Query.integerValue(AstQuery::spelled(Arg));
     if (!Value)
       return "its dim `" + text(Arg) + "` is not a constant";
-    Dim = *Value;
+    Dim = WrittenDim = *Value;
     if (!llvm::is_contained(dims(), Dim)) {
       std::string Allowed;
       for (int64_t D : dims())
-        Allowed += (Allowed.empty() ? "" : " or ") + std::to_string(D);
-      return "dim " + std::to_string(Dim) + " is not the " + role() + "' " +
-             (Role == ShiftRole::Logits ? "sequence dimension" : "last dimension") + " (" + Allowed + ")";
+        Allowed += (Allowed.empty() ? "" : ", ") + std::to_string(D);
+      return "dim " + std::to_string(Dim) + " is not one the rewrite takes for the " + role() + "' " +
+             (Role == ShiftRole::Logits ? "positions" : "last dimension") + " (" + Allowed + ")";
     }
     return "";
   }
@@ -294,11 +296,12 @@ private:
     if (!llvm::is_contained(dims(), Dim)) {
       std::string Allowed;
       for (int64_t D : dims())
-        Allowed += (Allowed.empty() ? "" : " or ") + std::to_string(D);
+        Allowed += (Allowed.empty() ? "" : ", ") + std::to_string(D);
       return "its slice `" + text(Elements[Sliced].Written) + "` lands on dim " + std::to_string(Dim) +
-             ", not on the " + role() + "' " + (Role == ShiftRole::Logits ? "sequence" : "last") +
-             " dimension (" + Allowed + ")";
+             ", not one the rewrite takes for the " + role() + "' " +
+             (Role == ShiftRole::Logits ? "positions" : "last dimension") + " (" + Allowed + ")";
     }
+    WrittenDim = Dim;
     const IndexElement &Slice = Elements[Sliced];
     return checkBounds(Dim, Slice.Start, Slice.Stop, Slice.Step);
   }
@@ -490,6 +493,7 @@ private:
   const VariableUses &Uses;
   const VarDecl *Variable;  ///< the sliced tensor's variable, when it is one
   mutable const VarDecl *ProvenLength = nullptr;
+  mutable int64_t WrittenDim = 0;  ///< the dim the call slices, as written
 };
 
 }  // namespace

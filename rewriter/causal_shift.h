@@ -28,6 +28,10 @@ struct ShiftVerdict {
   std::string Why;
   /// The local a proven length was read through (`const auto T = logits.size(1);`), if any.
   const clang::VarDecl *Length = nullptr;
+  /// When it is the shift: the dim it runs along, as written (`slice(-2, 0, -1)`: -2; an index's slice
+  /// after an ellipsis counts from the end). The rank is known only when the model runs, so the fused
+  /// call is handed this dim and checks there that it is the sequence dimension.
+  int64_t Dim = 0;
 };
 
 /// Judges E when it is a call of one of the pattern set's shift methods (slice, narrow, index) on a

@@ -187,8 +187,15 @@ std::vector<tooling::Replacement> planSiteEdits(const CapturedSite &Site, const 
   // logits' shape from hidden and weight, and the head is not evaluated).
   std::string From =
       isBaseAlone(Site.InputBase, Head.Call, Query) ? "{}" : Query.text(AstQuery::spelled(Site.InputBase));
+  // A shifted site adds the dims its shift is written on: which dimension they are depends on ranks the
+  // fused call sees and the rewrite does not.
+  std::string ShiftDims = Site.Options.Effective.Shift ? ", " + Replacement.ShiftDims + "{" +
+                                                             std::to_string(Site.LogitsShiftDim) + ", " +
+                                                             std::to_string(Site.LabelsShiftDim) + "}"
+                                                       : "";
   std::string AsPassed = "." + Replacement.LogitsAsPassedSetter + "({" + siteName(Site.Loss, Query) + ", " + From +
-                         ", " + asCode(Site.Input, Site.InputBase, Site, Patterns, Query, StandIn) + "})";
+                         ", " + asCode(Site.Input, Site.InputBase, Site, Patterns, Query, StandIn) + ShiftDims +
+                         "})";
 
   std::string Fused = Replacement.Call + "(" + HiddenText + ", " + Head.Weight + ", " +
                       (Head.Bias.empty() ? Replacement.UndefinedTensor : Head.Bias) + ", " + Site.LabelsText + ", " +

@@ -14,6 +14,7 @@ struct LabelsTrace {
   const VarDecl *Root = nullptr;
   std::string Text;  ///< what to pass to the runtime
   bool Shift = false;
+  int64_t ShiftDim = 0;  ///< the dim the shift is written on
 };
 
 /// Whether every write of a labels local after its declaration and before the loss only reshapes it
@@ -77,6 +78,7 @@ std::optional<LabelsTrace> traceLabelsFrom(const Expr *E, CapturedSite &Site, co
         break;
       }
       Trace.Shift = true;
+      Trace.ShiftDim = Shift->Dim;
       if (Shift->Length)
         Site.ShiftLengths.push_back(Shift->Length);
     } else {
@@ -113,6 +115,12 @@ std::optional<LabelsTrace> traceLabelsFrom(const Expr *E, CapturedSite &Site, co
         return std::nullopt;
       Site.LabelLocals.push_back(Variable);
       Trace.Root = Inner->Root;
+      if (Inner->Shift && Trace.Shift) {
+        // Shifted where the local is made and again where it is read: two positions dropped.
+        if (!Site.LabelsBreak)
+          Site.LabelsBreak = TraceBreak{BreakKind::Indexed, Writes[0].Node, "the labels are shifted twice"};
+        return std::nullopt;
+      }
       if (Inner->Shift) {
         // The fused call reads the unshifted labels at the loss, where the local read them at its
         // declaration: they must not be re-bound in between.
@@ -127,6 +135,7 @@ std::optional<LabelsTrace> traceLabelsFrom(const Expr *E, CapturedSite &Site, co
             return std::nullopt;
           }
         Trace.Shift = true;
+        Trace.ShiftDim = Inner->ShiftDim;
         Trace.Text = Inner->Text;
       }
     }
@@ -154,6 +163,7 @@ void traceLabels(CapturedSite &Site, const PatternSet &Patterns, const AstQuery 
   Site.LabelsRoot = Trace->Root;
   Site.LabelsText = Trace->Text;
   Site.LabelsShift = Trace->Shift;
+  Site.LabelsShiftDim = Trace->ShiftDim;
 }
 
 }  // namespace lmfuse::rewriter

@@ -194,14 +194,8 @@ template <> struct MappingTraits<CausalShiftPatterns> {
   static std::string validate(IO &Io, CausalShiftPatterns &P) {
     if (failedAlready(Io))
       return "";
-    // The runtime's shift is along the labels' last dimension: the logits' position dimension is the
-    // one before their last (-2, or 1 for [B, T, V]), the labels' their last (-1, or 1 for [B, T]).
-    for (int64_t Dim : P.LogitsDims)
-      if (Dim != 1 && Dim != -2)
-        return "causal_shift 'logits_dims' may only name 1 or -2, not " + std::to_string(Dim);
-    for (int64_t Dim : P.LabelsDims)
-      if (Dim != 1 && Dim != -1)
-        return "causal_shift 'labels_dims' may only name 1 or -1, not " + std::to_string(Dim);
+    if (P.LogitsDims.empty() || P.LabelsDims.empty())
+      return "causal_shift needs 'logits_dims' and 'labels_dims' to name at least one dim each";
     return "";
   }
 };
@@ -235,6 +229,7 @@ template <> struct MappingTraits<ReplacementPattern> {
     Io.mapRequired("skipped_logits", P.SkippedLogits);
     Io.mapRequired("skipped_logits_after", P.SkippedLogitsAfter);
     Io.mapRequired("logits_as_passed", P.LogitsAsPassedSetter);
+    Io.mapRequired("shift_dims", P.ShiftDims);
     Io.mapRequired("tensor_type", P.TensorType);
     Io.mapOptional("stand_in", P.StandIn, std::string("lmfuse_logits"));
     Io.mapRequired("reductions", P.Reductions);

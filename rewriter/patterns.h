@@ -148,9 +148,11 @@ struct ReplacementPattern {
   /// Called as SkippedLogitsAfter(skipped, <code>) where a reshape of skipped logits runs on the fused
   /// path: the reshape run on a stand-in without values, giving skipped logits of the reshaped shape.
   std::string SkippedLogitsAfter;
-  /// Options setter taking {"file:line", <variable or {}>, <code>}: the loss's logits input as the
-  /// original computes it, checked by the fused call when it runs.
+  /// Options setter taking {"file:line", <variable or {}>, <code>[, ShiftDims{<logits dim>, <labels dim>}]}:
+  /// the loss's logits input as the original computes it and, for a shifted site, the dims its shift is
+  /// written on, checked by the fused call when it runs.
   std::string LogitsAsPassedSetter;
+  std::string ShiftDims;
   /// Code is a lambda `[&](const TensorType &StandIn) { return <the original's text>; }`.
   std::string TensorType;
   std::string StandIn = "lmfuse_logits";

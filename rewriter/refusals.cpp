@@ -150,6 +150,14 @@ std::optional<Refusal> logitsIndexed(const CapturedSite &Site, const PatternSet 
     return Refusal{ReasonKind::LogitsIndexed, Site.LogitsShift ? Site.Input : Site.Target,
                    Site.LogitsShift ? "the logits are shifted but the labels are not"
                                     : "the labels are shifted but the logits are not"};
+  // Counted from the front, the logits' positions and the labels' last dimension are the same dim (the
+  // fused call checks the rest against the ranks it is given).
+  if (Site.LogitsShift && Site.LogitsShiftDim >= 0 && Site.LabelsShiftDim >= 0 &&
+      Site.LogitsShiftDim != Site.LabelsShiftDim)
+    return Refusal{ReasonKind::LogitsIndexed, Site.Input,
+                   "the logits are shifted along dim " + std::to_string(Site.LogitsShiftDim) + " and the labels along dim " +
+                       std::to_string(Site.LabelsShiftDim) + ": with labels shaped as the logits' positions, these are "
+                       "never the same positions"};
   return std::nullopt;
 }
 

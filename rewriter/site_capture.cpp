@@ -121,6 +121,7 @@ public:
       } else if (auto Shift = matchCausalShift(E, ShiftRole::Logits, Patterns, Query, Uses);
                  Shift && Shift->Shift && !Site.LogitsShift) {
         Site.LogitsShift = true;
+        Site.LogitsShiftDim = Shift->Dim;
         if (Shift->Length)
           Site.ShiftLengths.push_back(Shift->Length);
         E = Call->Object;

@@ -51,7 +51,7 @@ const Case Accepted[] = {
     auto shift_labels = labels.slice(1, 1).contiguous();
     return lmfuse::enabled()
         ? lmfuse::linear_cross_entropy(h, lm_head_weight, torch::Tensor(), labels, lmfuse::LossOptions().shift(true)
-            .logits_as_passed({"model.cpp:N", shift_logits, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits.view({-1, shift_logits.size(-1)}); }}))
+            .logits_as_passed({"model.cpp:N", shift_logits, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits.view({-1, shift_logits.size(-1)}); }, lmfuse::ShiftDims{1, 1}}))
         : F::cross_entropy(shift_logits.view({-1, shift_logits.size(-1)}), shift_labels.view(-1));
   }
 )"},

@@ -74,8 +74,8 @@ TEST_CASE("the built-in patterns are the shipped YAML", "[patterns]") {
   CHECK(HasFunctional);
   CHECK(Default->Replacement.Call == "lmfuse::linear_cross_entropy");
   CHECK(Default->CausalShift.SliceMethod == "slice");
-  CHECK(Default->CausalShift.LogitsDims == std::vector<int64_t>{1, -2});
-  CHECK(Default->CausalShift.LabelsDims == std::vector<int64_t>{1, -1});
+  CHECK(Default->CausalShift.LogitsDims == std::vector<int64_t>{1, -2, 0});
+  CHECK(Default->CausalShift.LabelsDims == std::vector<int64_t>{1, -1, 0});
   CHECK(Default->CausalShift.SliceType == "at::indexing::Slice");
   CHECK(contains(Default->CausalShift.NoneTypes, "c10::nullopt_t"));
   CHECK(Default->Replacement.Reductions.at("sum") == "lmfuse::Reduction::Sum");
@@ -100,12 +100,12 @@ TEST_CASE("a malformed pattern file names the file, the line and the key", "[pat
     CHECK(Error.find(Path + ":" + std::to_string(lineOf(Bad, "causal_shift:") + 1) + ":") != std::string::npos);
     CHECK(Error.find("missing required key 'slice_method'") != std::string::npos);
   }
-  SECTION("a shift dim that is not the sequence dimension") {
-    std::string Bad = withLineReplaced(Yaml, "  logits_dims: [1, -2]", "  logits_dims: [1, 2]");
+  SECTION("no dim the shift may be written on") {
+    std::string Bad = withLineReplaced(Yaml, "  logits_dims: [1, -2, 0]", "  logits_dims: []");
     std::string Error = loadError(Bad, Path);
     INFO(Error);
     CHECK(Error.find(Path) != std::string::npos);
-    CHECK(Error.find("'logits_dims' may only name 1 or -2, not 2") != std::string::npos);
+    CHECK(Error.find("'logits_dims' and 'labels_dims' to name at least one dim each") != std::string::npos);
   }
   SECTION("missing required key") {
     std::string Bad = withLineReplaced(Yaml, "  call: lmfuse::linear_cross_entropy", "");

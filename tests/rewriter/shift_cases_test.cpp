@@ -38,7 +38,7 @@ const Case Accepted[] = {
       auto shift_targets = targets.slice(1, 1);
       loss = lmfuse::enabled()
           ? lmfuse::linear_cross_entropy(h, lm_head->weight, lm_head->bias, targets, lmfuse::LossOptions().shift(true)
-              .logits_as_passed({"model.cpp:N", shift_logits, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits.reshape({-1, C}); }}))
+              .logits_as_passed({"model.cpp:N", shift_logits, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits.reshape({-1, C}); }, lmfuse::ShiftDims{1, 1}}))
           : F::cross_entropy(shift_logits.reshape({-1, C}), shift_targets.reshape({-1}));
     }
     return loss;
@@ -64,7 +64,7 @@ const Case Accepted[] = {
     if (labels.has_value()) {
       loss = lmfuse::enabled()
           ? lmfuse::linear_cross_entropy(hidden, lm_head->weight, lm_head->bias, *labels, lmfuse::LossOptions().ignore_index(-100).shift(true)
-              .logits_as_passed({"model.cpp:N", logits, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits.slice(1, 0, seq_len - 1).contiguous().view({-1, 32}); }}))
+              .logits_as_passed({"model.cpp:N", logits, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits.slice(1, 0, seq_len - 1).contiguous().view({-1, 32}); }, lmfuse::ShiftDims{1, 1}}))
           : F::cross_entropy(logits.slice(1, 0, seq_len - 1).contiguous().view({-1, 32}),
                               labels->slice(1, 1).contiguous().view(-1),
                               F::CrossEntropyFuncOptions().ignore_index(-100));
@@ -89,7 +89,7 @@ const Case Accepted[] = {
     auto shift_labels = labels.slice(1, 1).contiguous();
     return lmfuse::enabled()
         ? lmfuse::linear_cross_entropy(lmfuse_hidden, lm_head->weight, lm_head->bias, labels, lmfuse::LossOptions().shift(true)
-            .logits_as_passed({"model.cpp:N", shift_logits, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits.view({-1, shift_logits.size(-1)}); }}))
+            .logits_as_passed({"model.cpp:N", shift_logits, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits.view({-1, shift_logits.size(-1)}); }, lmfuse::ShiftDims{1, 1}}))
         : F::cross_entropy(shift_logits.view({-1, shift_logits.size(-1)}), shift_labels.view(-1));
   }
 )"},
@@ -109,7 +109,7 @@ const Case Accepted[] = {
     if (labels.defined())
       loss = lmfuse::enabled()
           ? lmfuse::linear_cross_entropy(h, wte->weight, torch::Tensor(), labels, lmfuse::LossOptions().shift(true)
-              .logits_as_passed({"model.cpp:N", logits, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits.slice(1, 0, logits.sizes()[1] - 1).reshape({-1, 32}); }}))
+              .logits_as_passed({"model.cpp:N", logits, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits.slice(1, 0, logits.sizes()[1] - 1).reshape({-1, 32}); }, lmfuse::ShiftDims{1, 1}}))
           : F::cross_entropy(logits.slice(1, 0, logits.sizes()[1] - 1).reshape({-1, 32}),
                               labels.slice(1, 1).reshape({-1}));
     return loss;
@@ -137,7 +137,7 @@ const Case Accepted[] = {
       auto shift_targets = targets->slice(-1, 1);
       loss = lmfuse::enabled()
           ? lmfuse::linear_cross_entropy(h, lm_head->weight, lm_head->bias, *targets, lmfuse::LossOptions().shift(true)
-              .logits_as_passed({"model.cpp:N", shift_logits, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits.flatten(0, 1); }}))
+              .logits_as_passed({"model.cpp:N", shift_logits, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits.flatten(0, 1); }, lmfuse::ShiftDims{-2, -1}}))
           : F::cross_entropy(shift_logits.flatten(0, 1), shift_targets.flatten());
     }
     return loss;
@@ -154,7 +154,7 @@ const Case Accepted[] = {
     auto logits = lmfuse::skip_logits() ? lmfuse::skipped_logits(h, lm_head->weight, "model.cpp:N") : lm_head(h);
     return lmfuse::enabled()
         ? lmfuse::linear_cross_entropy(h, lm_head->weight, lm_head->bias, labels, lmfuse::LossOptions().shift(true)
-            .logits_as_passed({"model.cpp:N", logits, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits.slice(/*dim=*/-2, /*start=*/0, /*end=*/-1, /*step=*/1).reshape({-1, 32}); }}))
+            .logits_as_passed({"model.cpp:N", logits, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits.slice(/*dim=*/-2, /*start=*/0, /*end=*/-1, /*step=*/1).reshape({-1, 32}); }, lmfuse::ShiftDims{-2, 1}}))
         : F::cross_entropy(logits.slice(/*dim=*/-2, /*start=*/0, /*end=*/-1, /*step=*/1).reshape({-1, 32}),
                             labels.slice(1, 1).reshape({-1}));
   }
@@ -179,7 +179,7 @@ const Case Accepted[] = {
     auto shift_labels = labels.narrow(1, 1, L - 1);
     return lmfuse::enabled()
         ? lmfuse::linear_cross_entropy(x, lm_head->weight, lm_head->bias, labels, lmfuse::LossOptions().shift(true)
-            .logits_as_passed({"model.cpp:N", shift_logits, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits.reshape({-1, 32}); }}))
+            .logits_as_passed({"model.cpp:N", shift_logits, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits.reshape({-1, 32}); }, lmfuse::ShiftDims{1, 1}}))
         : F::cross_entropy(shift_logits.reshape({-1, 32}), shift_labels.reshape({-1}));
   }
 )"},
@@ -199,7 +199,7 @@ const Case Accepted[] = {
     if (labels.has_value())
       loss = lmfuse::enabled()
           ? lmfuse::linear_cross_entropy(x, lm_head->weight, lm_head->bias, *labels, lmfuse::LossOptions().shift(true)
-              .logits_as_passed({"model.cpp:N", logits, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits.narrow(-2, 0, logits.size(-2) - 1).reshape({-1, 32}); }}))
+              .logits_as_passed({"model.cpp:N", logits, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits.narrow(-2, 0, logits.size(-2) - 1).reshape({-1, 32}); }, lmfuse::ShiftDims{-2, 1}}))
           : F::cross_entropy(logits.narrow(-2, 0, logits.size(-2) - 1).reshape({-1, 32}),
                               labels->slice(1, 1).reshape({-1}));
     return loss;
@@ -229,7 +229,7 @@ const Case Accepted[] = {
       auto shift_labels = labels.index({Slice(), Slice(1, None)});
       loss = lmfuse::enabled()
           ? lmfuse::linear_cross_entropy(h, lm_head->weight, lm_head->bias, labels, lmfuse::LossOptions().shift(true)
-              .logits_as_passed({"model.cpp:N", shift_logits, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits.reshape({-1, 32}); }}))
+              .logits_as_passed({"model.cpp:N", shift_logits, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits.reshape({-1, 32}); }, lmfuse::ShiftDims{1, 1}}))
           : F::cross_entropy(shift_logits.reshape({-1, 32}), shift_labels.reshape({-1}));
     }
     return loss;
@@ -248,7 +248,7 @@ const Case Accepted[] = {
     auto logits = lmfuse::skip_logits() ? lmfuse::skipped_logits(h, lm_head->weight, "model.cpp:N") : lm_head(h);
     return lmfuse::enabled()
         ? lmfuse::linear_cross_entropy(h, lm_head->weight, lm_head->bias, labels, lmfuse::LossOptions().shift(true)
-            .logits_as_passed({"model.cpp:N", logits, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits.index({ix::Slice(), ix::Slice(0, -1), ix::Slice()}).reshape({-1, 32}); }}))
+            .logits_as_passed({"model.cpp:N", logits, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits.index({ix::Slice(), ix::Slice(0, -1), ix::Slice()}).reshape({-1, 32}); }, lmfuse::ShiftDims{1, 1}}))
         : F::cross_entropy(logits.index({ix::Slice(), ix::Slice(0, -1), ix::Slice()}).reshape({-1, 32}),
                             labels.slice(1, 1).reshape({-1}));
   }
@@ -279,7 +279,7 @@ const Case Accepted[] = {
       auto shift_labels = labels->index({"...", Slice(1, None)});
       loss = lmfuse::enabled()
           ? lmfuse::linear_cross_entropy(h, lm_head->weight, lm_head->bias, *labels, lmfuse::LossOptions().shift(true)
-              .logits_as_passed({"model.cpp:N", shift_logits, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits.reshape({-1, 32}); }}))
+              .logits_as_passed({"model.cpp:N", shift_logits, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits.reshape({-1, 32}); }, lmfuse::ShiftDims{-2, -1}}))
           : F::cross_entropy(shift_logits.reshape({-1, 32}), shift_labels.reshape({-1}));
     }
     return loss;
@@ -302,12 +302,27 @@ const Case Accepted[] = {
     auto shift_labels = labels.index({torch::indexing::Ellipsis, torch::indexing::Slice(1)});
     return lmfuse::enabled()
         ? lmfuse::linear_cross_entropy(h, lm_head->weight, lm_head->bias, labels, lmfuse::LossOptions().shift(true)
-            .logits_as_passed({"model.cpp:N", shift_logits, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits.reshape({-1, 32}); }}))
+            .logits_as_passed({"model.cpp:N", shift_logits, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits.reshape({-1, 32}); }, lmfuse::ShiftDims{-2, -1}}))
         : F::cross_entropy(shift_logits.reshape({-1, 32}), shift_labels.reshape({-1}));
   }
 )"},
 
     // ---- the labels' other forms ----------------------------------------------------------------------
+    // ---- one sequence, [T, D] hidden and [T] labels: the positions are dim 0 ---------------------------
+    {"one sequence: slice(0, 0, -1) with labels slice(0, 1)", R"(
+  torch::Tensor forward(torch::Tensor h, torch::Tensor labels) {
+    auto logits = lm_head(h);
+    return F::cross_entropy(logits.slice(0, 0, -1), labels.slice(0, 1));
+  }
+)", Verb::RewritesTo, R"(
+  torch::Tensor forward(torch::Tensor h, torch::Tensor labels) {
+    auto logits = lmfuse::skip_logits() ? lmfuse::skipped_logits(h, lm_head->weight, "model.cpp:N") : lm_head(h);
+    return lmfuse::enabled()
+        ? lmfuse::linear_cross_entropy(h, lm_head->weight, lm_head->bias, labels, lmfuse::LossOptions().shift(true)
+            .logits_as_passed({"model.cpp:N", logits, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits.slice(0, 0, -1); }, lmfuse::ShiftDims{0, 0}}))
+        : F::cross_entropy(logits.slice(0, 0, -1), labels.slice(0, 1));
+  }
+)"},
     {"labels slice(1, 1, labels.size(1)), flattened through a rebinding", R"(
   torch::Tensor forward(torch::Tensor x, torch::Tensor labels) {
     auto logits = lm_head(x);
@@ -324,7 +339,7 @@ const Case Accepted[] = {
     shift_labels = shift_labels.view(-1);
     return lmfuse::enabled()
         ? lmfuse::linear_cross_entropy(x, lm_head->weight, lm_head->bias, labels, lmfuse::LossOptions().shift(true)
-            .logits_as_passed({"model.cpp:N", shift_logits, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits.reshape({-1, 32}); }}))
+            .logits_as_passed({"model.cpp:N", shift_logits, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits.reshape({-1, 32}); }, lmfuse::ShiftDims{1, 1}}))
         : F::cross_entropy(shift_logits.reshape({-1, 32}), shift_labels);
   }
 )"},
@@ -348,7 +363,7 @@ const Case Accepted[] = {
       const auto L = y.size(-1);
       loss = lmfuse::enabled()
           ? lmfuse::linear_cross_entropy(x, lm_head->weight, lm_head->bias, y, lmfuse::LossOptions().shift(true)
-              .logits_as_passed({"model.cpp:N", logits, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits.slice(1, 0, -1).reshape({-1, 32}); }}))
+              .logits_as_passed({"model.cpp:N", logits, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits.slice(1, 0, -1).reshape({-1, 32}); }, lmfuse::ShiftDims{1, -1}}))
           : F::cross_entropy(logits.slice(1, 0, -1).reshape({-1, 32}), y.slice(-1, 1, L).reshape({-1}));
     }
     return loss;
@@ -370,13 +385,28 @@ const Case Accepted[] = {
     shift_targets = shift_targets.reshape(-1);
     return lmfuse::enabled()
         ? lmfuse::linear_cross_entropy(x, lm_head->weight, lm_head->bias, targets, lmfuse::LossOptions().shift(true)
-            .logits_as_passed({"model.cpp:N", shift_logits, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits.reshape({-1, 32}); }}))
+            .logits_as_passed({"model.cpp:N", shift_logits, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits.reshape({-1, 32}); }, lmfuse::ShiftDims{-2, -1}}))
         : F::cross_entropy(shift_logits.reshape({-1, 32}), shift_targets);
   }
 )"},
 };
 
 const Refused Neighbours[] = {
+    {{"labels shifted where a local is made and again at the loss", R"(
+  torch::Tensor forward(torch::Tensor h, torch::Tensor labels) {
+    auto logits = lm_head(h);
+    auto shift_labels = labels.slice(1, 1);
+    return F::cross_entropy(logits.slice(1, 0, -1).reshape({-1, 32}), shift_labels.slice(1, 1).reshape({-1}));
+  }
+)", Verb::RefusesWith, "logits-indexed"},
+     "the labels are shifted twice"},
+    {{"a 2-D sequence shifted along dim 0, labels along dim -1 of another tensor's rank", R"(
+  torch::Tensor forward(torch::Tensor h, torch::Tensor labels) {
+    auto logits = lm_head(h);
+    return F::cross_entropy(logits.slice(0, 0, -1), labels.slice(1, 1).reshape({-1}));
+  }
+)", Verb::RefusesWith, "logits-indexed"},
+     "the logits are shifted along dim 0 and the labels along dim 1"},
     {{"slice(1, 0, -2) drops two positions", R"(
   torch::Tensor forward(torch::Tensor h, torch::Tensor labels) {
     auto logits = lm_head(h);
@@ -413,7 +443,7 @@ const Refused Neighbours[] = {
     return F::cross_entropy(logits.slice(2, 0, -1).reshape({-1, 31}), labels.slice(1, 1).reshape({-1}));
   }
 )", Verb::RefusesWith, "logits-indexed"},
-     "dim 2 is not the logits' sequence dimension (1 or -2)"},
+     "dim 2 is not one the rewrite takes for the logits' positions (1, -2, 0)"},
     {{"T - 1 with T the labels' length", R"(
   torch::Tensor forward(torch::Tensor h, torch::Tensor labels) {
     auto logits = lm_head(h);
@@ -532,7 +562,8 @@ const Refused Neighbours[] = {
                             labels.index({Slice(), Slice(1, None)}).reshape({-1}));
   }
 )", Verb::RefusesWith, "logits-indexed"},
-     "its slice `Slice(None, -1)` lands on dim 0, not on the logits' sequence dimension (1 or -2)"},
+     "the logits are shifted along dim 0 and the labels along dim 1: with labels shaped as the logits' positions, "
+     "these are never the same positions"},
     {{"index with an ellipsis and the slice on the vocabulary dim", R"(
   torch::Tensor forward(torch::Tensor h, torch::Tensor labels) {
     using namespace torch::indexing;
@@ -541,7 +572,7 @@ const Refused Neighbours[] = {
                             labels.index({"...", Slice(1, None)}).reshape({-1}));
   }
 )", Verb::RefusesWith, "logits-indexed"},
-     "lands on dim -1, not on the logits' sequence dimension (1 or -2)"},
+     "lands on dim -1, not one the rewrite takes for the logits' positions (1, -2, 0)"},
     {{"index with a None (a new dim) before the slice", R"(
   torch::Tensor forward(torch::Tensor h, torch::Tensor labels) {
     using namespace torch::indexing;

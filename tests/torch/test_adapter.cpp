@@ -540,7 +540,7 @@ TEST_CASE("a rewritten call checks the logits input of the loss it replaced and 
                lmfuse::linear_cross_entropy(hidden.to(torch::kFloat), weight.to(torch::kFloat), {}, labels.unsqueeze(-1),
                                             lmfuse::LossOptions().shift(true).logits_as_passed({"model.cpp:9", {}, shifted}));
              }),
-             Catch::Matchers::Contains("sequence dimension"));
+             Catch::Matchers::Contains("without its last dimension"));
   // What the check prevents: the original over dimension 1 and the fused loss are different numbers.
   const double original = F::cross_entropy(logits, labels).item<double>();
   const double fused = lmfuse::linear_cross_entropy(hidden.to(torch::kFloat), weight.to(torch::kFloat), {}, labels).item<double>();
@@ -553,6 +553,59 @@ TEST_CASE("a rewritten call checks the logits input of the loss it replaced and 
           lmfuse::linear_cross_entropy(one, weight.to(torch::kFloat), {}, torch::tensor(3),
                                        lmfuse::LossOptions().logits_as_passed({"model.cpp:9", {}, asThey}));
         }).empty());
+}
+
+TEST_CASE("a shifted loss is checked against the dims its shift is written on", "[torch][adapter]") {
+  // The rewrite hands over the dims of `logits.slice(d, 0, -1)` and `labels.slice(e, 1)`. Where they are the
+  // positions for the ranks given, the fused loss and gradients are the original's; elsewhere the call
+  // refuses, naming the site, though the shapes may agree (4-D hidden states with B == T).
+  constexpr int64_t vocab = 11;
+  const uint64_t seed = freshSeed();
+  INFO("seed " << seed);
+  torch::manual_seed(static_cast<int64_t>(seed));
+  using Code = std::function<torch::Tensor(const torch::Tensor&)>;
+  struct Shifted {
+    const char* name;
+    std::vector<int64_t> hidden;  // the labels are its shape without the last dimension
+    lmfuse::ShiftDims dims;
+    const char* refusal;  // nullptr: accepted, and the fused loss is the original's
+  };
+  const std::vector<Shifted> cases = {
+      {"[B, T, D], slice(1, ...) and slice(1, ...)", {2, 5, kDim}, {1, 1}, nullptr},
+      {"[B, T, D], slice(-2, ...) and slice(-1, ...)", {2, 5, kDim}, {-2, -1}, nullptr},
+      {"[B, T, D] with B == T, slice(-2, ...) and slice(1, ...)", {3, 3, kDim}, {-2, 1}, nullptr},
+      {"one sequence [T, D], slice(0, ...) and slice(0, ...)", {6, kDim}, {0, 0}, nullptr},
+      {"one sequence [T, D], slice(-2, ...) and slice(-1, ...)", {6, kDim}, {-2, -1}, nullptr},
+      {"[A, B, T, D] with B == T, slice(-2, ...) and slice(-1, ...)", {2, 3, 3, kDim}, {-2, -1}, nullptr},
+      {"[A, B, T, D] with B == T, slice(1, ...) and slice(1, ...)", {2, 3, 3, kDim}, {1, 1}, "along their dimension 1"},
+      {"one sequence [T, D], slice(1, ...): the classes", {6, kDim}, {1, -1}, "along their dimension 1"},
+      {"[B, T, D] with B == T, labels slice(0, ...)", {3, 3, kDim}, {1, 0}, "labels along their dimension 0"},
+  };
+  for (const Shifted& item : cases) {
+    INFO(item.name);
+    const auto hidden = torch::randn(item.hidden, torch::kDouble).requires_grad_(true);
+    const auto weight = torch::randn({vocab, kDim}, torch::kDouble);
+    const auto labelsShape = c10::IntArrayRef(item.hidden).slice(0, item.hidden.size() - 1);
+    const auto labels = torch::randint(0, vocab, labelsShape);
+    // The original's input as the rewrite hands it over: its shift on the written dim, then one row per token.
+    const int64_t logitsDim = item.dims.logits;
+    const Code input = [logitsDim](const torch::Tensor& l) { return l.slice(logitsDim, 0, -1).reshape({-1, l.size(-1)}); };
+    const auto options = lmfuse::LossOptions().shift(true).logits_as_passed({"model.cpp:12", {}, input, item.dims});
+    const auto hiddenFloat = hidden.to(torch::kFloat).detach().requires_grad_(true);
+    torch::Tensor fused;
+    const std::string error = errorOf([&] { fused = lmfuse::linear_cross_entropy(hiddenFloat, weight.to(torch::kFloat), {}, labels, options); });
+    if (item.refusal) {
+      CHECK_THAT(error, Catch::Matchers::Contains("model.cpp:12") && Catch::Matchers::Contains(item.refusal) &&
+                            Catch::Matchers::Contains("NOLINT(lmfuse)"));
+      continue;
+    }
+    REQUIRE(error.empty());
+    const auto original = F::cross_entropy(input(F::linear(hidden, weight)), labels.slice(item.dims.labels, 1).reshape({-1}));
+    original.backward();
+    fused.backward();
+    CHECK(std::abs(fused.item<double>() - original.item<double>()) < 1e-5 * (1 + std::abs(original.item<double>())));
+    CHECK((hiddenFloat.grad().to(torch::kDouble) - hidden.grad()).abs().max().item<double>() < 1e-5);
+  }
 }
 
 TEST_CASE("fused_call_count counts the calls that ran the fused computation", "[torch][adapter]") {

@@ -8,27 +8,49 @@
 #include "logits_stand_in.h"
 
 namespace lmfuse::torch_detail {
+namespace {
+
+/// A dim as written (negative: counted from the end) against a rank.
+int64_t counted(int64_t written, int64_t rank) { return written < 0 ? written + rank : written; }
+
+// The fused call shifts along the labels' last dimension, the positions of hidden [..., T, D]. The
+// original's slices computed that shift only when they ran along those dimensions; the shapes alone
+// cannot tell (with B == T, slice(0, ...) and slice(1, ...) give the same shape).
+void checkShift(const torch::Tensor& hidden, const torch::Tensor& labels, const LogitsAsPassed& passed) {
+  const int64_t rank = hidden.dim();
+  std::string why;
+  if (!labels.defined() || rank < 2 || labels.dim() != rank - 1 || labels.sizes() != hidden.sizes().slice(0, rank - 1))
+    why = "the fused loss shifts along the last dimension of labels shaped as hidden without its last dimension";
+  else if (!passed.shift_dims && rank != 3)
+    why = "the fused loss shifts along the sequence dimension of hidden [B, T, D] and labels [B, T], and the "
+          "dimensions the original's shift is written on are not recorded";
+  else if (passed.shift_dims && counted(passed.shift_dims->logits, rank) != rank - 2)
+    why = "the original shifts the logits along their dimension " + std::to_string(passed.shift_dims->logits) +
+          ", which for hidden of " + std::to_string(rank) + " dimensions is not the positions' dimension (" +
+          std::to_string(rank - 2) + ")";
+  else if (passed.shift_dims && counted(passed.shift_dims->labels, rank - 1) != rank - 2)
+    why = "the original shifts the labels along their dimension " + std::to_string(passed.shift_dims->labels) +
+          ", which for labels of " + std::to_string(rank - 1) + " dimensions is not their last";
+  TORCH_CHECK(why.empty(), "lmfuse::linear_cross_entropy: the loss replaced at ", passed.site,
+              " shifts the labels by one position; here hidden has shape ", hidden.sizes(), " and labels ",
+              labels.defined() ? labels.sizes() : c10::IntArrayRef{}, ": ", why,
+              ". Mark the site // NOLINT(lmfuse) to keep the original loss.");
+}
+
+}  // namespace
 
 void checkLogitsAsPassed(const torch::Tensor& hidden, const torch::Tensor& weight, const torch::Tensor& labels,
                          const LossOptions& options) {
   const LogitsAsPassed& passed = options.logits_as_passed();
   if (!passed.input || !hidden.defined() || !weight.defined() || hidden.dim() < 1 || weight.dim() != 2) return;
+  if (options.shift()) checkShift(hidden, labels, passed);
   const torch::Tensor input = passed.input(passed.from.defined() ? logitsStandIn(passed.from)
                                                                   : logitsStandIn(hidden, weight));
-  // The fused call shifts along the sequence dimension of hidden [B, T, D] and labels [B, T]; with other
-  // ranks the original's slice may run along another dimension of the same length (B == T).
-  TORCH_CHECK(!options.shift() || (hidden.dim() == 3 && labels.defined() && labels.dim() == 2 &&
-                                   labels.size(0) == hidden.size(0) && labels.size(1) == hidden.size(1)),
-              "lmfuse::linear_cross_entropy: the loss replaced at ", passed.site,
-              " shifts the labels by one position, which the fused loss does along the sequence dimension of hidden "
-              "[B, T, D] and labels [B, T]; here hidden has shape ", hidden.sizes(), " and labels ",
-              labels.defined() ? labels.sizes() : c10::IntArrayRef{},
-              ", where the original's shift may run along another dimension. Mark the site // NOLINT(lmfuse) to "
-              "keep the original loss.");
   const int64_t classes = weight.size(0);
   int64_t rows = 1;
   for (int64_t d = 0; d + 1 < hidden.dim(); ++d) rows *= hidden.size(d);
-  if (options.shift()) rows -= hidden.size(0);  // the last position of every sequence has no target
+  // The last position of every sequence has no target.
+  if (options.shift() && hidden.dim() >= 2 && hidden.size(-2) > 0) rows -= rows / hidden.size(-2);
   const bool table = input.dim() == 2 && input.size(0) == rows && input.size(1) == classes;
   const bool single = input.dim() == 1 && input.size(0) == classes && rows == 1;
   if (table || single) return;

@@ -1,7 +1,7 @@
 // Models whose head or loss is written in the other accepted spellings: a tied head as
 // torch::matmul(h, wte->weight.t()) with a CrossEntropyLoss member (options from its construction), an
-// untied head parameter as h.mm(W.t()) with nll_loss over log_softmax, and an NLLLoss module. Each trains
-// through the fused path with the original's losses.
+// untied head parameter as h.mm(W.t()) with nll_loss over log_softmax, an NLLLoss module, and one
+// sequence ([T] tokens) shifted along dim 0. Each trains through the fused path with the original's losses.
 #include <torch/torch.h>
 
 #include "train_check.h"
@@ -69,6 +69,23 @@ struct ModuleNllImpl : torch::nn::Module {
 };
 TORCH_MODULE(ModuleNll);
 
+// One sequence at a time: [T] tokens, the causal shift written on dim 0 (the rewrite hands the fused call
+// that dim, which it checks against the ranks it is given).
+struct OneSequenceImpl : torch::nn::Module {
+  OneSequenceImpl(int64_t vocab, int64_t dim)
+      : embed(register_module("embed", torch::nn::Embedding(vocab, dim))),
+        lm_head(register_module("lm_head", torch::nn::Linear(dim, vocab))) {}
+
+  torch::Tensor forward(const torch::Tensor& tokens) {
+    auto logits = lm_head(torch::tanh(embed(tokens)));
+    return F::cross_entropy(logits.slice(0, 0, -1), tokens.slice(0, 1));
+  }
+
+  torch::nn::Embedding embed{nullptr};
+  torch::nn::Linear lm_head{nullptr};
+};
+TORCH_MODULE(OneSequence);
+
 int main() {
   const int64_t vocab = 47;
   int failures = 0;
@@ -89,6 +106,12 @@ int main() {
                                    [](ModuleNll& model, const usage::Batch& batch) {
                                      return model->forward(batch.idx, batch.targets);
                                    }),
+      vocab, 1e-5);
+  failures += usage::compareWithOriginal(
+      usage::sgdTrainer<OneSequence>([&] { return OneSequence(vocab, 24); },
+                                     [](OneSequence& model, const usage::Batch& batch) {
+                                       return model->forward(batch.idx.select(0, 0));
+                                     }),
       vocab, 1e-5);
   return failures == 0 ? 0 : 1;
 }

@@ -51,14 +51,25 @@ namespace lmfuse {
 /// rewritten model includes).
 struct ProcessGroupHandle;
 
+/// The dims a replaced loss's causal shift was written on (`logits.slice(1, 0, -1)`, `labels.slice(1, 1)`:
+/// {1, 1}). The fused loss shifts along the labels' last dimension, the position dimension of hidden
+/// [..., T, D] against labels [..., T]; the original computed that loss only where `logits`, counted
+/// against hidden's rank, names the dimension before the classes and `labels` the labels' last (3-D: 1 or
+/// -2, and 1 or -1; one 2-D sequence: 0 or -2, and 0 or -1), with labels shaped as hidden without its
+/// last dimension. Without them the call requires hidden [B, T, D] and labels [B, T].
+struct ShiftDims {
+  int64_t logits = 1;
+  int64_t labels = 1;
+};
+
 /// How a replaced loss call received its logits, recorded by the rewrite (never needed by hand): the
 /// loss input's code as the original wrote it, which the fused call runs on a stand-in with the logits'
 /// shape and no values (a meta tensor). The fused loss computes one row of the head's V classes per
 /// token; the call checks that the original's input was exactly that — [tokens, V], or [V] for a single
 /// token — and otherwise throws naming `site`, never computing another loss than the original. (3-D
 /// logits passed without a reshape: cross_entropy reads their classes from dimension 1. A reshape to
-/// {N, K} with K != V: it regroups the classes.) With the causal shift it also requires hidden [B, T, D]
-/// and labels [B, T], the dimension it shifts along. Unset (`input` empty): no check.
+/// {N, K} with K != V: it regroups the classes.) With the causal shift it also requires that the original
+/// shifted along the dimension the fused loss does (see ShiftDims). Unset (`input` empty): no check.
 struct LogitsAsPassed {
   std::string site;  ///< "file:line" of the replaced loss call
   /// The variable the loss input is computed from: the head's logits or a local made from them, skipped
@@ -67,6 +78,8 @@ struct LogitsAsPassed {
   torch::Tensor from;
   /// The loss input's code with `from` (or the inline head call) replaced by its parameter.
   std::function<torch::Tensor(const torch::Tensor&)> input;
+  /// Set for a shifted site: the dims its shift is written on.
+  c10::optional<ShiftDims> shift_dims;
 };
 
 struct LossOptions {

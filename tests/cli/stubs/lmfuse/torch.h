@@ -4,8 +4,12 @@
 
 namespace lmfuse {
 enum class Reduction { Mean, Sum, None };
+struct ShiftDims {
+  int64_t logits, labels;
+};
 struct LogitsAsPassed {
   template <class Code> LogitsAsPassed(const char *Site, const torch::Tensor &From, Code Input) {}
+  template <class Code> LogitsAsPassed(const char *Site, const torch::Tensor &From, Code Input, ShiftDims dims) {}
 };
 struct LossOptions {
   LossOptions &ignore_index(int64_t Value);

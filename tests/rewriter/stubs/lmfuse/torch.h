@@ -5,8 +5,12 @@
 
 namespace lmfuse {
 enum class Reduction : int { Mean, Sum, None };
+struct ShiftDims {
+  int64_t logits, labels;
+};
 struct LogitsAsPassed {
   template <class Code> LogitsAsPassed(const char *site, const torch::Tensor &from, Code code) {}
+  template <class Code> LogitsAsPassed(const char *site, const torch::Tensor &from, Code code, ShiftDims dims) {}
 };
 struct LossOptions {
   LossOptions &ignore_index(int64_t value) { return *this; }
