@@ -11,7 +11,15 @@
 #   include resolves next to the copy, and every include directory of the target (and of the targets it
 #   links when lmfuse_rewrite is called) that lies under EDIT_ROOT gets its mirror put in front. So every
 #   unit that includes a patched header compiles the rewritten one; the step checks that with each unit's
-#   own compile command and fails naming any unit that would still read an original patched header;
+#   own compile command and fails naming any unit that would still read an original patched header, or
+#   whose copy would read other files of the project than its original;
+# - each copy compiles as its original would: it takes the original's source properties set before the
+#   call (COMPILE_DEFINITIONS, COMPILE_OPTIONS, COMPILE_FLAGS, INCLUDE_DIRECTORIES, ...), stays out of
+#   unity builds, and the tool parses each source with its copy's own compile command (from the compile
+#   database; with a generator that writes none, with the target's flags and the configuration's);
+# - every source must be visible to this call: the step fails naming any other unit the build compiles
+#   into the target (a source given as a generator expression, or added after this call) that reads a
+#   file under EDIT_ROOT, since it would compile the originals;
 # - sources outside EDIT_ROOT (e.g. generated in the build tree) are compiled as they are; a site in one
 #   of them is an error of the tool ("lies outside the source root"): set EDIT_ROOT to a folder holding it;
 # - EXTRA_ARGS are flags for the tool's parse only (like clang-tidy's --extra-arg); flags Clang does not
@@ -302,7 +310,17 @@ function(lmfuse_rewrite)
     set(definitions "$<TARGET_PROPERTY:${target},COMPILE_DEFINITIONS>")
     set(options "$<TARGET_PROPERTY:${target},COMPILE_OPTIONS>")
     set(flags_file "${out_dir}/flags-$<CONFIG>.txt")
-    string(REPLACE " " ";" global_flags "${CMAKE_CXX_FLAGS}")
+    # CMAKE_CXX_FLAGS and the configuration's own (CMAKE_CXX_FLAGS_RELEASE: -O3 -DNDEBUG, which code may test).
+    set(global_flags "${CMAKE_CXX_FLAGS}")
+    set(configurations ${CMAKE_CONFIGURATION_TYPES} ${CMAKE_BUILD_TYPE} Debug Release RelWithDebInfo MinSizeRel)
+    list(REMOVE_DUPLICATES configurations)
+    foreach(configuration IN LISTS configurations)
+      string(TOUPPER "${configuration}" upper)
+      if(CMAKE_CXX_FLAGS_${upper})
+        string(APPEND global_flags " $<$<CONFIG:${configuration}>:${CMAKE_CXX_FLAGS_${upper}}>")
+      endif()
+    endforeach()
+    separate_arguments(global_flags UNIX_COMMAND "${global_flags}")
     list(FILTER global_flags EXCLUDE REGEX "^$")
     file(GENERATE OUTPUT "${flags_file}" CONTENT
 "-std=c++$<IF:$<BOOL:${standard}>,${standard},17>
@@ -333,9 +351,10 @@ $<JOIN:${global_flags},
               "-DEXTRA_ARGS_FILE=${out_dir}/extra-args.txt" "-DCOPIES=${copies}"
               "-DSOURCE_ROOT=${CMAKE_CURRENT_SOURCE_DIR}" "-DEDIT_ROOT=${edit_root}" "-DOUT_DIR=${out_dir}"
               "-DAUDIT=${audit}" "-DEXPECT_PATCHED=${ARG_EXPECT_PATCHED}" "-DCXX=${CMAKE_CXX_COMPILER}"
-              "-DDEPFILE=${depfile}"
+              "-DDEPFILE=${depfile}" "-DUNITS_FILE=${out_dir}/units.txt" "-DBINARY_DIR=${CMAKE_BINARY_DIR}"
               -P "${_LMFUSE_REWRITE_STEP}"
       DEPENDS ${originals} "${patterns}" "${flags_file}" "${out_dir}/sources.txt" "${out_dir}/extra-args.txt"
+              "${out_dir}/units.txt"
               "${_LMFUSE_REWRITE_STEP}" $<$<TARGET_EXISTS:lmfuse>:lmfuse>
       ${depfile_arguments}
       COMMENT "lmfuse: rewriting the sources of ${target}"
@@ -353,6 +372,38 @@ $<JOIN:${global_flags},
     endif()
   endforeach()
   set_property(TARGET "${target}" PROPERTY SOURCES ${kept} ${copies})
+  # Each copy compiles as its original would: the original's own source properties (set so far, in any
+  # folder's scope) carry over. A copy stays out of unity builds, so it has a compile command of its own
+  # that the step parses it with.
+  set(source_properties COMPILE_DEFINITIONS COMPILE_OPTIONS COMPILE_FLAGS INCLUDE_DIRECTORIES OBJECT_DEPENDS
+                        LANGUAGE SKIP_PRECOMPILE_HEADERS)
+  foreach(original copy IN ZIP_LISTS mirrored copies)
+    foreach(property IN LISTS source_properties)
+      get_source_file_property(value "${original}" TARGET_DIRECTORY "${target}" ${property})
+      if(NOT value STREQUAL "NOTFOUND")
+        set_source_files_properties("${copy}" TARGET_DIRECTORY "${target}" PROPERTIES ${property} "${value}")
+      endif()
+    endforeach()
+    set_source_files_properties("${copy}" TARGET_DIRECTORY "${target}" PROPERTIES SKIP_UNITY_BUILD_INCLUSION ON)
+  endforeach()
+  # Units compiled as they are may include mirrored headers, which the step rewrites without declaring them
+  # (their list is known only once it ran): they recompile whenever it runs, as the copies do.
+  foreach(source IN LISTS kept)
+    if(NOT source MATCHES "\\$<")
+      set_property(SOURCE "${source}" TARGET_DIRECTORY "${target}" APPEND PROPERTY OBJECT_DEPENDS "${audit}")
+    endif()
+  endforeach()
+  # The units lmfuse_rewrite knows, for the step's check that the build compiles no other unit that reads a
+  # file under EDIT_ROOT (a source given as a generator expression, or added to the target after this call).
+  set(known_units ${copies})
+  foreach(source IN LISTS kept)
+    if(NOT source MATCHES "\\$<")
+      get_filename_component(absolute "${source}" ABSOLUTE BASE_DIR "${target_source_dir}")
+      list(APPEND known_units "${absolute}")
+    endif()
+  endforeach()
+  string(REPLACE ";" "\n" known_lines "${known_units}")
+  file(WRITE "${out_dir}/units.txt" "${known_lines}\n")
   _lmfuse_include_dirs("${target}" include_dirs)
   set(mirror_dirs "")
   foreach(dir IN LISTS include_dirs)
@@ -388,8 +439,13 @@ $<JOIN:${global_flags},
       break()
     endif()
   endforeach()
+  # A copy's includes resolve as its original's: beside the copy (the mirror holds every file under EDIT_ROOT
+  # the originals read), then the include folders. Only a relative include that leaves the mirror
+  # (`"../third_party/x.h"` from a copy) falls through to its original's folder, searched last (-idirafter,
+  # not -iquote, which would come before the target's own include folders: a `"config.h"` would then find
+  # another source's folder first). The step checks each unit reads the same files as its original.
   foreach(folder IN LISTS quote_dirs)
-    target_compile_options("${target}" PRIVATE "SHELL:-iquote \"${folder}\"")
+    target_compile_options("${target}" PRIVATE "SHELL:-idirafter \"${folder}\"")
   endforeach()
   target_link_libraries("${target}" PRIVATE lmfuse::torch)
   set_property(TARGET "${target}" PROPERTY EXPORT_COMPILE_COMMANDS ON)

@@ -7,16 +7,18 @@
 # is the failed run's own (or none), and the build stops with the reasons.
 #
 # MODE=tool:    TARGET TOOL PATTERNS COMPILE_COMMANDS FLAGS_FILE SOURCES_FILE EXTRA_ARGS_FILE COPIES
-#               SOURCE_ROOT EDIT_ROOT OUT_DIR AUDIT EXPECT_PATCHED CXX DEPFILE
+#               SOURCE_ROOT EDIT_ROOT OUT_DIR AUDIT EXPECT_PATCHED CXX DEPFILE UNITS_FILE BINARY_DIR
 # MODE=carried: TARGET FROM_DIR CARRIED_AUDIT EDIT_ROOT OUT_DIR COPIES AUDIT EXPECT_PATCHED DEPFILE
 cmake_minimum_required(VERSION 3.22)
 
 # The files of lmfuse_rewritten/<target>/ that are no copies: the audit, the step's inputs, its stage (the
 # tool's cache) and depfile. A carried mirror, a copy of that folder, holds them too.
-set(bookkeeping "audit\\.json|\\.stage|\\.lmfuse-cache|flags-[^/]*\\.txt|sources\\.txt|extra-args\\.txt|rewrite\\.d(\\.part)?")
+set(bookkeeping "audit\\.json|\\.stage|\\.database|\\.lmfuse-cache|flags-[^/]*\\.txt|sources\\.txt|extra-args\\.txt|units\\.txt|rewrite\\.d(\\.part)?")
 
-# The one error path: no copy survives a failure, and the audit is this run's (STAGE_AUDIT) or none.
-function(fail message)
+# The one error path: no copy survives a failure, and the audit is this run's (STAGE_AUDIT) or none. The
+# message may come in pieces, joined.
+function(fail)
+  string(CONCAT message ${ARGV})
   foreach(copy IN LISTS COPIES)
     file(REMOVE "${copy}")
   endforeach()
@@ -179,6 +181,7 @@ endif()
 # the dependency flags and the file itself. Empty when the database has no such entry.
 function(command_of file out)
   set(arguments "")
+  set(directory "")
   if(entries GREATER 0)
     math(EXPR last "${entries} - 1")
     foreach(i RANGE ${last})
@@ -190,6 +193,7 @@ function(command_of file out)
       if(NOT command MATCHES "CMakeFiles/${TARGET}\\.dir/")
         continue()
       endif()
+      string(JSON directory GET "${database}" ${i} directory)
       separate_arguments(words UNIX_COMMAND "${command}")
       list(POP_FRONT words)  # the compiler
       set(skip_next OFF)
@@ -207,34 +211,114 @@ function(command_of file out)
     endforeach()
   endif()
   set(${out} "${arguments}" PARENT_SCOPE)
+  set(${out}_directory "${directory}" PARENT_SCOPE)
 endfunction()
 
-# The tool's flags: the first copy's command without the mirror's folders (the tool reads the
-# originals), else the generated flags file (one flag per line; SHELL: entries hold several arguments).
-list(GET COPIES 0 first_copy)
-command_of("${first_copy}" copy_flags)
-# Two-word include flags: keep the pair unless its folder lies in the mirror.
-set(flags "")
-set(previous "")
-foreach(word IN LISTS copy_flags)
-  if(previous MATCHES "^-(I|isystem|iquote)$")
+# <out> = <arguments> without the flags that name the mirror (`-I <mirror dir>`, BEFORE the target's own)
+# or an original's folder searched last (`-idirafter <folder>`): what the unit's original compiles with.
+function(without_mirror arguments out)
+  set(kept "")
+  set(previous "")
+  foreach(word IN LISTS arguments)
+    if(previous MATCHES "^-(I|isystem|iquote|idirafter)$")
+      string(FIND "${word}" "${OUT_DIR}" in_mirror)
+      if(in_mirror EQUAL -1 AND NOT (previous STREQUAL "-idirafter" AND word IN_LIST source_folders))
+        list(APPEND kept "${previous}" "${word}")
+      endif()
+      set(previous "")
+      continue()
+    endif()
+    if(word MATCHES "^-(I|isystem|iquote|idirafter)$")
+      set(previous "${word}")
+      continue()
+    endif()
     string(FIND "${word}" "${OUT_DIR}" in_mirror)
     if(in_mirror EQUAL -1)
-      list(APPEND flags "${previous}" "${word}")
+      list(APPEND kept "${word}")
     endif()
-    set(previous "")
-    continue()
+  endforeach()
+  set(${out} "${kept}" PARENT_SCOPE)
+endfunction()
+
+# <out> = the files a unit reads (itself and every header), by real path, preprocessing it with <arguments>
+# in <directory>; a unit that does not preprocess fails the step.
+function(files_read unit arguments directory out)
+  if(NOT directory)
+    set(directory "${SOURCE_ROOT}")
   endif()
-  if(word MATCHES "^-(I|isystem|iquote)$")
-    set(previous "${word}")
-    continue()
+  execute_process(
+    COMMAND "${CXX}" ${arguments} -M -MF "${DEPFILE}.part" -MT unit "${unit}"
+    WORKING_DIRECTORY "${directory}" RESULT_VARIABLE status OUTPUT_QUIET ERROR_VARIABLE errors)
+  if(NOT status EQUAL 0)
+    fail("${unit} does not preprocess with its compile command:\n${errors}")
   endif()
-  string(FIND "${word}" "${OUT_DIR}" in_mirror)
-  if(in_mirror EQUAL -1)
-    list(APPEND flags "${word}")
-  endif()
+  file(READ "${DEPFILE}.part" part)
+  string(REGEX REPLACE "^[^:]*:" "" part "${part}")
+  string(REPLACE "\\\n" " " part "${part}")
+  separate_arguments(headers UNIX_COMMAND "${part}")
+  set(files "")
+  foreach(header IN LISTS headers)
+    get_filename_component(header "${header}" ABSOLUTE BASE_DIR "${directory}")
+    list(APPEND files "${header}")
+  endforeach()
+  set(${out} "${files}" PARENT_SCOPE)
+endfunction()
+
+# "text" as a JSON string.
+function(json_string text out)
+  string(REPLACE "\\" "\\\\" text "${text}")
+  string(REPLACE "\"" "\\\"" text "${text}")
+  set(${out} "\"${text}\"" PARENT_SCOPE)
+endfunction()
+
+get_filename_component(real_edit_root "${EDIT_ROOT}" REALPATH)
+set(source_folders "")
+foreach(source IN LISTS SOURCES)
+  get_filename_component(folder "${source}" DIRECTORY)
+  list(APPEND source_folders "${folder}")
 endforeach()
-if(NOT copy_flags)
+
+# Each source is parsed with the command its unit is compiled with (the copy's, without the mirror's
+# folders: the tool reads the originals), through a compile database of this step's own; each unit
+# compiles with its own flags (a source's COMPILE_DEFINITIONS, the configuration's flags), and the tool
+# must see what the unit will compile. Without a command for every unit (a generator that writes no
+# compile database), one set of flags for all: the first copy's, else the generated flags file (one
+# flag per line; SHELL: entries hold several arguments).
+set(database_entries "[]")
+set(database_complete ON)
+set(index 0)
+foreach(source IN LISTS SOURCES)
+  get_filename_component(real_source "${source}" REALPATH)
+  file(RELATIVE_PATH relative "${real_edit_root}" "${real_source}")
+  set(unit "${source}")
+  if(NOT relative MATCHES "^\\.\\./")
+    set(unit "${OUT_DIR}/${relative}")
+  endif()
+  command_of("${unit}" unit_arguments)
+  if(NOT unit_arguments)
+    set(database_complete OFF)
+    break()
+  endif()
+  without_mirror("${unit_arguments}" original_arguments)
+  set(arguments "[]")
+  set(position 0)
+  foreach(word IN ITEMS "${CXX}" ${original_arguments} "${source}")
+    json_string("${word}" quoted)
+    string(JSON arguments SET "${arguments}" ${position} "${quoted}")
+    math(EXPR position "${position} + 1")
+  endforeach()
+  json_string("${unit_arguments_directory}" directory)
+  json_string("${source}" file)
+  string(JSON database_entries SET "${database_entries}" ${index}
+         "{\"directory\": ${directory}, \"file\": ${file}, \"arguments\": ${arguments}}")
+  math(EXPR index "${index} + 1")
+endforeach()
+set(flags "")
+list(GET COPIES 0 first_copy)
+command_of("${first_copy}" copy_flags)
+if(copy_flags)
+  without_mirror("${copy_flags}" flags)
+else()
   file(STRINGS "${FLAGS_FILE}" flag_lines)
   foreach(line IN LISTS flag_lines)
     if(line STREQUAL "")
@@ -247,6 +331,11 @@ if(NOT copy_flags)
     endif()
   endforeach()
 endif()
+set(compile_flags -- ${flags})
+if(database_complete)
+  file(WRITE "${OUT_DIR}/.database/compile_commands.json" "${database_entries}\n")
+  set(compile_flags -p "${OUT_DIR}/.database")
+endif()
 
 # EXTRA_ARGS: the tool's own --extra-arg where it has one, else appended to the flags.
 execute_process(COMMAND "${TOOL}" --help OUTPUT_VARIABLE help ERROR_QUIET)
@@ -255,8 +344,10 @@ if(help MATCHES "extra-arg")
   foreach(argument IN LISTS EXTRA_ARGS)
     list(APPEND extra "--extra-arg=${argument}")
   endforeach()
+elseif(NOT database_complete)
+  list(APPEND compile_flags ${EXTRA_ARGS})
 else()
-  list(APPEND flags ${EXTRA_ARGS})
+  fail("the lmfuse tool ${TOOL} has no --extra-arg, which EXTRA_ARGS need")
 endif()
 
 # The stage keeps the tool's cache (.lmfuse-cache) between runs; everything else in it is this run's.
@@ -274,7 +365,7 @@ if(NOT EXPECT_PATCHED STREQUAL "")
 endif()
 execute_process(
   COMMAND "${TOOL}" --out-dir "${stage}" --edit-root "${EDIT_ROOT}" --audit "${STAGE_AUDIT}"
-          --patterns "${PATTERNS}" ${expect} ${extra} ${SOURCES} -- ${flags}
+          --patterns "${PATTERNS}" ${expect} ${extra} ${SOURCES} ${compile_flags}
   WORKING_DIRECTORY "${SOURCE_ROOT}"
   RESULT_VARIABLE status
   OUTPUT_VARIABLE output
@@ -326,11 +417,54 @@ if(NOT error AND count GREATER 0)
   endforeach()
 endif()
 
+# <out> = the files among <files> that belong to the project: under EDIT_ROOT, by real path, with a mirrored
+# file standing for its original, and the build folder's files left out.
+function(project_files files out)
+  get_filename_component(real_binary_dir "${BINARY_DIR}" REALPATH)
+  set(result "")
+  foreach(file IN LISTS files)
+    file(RELATIVE_PATH in_mirror "${OUT_DIR}" "${file}")
+    if(NOT in_mirror MATCHES "^\\.\\./")
+      set(file "${real_edit_root}/${in_mirror}")
+    endif()
+    get_filename_component(real "${file}" REALPATH)
+    file(RELATIVE_PATH in_root "${real_edit_root}" "${real}")
+    file(RELATIVE_PATH in_build "${real_binary_dir}" "${real}")
+    if(NOT in_root MATCHES "^\\.\\./" AND (in_build MATCHES "^\\.\\./" OR NOT BINARY_DIR))
+      list(APPEND result "${real}")
+    endif()
+  endforeach()
+  list(REMOVE_DUPLICATES result)
+  set(${out} "${result}" PARENT_SCOPE)
+endfunction()
+
 # Every unit, compiled as the build compiles it (its own command), must read the rewritten copy of each
-# patched header, never the original; its header list also feeds the depfile.
+# patched header, never the original, and the same files of the project as its original would (an include
+# the mirror resolves elsewhere compiles other code); its header list also feeds the depfile.
 set(dependencies "")
 set(bypassing "")
-get_filename_component(real_edit_root "${EDIT_ROOT}" REALPATH)
+set(elsewhere "")
+# What a rewritten copy reads beyond its original: the header the rewrite includes (the rule set's
+# replacement.include) and what that includes.
+file(READ "${PATTERNS}" pattern_text)
+string(REGEX MATCH "\nreplacement:[ \t]*\n([ \t]*#[^\n]*\n)*[ \t]+include:[ \t]*([^ \t\n#]+)" _ "${pattern_text}")
+set(runtime_reads "")
+if(CMAKE_MATCH_2)
+  file(WRITE "${OUT_DIR}/.database/rewrite-include.cpp" "#include <${CMAKE_MATCH_2}>\n")
+  list(GET SOURCES 0 first_source)
+  get_filename_component(real_first "${first_source}" REALPATH)
+  file(RELATIVE_PATH relative "${real_edit_root}" "${real_first}")
+  set(first_unit "${first_source}")
+  if(NOT relative MATCHES "^\\.\\./")
+    set(first_unit "${OUT_DIR}/${relative}")
+  endif()
+  command_of("${first_unit}" include_flags)
+  if(NOT include_flags)
+    set(include_flags ${flags})
+  endif()
+  files_read("${OUT_DIR}/.database/rewrite-include.cpp" "${include_flags}" "${include_flags_directory}" included)
+  project_files("${included}" runtime_reads)
+endif()
 foreach(source IN LISTS SOURCES)
   get_filename_component(real_source "${source}" REALPATH)
   file(RELATIVE_PATH relative "${real_edit_root}" "${real_source}")
@@ -342,18 +476,8 @@ foreach(source IN LISTS SOURCES)
   if(NOT unit_flags)
     set(unit_flags ${flags})
   endif()
-  execute_process(
-    COMMAND "${CXX}" ${unit_flags} -M -MF "${DEPFILE}.part" -MT unit "${unit}"
-    WORKING_DIRECTORY "${SOURCE_ROOT}" RESULT_VARIABLE dep_status OUTPUT_QUIET ERROR_VARIABLE dep_errors)
-  if(NOT dep_status EQUAL 0)
-    fail("${unit} does not preprocess with its compile command:\n${dep_errors}")
-  endif()
-  file(READ "${DEPFILE}.part" part)
-  string(REGEX REPLACE "^[^:]*:" "" part "${part}")
-  string(REPLACE "\\\n" " " part "${part}")
-  separate_arguments(headers UNIX_COMMAND "${part}")
+  files_read("${unit}" "${unit_flags}" "${unit_flags_directory}" headers)
   foreach(header IN LISTS headers)
-    get_filename_component(header "${header}" ABSOLUTE BASE_DIR "${SOURCE_ROOT}")
     # Compared by real path: the audit names files as the tool read them, links resolved, and a unit may
     # reach the same file through a linked folder.
     get_filename_component(real_header "${header}" REALPATH)
@@ -368,12 +492,73 @@ foreach(source IN LISTS SOURCES)
     string(REPLACE " " "\\ " header "${header}")
     string(APPEND dependencies " \\\n  ${header}")
   endforeach()
+  if(NOT unit STREQUAL source AND unit_flags_directory)
+    without_mirror("${unit_flags}" original_flags)
+    files_read("${source}" "${original_flags}" "${unit_flags_directory}" original_headers)
+    project_files("${headers}" copy_reads)
+    project_files("${original_headers}" original_reads)
+    set(only_copy ${copy_reads})
+    list(REMOVE_ITEM only_copy ${original_reads} ${runtime_reads})
+    set(only_original ${original_reads})
+    list(REMOVE_ITEM only_original ${copy_reads})
+    foreach(file IN LISTS only_copy)
+      list(APPEND elsewhere "\n  ${source}'s copy reads ${file}, which the original does not")
+    endforeach()
+    foreach(file IN LISTS only_original)
+      list(APPEND elsewhere "\n  ${source}'s copy does not read ${file}, which the original does")
+    endforeach()
+  endif()
 endforeach()
-file(REMOVE "${DEPFILE}.part")
 if(bypassing)
   fail("a translation unit would compile the original of a patched header (its include path reaches the "
        "original first: add the header's folder to the target's own include directories, or include it with "
        "quotes from a folder under EDIT_ROOT):${bypassing}")
+endif()
+if(elsewhere)
+  fail("a rewritten copy would include other files of the project than its original (an include resolved "
+       "from the mirror finds another file first):${elsewhere}")
+endif()
+
+# Every other unit the build compiles into the target (a source given as a generator expression, or added
+# after lmfuse_rewrite(): the compile database lists it, the call never saw it) must read nothing of the
+# project: a model it includes would compile as the original, or beside a rewritten copy of itself.
+file(STRINGS "${UNITS_FILE}" known_units)
+set(unseen "")
+if(entries GREATER 0)
+  math(EXPR last "${entries} - 1")
+  foreach(i RANGE ${last})
+    string(JSON entry_file GET "${database}" ${i} file)
+    string(JSON command GET "${database}" ${i} command)
+    if(NOT command MATCHES "CMakeFiles/${TARGET}\\.dir/" OR entry_file IN_LIST known_units OR
+       entry_file IN_LIST SOURCES)
+      continue()
+    endif()
+    # A unity source includes the sources compiled as they are, which were checked above.
+    if(entry_file MATCHES "/CMakeFiles/${TARGET}\\.dir/Unity/")
+      continue()
+    endif()
+    command_of("${entry_file}" entry_flags)
+    files_read("${entry_file}" "${entry_flags}" "${entry_flags_directory}" all_reads)
+    project_files("${all_reads}" reads)
+    if(reads)
+      # Name a header it reads where there is one: the unit itself may be the only file of the project.
+      get_filename_component(real_entry "${entry_file}" REALPATH)
+      set(headers_read ${reads})
+      list(REMOVE_ITEM headers_read "${real_entry}")
+      if(headers_read)
+        list(GET headers_read 0 first_read)
+        list(APPEND unseen "\n  ${entry_file} (it reads ${first_read})")
+      else()
+        list(APPEND unseen "\n  ${entry_file} (it lies under EDIT_ROOT)")
+      endif()
+    endif()
+  endforeach()
+endif()
+file(REMOVE "${DEPFILE}.part")
+if(unseen)
+  fail("the target compiles units that lmfuse_rewrite() did not see, and they read files of the project under "
+       "EDIT_ROOT ${EDIT_ROOT}, which would compile as the originals: list each as a plain source of the target "
+       "before calling lmfuse_rewrite() (not through a generator expression, not added after the call):${unseen}")
 endif()
 file(COPY_FILE "${STAGE_AUDIT}" "${AUDIT}")
 file(WRITE "${DEPFILE}" "${first_copy}: ${dependencies}\n")

@@ -5,7 +5,7 @@
 #   -DSTEP=setup   installs BUILD_DIR into WORK/prefix and configures USAGE (all scenarios but
 #                  runtime_only) in WORK/build
 #   -DSTEP=<name>  builds and checks one scenario (header_two_units, include_src, logits_read,
-#                  autocast_cpu, already_patched, gcc_flag, loss_forms, runtime_only); include_src is also
+#                  autocast_cpu, already_patched, gcc_flag, loss_forms, build_guards, runtime_only); include_src is also
 #                  built where Clang is not, from the mirror its first build made (LMFUSE_REWRITTEN_DIR)
 #   -DBUILD_DIR=<lmfuse build> -DUSAGE=<tests/usage> -DWORK=<scratch> -DGENERATOR=<gen> -DTORCH_PREFIX=<Torch_DIR>
 cmake_minimum_required(VERSION 3.22)
@@ -198,6 +198,29 @@ elseif(STEP STREQUAL "logits_read")
   run_program("${build}/logits_read/usage_logits_rank" LMFUSE_DISABLE=1)
   if(NOT STATUS EQUAL 0 OR NOT OUT MATCHES "loss over dimension 1")
     message(FATAL_ERROR "logits_rank: with LMFUSE_DISABLE=1 the original must run (exit ${STATUS}):\n${OUT}")
+  endif()
+
+elseif(STEP STREQUAL "build_guards")
+  # Units lmfuse_rewrite never saw that read the model: the build fails naming them.
+  foreach(target IN ITEMS guard_unseen guard_late)
+    build_fails(${target})
+    if(NOT OUT MATCHES "did not see" OR NOT OUT MATCHES "unseen\\.cpp \\(it reads [^)]*model\\.h\\)")
+      message(FATAL_ERROR "${target}: the failed build does not name unseen.cpp and the model it reads:\n${OUT}")
+    endif()
+  endforeach()
+  # A source's own definitions reach the tool: the capped site is refused, so EXPECT_PATCHED 1 fails.
+  build_fails(guard_source_define)
+  if(NOT OUT MATCHES "logits-softcapped")
+    message(FATAL_ERROR "guard_source_define: the site capped under the source's definition was not refused:\n${OUT}")
+  endif()
+  # A quote include resolves in each copy as in its original (main.cpp's #error says otherwise).
+  step("${CMAKE_COMMAND}" --build "${build}" --target guard_quote)
+  # Unity build: the copy was parsed with its own command (-DNDEBUG), so the rebinding of h after the
+  # head was seen and the fused call reads the head's input from a local made before it.
+  step("${CMAKE_COMMAND}" --build "${build}" --target guard_unity)
+  file(READ "${build}/build_guards/lmfuse_rewritten/guard_unity/unity_model.cpp" copy)
+  if(NOT copy MATCHES "auto lmfuse_hidden = h;")
+    message(FATAL_ERROR "guard_unity: the copy does not keep the head's input before the NDEBUG rebinding:\n${copy}")
   endif()
 
 elseif(STEP STREQUAL "already_patched")

@@ -1,0 +1,2 @@
+#pragma once
+#define TRAIN_CONFIG 1

@@ -1,0 +1,2 @@
+#pragma once
+#define MODEL_CONFIG 1
