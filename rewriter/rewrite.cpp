@@ -54,13 +54,25 @@ public:
   explicit CallFinder(const std::string &Name) : Name(Name) {}
   bool shouldVisitLambdaBody() const { return true; }
   bool VisitCallExpr(CallExpr *Call) {
-    if (const FunctionDecl *Callee = Call->getDirectCallee())
-      Found = Found || Callee->getQualifiedNameAsString() == Name;
-    return !Found;
+    if (const FunctionDecl *Callee = Call->getDirectCallee(); Callee && Callee->getQualifiedNameAsString() == Name)
+      FoundCall = Call;
+    return !FoundCall;
   }
   const std::string &Name;
-  bool Found = false;
+  const CallExpr *FoundCall = nullptr;
 };
+
+/// The fused call a loss call is the fallback of (`<switch> ? lmfuse::linear_cross_entropy(...) : <loss>`,
+/// as the rewrite writes it), or null. Only such a loss is already patched: a fused call elsewhere in the
+/// function (a cross-check, another head) leaves this loss computing the original.
+const CallExpr *fusedCallBeside(const Expr *Loss, const PatternSet &Patterns, const AstQuery &Query) {
+  const auto *Conditional = Query.spelledParent(Loss).get<ConditionalOperator>();
+  if (!Conditional || AstQuery::spelled(Conditional->getFalseExpr()) != Loss)
+    return nullptr;
+  CallFinder Calls(Patterns.Replacement.Call);
+  Calls.TraverseStmt(const_cast<Expr *>(Conditional->getTrueExpr()));
+  return Calls.FoundCall;
+}
 
 /// A record of a site of Function whose location is Anchor's (its expansion, for macros).
 SiteRecord recordAt(const Expr *Anchor, const FunctionDecl *Function, const std::string &Loss,
@@ -137,7 +149,6 @@ TranslationUnitResult analyzeTranslationUnit(ASTContext &Context, const PatternS
 
   std::set<const CallExpr *> Seen;
   std::map<const FunctionDecl *, std::unique_ptr<VariableUses>> UsesByFunction;
-  std::map<const FunctionDecl *, bool> PatchedFunctions;
   std::map<const FunctionDecl *, int> HoistsByFunction;
   std::set<FileID> EditedFiles;
   SuppressionIndex Suppressions(SM);
@@ -182,20 +193,15 @@ TranslationUnitResult analyzeTranslationUnit(ASTContext &Context, const PatternS
     if (Site.Head)
       Record.Head = Site.Head->Text;
 
-    auto Patched = PatchedFunctions.find(Function);
-    if (Patched == PatchedFunctions.end()) {
-      CallFinder Calls(Patterns.Replacement.Call);
-      Calls.TraverseStmt(Function->getBody());
-      Patched = PatchedFunctions.emplace(Function, Calls.Found).first;
-    }
     bool Suppressed = Suppressions.isSuppressed(Loss->getBeginLoc()) ||
                       (Site.Head && Suppressions.isSuppressed(Site.Head->Call->getBeginLoc())) ||
                       (Site.Guard.If && Suppressions.isSuppressed(Site.Guard.If->getBeginLoc()));
 
-    if (Patched->second) {
+    if (const CallExpr *Fused = fusedCallBeside(Loss, Patterns, Query)) {
       Record.Status = SiteStatus::AlreadyPatched;
-      Record.Detail = "line " + std::to_string(Query.line(Loss->getBeginLoc())) + ": the function already calls " +
-                      Patterns.Replacement.Call + ".";
+      Record.Detail = "line " + std::to_string(Query.line(Fused->getBeginLoc())) + ": " + Patterns.Replacement.Call +
+                      " runs in place of the loss on line " + std::to_string(Query.line(Loss->getBeginLoc())) +
+                      ", which is its fallback.";
     } else if (Suppressed) {
       Record.Status = SiteStatus::Suppressed;
       Record.Detail = "line " + std::to_string(Query.line(Anchor->getBeginLoc())) +

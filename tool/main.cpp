@@ -371,6 +371,13 @@ int main(int argc, const char **argv) {
   for (const auto &[Option, Path] : Reports)
     if (std::binary_search(Result.FilesRead.begin(), Result.FilesRead.end(), Path))
       return fail(ExitSkipped, Option + " " + Path + " is a file the sources read: it would be overwritten");
+  // Nor where --out-dir writes the copy of one of them: the mirror and the report would replace each other.
+  if (!OutRoot.empty())
+    for (const auto &[Option, Path] : Reports)
+      for (const std::string &Read : Result.FilesRead)
+        if (lmfuse::tool::mirroredPath(Read, Root, OutRoot) == Path)
+          return fail(ExitSkipped, Option + " " + Path + " is where --out-dir writes the copy of " + Read +
+                                       ": one would overwrite the other");
 
   std::optional<AuditMirror> Mirror = writeSources(Result, Inputs, Root, OutRoot);
 

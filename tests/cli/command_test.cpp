@@ -258,6 +258,17 @@ TEST_CASE("report files over an input, unwritable or empty, and negative counts 
     CHECK(Tree.read("model.cpp") == Source);
     CHECK(Tree.read("extra.h") == "#pragma once\n");
   }
+  // With --out-dir, a report where the mirror writes the copy of a source or of a header it reads: the copy
+  // and the report would replace each other. Refused, and nothing is written.
+  Tree.write("out/keep", "");
+  for (const std::string &Copy : {Tree.path("out/model.cpp"), Tree.path("out/extra.h")}) {
+    ToolRun Run = runLmfuse(withFlags({"--out-dir", Tree.path("out"), "--edit-root", Tree.Root, "--audit", Copy, Model}, Tree));
+    INFO(Run.Err);
+    CHECK(Run.ExitCode == 2);
+    CHECK(countOf(Run.Err, "lmfuse: error: --audit " + Copy + " is where --out-dir writes the copy of ") == 1);
+    CHECK_FALSE(llvm::sys::fs::exists(Tree.path("out/model.cpp")));
+    CHECK_FALSE(llvm::sys::fs::exists(Tree.path("out/extra.h")));
+  }
   // Without --in-place an empty --out-dir was a dry run in disguise.
   ToolRun EmptyOut = runLmfuse(withFlags({"--out-dir=", Model}, Tree));
   CHECK(EmptyOut.ExitCode == 2);

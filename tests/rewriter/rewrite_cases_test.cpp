@@ -1531,6 +1531,33 @@ TEST_CASE("a function that calls only the fused loss is already patched", "[rewr
   CHECK(Result.Sites[0].Line == 21);  // the fused call
 }
 
+TEST_CASE("a loss beside a fused call elsewhere in its function is a site of its own", "[rewriter]") {
+  // A cross-check that calls the fused loss does not make the original loss fused: only a loss that is the
+  // fallback of a fused call is already patched.
+  RewriteResult Result = rewriteWithStubs(std::string(PatchedPrelude) + ModelOpen + R"(
+  torch::Tensor forward(torch::Tensor x, torch::Tensor labels) {
+    auto logits = lm_head(x);
+    auto loss = F::cross_entropy(logits.view({-1, 32}), labels.view(-1));
+    if (check_fused) {
+      auto reference = lmfuse::linear_cross_entropy(x, lm_head->weight, lm_head->bias, labels, lmfuse::LossOptions());
+      last_loss = reference;
+    }
+    return loss;
+  }
+  bool check_fused = false;
+)" + ModelClose);
+  INFO(Result.Diagnostics << describeSites(Result));
+  REQUIRE(Result.Parsed);
+  REQUIRE(Result.Sites.size() == 1);
+  CHECK(Result.Sites[0].Status == SiteStatus::Patched);
+  RewriteResult Again = rewriteWithStubs(Result.Code);
+  INFO(describeSites(Again));
+  REQUIRE(Again.Sites.size() == 1);
+  CHECK(Again.Sites[0].Status == SiteStatus::AlreadyPatched);
+  CHECK_THAT(Again.Sites[0].Detail, Catch::Matchers::Contains("which is its fallback"));
+  CHECK(Again.Code == Result.Code);
+}
+
 TEST_CASE("run-time options round-trip through the audit and the cache", "[rewriter][audit]") {
   RewriteResult Result = rewriteWithStubs(source(R"(
   double smoothing_ = 0.1;

@@ -51,6 +51,7 @@
 #include <vector>
 
 #include "backend.h"
+#include "call_key.h"
 #include "check.h"
 #include "compaction.h"
 #include "conditional.h"
@@ -172,27 +173,6 @@ struct Pipeline {
     }
   }
 };
-
-// Everything the recorded graph of a call depends on: sizes, options, every pointer (as bytes), and the
-// device's least tile-product fill, which picks the kernels of each product (a test lowers it between
-// calls with the same arguments).
-std::vector<unsigned char> callKey(const Problem& problem, const Options& options, const Outputs& outputs,
-                                   Workspace workspace, double tileMinimumFill) {
-  static_assert(std::is_trivially_copyable<Problem>::value && std::is_trivially_copyable<Options>::value &&
-                    std::is_trivially_copyable<Outputs>::value && std::is_trivially_copyable<Workspace>::value,
-                "the key copies the argument structs");
-  std::vector<unsigned char> key(sizeof problem + sizeof options + sizeof outputs + sizeof workspace +
-                                     sizeof tileMinimumFill,
-                                 0);
-  unsigned char* at = key.data();
-  for (auto [data, size] : {std::pair<const void*, std::size_t>{&problem, sizeof problem}, {&options, sizeof options},
-                            {&outputs, sizeof outputs}, {&workspace, sizeof workspace},
-                            {&tileMinimumFill, sizeof tileMinimumFill}}) {
-    std::memcpy(at, data, size);
-    at += size;
-  }
-  return key;
-}
 
 // The schedule of one call: the buffers of the workspace, and the passes that enqueue the work on `main`
 // (the caller's stream, or the stream recording it as a graph when compacting) and the side stream.
