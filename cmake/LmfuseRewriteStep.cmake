@@ -167,6 +167,10 @@ endif()
 file(STRINGS "${SOURCES_FILE}" SOURCES)
 file(STRINGS "${EXTRA_ARGS_FILE}" EXTRA_ARGS)
 
+# The target's name as a regular expression (a name may hold `+` or `.`): its object folder is
+# CMakeFiles/<target>.dir/.
+string(REGEX REPLACE "([][+.*()^$?|\\\\])" "\\\\\\1" target_pattern "${TARGET}")
+
 # The compile database: file -> command, read once.
 set(database "")
 if(COMPILE_COMMANDS AND EXISTS "${COMPILE_COMMANDS}")
@@ -190,7 +194,7 @@ function(command_of file out)
         continue()
       endif()
       string(JSON command GET "${database}" ${i} command)
-      if(NOT command MATCHES "CMakeFiles/${TARGET}\\.dir/")
+      if(NOT command MATCHES "CMakeFiles/${target_pattern}\\.dir/")
         continue()
       endif()
       string(JSON directory GET "${database}" ${i} directory)
@@ -529,12 +533,12 @@ if(entries GREATER 0)
   foreach(i RANGE ${last})
     string(JSON entry_file GET "${database}" ${i} file)
     string(JSON command GET "${database}" ${i} command)
-    if(NOT command MATCHES "CMakeFiles/${TARGET}\\.dir/" OR entry_file IN_LIST known_units OR
+    if(NOT command MATCHES "CMakeFiles/${target_pattern}\\.dir/" OR entry_file IN_LIST known_units OR
        entry_file IN_LIST SOURCES)
       continue()
     endif()
     # A unity source includes the sources compiled as they are, which were checked above.
-    if(entry_file MATCHES "/CMakeFiles/${TARGET}\\.dir/Unity/")
+    if(entry_file MATCHES "/CMakeFiles/${target_pattern}\\.dir/Unity/")
       continue()
     endif()
     command_of("${entry_file}" entry_flags)
