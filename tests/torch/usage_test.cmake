@@ -5,7 +5,8 @@
 #   -DSTEP=setup   installs BUILD_DIR into WORK/prefix and configures USAGE (all scenarios but
 #                  runtime_only) in WORK/build
 #   -DSTEP=<name>  builds and checks one scenario (header_two_units, include_src, logits_read,
-#                  autocast_cpu, already_patched, gcc_flag, loss_forms, build_guards, runtime_only); include_src is also
+#                  autocast_cpu, already_patched, gcc_flag, loss_forms, build_guards, stale_units, runtime_only);
+#                  stale_units configures a copy of its project of its own; include_src is also
 #                  built where Clang is not, from the mirror its first build made (LMFUSE_REWRITTEN_DIR)
 #   -DBUILD_DIR=<lmfuse build> -DUSAGE=<tests/usage> -DWORK=<scratch> -DGENERATOR=<gen> -DTORCH_PREFIX=<Torch_DIR>
 cmake_minimum_required(VERSION 3.22)
@@ -222,6 +223,30 @@ elseif(STEP STREQUAL "build_guards")
   if(NOT copy MATCHES "auto lmfuse_hidden = h;")
     message(FATAL_ERROR "guard_unity: the copy does not keep the head's input before the NDEBUG rebinding:\n${copy}")
   endif()
+
+elseif(STEP STREQUAL "stale_units")
+  # A copy of the project (its header is edited): built once with the site suppressed, then, after the NOLINT
+  # is removed, built once more: the generated unit outside EDIT_ROOT must recompile from the new copy.
+  set(stale "${WORK}/stale_units")
+  file(REMOVE_RECURSE "${stale}")
+  file(COPY "${USAGE}/stale_units" DESTINATION "${stale}")
+  set(tree "${stale}/stale_units")
+  step("${CMAKE_COMMAND}" -S "${tree}" -B "${stale}/build" -G "${GENERATOR}" -DCMAKE_BUILD_TYPE=Release
+       "-DCMAKE_PREFIX_PATH=${prefix}" "-DTorch_DIR=${TORCH_PREFIX}")
+  step("${CMAKE_COMMAND}" --build "${stale}/build")
+  run_program("${stale}/build/usage_stale_units")
+  if(NOT STATUS EQUAL 0 OR NOT OUT MATCHES "main: original, generated: original")
+    message(FATAL_ERROR "stale_units: with the site suppressed both units must run the original (exit ${STATUS}):\n${OUT}")
+  endif()
+  file(READ "${tree}/include/model.h" header)
+  string(REPLACE "  // NOLINT(lmfuse)" "" header "${header}")
+  file(WRITE "${tree}/include/model.h" "${header}")
+  step("${CMAKE_COMMAND}" --build "${stale}/build")
+  run_program("${stale}/build/usage_stale_units")
+  if(NOT STATUS EQUAL 0 OR NOT OUT MATCHES "main: fused, generated: fused")
+    message(FATAL_ERROR "stale_units: after the header edit and one build, both units must run fused (exit ${STATUS}):\n${OUT}")
+  endif()
+  message(STATUS "stale_units: ${OUT}")
 
 elseif(STEP STREQUAL "already_patched")
   set(audit "${build}/already_patched/lmfuse_rewritten/usage_already_patched/audit.json")
