@@ -22,13 +22,26 @@ function(fail)
   foreach(copy IN LISTS COPIES)
     file(REMOVE "${copy}")
   endforeach()
-  if(STAGE_AUDIT AND EXISTS "${STAGE_AUDIT}")
+  if(NOT AUDIT)
+  elseif(STAGE_AUDIT AND EXISTS "${STAGE_AUDIT}")
     file(COPY_FILE "${STAGE_AUDIT}" "${AUDIT}")
   else()
     file(REMOVE "${AUDIT}")
   endif()
   message(FATAL_ERROR "lmfuse_rewrite(${TARGET}): ${message}")
 endfunction()
+
+# The audit replaces only an earlier audit: any other file at AUDIT (a header, a source: AUDIT may name any
+# path) is left as it is, and the step writes nothing there, not even on failure.
+if(AUDIT AND EXISTS "${AUDIT}")
+  file(READ "${AUDIT}" existing)
+  string(JSON schema ERROR_VARIABLE not_json GET "${existing}" schema)
+  if(not_json OR NOT schema MATCHES "^lmfuse-audit/")
+    set(occupied "${AUDIT}")
+    set(AUDIT "")
+    fail("AUDIT ${occupied} is a file that is not an lmfuse audit; it is left as it is: name another path")
+  endif()
+endif()
 
 # The sites of an audit as "file:line: status reason: detail" lines, but those whose status is in `skip`.
 function(describe_sites audit_file skip out)

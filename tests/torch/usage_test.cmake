@@ -214,6 +214,13 @@ elseif(STEP STREQUAL "build_guards")
   if(NOT OUT MATCHES "logits-softcapped")
     message(FATAL_ERROR "guard_source_define: the site capped under the source's definition was not refused:\n${OUT}")
   endif()
+  # AUDIT naming a file that is not an audit: refused, and the file keeps its contents.
+  build_fails(guard_audit_path)
+  file(READ "${build}/build_guards/not_an_audit.txt" kept)
+  string(REGEX REPLACE "[ \t\r\n]+" " " flat "${OUT}")  # CMake wraps a message's lines
+  if(NOT flat MATCHES "is a file that is not an lmfuse audit" OR NOT kept STREQUAL "notes kept by hand\n")
+    message(FATAL_ERROR "guard_audit_path: the file AUDIT names was not left alone:\n${kept}\n${OUT}")
+  endif()
   # A quote include resolves in each copy as in its original (main.cpp's #error says otherwise).
   step("${CMAKE_COMMAND}" --build "${build}" --target guard_quote)
   # Unity build: the copy was parsed with its own command (-DNDEBUG), so the rebinding of h after the
