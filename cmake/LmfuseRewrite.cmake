@@ -387,18 +387,15 @@ $<JOIN:${global_flags},
     set_source_files_properties("${copy}" TARGET_DIRECTORY "${target}" PROPERTIES SKIP_UNITY_BUILD_INCLUSION ON)
   endforeach()
   # Units compiled as they are may include mirrored headers, which the step rewrites without declaring them
-  # (their list is known only once it ran): they recompile whenever it runs, as the copies do.
-  foreach(source IN LISTS kept)
-    if(NOT source MATCHES "\\$<")
-      set_property(SOURCE "${source}" TARGET_DIRECTORY "${target}" APPEND PROPERTY OBJECT_DEPENDS "${audit}")
-    endif()
-  endforeach()
-  # The units lmfuse_rewrite knows, for the step's check that the build compiles no other unit that reads a
-  # file under EDIT_ROOT (a source given as a generator expression, or added to the target after this call).
+  # (their list is known only once it ran): they recompile whenever it runs, as the copies do. They and the
+  # copies are the units lmfuse_rewrite knows, for the step's check that the build compiles no other unit
+  # that reads a file under EDIT_ROOT (a source given as a generator expression, or added after this call).
   set(known_units ${copies})
   foreach(source IN LISTS kept)
     if(NOT source MATCHES "\\$<")
+      # By absolute path: a relative one means the target's folder, which need not be this call's.
       get_filename_component(absolute "${source}" ABSOLUTE BASE_DIR "${target_source_dir}")
+      set_property(SOURCE "${absolute}" TARGET_DIRECTORY "${target}" APPEND PROPERTY OBJECT_DEPENDS "${audit}")
       list(APPEND known_units "${absolute}")
     endif()
   endforeach()
