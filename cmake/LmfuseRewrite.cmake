@@ -304,8 +304,8 @@ function(lmfuse_rewrite)
     else()
       target_compile_features(${originals_target} PRIVATE cxx_std_17)
     endif()
-    # The step takes the tool's flags from the compile database (the first copy's command, without the
-    # mirror's folders); without one (a generator that writes none), from this file, one flag per line.
+    # The step parses each source with its copy's command from the compile database (without the mirror's
+    # folders); without one (a generator that writes none), with this file's flags, one per line.
     set(includes "$<FILTER:$<TARGET_PROPERTY:${target},INCLUDE_DIRECTORIES>,EXCLUDE,^${not_mirror}(/|$)>")
     set(definitions "$<TARGET_PROPERTY:${target},COMPILE_DEFINITIONS>")
     set(options "$<TARGET_PROPERTY:${target},COMPILE_OPTIONS>")
