@@ -17,6 +17,12 @@
 #   call (COMPILE_DEFINITIONS, COMPILE_OPTIONS, COMPILE_FLAGS, INCLUDE_DIRECTORIES, ...), stays out of
 #   unity builds, and the tool parses each source with its copy's own compile command (from the compile
 #   database; with a generator that writes none, with the target's flags and the configuration's);
+# - every unit that reads a rewritten file must see each macro the project's files name (tested with
+#   #ifdef/#if or expanded, the audit's mirror.units) as the tool saw it: the step asks the build's own
+#   compiler, with the unit's own command (`-dM -E`), and fails naming the unit and the macro where a flag,
+#   the configuration or the compiler (`__clang__`) defines it otherwise, since the copy would then compile
+#   other code than was analysed (a macro from a library header is compared where that header is the one
+#   the tool read);
 # - every source must be visible to this call: the step fails naming any other unit the build compiles
 #   into the target (a source given as a generator expression, or added after this call) that reads a
 #   file under EDIT_ROOT, since it would compile the originals;
@@ -37,7 +43,7 @@
 # Where the tool cannot run (a machine without Clang), set LMFUSE_REWRITTEN_DIR to a folder holding a
 # mirror made elsewhere: <dir>/<target>/<path relative to EDIT_ROOT> plus <dir>/<target>/audit.json (a
 # copy of lmfuse_rewritten/ from a build that ran the tool). The audit lists every copy with the SHA-256
-# of the original it was made from (lmfuse-audit/2, `mirror`), and the mirror is compiled only while it
+# of the original it was made from (lmfuse-audit/2 and later, `mirror`), and the mirror is compiled only while it
 # was made from the sources as they are:
 # - configuring fails when the audit is missing or records no digests (nothing could tell the copies from
 #   stale ones), when it lists no copy of a source under EDIT_ROOT, or when a copy or original it lists
@@ -47,6 +53,11 @@
 #   missing from the mirror, and each file of the mirror the audit does not list (the bookkeeping of the
 #   build that made it aside); the fix is to re-run the tool where Clang is available and carry the new
 #   mirror. A failed check leaves no copy of a source and no audit, so the next build checks again;
+# - then every unit is checked as in the tool's own mode (above): the rewritten copies it reads, the project
+#   files it reads against its original's, the macros the analysis depended on against this build's
+#   compiler and flags (a mirror made under other flags, `-DSOFTCAP` or another build type whose NDEBUG
+#   the model tests, is refused naming the macro; one made against another version of a library is
+#   not compared on that library's macros), and no unseen unit reading the project's files;
 # - the check reruns when the audit, a listed copy or any listed original (a header too) changes or goes.
 include_guard(GLOBAL)
 
@@ -230,6 +241,51 @@ function(lmfuse_rewrite)
     get_filename_component(patterns "${ARG_PATTERNS}" ABSOLUTE BASE_DIR "${CMAKE_CURRENT_SOURCE_DIR}")
   endif()
 
+  # The step checks each unit with its command from the compile database (and parses each source with its
+  # copy's, without the mirror's folders); without one (a generator that writes none), with this file's
+  # flags, one per line.
+  string(REPLACE "." "\\." not_mirror "${out_dir}")
+  string(REPLACE "+" "\\+" not_mirror "${not_mirror}")
+  get_target_property(standard "${target}" CXX_STANDARD)
+  set(includes "$<FILTER:$<TARGET_PROPERTY:${target},INCLUDE_DIRECTORIES>,EXCLUDE,^${not_mirror}(/|$)>")
+  set(definitions "$<TARGET_PROPERTY:${target},COMPILE_DEFINITIONS>")
+  set(options "$<TARGET_PROPERTY:${target},COMPILE_OPTIONS>")
+  set(flags_file "${out_dir}/flags-$<CONFIG>.txt")
+  # CMAKE_CXX_FLAGS and the configuration's own (CMAKE_CXX_FLAGS_RELEASE: -O3 -DNDEBUG, which code may test).
+  set(global_flags "${CMAKE_CXX_FLAGS}")
+  set(configurations ${CMAKE_CONFIGURATION_TYPES} ${CMAKE_BUILD_TYPE} Debug Release RelWithDebInfo MinSizeRel)
+  list(REMOVE_DUPLICATES configurations)
+  foreach(configuration IN LISTS configurations)
+    string(TOUPPER "${configuration}" upper)
+    if(CMAKE_CXX_FLAGS_${upper})
+      string(APPEND global_flags " $<$<CONFIG:${configuration}>:${CMAKE_CXX_FLAGS_${upper}}>")
+    endif()
+  endforeach()
+  separate_arguments(global_flags UNIX_COMMAND "${global_flags}")
+  list(FILTER global_flags EXCLUDE REGEX "^$")
+  file(GENERATE OUTPUT "${flags_file}" CONTENT
+"-std=c++$<IF:$<BOOL:${standard}>,${standard},17>
+$<$<BOOL:${includes}>:-I$<JOIN:${includes},
+-I>>
+$<$<BOOL:${definitions}>:-D$<JOIN:${definitions},
+-D>>
+$<JOIN:${options},
+>
+$<JOIN:${global_flags},
+>
+")
+  # Lists travel to the step in files: a list of paths can outgrow a command line.
+  string(REPLACE ";" "\n" originals_lines "${originals}")
+  file(WRITE "${out_dir}/sources.txt" "${originals_lines}\n")
+  # What both modes of the step check every unit with: the build's compiler, its compile commands (or the
+  # flags file), the target's sources and the units it knows (units.txt, written below).
+  set(unit_check_arguments
+      "-DCOMPILE_COMMANDS=${CMAKE_BINARY_DIR}/compile_commands.json" "-DFLAGS_FILE=${flags_file}"
+      "-DSOURCES_FILE=${out_dir}/sources.txt" "-DSOURCE_ROOT=${CMAKE_CURRENT_SOURCE_DIR}"
+      "-DCXX=${CMAKE_CXX_COMPILER}" "-DUNITS_FILE=${out_dir}/units.txt" "-DBINARY_DIR=${CMAKE_BINARY_DIR}"
+      "-DPATTERNS=${patterns}")
+  set(unit_check_inputs "${flags_file}" "${out_dir}/sources.txt" "${out_dir}/units.txt")
+
   if(LMFUSE_REWRITTEN_DIR)
     # A mirror made elsewhere. Its audit lists every copy with the SHA-256 of the original it was made
     # from; the step (MODE=carried) checks each original against it before any copy reaches the build
@@ -272,9 +328,9 @@ function(lmfuse_rewrite)
       COMMAND "${CMAKE_COMMAND}" "-DMODE=carried" "-DTARGET=${target}" "-DFROM_DIR=${from_dir}"
               "-DCARRIED_AUDIT=${carried_audit}" "-DEDIT_ROOT=${real_root}" "-DOUT_DIR=${out_dir}"
               "-DCOPIES=${copies}" "-DAUDIT=${audit}" "-DEXPECT_PATCHED=${ARG_EXPECT_PATCHED}"
-              "-DDEPFILE=${out_dir}/rewrite.d"
+              "-DDEPFILE=${out_dir}/rewrite.d" ${unit_check_arguments}
               -P "${_LMFUSE_REWRITE_STEP}"
-      DEPENDS "${carried_audit}" ${listed_dependencies} "${_LMFUSE_REWRITE_STEP}"
+      DEPENDS "${carried_audit}" ${listed_dependencies} ${unit_check_inputs} "${_LMFUSE_REWRITE_STEP}"
       ${depfile_arguments}
       COMMENT "lmfuse: checking and using the rewritten sources of ${target} from ${LMFUSE_REWRITTEN_DIR}"
       VERBATIM)
@@ -291,70 +347,30 @@ function(lmfuse_rewrite)
     # database lists them, for `lmfuse -p <build dir>`.
     set(originals_target "${target}_lmfuse_originals")
     add_library(${originals_target} OBJECT EXCLUDE_FROM_ALL ${originals})
-    string(REPLACE "." "\\." not_mirror "${out_dir}")
-    string(REPLACE "+" "\\+" not_mirror "${not_mirror}")
     set_target_properties(${originals_target} PROPERTIES
-      INCLUDE_DIRECTORIES "$<FILTER:$<TARGET_PROPERTY:${target},INCLUDE_DIRECTORIES>,EXCLUDE,^${not_mirror}(/|$)>"
-      COMPILE_DEFINITIONS "$<TARGET_PROPERTY:${target},COMPILE_DEFINITIONS>"
-      COMPILE_OPTIONS "$<TARGET_PROPERTY:${target},COMPILE_OPTIONS>"
+      INCLUDE_DIRECTORIES "${includes}" COMPILE_DEFINITIONS "${definitions}" COMPILE_OPTIONS "${options}"
       EXPORT_COMPILE_COMMANDS ON)
-    get_target_property(standard "${target}" CXX_STANDARD)
     if(standard)
       set_target_properties(${originals_target} PROPERTIES CXX_STANDARD "${standard}")
     else()
       target_compile_features(${originals_target} PRIVATE cxx_std_17)
     endif()
-    # The step parses each source with its copy's command from the compile database (without the mirror's
-    # folders); without one (a generator that writes none), with this file's flags, one per line.
-    set(includes "$<FILTER:$<TARGET_PROPERTY:${target},INCLUDE_DIRECTORIES>,EXCLUDE,^${not_mirror}(/|$)>")
-    set(definitions "$<TARGET_PROPERTY:${target},COMPILE_DEFINITIONS>")
-    set(options "$<TARGET_PROPERTY:${target},COMPILE_OPTIONS>")
-    set(flags_file "${out_dir}/flags-$<CONFIG>.txt")
-    # CMAKE_CXX_FLAGS and the configuration's own (CMAKE_CXX_FLAGS_RELEASE: -O3 -DNDEBUG, which code may test).
-    set(global_flags "${CMAKE_CXX_FLAGS}")
-    set(configurations ${CMAKE_CONFIGURATION_TYPES} ${CMAKE_BUILD_TYPE} Debug Release RelWithDebInfo MinSizeRel)
-    list(REMOVE_DUPLICATES configurations)
-    foreach(configuration IN LISTS configurations)
-      string(TOUPPER "${configuration}" upper)
-      if(CMAKE_CXX_FLAGS_${upper})
-        string(APPEND global_flags " $<$<CONFIG:${configuration}>:${CMAKE_CXX_FLAGS_${upper}}>")
-      endif()
-    endforeach()
-    separate_arguments(global_flags UNIX_COMMAND "${global_flags}")
-    list(FILTER global_flags EXCLUDE REGEX "^$")
-    file(GENERATE OUTPUT "${flags_file}" CONTENT
-"-std=c++$<IF:$<BOOL:${standard}>,${standard},17>
-$<$<BOOL:${includes}>:-I$<JOIN:${includes},
--I>>
-$<$<BOOL:${definitions}>:-D$<JOIN:${definitions},
--D>>
-$<JOIN:${options},
->
-$<JOIN:${global_flags},
->
-")
     set(depfile_arguments "")
     set(depfile "${out_dir}/rewrite.d")
     if(CMAKE_GENERATOR MATCHES "Ninja|Makefiles")
       set(depfile_arguments DEPFILE "${depfile}")
     endif()
-    # Lists travel to the step in files: a list of paths can outgrow a command line.
-    string(REPLACE ";" "\n" originals_lines "${originals}")
     string(REPLACE ";" "\n" extra_lines "${ARG_EXTRA_ARGS}")
-    file(WRITE "${out_dir}/sources.txt" "${originals_lines}\n")
     file(WRITE "${out_dir}/extra-args.txt" "${extra_lines}\n")
     add_custom_command(
       OUTPUT ${copies} "${audit}"
-      COMMAND "${CMAKE_COMMAND}" "-DMODE=tool" "-DTARGET=${target}" "-DTOOL=${tool}" "-DPATTERNS=${patterns}"
-              "-DCOMPILE_COMMANDS=${CMAKE_BINARY_DIR}/compile_commands.json"
-              "-DFLAGS_FILE=${flags_file}" "-DSOURCES_FILE=${out_dir}/sources.txt"
+      COMMAND "${CMAKE_COMMAND}" "-DMODE=tool" "-DTARGET=${target}" "-DTOOL=${tool}"
               "-DEXTRA_ARGS_FILE=${out_dir}/extra-args.txt" "-DCOPIES=${copies}"
-              "-DSOURCE_ROOT=${CMAKE_CURRENT_SOURCE_DIR}" "-DEDIT_ROOT=${edit_root}" "-DOUT_DIR=${out_dir}"
-              "-DAUDIT=${audit}" "-DEXPECT_PATCHED=${ARG_EXPECT_PATCHED}" "-DCXX=${CMAKE_CXX_COMPILER}"
-              "-DDEPFILE=${depfile}" "-DUNITS_FILE=${out_dir}/units.txt" "-DBINARY_DIR=${CMAKE_BINARY_DIR}"
+              "-DEDIT_ROOT=${edit_root}" "-DOUT_DIR=${out_dir}"
+              "-DAUDIT=${audit}" "-DEXPECT_PATCHED=${ARG_EXPECT_PATCHED}"
+              "-DDEPFILE=${depfile}" ${unit_check_arguments}
               -P "${_LMFUSE_REWRITE_STEP}"
-      DEPENDS ${originals} "${patterns}" "${flags_file}" "${out_dir}/sources.txt" "${out_dir}/extra-args.txt"
-              "${out_dir}/units.txt"
+      DEPENDS ${originals} "${patterns}" "${out_dir}/extra-args.txt" ${unit_check_inputs}
               "${_LMFUSE_REWRITE_STEP}" $<$<TARGET_EXISTS:lmfuse>:lmfuse>
       ${depfile_arguments}
       COMMENT "lmfuse: rewriting the sources of ${target}"

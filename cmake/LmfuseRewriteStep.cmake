@@ -1,14 +1,19 @@
 # The build step behind lmfuse_rewrite() (cmake -P): runs the lmfuse tool over all of a target's sources
-# into a staging mirror of EDIT_ROOT, moves the mirror into place, checks that every unit of the target
-# reads the rewritten copy of each patched header, and writes the audit and a depfile of the headers the
-# sources include. With a mirror made elsewhere (MODE=carried) it instead checks every carried copy against
-# its original (the SHA-256 the carried audit records) and only then copies the mirror into place. Nothing
-# is half-written: on any failure the copies are removed (so the next build runs the step again), the audit
-# is the failed run's own (or none), and the build stops with the reasons.
+# into a staging mirror of EDIT_ROOT and moves the mirror into place, or, with a mirror made elsewhere
+# (MODE=carried), checks every carried copy against its original (the SHA-256 the carried audit records) and
+# only then copies it into place. Then, in both modes, every unit of the target as the build compiles it
+# (its own command, the build's own compiler) must: read the rewritten copy of each patched header; read
+# the same files of the project as its original; see every macro the rewrite's analysis depended on as the
+# tool saw it (the audit's mirror.units: a flag, a compiler or a library header that defines one otherwise
+# compiles other code than was analysed); and no unit the call never saw may read a file under EDIT_ROOT.
+# Last, the audit and a depfile of what the units read. Nothing is half-written: on any failure the copies
+# are removed (so the next build runs the step again), the audit is the failed run's own (or none), and the
+# build stops with the reasons.
 #
-# MODE=tool:    TARGET TOOL PATTERNS COMPILE_COMMANDS FLAGS_FILE SOURCES_FILE EXTRA_ARGS_FILE COPIES
-#               SOURCE_ROOT EDIT_ROOT OUT_DIR AUDIT EXPECT_PATCHED CXX DEPFILE UNITS_FILE BINARY_DIR
-# MODE=carried: TARGET FROM_DIR CARRIED_AUDIT EDIT_ROOT OUT_DIR COPIES AUDIT EXPECT_PATCHED DEPFILE
+# Both modes: TARGET EDIT_ROOT OUT_DIR COPIES AUDIT EXPECT_PATCHED DEPFILE COMPILE_COMMANDS FLAGS_FILE
+#             SOURCES_FILE SOURCE_ROOT CXX UNITS_FILE BINARY_DIR PATTERNS (carried: where there is one)
+# MODE=tool:    TOOL EXTRA_ARGS_FILE
+# MODE=carried: FROM_DIR CARRIED_AUDIT
 cmake_minimum_required(VERSION 3.22)
 
 # The files of lmfuse_rewritten/<target>/ that are no copies: the audit, the step's inputs, its stage (the
@@ -81,118 +86,11 @@ function(describe_sites audit_file skip out)
   set(${out} "${lines}" PARENT_SCOPE)
 endfunction()
 
-if(MODE STREQUAL "carried")
-  # A mirror made elsewhere (sources and the headers mirrored beside them) is compiled only if it was made
-  # from the sources as they are now: every copy its audit lists must have an original under EDIT_ROOT with
-  # the SHA-256 the audit recorded, and every file of the mirror but the bookkeeping must be such a copy.
-  # All of it is checked before anything is copied into the build tree.
-  string(CONCAT rerun "Re-run the lmfuse tool over the sources where Clang is available (a build without "
-                      "LMFUSE_REWRITTEN_DIR writes lmfuse_rewritten/${TARGET}/) and carry that folder here.")
-  if(NOT EXISTS "${CARRIED_AUDIT}")
-    fail("there is no audit ${CARRIED_AUDIT} to check the carried copies against. ${rerun}")
-  endif()
-  file(READ "${CARRIED_AUDIT}" carried_audit)
-  string(JSON count ERROR_VARIABLE error LENGTH "${carried_audit}" mirror files)
-  if(error)
-    fail("the audit ${CARRIED_AUDIT} records no digest of the originals (mirror.files, lmfuse-audit/2). ${rerun}")
-  endif()
-  set(listed "")
-  set(problems "")
-  if(count GREATER 0)
-    math(EXPR last "${count} - 1")
-    foreach(i RANGE ${last})
-      string(JSON relative ERROR_VARIABLE e1 GET "${carried_audit}" mirror files ${i} path)
-      string(JSON recorded ERROR_VARIABLE e2 GET "${carried_audit}" mirror files ${i} sha256)
-      string(JSON recorded_copy ERROR_VARIABLE e3 GET "${carried_audit}" mirror files ${i} copy_sha256)
-      # The tool writes paths under the mirrored root only; anything else could copy outside the mirror.
-      if(e1 OR e2 OR e3 OR relative STREQUAL "" OR IS_ABSOLUTE "${relative}" OR relative MATCHES "(^|/)\\.\\.(/|$)")
-        fail("the audit ${CARRIED_AUDIT} has a malformed mirror.files entry (#${i}). ${rerun}")
-      endif()
-      list(APPEND listed "${relative}")
-      if(NOT EXISTS "${FROM_DIR}/${relative}")
-        string(APPEND problems "\n  ${FROM_DIR}/${relative} is missing (the audit lists a copy of ${relative})")
-      else()
-        # A copy cut short on the way (a full disk) or edited since the tool wrote it is not what was checked.
-        file(SHA256 "${FROM_DIR}/${relative}" digest)
-        if(NOT digest STREQUAL recorded_copy)
-          string(APPEND problems "\n  ${FROM_DIR}/${relative} is not the copy the tool wrote (SHA-256 ${digest}; "
-                                 "the audit recorded ${recorded_copy}): cut short or edited since")
-        endif()
-      endif()
-      set(original "${EDIT_ROOT}/${relative}")
-      if(NOT EXISTS "${original}" OR IS_DIRECTORY "${original}")
-        string(APPEND problems "\n  ${original} no longer exists (the mirror holds a copy of it)")
-      else()
-        file(SHA256 "${original}" digest)
-        if(NOT digest STREQUAL recorded)
-          string(APPEND problems "\n  ${original} has changed since its copy was made (SHA-256 ${digest}; "
-                                 "the audit recorded ${recorded})")
-        endif()
-      endif()
-    endforeach()
-  endif()
-  file(GLOB_RECURSE carried_files LIST_DIRECTORIES false RELATIVE "${FROM_DIR}" "${FROM_DIR}/*")
-  foreach(relative IN LISTS carried_files)
-    if(NOT relative IN_LIST listed AND NOT relative MATCHES "^(${bookkeeping})(/.*)?$")
-      string(APPEND problems "\n  ${FROM_DIR}/${relative} is not a copy the audit lists")
-    endif()
-  endforeach()
-  if(problems)
-    fail("the rewritten copies in ${FROM_DIR} were not made from the sources as they are now:${problems}\n${rerun}")
-  endif()
-  if(NOT EXPECT_PATCHED STREQUAL "")
-    # The tool's count: sites patched or already patched.
-    string(JSON patched ERROR_VARIABLE e1 GET "${carried_audit}" summary patched)
-    string(JSON already ERROR_VARIABLE e2 GET "${carried_audit}" summary already_patched)
-    if(e1)
-      fail("the carried audit ${CARRIED_AUDIT} has no summary.patched count")
-    endif()
-    if(e2)
-      set(already 0)
-    endif()
-    math(EXPR done "${patched} + ${already}")
-    if(done LESS EXPECT_PATCHED)
-      describe_sites("${CARRIED_AUDIT}" "patched;already_patched" reasons)
-      fail("the carried sources have ${done} sites patched or already patched, fewer than EXPECT_PATCHED ${EXPECT_PATCHED}:${reasons}")
-    endif()
-  endif()
-  # Checked: the carried copies replace the previous mirror (stale copies of files no longer listed go too).
-  file(GLOB previous LIST_DIRECTORIES true "${OUT_DIR}/*")
-  list(FILTER previous EXCLUDE REGEX "/(${bookkeeping})$")
-  if(previous)
-    file(REMOVE_RECURSE ${previous})
-  endif()
-  foreach(relative IN LISTS listed)
-    get_filename_component(folder "${OUT_DIR}/${relative}" DIRECTORY)
-    make_folder("${folder}")
-    file(COPY_FILE "${FROM_DIR}/${relative}" "${OUT_DIR}/${relative}" RESULT copied)
-    if(NOT copied EQUAL 0)
-      fail("cannot copy ${FROM_DIR}/${relative} into ${OUT_DIR}: ${copied}")
-    endif()
-  endforeach()
-  file(COPY_FILE "${CARRIED_AUDIT}" "${AUDIT}" ONLY_IF_DIFFERENT RESULT copied)
-  if(NOT copied EQUAL 0)
-    fail("cannot copy the audit ${CARRIED_AUDIT} to ${AUDIT}: ${copied}")
-  endif()
-  # The step runs again when a listed copy or its original changes or goes.
-  set(dependencies "")
-  foreach(relative IN LISTS listed)
-    foreach(path IN ITEMS "${FROM_DIR}/${relative}" "${EDIT_ROOT}/${relative}")
-      string(REPLACE " " "\\ " path "${path}")
-      string(APPEND dependencies " \\\n  ${path}")
-    endforeach()
-  endforeach()
-  list(GET COPIES 0 first_copy)
-  file(WRITE "${DEPFILE}" "${first_copy}:${dependencies}\n")
-  return()
-endif()
-
-if(NOT MODE STREQUAL "tool")
+if(NOT MODE MATCHES "^(tool|carried)$")
   message(FATAL_ERROR "LmfuseRewriteStep.cmake: MODE must be tool or carried")
 endif()
 
 file(STRINGS "${SOURCES_FILE}" SOURCES)
-file(STRINGS "${EXTRA_ARGS_FILE}" EXTRA_ARGS)
 
 # The target's name as a regular expression (a name may hold `+` or `.`): its object folder is
 # CMakeFiles/<target>.dir/.
@@ -321,36 +219,6 @@ foreach(source IN LISTS SOURCES)
   list(APPEND source_folders "${folder}")
 endforeach()
 
-# Each source is parsed with the command its unit is compiled with (the copy's, without the mirror's
-# folders: the tool reads the originals), through a compile database of this step's own; each unit
-# compiles with its own flags (a source's COMPILE_DEFINITIONS, the configuration's flags), and the tool
-# must see what the unit will compile. Without a command for every unit (a generator that writes no
-# compile database), one set of flags for all: the first copy's, else the generated flags file (one
-# flag per line; SHELL: entries hold several arguments).
-set(database_entries "[]")
-set(database_complete ON)
-set(index 0)
-foreach(source IN LISTS SOURCES)
-  unit_of("${source}" unit)
-  command_of("${unit}" unit_arguments)
-  if(NOT unit_arguments)
-    set(database_complete OFF)
-    break()
-  endif()
-  without_mirror("${unit_arguments}" original_arguments)
-  set(arguments "[]")
-  set(position 0)
-  foreach(word IN ITEMS "${CXX}" ${original_arguments} "${source}")
-    json_string("${word}" quoted)
-    string(JSON arguments SET "${arguments}" ${position} "${quoted}")
-    math(EXPR position "${position} + 1")
-  endforeach()
-  json_string("${unit_arguments_directory}" directory)
-  json_string("${source}" file)
-  string(JSON database_entries SET "${database_entries}" ${index}
-         "{\"directory\": ${directory}, \"file\": ${file}, \"arguments\": ${arguments}}")
-  math(EXPR index "${index} + 1")
-endforeach()
 set(flags "")
 list(GET COPIES 0 first_copy)
 command_of("${first_copy}" copy_flags)
@@ -369,82 +237,209 @@ else()
     endif()
   endforeach()
 endif()
-set(compile_flags -- ${flags})
-if(database_complete)
-  file(WRITE "${OUT_DIR}/.database/compile_commands.json" "${database_entries}\n")
-  set(compile_flags -p "${OUT_DIR}/.database")
-endif()
-
-# EXTRA_ARGS: the tool's own --extra-arg where it has one, else appended to the flags.
-execute_process(COMMAND "${TOOL}" --help OUTPUT_VARIABLE help ERROR_QUIET)
-set(extra "")
-if(help MATCHES "extra-arg")
-  foreach(argument IN LISTS EXTRA_ARGS)
-    list(APPEND extra "--extra-arg=${argument}")
+if(MODE STREQUAL "carried")
+  # A mirror made elsewhere (sources and the headers mirrored beside them) is compiled only if it was made
+  # from the sources as they are now: every copy its audit lists must have an original under EDIT_ROOT with
+  # the SHA-256 the audit recorded, and every file of the mirror but the bookkeeping must be such a copy.
+  # All of it is checked before anything is copied into the build tree.
+  string(CONCAT rerun "Re-run the lmfuse tool over the sources where Clang is available (a build without "
+                      "LMFUSE_REWRITTEN_DIR writes lmfuse_rewritten/${TARGET}/) and carry that folder here.")
+  if(NOT EXISTS "${CARRIED_AUDIT}")
+    fail("there is no audit ${CARRIED_AUDIT} to check the carried copies against. ${rerun}")
+  endif()
+  file(READ "${CARRIED_AUDIT}" carried_audit)
+  string(JSON count ERROR_VARIABLE error LENGTH "${carried_audit}" mirror files)
+  if(error)
+    fail("the audit ${CARRIED_AUDIT} records no digest of the originals (mirror.files, lmfuse-audit/2). ${rerun}")
+  endif()
+  set(listed "")
+  set(problems "")
+  if(count GREATER 0)
+    math(EXPR last "${count} - 1")
+    foreach(i RANGE ${last})
+      string(JSON relative ERROR_VARIABLE e1 GET "${carried_audit}" mirror files ${i} path)
+      string(JSON recorded ERROR_VARIABLE e2 GET "${carried_audit}" mirror files ${i} sha256)
+      string(JSON recorded_copy ERROR_VARIABLE e3 GET "${carried_audit}" mirror files ${i} copy_sha256)
+      # The tool writes paths under the mirrored root only; anything else could copy outside the mirror.
+      if(e1 OR e2 OR e3 OR relative STREQUAL "" OR IS_ABSOLUTE "${relative}" OR relative MATCHES "(^|/)\\.\\.(/|$)")
+        fail("the audit ${CARRIED_AUDIT} has a malformed mirror.files entry (#${i}). ${rerun}")
+      endif()
+      list(APPEND listed "${relative}")
+      if(NOT EXISTS "${FROM_DIR}/${relative}")
+        string(APPEND problems "\n  ${FROM_DIR}/${relative} is missing (the audit lists a copy of ${relative})")
+      else()
+        # A copy cut short on the way (a full disk) or edited since the tool wrote it is not what was checked.
+        file(SHA256 "${FROM_DIR}/${relative}" digest)
+        if(NOT digest STREQUAL recorded_copy)
+          string(APPEND problems "\n  ${FROM_DIR}/${relative} is not the copy the tool wrote (SHA-256 ${digest}; "
+                                 "the audit recorded ${recorded_copy}): cut short or edited since")
+        endif()
+      endif()
+      set(original "${EDIT_ROOT}/${relative}")
+      if(NOT EXISTS "${original}" OR IS_DIRECTORY "${original}")
+        string(APPEND problems "\n  ${original} no longer exists (the mirror holds a copy of it)")
+      else()
+        file(SHA256 "${original}" digest)
+        if(NOT digest STREQUAL recorded)
+          string(APPEND problems "\n  ${original} has changed since its copy was made (SHA-256 ${digest}; "
+                                 "the audit recorded ${recorded})")
+        endif()
+      endif()
+    endforeach()
+  endif()
+  file(GLOB_RECURSE carried_files LIST_DIRECTORIES false RELATIVE "${FROM_DIR}" "${FROM_DIR}/*")
+  foreach(relative IN LISTS carried_files)
+    if(NOT relative IN_LIST listed AND NOT relative MATCHES "^(${bookkeeping})(/.*)?$")
+      string(APPEND problems "\n  ${FROM_DIR}/${relative} is not a copy the audit lists")
+    endif()
   endforeach()
-elseif(NOT database_complete)
-  list(APPEND compile_flags ${EXTRA_ARGS})
+  if(problems)
+    fail("the rewritten copies in ${FROM_DIR} were not made from the sources as they are now:${problems}\n${rerun}")
+  endif()
+  if(NOT EXPECT_PATCHED STREQUAL "")
+    # The tool's count: sites patched or already patched.
+    string(JSON patched ERROR_VARIABLE e1 GET "${carried_audit}" summary patched)
+    string(JSON already ERROR_VARIABLE e2 GET "${carried_audit}" summary already_patched)
+    if(e1)
+      fail("the carried audit ${CARRIED_AUDIT} has no summary.patched count")
+    endif()
+    if(e2)
+      set(already 0)
+    endif()
+    math(EXPR done "${patched} + ${already}")
+    if(done LESS EXPECT_PATCHED)
+      describe_sites("${CARRIED_AUDIT}" "patched;already_patched" reasons)
+      fail("the carried sources have ${done} sites patched or already patched, fewer than EXPECT_PATCHED ${EXPECT_PATCHED}:${reasons}")
+    endif()
+  endif()
+  # Checked: the carried copies replace the previous mirror (stale copies of files no longer listed go too).
+  file(GLOB previous LIST_DIRECTORIES true "${OUT_DIR}/*")
+  list(FILTER previous EXCLUDE REGEX "/(${bookkeeping})$")
+  if(previous)
+    file(REMOVE_RECURSE ${previous})
+  endif()
+  foreach(relative IN LISTS listed)
+    get_filename_component(folder "${OUT_DIR}/${relative}" DIRECTORY)
+    make_folder("${folder}")
+    file(COPY_FILE "${FROM_DIR}/${relative}" "${OUT_DIR}/${relative}" RESULT copied)
+    if(NOT copied EQUAL 0)
+      fail("cannot copy ${FROM_DIR}/${relative} into ${OUT_DIR}: ${copied}")
+    endif()
+  endforeach()
+  set(result_audit "${CARRIED_AUDIT}")
 else()
-  fail("the lmfuse tool ${TOOL} has no --extra-arg, which EXTRA_ARGS need")
-endif()
+  file(STRINGS "${EXTRA_ARGS_FILE}" EXTRA_ARGS)
 
-# The stage keeps the tool's cache (.lmfuse-cache) between runs; everything else in it is this run's.
-set(stage "${OUT_DIR}/.stage")
-file(GLOB stale LIST_DIRECTORIES true "${stage}/*")
-list(FILTER stale EXCLUDE REGEX "/\\.lmfuse-cache$")
-if(stale)
-  file(REMOVE_RECURSE ${stale})
-endif()
-make_folder("${stage}")
-set(STAGE_AUDIT "${stage}/audit.json")
-set(expect "")
-if(NOT EXPECT_PATCHED STREQUAL "")
-  set(expect --expect-patched "${EXPECT_PATCHED}")
-endif()
-execute_process(
-  COMMAND "${TOOL}" --out-dir "${stage}" --edit-root "${EDIT_ROOT}" --audit "${STAGE_AUDIT}"
-          --patterns "${PATTERNS}" ${expect} ${extra} ${SOURCES} ${compile_flags}
-  WORKING_DIRECTORY "${SOURCE_ROOT}"
-  RESULT_VARIABLE status
-  OUTPUT_VARIABLE output
-  ERROR_VARIABLE output)
-# Every site that did not end patched, from this run's audit, follows the tool's own message.
-describe_sites("${STAGE_AUDIT}" "patched;already_patched" reasons)
-if(status EQUAL 3)
-  # The tool's own check (--expect-patched): its count, its list of sites and reasons.
-  fail("fewer than EXPECT_PATCHED ${EXPECT_PATCHED} sites were patched or already patched:${reasons}\n${output}")
-elseif(NOT status EQUAL 0)
-  fail("the lmfuse tool failed (exit ${status}):${reasons}\n${output}")
-endif()
-if(NOT EXISTS "${STAGE_AUDIT}")
-  fail("the lmfuse tool wrote no audit (${STAGE_AUDIT})")
-endif()
-
-# The mirror: staged files replace the previous run's (stale copies of files no longer read go too).
-file(GLOB previous LIST_DIRECTORIES true "${OUT_DIR}/*")
-list(FILTER previous EXCLUDE REGEX "/(${bookkeeping})$")
-if(previous)
-  file(REMOVE_RECURSE ${previous})
-endif()
-file(GLOB_RECURSE staged LIST_DIRECTORIES false RELATIVE "${stage}" "${stage}/*")
-list(FILTER staged EXCLUDE REGEX "^(audit\\.json|\\.lmfuse-cache/.*)$")
-foreach(relative IN LISTS staged)
-  get_filename_component(folder "${OUT_DIR}/${relative}" DIRECTORY)
-  make_folder("${folder}")
-  file(COPY_FILE "${stage}/${relative}" "${OUT_DIR}/${relative}" RESULT copied)
-  if(NOT copied EQUAL 0)
-    fail("cannot copy ${stage}/${relative} into ${OUT_DIR}: ${copied}")
+  # Each source is parsed with the command its unit is compiled with (the copy's, without the mirror's
+  # folders: the tool reads the originals), through a compile database of this step's own; each unit
+  # compiles with its own flags (a source's COMPILE_DEFINITIONS, the configuration's flags), and the tool
+  # must see what the unit will compile. Without a command for every unit (a generator that writes no
+  # compile database), one set of flags for all: the first copy's, else the generated flags file (one
+  # flag per line; SHELL: entries hold several arguments).
+  set(database_entries "[]")
+  set(database_complete ON)
+  set(index 0)
+  foreach(source IN LISTS SOURCES)
+    unit_of("${source}" unit)
+    command_of("${unit}" unit_arguments)
+    if(NOT unit_arguments)
+      set(database_complete OFF)
+      break()
+    endif()
+    without_mirror("${unit_arguments}" original_arguments)
+    set(arguments "[]")
+    set(position 0)
+    foreach(word IN ITEMS "${CXX}" ${original_arguments} "${source}")
+      json_string("${word}" quoted)
+      string(JSON arguments SET "${arguments}" ${position} "${quoted}")
+      math(EXPR position "${position} + 1")
+    endforeach()
+    json_string("${unit_arguments_directory}" directory)
+    json_string("${source}" file)
+    string(JSON database_entries SET "${database_entries}" ${index}
+           "{\"directory\": ${directory}, \"file\": ${file}, \"arguments\": ${arguments}}")
+    math(EXPR index "${index} + 1")
+  endforeach()
+  set(compile_flags -- ${flags})
+  if(database_complete)
+    file(WRITE "${OUT_DIR}/.database/compile_commands.json" "${database_entries}\n")
+    set(compile_flags -p "${OUT_DIR}/.database")
   endif()
-endforeach()
-foreach(copy IN LISTS COPIES)
-  if(NOT EXISTS "${copy}")
-    fail("the lmfuse tool mirrored no copy of ${copy}")
-  endif()
-endforeach()
 
-# The files the tool rewrote: the patched sites' files (absolute).
+  # EXTRA_ARGS: the tool's own --extra-arg where it has one, else appended to the flags.
+  execute_process(COMMAND "${TOOL}" --help OUTPUT_VARIABLE help ERROR_QUIET)
+  set(extra "")
+  if(help MATCHES "extra-arg")
+    foreach(argument IN LISTS EXTRA_ARGS)
+      list(APPEND extra "--extra-arg=${argument}")
+    endforeach()
+  elseif(NOT database_complete)
+    list(APPEND compile_flags ${EXTRA_ARGS})
+  else()
+    fail("the lmfuse tool ${TOOL} has no --extra-arg, which EXTRA_ARGS need")
+  endif()
+
+  # The stage keeps the tool's cache (.lmfuse-cache) between runs; everything else in it is this run's.
+  set(stage "${OUT_DIR}/.stage")
+  file(GLOB stale LIST_DIRECTORIES true "${stage}/*")
+  list(FILTER stale EXCLUDE REGEX "/\\.lmfuse-cache$")
+  if(stale)
+    file(REMOVE_RECURSE ${stale})
+  endif()
+  make_folder("${stage}")
+  set(STAGE_AUDIT "${stage}/audit.json")
+  set(expect "")
+  if(NOT EXPECT_PATCHED STREQUAL "")
+    set(expect --expect-patched "${EXPECT_PATCHED}")
+  endif()
+  execute_process(
+    COMMAND "${TOOL}" --out-dir "${stage}" --edit-root "${EDIT_ROOT}" --audit "${STAGE_AUDIT}"
+            --patterns "${PATTERNS}" ${expect} ${extra} ${SOURCES} ${compile_flags}
+    WORKING_DIRECTORY "${SOURCE_ROOT}"
+    RESULT_VARIABLE status
+    OUTPUT_VARIABLE output
+    ERROR_VARIABLE output)
+  # Every site that did not end patched, from this run's audit, follows the tool's own message.
+  describe_sites("${STAGE_AUDIT}" "patched;already_patched" reasons)
+  if(status EQUAL 3)
+    # The tool's own check (--expect-patched): its count, its list of sites and reasons.
+    fail("fewer than EXPECT_PATCHED ${EXPECT_PATCHED} sites were patched or already patched:${reasons}\n${output}")
+  elseif(NOT status EQUAL 0)
+    fail("the lmfuse tool failed (exit ${status}):${reasons}\n${output}")
+  endif()
+  if(NOT EXISTS "${STAGE_AUDIT}")
+    fail("the lmfuse tool wrote no audit (${STAGE_AUDIT})")
+  endif()
+
+  # The mirror: staged files replace the previous run's (stale copies of files no longer read go too).
+  file(GLOB previous LIST_DIRECTORIES true "${OUT_DIR}/*")
+  list(FILTER previous EXCLUDE REGEX "/(${bookkeeping})$")
+  if(previous)
+    file(REMOVE_RECURSE ${previous})
+  endif()
+  file(GLOB_RECURSE staged LIST_DIRECTORIES false RELATIVE "${stage}" "${stage}/*")
+  list(FILTER staged EXCLUDE REGEX "^(audit\\.json|\\.lmfuse-cache/.*)$")
+  foreach(relative IN LISTS staged)
+    get_filename_component(folder "${OUT_DIR}/${relative}" DIRECTORY)
+    make_folder("${folder}")
+    file(COPY_FILE "${stage}/${relative}" "${OUT_DIR}/${relative}" RESULT copied)
+    if(NOT copied EQUAL 0)
+      fail("cannot copy ${stage}/${relative} into ${OUT_DIR}: ${copied}")
+    endif()
+  endforeach()
+  foreach(copy IN LISTS COPIES)
+    if(NOT EXISTS "${copy}")
+      fail("the lmfuse tool mirrored no copy of ${copy}")
+    endif()
+  endforeach()
+  set(result_audit "${STAGE_AUDIT}")
+endif()
+
+# The files the tool rewrote: the patched sites' files, by real path here (a carried audit names the files
+# where the tool ran: under its mirror.root, which stands for EDIT_ROOT).
 set(patched_files "")
-file(READ "${STAGE_AUDIT}" audit)
+file(READ "${result_audit}" audit)
+string(JSON audit_root ERROR_VARIABLE error GET "${audit}" mirror root)
 string(JSON count ERROR_VARIABLE error LENGTH "${audit}" sites)
 if(NOT error AND count GREATER 0)
   math(EXPR last "${count} - 1")
@@ -452,6 +447,12 @@ if(NOT error AND count GREATER 0)
     string(JSON site_status GET "${audit}" sites ${i} status)
     if(site_status STREQUAL "patched")
       string(JSON site_file GET "${audit}" sites ${i} file)
+      if(audit_root)
+        file(RELATIVE_PATH in_root "${audit_root}" "${site_file}")
+        if(NOT in_root MATCHES "^\\.\\./")
+          set(site_file "${real_edit_root}/${in_root}")
+        endif()
+      endif()
       get_filename_component(site_file "${site_file}" REALPATH BASE_DIR "${SOURCE_ROOT}")
       list(APPEND patched_files "${site_file}")
     endif()
@@ -479,12 +480,125 @@ function(project_files files out)
   set(${out} "${result}" PARENT_SCOPE)
 endfunction()
 
+# The units the audit records macros of (mirror.units): a unit under EDIT_ROOT by its path there, one
+# outside it (generated into a build folder, which lies elsewhere where the mirror was made) by the SHA-256
+# of its contents.
+string(JSON unit_records ERROR_VARIABLE no_units GET "${audit}" mirror units)
+if(no_units)
+  fail("the audit ${result_audit} records no macros of its units (mirror.units, lmfuse-audit/3), so what the "
+       "rewrite's analysis depended on cannot be checked against this build. Re-run the lmfuse tool over the "
+       "sources (a build without LMFUSE_REWRITTEN_DIR writes lmfuse_rewritten/${TARGET}/).")
+endif()
+string(JSON record_count LENGTH "${unit_records}")
+if(record_count GREATER 0)
+  math(EXPR last "${record_count} - 1")
+  foreach(i RANGE ${last})
+    string(JSON record_path GET "${unit_records}" ${i} path)
+    string(JSON record_digest GET "${unit_records}" ${i} sha256)
+    if(IS_ABSOLUTE "${record_path}")
+      set(unit_record_${record_digest} ${i})
+    else()
+      string(MD5 key "${record_path}")
+      set(unit_record_${key} ${i})
+    endif()
+  endforeach()
+endif()
+# <out> = <real_source>'s key among the audit's units (see above).
+function(unit_key real_source out)
+  file(RELATIVE_PATH relative "${real_edit_root}" "${real_source}")
+  if(relative MATCHES "^\\.\\./")
+    file(SHA256 "${real_source}" key)
+  else()
+    string(MD5 key "${relative}")
+  endif()
+  set(${out} "${key}" PARENT_SCOPE)
+endfunction()
+
+# <out> = <text> with the characters that split or group CMake lists (`;`, `[`, `]`) spelled out.
+function(list_safe text out)
+  string(REPLACE ";" "<semicolon>" text "${text}")
+  string(REPLACE "[" "<lbracket>" text "${text}")
+  string(REPLACE "]" "<rbracket>" text "${text}")
+  set(${out} "${text}" PARENT_SCOPE)
+endfunction()
+
+# Appends to <out> a line per macro that <unit> (compiled from <source> with <arguments> in <directory>)
+# sees otherwise than the tool's analysis did (record #<index> of mirror.units), as the build's own compiler
+# defines them at the end of the unit (-dM -E). A macro a library header defines is compared only where
+# that header is the one the tool read (the same file, the same digest): against another version of the
+# library its definition may differ and the rewrite's calls are the runtime's own.
+function(macro_mismatches source unit arguments directory index out)
+  if(NOT directory)
+    set(directory "${SOURCE_ROOT}")
+  endif()
+  execute_process(COMMAND "${CXX}" ${arguments} -dM -E "${unit}" WORKING_DIRECTORY "${directory}"
+                  RESULT_VARIABLE status OUTPUT_VARIABLE defined ERROR_VARIABLE errors)
+  if(NOT status EQUAL 0)
+    fail("${unit} does not preprocess with its compile command:\n${errors}")
+  endif()
+  # One definition per line, `#define NAME...`: kept by name, whitespace dropped for the comparison (the
+  # two preprocessors space tokens differently).
+  list_safe("${defined}" defined)
+  string(REPLACE "\n" ";" lines "${defined}")
+  foreach(line IN LISTS lines)
+    if(line MATCHES "^#define ([A-Za-z_$][A-Za-z0-9_$]*)(.*)$")
+      set(name "${CMAKE_MATCH_1}")
+      string(REGEX REPLACE "[ \t]" "" text "${CMAKE_MATCH_1}${CMAKE_MATCH_2}")
+      set(here_${name} "${text}")
+      set(here_line_${name} "${line}")
+      set(here_defined_${name} ON)
+    endif()
+  endforeach()
+  set(found "${${out}}")
+  string(JSON macros GET "${unit_records}" ${index} macros)
+  string(JSON count LENGTH "${macros}")
+  if(count GREATER 0)
+    math(EXPR last "${count} - 1")
+    foreach(i RANGE ${last})
+      string(JSON name GET "${macros}" ${i} name)
+      string(JSON origin GET "${macros}" ${i} origin)
+      if(origin STREQUAL "library")
+        string(JSON header GET "${macros}" ${i} header)
+        string(JSON header_digest GET "${macros}" ${i} header_sha256)
+        if(NOT EXISTS "${header}")
+          continue()
+        endif()
+        file(SHA256 "${header}" digest)
+        if(NOT digest STREQUAL header_digest)
+          continue()
+        endif()
+      endif()
+      set(there "undefined")
+      if(NOT origin STREQUAL "undefined")
+        string(JSON there GET "${macros}" ${i} definition)
+        list_safe("${there}" there)
+        set(there "`#define ${there}` (${origin})")
+      endif()
+      set(here "undefined")
+      if(here_defined_${name})
+        set(here "`${here_line_${name}}`")
+      endif()
+      string(JSON recorded_text ERROR_VARIABLE undefined GET "${macros}" ${i} definition)
+      list_safe("${recorded_text}" recorded_text)
+      string(REGEX REPLACE "[ \t]" "" recorded_text "${recorded_text}")
+      if(origin STREQUAL "undefined" AND NOT here_defined_${name})
+        continue()
+      elseif(NOT origin STREQUAL "undefined" AND here_defined_${name} AND "${here_${name}}" STREQUAL "${recorded_text}")
+        continue()
+      endif()
+      string(APPEND found "\n  ${source}: ${name} is ${here} here, but the rewrite was analysed with ${there}")
+    endforeach()
+  endif()
+  set(${out} "${found}" PARENT_SCOPE)
+endfunction()
+
 # Every unit, compiled as the build compiles it (its own command), must read the rewritten copy of each
 # patched header, never the original, and the same files of the project as its original would (an include
 # the mirror resolves elsewhere compiles other code); its header list also feeds the depfile.
 set(dependencies "")
 set(bypassing "")
 set(elsewhere "")
+set(macros_differ "")
 # <out> (and <out>_directory) = how the build compiles <unit>: its command, else the flags shared by all.
 function(unit_command unit out)
   command_of("${unit}" arguments)
@@ -497,7 +611,10 @@ endfunction()
 
 # What a rewritten copy reads beyond its original: the header the rewrite includes (the rule set's
 # replacement.include) and what that includes.
-file(READ "${PATTERNS}" pattern_text)
+set(pattern_text "")
+if(PATTERNS AND EXISTS "${PATTERNS}")
+  file(READ "${PATTERNS}" pattern_text)
+endif()
 string(REGEX MATCH "\nreplacement:[ \t]*\n([ \t]*#[^\n]*\n)*[ \t]+include:[ \t]*([^ \t\n#]+)" _ "${pattern_text}")
 set(runtime_reads "")
 if(CMAKE_MATCH_2)
@@ -513,6 +630,10 @@ foreach(source IN LISTS SOURCES)
   unit_of("${source}" unit)
   unit_command("${unit}" unit_flags)
   files_read("${unit}" "${unit_flags}" "${unit_flags_directory}" headers)
+  set(reads_rewritten OFF)
+  if(real_source IN_LIST patched_files)
+    set(reads_rewritten ON)
+  endif()
   foreach(header IN LISTS headers)
     # Compared by real path: the audit names files as the tool read them, links resolved, and a unit may
     # reach the same file through a linked folder.
@@ -524,6 +645,10 @@ foreach(source IN LISTS SOURCES)
     file(RELATIVE_PATH in_mirror "${OUT_DIR}" "${header}")
     if(NOT in_mirror MATCHES "^\\.\\./")
       set(header "${EDIT_ROOT}/${in_mirror}")
+      get_filename_component(real_original "${header}" REALPATH)
+      if(real_original IN_LIST patched_files)
+        set(reads_rewritten ON)
+      endif()
     endif()
     string(REPLACE " " "\\ " header "${header}")
     string(APPEND dependencies " \\\n  ${header}")
@@ -544,6 +669,16 @@ foreach(source IN LISTS SOURCES)
       list(APPEND elsewhere "\n  ${source}'s copy does not read ${file}, which the original does")
     endforeach()
   endif()
+  if(reads_rewritten)
+    unit_key("${real_source}" key)
+    if(DEFINED unit_record_${key})
+      macro_mismatches("${source}" "${unit}" "${unit_flags}" "${unit_flags_directory}" ${unit_record_${key}}
+                       macros_differ)
+    else()
+      string(APPEND macros_differ "\n  ${source} reads a rewritten file here, but the tool saw it read none "
+                                  "(it was analysed under other flags)")
+    endif()
+  endif()
 endforeach()
 if(bypassing)
   fail("a translation unit would compile the original of a patched header (its include path reaches the "
@@ -553,6 +688,11 @@ endif()
 if(elsewhere)
   fail("a rewritten copy would include other files of the project than its original (an include resolved "
        "from the mirror finds another file first):${elsewhere}")
+endif()
+if(macros_differ)
+  fail("this build compiles the rewritten code with macros the rewrite was not analysed with (another flag, "
+       "compiler or configuration than the lmfuse tool's), so it could compute otherwise than the tool found: "
+       "build with the flags the sources were rewritten with, or re-run the lmfuse tool under these:${macros_differ}")
 endif()
 
 # Every other unit the build compiles into the target (a source given as a generator expression, or added
@@ -596,8 +736,15 @@ if(unseen)
        "EDIT_ROOT ${EDIT_ROOT}, which would compile as the originals: list each as a plain source of the target "
        "before calling lmfuse_rewrite() (not through a generator expression, not added after the call):${unseen}")
 endif()
-file(COPY_FILE "${STAGE_AUDIT}" "${AUDIT}" RESULT copied)
+file(COPY_FILE "${result_audit}" "${AUDIT}" RESULT copied)
 if(NOT copied EQUAL 0)
-  fail("cannot copy the audit to ${AUDIT}: ${copied}")
+  fail("cannot copy the audit ${result_audit} to ${AUDIT}: ${copied}")
+endif()
+# The step runs again when a file a unit reads changes or goes; a carried mirror's copies count too.
+if(MODE STREQUAL "carried")
+  foreach(relative IN LISTS listed)
+    string(REPLACE " " "\\ " path "${FROM_DIR}/${relative}")
+    string(APPEND dependencies " \\\n  ${path}")
+  endforeach()
 endif()
 file(WRITE "${DEPFILE}" "${first_copy}: ${dependencies}\n")

@@ -165,7 +165,14 @@ llvm::json::Object mirrorToJson(AuditMirror Mirror) {
   llvm::json::Array Files;
   for (const MirroredFile &File : Mirror.Files)
     Files.push_back(llvm::json::Object{{"path", File.Path}, {"sha256", File.Sha256}, {"copy_sha256", File.CopySha256}});
-  return llvm::json::Object{{"root", Mirror.Root}, {"files", std::move(Files)}};
+  llvm::json::Array Units;
+  for (const MirroredUnit &Unit : Mirror.Units) {
+    llvm::json::Array Macros;
+    for (const MacroDependence &Macro : Unit.Macros)
+      Macros.push_back(macroToJson(Macro));
+    Units.push_back(llvm::json::Object{{"path", Unit.Path}, {"sha256", Unit.Sha256}, {"macros", std::move(Macros)}});
+  }
+  return llvm::json::Object{{"root", Mirror.Root}, {"files", std::move(Files)}, {"units", std::move(Units)}};
 }
 
 }  // namespace

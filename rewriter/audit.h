@@ -11,13 +11,16 @@
 #include "llvm/Support/Error.h"
 #include "llvm/Support/JSON.h"
 
+#include "macro_dependence.h"
 #include "site.h"
 
 namespace lmfuse::rewriter {
 
 // 2: the `mirror` member (a build that compiles a mirror made on another machine checks the originals
 // against it; lmfuse_rewrite's LMFUSE_REWRITTEN_DIR refuses an audit without one).
-inline constexpr const char *AuditSchema = "lmfuse-audit/2";
+// 3: `mirror.units`, the macros each unit that reads a rewritten copy depended on (lmfuse_rewrite compares
+// them with the build's own compiler before it compiles a copy, and refuses an audit without them).
+inline constexpr const char *AuditSchema = "lmfuse-audit/3";
 
 struct AuditHeader {
   std::string ToolVersion;
@@ -40,9 +43,19 @@ struct MirroredFile {
   std::string CopySha256;  ///< contentDigest() of the copy as written (a copy cut short or edited since differs)
 };
 
+/// A unit that reads a rewritten copy, and the macros its analysis depended on (macro_dependence.h): the
+/// build that compiles the copies compares each with its own compiler's definition.
+struct MirroredUnit {
+  std::string Path;    ///< relative to the root, '/'-separated; absolute for a unit outside it
+  std::string Sha256;  ///< contentDigest() of its main file (a unit outside the root, generated into a build
+                       ///< folder, is found by its contents where that folder lies elsewhere)
+  std::vector<MacroDependence> Macros;
+};
+
 struct AuditMirror {
   std::string Root;                 ///< the folder mirrored (--edit-root, or the inputs' common folder)
   std::vector<MirroredFile> Files;  ///< every copy in place after the run
+  std::vector<MirroredUnit> Units;  ///< every unit that reads a rewritten copy
 };
 
 /// SHA-256 of Contents as 64 lowercase hex digits: what `sha256sum` and CMake's file(SHA256) print.

@@ -96,9 +96,10 @@ TranslationUnitOutcome analyse(const Job &Unit, const PatternSet &Patterns, cons
   TranslationUnitResult Analysis;
   ParseOutcome Parse = parseTranslationUnit(Unit.CommandLine, Directory, {}, [&](clang::ASTContext &Context) {
     Analysis = analyzeTranslationUnit(Context, Patterns, ProgramRoot);
-  });
+  }, &ProgramRoot);
   Outcome.FilesRead = std::move(Parse.FilesRead);
   Outcome.PathsMissing = std::move(Parse.PathsMissing);
+  Outcome.Macros = std::move(Parse.Macros);
   if (Parse.HadErrors) {
     {
       std::lock_guard<std::mutex> Lock(OutputLock);
@@ -383,6 +384,8 @@ DriverResult runDriver(const clang::tooling::CompilationDatabase &Compilations,
     Result.Rewrites.push_back({File, Originals[File], Text, Edits.editsFor(File)});
   std::set<std::string> AllRead;
   for (Job &Unit : Units) {
+    if (llvm::any_of(Unit.Outcome.FilesRead, [&](const std::string &File) { return Rewritten.count(File) > 0; }))
+      Result.Units.push_back({Unit.File, Unit.Outcome.Macros});
     AllRead.insert(Unit.Outcome.FilesRead.begin(), Unit.Outcome.FilesRead.end());
     if (Unit.Outcome.FromCache)
       ++Result.CachedTranslationUnits;
@@ -390,6 +393,8 @@ DriverResult runDriver(const clang::tooling::CompilationDatabase &Compilations,
       Options.Cache->store(Unit.Command, Unit.Outcome);
   }
   Result.FilesRead.assign(AllRead.begin(), AllRead.end());
+  std::sort(Result.Units.begin(), Result.Units.end(),
+            [](const UnitMacros &A, const UnitMacros &B) { return A.File < B.File; });
   sortSites(Result.Sites);
   return Result;
 }

@@ -13,6 +13,7 @@
 #include "llvm/ADT/ArrayRef.h"
 #include "llvm/ADT/StringRef.h"
 
+#include "macro_dependence.h"
 #include "patterns.h"
 #include "site.h"
 
@@ -25,6 +26,7 @@ struct TranslationUnitOutcome {
   std::vector<clang::tooling::Replacement> Edits;
   std::vector<std::string> FilesRead;  ///< every file the parse read, system headers included
   std::vector<std::string> PathsMissing;  ///< every path the parse looked for in vain (ParseOutcome)
+  std::vector<MacroDependence> Macros;    ///< what the files under the edit root name (ParseOutcome)
   bool ParseFailed = false;
   bool FromCache = false;
 };
@@ -56,6 +58,12 @@ struct FileRewrite {
   clang::tooling::Replacements Edits;
 };
 
+/// A unit that reads a rewritten file, and the macros its analysis depended on.
+struct UnitMacros {
+  std::string File;  ///< the unit's main file, canonical
+  std::vector<MacroDependence> Macros;
+};
+
 struct DriverResult {
   std::vector<SiteRecord> Sites;      ///< one per site, sorted by file, line, column
   std::vector<FileRewrite> Rewrites;  ///< verified, in path order
@@ -64,6 +72,7 @@ struct DriverResult {
   std::vector<std::string> Skipped;
   std::vector<std::string> Notes;     ///< things the user should know that changed nothing (dropped flags)
   std::vector<std::string> FilesRead; ///< union over all units, canonical, sorted
+  std::vector<UnitMacros> Units;      ///< every unit that reads a rewritten file, in path order
   unsigned TranslationUnits = 0, CachedTranslationUnits = 0;
 };
 

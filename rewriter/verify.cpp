@@ -88,8 +88,8 @@ private:
 class ParsingConsumer : public clang::ASTConsumer {
 public:
   ParsingConsumer(clang::CompilerInstance &Compiler, llvm::StringRef Directory, ParseOutcome &Outcome,
-                  const std::function<void(clang::ASTContext &)> &OnParsed)
-      : Compiler(Compiler), Directory(Directory), Outcome(Outcome), OnParsed(OnParsed) {}
+                  const std::function<void(clang::ASTContext &)> &OnParsed, const MacroNameRecorder *Macros)
+      : Compiler(Compiler), Directory(Directory), Outcome(Outcome), OnParsed(OnParsed), Macros(Macros) {}
 
   // Only reached with SkipFunctionBodies on; Sema already keeps constexpr and auto-returning bodies.
   bool shouldSkipFunctionBody(clang::Decl *D) override {
@@ -100,6 +100,8 @@ public:
     const clang::SourceManager &Sources = Context.getSourceManager();
     for (auto It = Sources.fileinfo_begin(); It != Sources.fileinfo_end(); ++It)
       Outcome.FilesRead.push_back(canonicalPath(It->first.getName(), Directory));
+    if (Macros)
+      Outcome.Macros = Macros->dependences();
     if (!Context.getDiagnostics().hasErrorOccurred() && OnParsed)
       OnParsed(Context);
   }
@@ -109,33 +111,42 @@ private:
   std::string Directory;
   ParseOutcome &Outcome;
   const std::function<void(clang::ASTContext &)> &OnParsed;
+  const MacroNameRecorder *Macros;
 };
 
 class ParsingAction : public clang::ASTFrontendAction {
 public:
   ParsingAction(llvm::StringRef Directory, ParseOutcome &Outcome,
-                const std::function<void(clang::ASTContext &)> &OnParsed)
-      : Directory(Directory), Outcome(Outcome), OnParsed(OnParsed) {}
+                const std::function<void(clang::ASTContext &)> &OnParsed, const std::string *MacroRoot)
+      : Directory(Directory), Outcome(Outcome), OnParsed(OnParsed), MacroRoot(MacroRoot) {}
 
   std::unique_ptr<clang::ASTConsumer> CreateASTConsumer(clang::CompilerInstance &Compiler,
                                                         llvm::StringRef) override {
     Compiler.getFrontendOpts().SkipFunctionBodies = true;
     // "N errors generated." would go to stderr; the diagnostics themselves are captured above.
     Compiler.setVerboseOutputStream(std::make_unique<llvm::raw_null_ostream>());
-    return std::make_unique<ParsingConsumer>(Compiler, Directory, Outcome, OnParsed);
+    MacroNameRecorder *Macros = nullptr;
+    if (MacroRoot) {
+      auto Recorder = std::make_unique<MacroNameRecorder>(Compiler.getPreprocessor(), *MacroRoot, Directory);
+      Macros = Recorder.get();  // owned by the preprocessor, which outlives the consumer's last call
+      Compiler.getPreprocessor().addPPCallbacks(std::move(Recorder));
+    }
+    return std::make_unique<ParsingConsumer>(Compiler, Directory, Outcome, OnParsed, Macros);
   }
 
 private:
   std::string Directory;
   ParseOutcome &Outcome;
   const std::function<void(clang::ASTContext &)> &OnParsed;
+  const std::string *MacroRoot;
 };
 
 }  // namespace
 
 ParseOutcome parseTranslationUnit(const std::vector<std::string> &CommandLine, llvm::StringRef Directory,
                                   const llvm::StringMap<std::string> &Overlay,
-                                  const std::function<void(clang::ASTContext &)> &OnParsed) {
+                                  const std::function<void(clang::ASTContext &)> &OnParsed,
+                                  const std::string *MacroRoot) {
   ParseOutcome Outcome;
   // A file system of its own: its working directory is this command's, whatever other threads do.
   std::unique_ptr<llvm::vfs::FileSystem> Physical = llvm::vfs::createPhysicalFileSystem();
@@ -161,7 +172,7 @@ ParseOutcome parseTranslationUnit(const std::vector<std::string> &CommandLine, l
   auto DiagnosticOptions = llvm::makeIntrusiveRefCnt<clang::DiagnosticOptions>();
   CapturingDiagnostics Diagnostics(DiagnosticsOS, DiagnosticOptions.get(), Outcome);
   clang::tooling::ToolInvocation Invocation(
-      CommandLine, std::make_unique<ParsingAction>(Directory, Outcome, OnParsed), Files.get());
+      CommandLine, std::make_unique<ParsingAction>(Directory, Outcome, OnParsed, MacroRoot), Files.get());
   Invocation.setDiagnosticConsumer(&Diagnostics);
   bool Succeeded = Invocation.run();
   Outcome.PathsMissing.assign(Missing.begin(), Missing.end());

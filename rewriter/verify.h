@@ -9,6 +9,8 @@
 #include <vector>
 
 #include "clang/AST/ASTContext.h"
+
+#include "macro_dependence.h"
 #include "llvm/ADT/StringMap.h"
 #include "llvm/ADT/StringRef.h"
 
@@ -25,14 +27,18 @@ struct ParseOutcome {
   /// Absolute paths the parse looked for and did not find (include search, sorted): a file that appears at
   /// one of them (a header that now shadows another) can change the outcome.
   std::vector<std::string> PathsMissing;
+  /// With a MacroRoot: the macros the files under it name, and their definitions (macro_dependence.h).
+  std::vector<MacroDependence> Macros;
 };
 
 /// Parses the translation unit of CommandLine (already adjusted to -fsyntax-only) from Directory, seeing
 /// Overlay (canonical path -> contents) in place of the files on disk. OnParsed runs on the AST when the
-/// parse had no error.
+/// parse had no error. With MacroRoot, Macros records what the files under *MacroRoot name ("": every file
+/// outside the system headers).
 ParseOutcome parseTranslationUnit(const std::vector<std::string> &CommandLine, llvm::StringRef Directory,
                                   const llvm::StringMap<std::string> &Overlay,
-                                  const std::function<void(clang::ASTContext &)> &OnParsed);
+                                  const std::function<void(clang::ASTContext &)> &OnParsed,
+                                  const std::string *MacroRoot = nullptr);
 
 /// The re-parse check: the translation unit must compile with Overlay's rewritten contents.
 /// Returns "" when it does, else the first error (file:line: message).

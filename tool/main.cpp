@@ -139,7 +139,14 @@ std::optional<AuditMirror> writeSources(DriverResult &Result, const std::vector<
       errs() << "lmfuse: error: " << Message << "\n";
       failWrite(Result.Sites, File, Message);
     }
-    return AuditMirror{Root.str(), std::move(Tree.Mirrored)};
+    AuditMirror Mirror{Root.str(), std::move(Tree.Mirrored), {}};
+    for (const lmfuse::rewriter::UnitMacros &Unit : Result.Units) {
+      std::string Relative = lmfuse::tool::mirroredPath(Unit.File, Root, "");
+      auto Contents = MemoryBuffer::getFile(Unit.File);
+      std::string Digest = Contents ? lmfuse::rewriter::contentDigest((*Contents)->getBuffer()) : "";
+      Mirror.Units.push_back({Relative.empty() ? Unit.File : Relative, Digest, Unit.Macros});
+    }
+    return Mirror;
   }
   if (InPlace) {
     for (const FileRewrite &Rewrite : Result.Rewrites) {

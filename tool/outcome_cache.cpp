@@ -62,8 +62,9 @@ OutcomeCache::lookup(const clang::tooling::CompileCommand &Command) {
   const llvm::json::Array *Inputs = Entry->getArray("inputs");
   const llvm::json::Array *Sites = Entry->getArray("sites");
   const llvm::json::Array *Edits = Entry->getArray("edits");
+  const llvm::json::Array *Macros = Entry->getArray("macros");
   auto MainFile = Entry->getString("main_file");
-  if (!Inputs || !Sites || !Edits || !MainFile)
+  if (!Inputs || !Sites || !Edits || !Macros || !MainFile)
     return std::nullopt;
   TranslationUnitOutcome Outcome;
   Outcome.MainFile = MainFile->str();
@@ -96,6 +97,14 @@ OutcomeCache::lookup(const clang::tooling::CompileCommand &Command) {
     }
     Outcome.Sites.push_back(std::move(*Record));
   }
+  for (const llvm::json::Value &Macro : *Macros) {
+    auto Record = rewriter::macroFromJson(Macro);
+    if (!Record) {
+      llvm::consumeError(Record.takeError());
+      return std::nullopt;
+    }
+    Outcome.Macros.push_back(std::move(*Record));
+  }
   for (const llvm::json::Value &Edit : *Edits) {
     const llvm::json::Object *Object = Edit.getAsObject();
     if (!Object)
@@ -113,7 +122,7 @@ OutcomeCache::lookup(const clang::tooling::CompileCommand &Command) {
 
 void OutcomeCache::store(const clang::tooling::CompileCommand &Command, const TranslationUnitOutcome &Outcome) {
   std::string Key = commandKey(Command);
-  llvm::json::Array Inputs, Absent, Sites, Edits;
+  llvm::json::Array Inputs, Absent, Sites, Edits, Macros;
   for (const std::string &File : Outcome.FilesRead) {
     std::string Hash = hashFile(File);
     if (Hash.empty())
@@ -124,6 +133,8 @@ void OutcomeCache::store(const clang::tooling::CompileCommand &Command, const Tr
     Absent.push_back(Path);
   for (const rewriter::SiteRecord &Site : Outcome.Sites)
     Sites.push_back(rewriter::siteToJson(Site));
+  for (const rewriter::MacroDependence &Macro : Outcome.Macros)
+    Macros.push_back(rewriter::macroToJson(Macro));
   for (const clang::tooling::Replacement &Edit : Outcome.Edits)
     Edits.push_back(llvm::json::Object{{"file", Edit.getFilePath()},
                                        {"offset", int64_t(Edit.getOffset())},
@@ -135,7 +146,8 @@ void OutcomeCache::store(const clang::tooling::CompileCommand &Command, const Tr
                                                {"inputs", std::move(Inputs)},
                                                {"absent", std::move(Absent)},
                                                {"sites", std::move(Sites)},
-                                               {"edits", std::move(Edits)}};
+                                               {"edits", std::move(Edits)},
+                                               {"macros", std::move(Macros)}};
   if (llvm::sys::fs::create_directories(Directory))
     return;  // no cache is slower, never wrong
   std::string Text;

@@ -380,7 +380,7 @@ TEST_CASE("--export-fixes writes clang-tidy fixes YAML whose replacements produc
   CHECK(Applied == Tree.read("copy/model.cpp"));
 }
 
-TEST_CASE("the audit carries the lmfuse-audit/2 schema, its header, summary and site fields", "[cli]") {
+TEST_CASE("the audit carries the lmfuse-audit/3 schema, its header, summary and site fields", "[cli]") {
   SourceTree Tree({{"model.cpp", ModelSource}, {"refused.cpp", RefusedSource}});
   std::string Audit = Tree.path("audit.json");
   ToolRun Run = runLmfuse(
@@ -390,7 +390,7 @@ TEST_CASE("the audit carries the lmfuse-audit/2 schema, its header, summary and 
                          "0 suppressed") == 1);
   llvm::json::Value Document = readAudit(Audit);
   const llvm::json::Object &Root = *Document.getAsObject();
-  CHECK(Root.getString("schema") == llvm::StringRef("lmfuse-audit/2"));
+  CHECK(Root.getString("schema") == llvm::StringRef("lmfuse-audit/3"));
   CHECK(Root.getObject("mirror") == nullptr);  // no --out-dir: no mirror to record
   CHECK(Root.getObject("tool")->getString("version").has_value());
   CHECK(countOf(*Root.getObject("clang")->getString("version"), "clang version 19") == 1);
@@ -463,6 +463,59 @@ TEST_CASE("--out-dir: the audit records the SHA-256 of every original the mirror
       CHECK(field((*Files)[I], "copy_sha256") ==
             llvm::toHex(llvm::SHA256::hash(llvm::arrayRefFromStringRef(Copy)), /*LowerCase=*/true));
     }
+  }
+}
+
+// What a build that compiles the copies under other flags, or with another compiler, must see as the tool
+// did (lmfuse_rewrite compares these with its compiler's `-dM -E`): every macro the project's files name,
+// with its definition and where that came from. The project's own macros are not recorded (their files are
+// checked by digest), nor the preprocessor's own (__LINE__), nor units that read no rewritten file.
+TEST_CASE("--out-dir: the audit records the macros each unit that reads a rewritten file depended on", "[cli]") {
+  const std::string Source = std::string("#include \"config.h\"\n#include \"lib.h\"\n") +
+                             "#if MODEL_VARIANT > 1\nint variant = 2;\n#endif\n"
+                             "#ifdef MODEL_SOFTCAP\nint capped = 1;\n#endif\n"
+                             "int scaled = LIB_TWICE(SCALE_FROM_FLAGS) + PROJECT_SCALE + __LINE__;\n" +
+                             ModelSource;
+  SourceTree Tree({{"src/model.cpp", Source.c_str()},
+                   {"src/other.cpp", "#include \"config.h\"\nint other = PROJECT_SCALE;\n"},
+                   {"src/config.h", "#pragma once\n#define PROJECT_SCALE 2\n"},
+                   {"lib/lib.h", "#pragma once\n#define LIB_TWICE(x) ((x) * 2)\n"}});
+  std::string Audit = Tree.path("audit.json");
+  std::vector<std::string> Arguments =
+      withFlags({"--out-dir", Tree.path("out"), "--edit-root", Tree.path("src"), "--audit", Audit,
+                 Tree.path("src/model.cpp"), Tree.path("src/other.cpp")},
+                Tree, {"-DSCALE_FROM_FLAGS=3", "-I" + Tree.path("lib")});
+  for (const char *Run : {"parsed", "from the cache"}) {
+    INFO(Run);
+    ToolRun Tool = runLmfuse(Arguments);
+    INFO(Tool.Err);
+    REQUIRE(Tool.ExitCode == 0);
+    llvm::json::Value Document = readAudit(Audit);
+    const llvm::json::Array *Units = Document.getAsObject()->getObject("mirror")->getArray("units");
+    REQUIRE(Units);
+    REQUIRE(Units->size() == 1);  // other.cpp reads no rewritten file
+    CHECK(field((*Units)[0], "path") == "model.cpp");
+    CHECK(field((*Units)[0], "sha256") ==
+          llvm::toHex(llvm::SHA256::hash(llvm::arrayRefFromStringRef(Source)), /*LowerCase=*/true));
+    const llvm::json::Array *Macros = (*Units)[0].getAsObject()->getArray("macros");
+    REQUIRE(Macros);
+    std::vector<std::string> Names;
+    for (const llvm::json::Value &Macro : *Macros)
+      Names.push_back(field(Macro, "name"));
+    CHECK(Names == std::vector<std::string>{"LIB_TWICE", "MODEL_SOFTCAP", "MODEL_VARIANT", "SCALE_FROM_FLAGS"});
+    REQUIRE(Macros->size() == 4);
+    CHECK(field((*Macros)[0], "origin") == "library");
+    CHECK(field((*Macros)[0], "definition") == "LIB_TWICE(x) ( ( x ) * 2 )");
+    CHECK(field((*Macros)[0], "header") == Tree.path("lib/lib.h"));
+    CHECK(field((*Macros)[0], "header_sha256") ==
+          llvm::toHex(llvm::SHA256::hash(llvm::arrayRefFromStringRef(
+                          llvm::StringRef("#pragma once\n#define LIB_TWICE(x) ((x) * 2)\n"))),
+                      /*LowerCase=*/true));
+    CHECK(field((*Macros)[1], "origin") == "undefined");
+    CHECK((*Macros)[1].getAsObject()->get("definition") == nullptr);
+    CHECK(field((*Macros)[2], "origin") == "undefined");
+    CHECK(field((*Macros)[3], "origin") == "command-line");
+    CHECK(field((*Macros)[3], "definition") == "SCALE_FROM_FLAGS 3");
   }
 }
 

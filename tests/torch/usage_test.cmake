@@ -64,7 +64,8 @@ endfunction()
 # include_src where Clang is not: a copy of its sources (so the test may change them) built from the mirror
 # the usage build made of them (LMFUSE_REWRITTEN_DIR = a copy of its lmfuse_rewritten/). It trains fused
 # while every original is what the mirror was made from; a header or source changed since, an original
-# gone, a file the audit does not list, or no audit at all fails the build, naming the file.
+# gone, a file the audit does not list, or no audit at all fails the build, naming the file; so does a
+# flag that defines a macro the model names otherwise than when the mirror was made.
 function(carried_mirror_checks)
   set(carried "${WORK}/carried")
   set(carried_build "${carried}/build")
@@ -80,6 +81,14 @@ function(carried_mirror_checks)
     message(FATAL_ERROR "include_src: the program built from the carried mirror does not train through the "
                         "fused path like the original (exit ${STATUS}):\n${OUT}")
   endif()
+  # The same mirror built under a flag its analysis never saw: TINY_SOFTCAP caps the logits between the
+  # head and the loss (model.h), so the patched site would compute another loss than the original.
+  set(carried_build "${carried}/build-softcap")
+  step("${CMAKE_COMMAND}" -S "${tree}" -B "${carried_build}" -G "${GENERATOR}" -DCMAKE_BUILD_TYPE=Release
+       "-DCMAKE_PREFIX_PATH=${prefix}" "-DTorch_DIR=${TORCH_PREFIX}" "-DLMFUSE_REWRITTEN_DIR=${mirror}"
+       "-DCMAKE_CXX_FLAGS=-DTINY_SOFTCAP")
+  carried_refused("TINY_SOFTCAP is `#define TINY_SOFTCAP 1` here, but the rewrite was analysed with undefined")
+  set(carried_build "${carried}/build")
   # Right after that build: the header's change alone must run the check again.
   file(APPEND "${tree}/include/tiny/model.h" "// changed after the mirror was made\n")
   carried_refused("${tree}/include/tiny/model.h has changed since its copy was made")
@@ -223,6 +232,19 @@ elseif(STEP STREQUAL "build_guards")
   endif()
   # A quote include resolves in each copy as in its original (main.cpp's #error says otherwise).
   step("${CMAKE_COMMAND}" --build "${build}" --target guard_quote)
+  # The tool parses with Clang, the build compiles with its own compiler: where that is not Clang, the
+  # model's `#if defined(__clang__)` branch the tool analysed is not the one compiled, and the build fails
+  # naming the macro. Under Clang both agree and it builds.
+  file(READ "${build}/build_guards/compiler_id.txt" compiler_id)
+  if(compiler_id MATCHES "Clang")
+    step("${CMAKE_COMMAND}" --build "${build}" --target guard_compiler)
+  else()
+    build_fails(guard_compiler)
+    string(REGEX REPLACE "[ \t\r\n]+" " " flat "${OUT}")
+    if(NOT flat MATCHES "__clang__ is undefined here, but the rewrite was analysed with `#define __clang__ 1` \\(built-in\\)")
+      message(FATAL_ERROR "guard_compiler: the build under ${compiler_id} does not name __clang__:\n${OUT}")
+    endif()
+  endif()
   # Unity build: the copy was parsed with its own command (-DNDEBUG), so the rebinding of h after the
   # head was seen and the fused call reads the head's input from a local made before it.
   step("${CMAKE_COMMAND}" --build "${build}" --target guard_unity)

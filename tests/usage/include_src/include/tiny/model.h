@@ -16,6 +16,9 @@ struct TinyLMImpl : torch::nn::Module {
   std::pair<torch::Tensor, torch::Tensor> forward(const torch::Tensor& idx, c10::optional<torch::Tensor> targets) {
     auto h = torch::tanh(mix(embed(idx)));
     auto logits = lm_head(h);
+#ifdef TINY_SOFTCAP  // a flag the rewrite was not analysed with: its carried mirror must be refused under it
+    logits = 30.0 * torch::tanh(logits / 30.0);
+#endif
     torch::Tensor loss;
     if (targets.has_value()) {
       loss = F::cross_entropy(logits.view({-1, logits.size(-1)}), targets->view(-1));

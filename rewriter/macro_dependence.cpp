@@ -1,0 +1,208 @@
+// Which macros the project's files name, and how the unit ended up defining them (macro_dependence.h).
+#include "macro_dependence.h"
+
+#include "audit.h"
+#include "edit_set.h"
+
+#include "clang/Basic/SourceManager.h"
+#include "clang/Lex/Lexer.h"
+#include "clang/Lex/MacroInfo.h"
+
+namespace lmfuse::rewriter {
+
+bool MacroNameRecorder::inProject(clang::SourceLocation Loc) {
+  const clang::SourceManager &Sources = PP.getSourceManager();
+  clang::FileID File = Sources.getFileID(Sources.getExpansionLoc(Loc));
+  auto [It, Inserted] = ProjectFiles.try_emplace(File.getHashValue(), false);
+  if (Inserted) {
+    clang::OptionalFileEntryRef Entry = Sources.getFileEntryRefForID(File);
+    if (!Entry)
+      It->second = false;  // the predefines buffer (<built-in>, <command line>): not the project's code
+    else if (ProjectRoot.empty())
+      It->second = !Sources.isInSystemHeader(Sources.getLocForStartOfFile(File));
+    else
+      It->second = isUnder(canonicalPath(Entry->getName(), Directory), ProjectRoot);
+  }
+  return It->second;
+}
+
+void MacroNameRecorder::name(const clang::Token &Name, clang::SourceLocation Where) {
+  if (const clang::IdentifierInfo *Identifier = Name.getIdentifierInfo(); Identifier && inProject(Where))
+    Names.insert(Identifier->getName().str());
+}
+
+void MacroNameRecorder::MacroExpands(const clang::Token &Name, const clang::MacroDefinition &, clang::SourceRange,
+                                     const clang::MacroArgs *) {
+  // Expansions inside expansions too: their expansion location is the use in the project's file.
+  name(Name, Name.getLocation());
+}
+void MacroNameRecorder::Defined(const clang::Token &Name, const clang::MacroDefinition &, clang::SourceRange) {
+  name(Name, Name.getLocation());
+}
+void MacroNameRecorder::Ifdef(clang::SourceLocation, const clang::Token &Name, const clang::MacroDefinition &) {
+  name(Name, Name.getLocation());
+}
+void MacroNameRecorder::Ifndef(clang::SourceLocation, const clang::Token &Name, const clang::MacroDefinition &) {
+  name(Name, Name.getLocation());
+}
+void MacroNameRecorder::Elifdef(clang::SourceLocation, const clang::Token &Name, const clang::MacroDefinition &) {
+  name(Name, Name.getLocation());
+}
+void MacroNameRecorder::Elifndef(clang::SourceLocation, const clang::Token &Name, const clang::MacroDefinition &) {
+  name(Name, Name.getLocation());
+}
+void MacroNameRecorder::If(clang::SourceLocation, clang::SourceRange Condition, ConditionValueKind) {
+  conditionNames(Condition);
+}
+void MacroNameRecorder::Elif(clang::SourceLocation, clang::SourceRange Condition, ConditionValueKind,
+                             clang::SourceLocation) {
+  conditionNames(Condition);
+}
+
+// An identifier of an #if that is no macro counts as 0 and fires no callback: the condition's own text
+// is lexed for them. Every identifier is taken (a macro among them is recorded twice, harmlessly).
+void MacroNameRecorder::conditionNames(clang::SourceRange Condition) {
+  const clang::SourceManager &Sources = PP.getSourceManager();
+  clang::SourceLocation Begin = Condition.getBegin();
+  if (Begin.isInvalid() || !Begin.isFileID() || !inProject(Begin))
+    return;
+  auto [File, Offset] = Sources.getDecomposedLoc(Begin);
+  bool Invalid = false;
+  llvm::StringRef Buffer = Sources.getBufferData(File, &Invalid);
+  if (Invalid)
+    return;
+  clang::Lexer Raw(Sources.getLocForStartOfFile(File), PP.getLangOpts(), Buffer.begin(), Buffer.begin() + Offset,
+                   Buffer.end());
+  clang::Token Token;
+  for (bool First = true;; First = false) {
+    Raw.LexFromRawLexer(Token);
+    if (Token.is(clang::tok::eof) || (!First && Token.isAtStartOfLine()))
+      break;  // the directive ends at the first unescaped newline
+    if (Token.is(clang::tok::raw_identifier) && Token.getRawIdentifier() != "defined")
+      Names.insert(Token.getRawIdentifier().str());
+  }
+}
+
+namespace {
+
+// `NAME body` or `NAME(params) body`, spaced as the tokens were written (`-dM` prints the same tokens).
+std::string definitionText(llvm::StringRef Name, const clang::MacroInfo &Info, const clang::Preprocessor &PP) {
+  std::string Text = Name.str();
+  if (Info.isFunctionLike()) {
+    Text += '(';
+    llvm::ArrayRef<const clang::IdentifierInfo *> Params = Info.params();
+    for (size_t I = 0; I < Params.size(); ++I) {
+      if (I)
+        Text += ',';
+      if (Params[I]->getName() == "__VA_ARGS__")
+        Text += "...";
+      else
+        Text += Params[I]->getName();
+    }
+    if (Info.isGNUVarargs())
+      Text += "...";
+    Text += ')';
+  }
+  for (const clang::Token &Token : Info.tokens()) {
+    Text += ' ';
+    Text += PP.getSpelling(Token);
+  }
+  return Text;
+}
+
+}  // namespace
+
+std::vector<MacroDependence> MacroNameRecorder::dependences() const {
+  const clang::SourceManager &Sources = PP.getSourceManager();
+  std::vector<MacroDependence> Result;
+  for (const std::string &Name : Names) {
+    MacroDependence Macro;
+    Macro.Name = Name;
+    clang::IdentifierInfo *Identifier = PP.getIdentifierInfo(Name);
+    const clang::MacroInfo *Info = PP.getMacroInfo(Identifier);
+    if (Info && Info->isBuiltinMacro())
+      continue;  // __FILE__, __LINE__, __has_include: the preprocessor's own, in every compiler
+    if (Info) {
+      clang::PresumedLoc Where = Sources.getPresumedLoc(Info->getDefinitionLoc());
+      llvm::StringRef WhereName = Where.isValid() ? llvm::StringRef(Where.getFilename()) : "";
+      clang::FileID File = Sources.getFileID(Sources.getExpansionLoc(Info->getDefinitionLoc()));
+      clang::OptionalFileEntryRef Entry = Sources.getFileEntryRefForID(File);
+      if (WhereName == "<command line>") {
+        Macro.Origin = MacroOrigin::CommandLine;
+      } else if (!Entry) {
+        Macro.Origin = MacroOrigin::BuiltIn;
+      } else {
+        std::string Header = canonicalPath(Entry->getName(), Directory);
+        if (ProjectRoot.empty() ? !Sources.isInSystemHeader(Info->getDefinitionLoc()) : isUnder(Header, ProjectRoot))
+          continue;  // the project's own: its file is checked by digest
+        Macro.Origin = MacroOrigin::Library;
+        Macro.Header = Header;
+        Macro.HeaderSha256 = contentDigest(Sources.getBufferData(File));
+      }
+      Macro.Definition = definitionText(Name, *Info, PP);
+    }
+    Result.push_back(std::move(Macro));
+  }
+  return Result;
+}
+
+llvm::StringRef originName(MacroOrigin Origin) {
+  switch (Origin) {
+  case MacroOrigin::Undefined: return "undefined";
+  case MacroOrigin::CommandLine: return "command-line";
+  case MacroOrigin::BuiltIn: return "built-in";
+  case MacroOrigin::Library: return "library";
+  }
+  return "undefined";
+}
+
+llvm::json::Object macroToJson(const MacroDependence &Macro) {
+  llvm::json::Object Object{{"name", Macro.Name}, {"origin", originName(Macro.Origin)}};
+  if (Macro.Origin != MacroOrigin::Undefined)
+    Object["definition"] = Macro.Definition;
+  if (Macro.Origin == MacroOrigin::Library) {
+    Object["header"] = Macro.Header;
+    Object["header_sha256"] = Macro.HeaderSha256;
+  }
+  return Object;
+}
+
+llvm::Expected<MacroDependence> macroFromJson(const llvm::json::Value &Value) {
+  auto Malformed = [](llvm::StringRef Field) {
+    return llvm::createStringError("malformed macro record: '%s'", Field.str().c_str());
+  };
+  const llvm::json::Object *Object = Value.getAsObject();
+  if (!Object)
+    return Malformed("<not an object>");
+  MacroDependence Macro;
+  auto Name = Object->getString("name");
+  auto Origin = Object->getString("origin");
+  if (!Name || Name->empty())
+    return Malformed("name");
+  Macro.Name = Name->str();
+  std::optional<MacroOrigin> Parsed;
+  for (MacroOrigin Candidate :
+       {MacroOrigin::Undefined, MacroOrigin::CommandLine, MacroOrigin::BuiltIn, MacroOrigin::Library})
+    if (Origin && *Origin == originName(Candidate))
+      Parsed = Candidate;
+  if (!Parsed)
+    return Malformed("origin");
+  Macro.Origin = *Parsed;
+  if (Macro.Origin != MacroOrigin::Undefined) {
+    auto Definition = Object->getString("definition");
+    if (!Definition)
+      return Malformed("definition");
+    Macro.Definition = Definition->str();
+  }
+  if (Macro.Origin == MacroOrigin::Library) {
+    auto Header = Object->getString("header");
+    auto Digest = Object->getString("header_sha256");
+    if (!Header || !Digest)
+      return Malformed("header");
+    Macro.Header = Header->str();
+    Macro.HeaderSha256 = Digest->str();
+  }
+  return Macro;
+}
+
+}  // namespace lmfuse::rewriter

@@ -1,0 +1,83 @@
+// The macros a translation unit's analysis depended on: every macro the project's own files name (expand,
+// directly or inside another expansion, or test with #ifdef, #ifndef, defined() or #if), with the definition
+// the unit ended with. A build that compiles the rewritten copies under other flags (a carried mirror, a
+// -DSOFTCAP the tool never saw) or with another compiler (__clang__) may define one of them differently, and
+// then the code it compiles is not the code that was analysed: the build step compares each definition
+// with its own compiler's (`-dM -E`) before it compiles a copy. Macros the project's files define are not
+// recorded: those files' contents are checked by digest, and the macros their definitions test are named
+// there. A macro a library header defines records that header and its digest: a build against another
+// version of the library (another header) is not compared on it, the same header must give the same
+// definition.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "clang/Lex/PPCallbacks.h"
+#include "clang/Lex/Preprocessor.h"
+#include "llvm/ADT/StringRef.h"
+#include "llvm/Support/Error.h"
+#include "llvm/Support/JSON.h"
+
+namespace lmfuse::rewriter {
+
+enum class MacroOrigin { Undefined, CommandLine, BuiltIn, Library };
+
+struct MacroDependence {
+  std::string Name;
+  MacroOrigin Origin = MacroOrigin::Undefined;
+  /// `NAME body` or `NAME(params) body`, as `-dM` prints it after `#define `; empty when undefined.
+  std::string Definition;
+  std::string Header;        ///< Library: the header that defines it (canonical)
+  std::string HeaderSha256;  ///< Library: contentDigest() of that header
+
+  bool operator<(const MacroDependence &Other) const { return Name < Other.Name; }
+  bool operator==(const MacroDependence &Other) const {
+    return Name == Other.Name && Origin == Other.Origin && Definition == Other.Definition &&
+           Header == Other.Header && HeaderSha256 == Other.HeaderSha256;
+  }
+};
+
+/// The names the files under ProjectRoot name, collected while the unit is preprocessed ("" : every file
+/// outside the system headers).
+class MacroNameRecorder : public clang::PPCallbacks {
+public:
+  MacroNameRecorder(const clang::Preprocessor &PP, std::string ProjectRoot, std::string Directory)
+      : PP(PP), ProjectRoot(std::move(ProjectRoot)), Directory(std::move(Directory)) {}
+
+  void MacroExpands(const clang::Token &Name, const clang::MacroDefinition &, clang::SourceRange,
+                    const clang::MacroArgs *) override;
+  void Defined(const clang::Token &Name, const clang::MacroDefinition &, clang::SourceRange) override;
+  void Ifdef(clang::SourceLocation, const clang::Token &Name, const clang::MacroDefinition &) override;
+  void Ifndef(clang::SourceLocation, const clang::Token &Name, const clang::MacroDefinition &) override;
+  void Elifdef(clang::SourceLocation, const clang::Token &Name, const clang::MacroDefinition &) override;
+  void Elifndef(clang::SourceLocation, const clang::Token &Name, const clang::MacroDefinition &) override;
+  void If(clang::SourceLocation, clang::SourceRange Condition, ConditionValueKind) override;
+  void Elif(clang::SourceLocation, clang::SourceRange Condition, ConditionValueKind,
+            clang::SourceLocation) override;
+
+  /// The recorded names with their definitions at the end of the unit, sorted by name.
+  std::vector<MacroDependence> dependences() const;
+
+private:
+  bool inProject(clang::SourceLocation Loc);
+  void name(const clang::Token &Name, clang::SourceLocation Where);
+  void conditionNames(clang::SourceRange Condition);
+
+  const clang::Preprocessor &PP;
+  std::string ProjectRoot;
+  std::string Directory;
+  std::set<std::string> Names;
+  std::map<unsigned, bool> ProjectFiles;  // FileID hash -> under ProjectRoot
+};
+
+llvm::StringRef originName(MacroOrigin Origin);
+llvm::json::Object macroToJson(const MacroDependence &Macro);
+/// The inverse of macroToJson (for caches); an error names the malformed field.
+llvm::Expected<MacroDependence> macroFromJson(const llvm::json::Value &Value);
+
+}  // namespace lmfuse::rewriter
