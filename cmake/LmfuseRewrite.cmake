@@ -26,6 +26,12 @@
 # - every source must be visible to this call: the step fails naming any other unit the build compiles
 #   into the target (a source given as a generator expression, or added after this call) that reads a
 #   file under EDIT_ROOT, since it would compile the originals;
+# - every other target linked into one binary with <target> (it links <target>, or an executable or shared
+#   library links both) gets a build-time check, made at the end of configuring, that none of its units
+#   compiles the original of a header <target>'s rewrite patched: the binary would hold two definitions of
+#   the header's inline functions, the fused one and the original, and the linker keeps either. Its build
+#   fails naming the unit (call lmfuse_rewrite on it too, or include the header only from <target>);
+#   lmfuse's own targets (LMFUSE_RUNTIME) are not checked;
 # - sources outside EDIT_ROOT (e.g. generated in the build tree) are compiled as they are; a site in one
 #   of them is an error of the tool ("lies outside the source root"): set EDIT_ROOT to a folder holding it;
 # - EXTRA_ARGS are flags for the tool's parse only (like clang-tidy's --extra-arg); flags Clang does not
@@ -173,6 +179,137 @@ function(_lmfuse_carried_listing target audit_file out)
     endforeach()
   endif()
   set(${out} "${listed}" PARENT_SCOPE)
+endfunction()
+
+# <out> = the targets of the build defined under <dir> and its subdirectories.
+function(_lmfuse_targets_under dir out)
+  get_property(targets DIRECTORY "${dir}" PROPERTY BUILDSYSTEM_TARGETS)
+  get_property(subdirectories DIRECTORY "${dir}" PROPERTY SUBDIRECTORIES)
+  foreach(subdirectory IN LISTS subdirectories)
+    _lmfuse_targets_under("${subdirectory}" more)
+    list(APPEND targets ${more})
+  endforeach()
+  set(${out} "${targets}" PARENT_SCOPE)
+endfunction()
+
+# <out> = <target> and every target of this build it links, directly or through others (LINK_LIBRARIES, and
+# INTERFACE_LINK_LIBRARIES of those it reaches; $<LINK_ONLY:> and $<BUILD_INTERFACE:> looked through, other
+# generator expressions and imported targets left out) or compiles in ($<TARGET_OBJECTS:> among its
+# sources): what ends up in one binary with it.
+function(_lmfuse_link_closure target out)
+  set(closure "")
+  set(pending "${target}")
+  while(pending)
+    list(POP_FRONT pending current)
+    if(NOT TARGET "${current}")
+      continue()
+    endif()
+    get_target_property(aliased "${current}" ALIASED_TARGET)
+    if(aliased)
+      set(current "${aliased}")
+    endif()
+    get_target_property(imported "${current}" IMPORTED)
+    if(imported OR current IN_LIST closure)
+      continue()
+    endif()
+    list(APPEND closure "${current}")
+    get_target_property(type "${current}" TYPE)
+    set(links "")
+    foreach(property IN ITEMS LINK_LIBRARIES INTERFACE_LINK_LIBRARIES)
+      if(type STREQUAL "INTERFACE_LIBRARY" AND property STREQUAL "LINK_LIBRARIES")
+        continue()
+      endif()
+      get_target_property(value "${current}" ${property})
+      if(value)
+        list(APPEND links ${value})
+      endif()
+    endforeach()
+    # Object libraries whose objects it compiles in: $<TARGET_OBJECTS:name> among its sources.
+    get_target_property(sources "${current}" SOURCES)
+    if(sources)
+      string(REGEX MATCHALL "\\$<TARGET_OBJECTS:[^$<>]+>" objects "${sources}")
+      foreach(object IN LISTS objects)
+        string(REGEX REPLACE "^\\$<TARGET_OBJECTS:(.*)>$" "\\1" object "${object}")
+        list(APPEND links "${object}")
+      endforeach()
+    endif()
+    foreach(link IN LISTS links)
+      if(link MATCHES "^\\$<(LINK_ONLY|BUILD_INTERFACE):([^$<>]+)>$")
+        set(link "${CMAKE_MATCH_2}")
+      endif()
+      if(NOT link MATCHES "\\$<" AND TARGET "${link}")
+        list(APPEND pending "${link}")
+      endif()
+    endforeach()
+  endwhile()
+  set(${out} "${closure}" PARENT_SCOPE)
+endfunction()
+
+# Run once, at the end of configuring (deferred by the first lmfuse_rewrite call): every target that ends
+# up in one binary with a rewritten one (an executable or shared library and all it links) and is not
+# rewritten itself gets a build-time check (the step's MODE=consumer) that none of its units compiles the
+# original of a header that target's rewrite patched: the binary would hold two definitions of the
+# header's inline functions, the fused one and the original, and the linker keeps either. Its objects wait
+# for the check, which waits for the rewritten target's step (its audit names the patched headers).
+function(_lmfuse_check_linked_targets)
+  get_property(rewritten GLOBAL PROPERTY LMFUSE_REWRITTEN_TARGETS)
+  _lmfuse_targets_under("${CMAKE_SOURCE_DIR}" all_targets)
+  set(pairs "")
+  foreach(binary IN LISTS all_targets)
+    get_target_property(type "${binary}" TYPE)
+    if(NOT type MATCHES "^(EXECUTABLE|SHARED_LIBRARY|MODULE_LIBRARY)$")
+      continue()
+    endif()
+    _lmfuse_link_closure("${binary}" closure)
+    set(found "")
+    foreach(member IN LISTS closure)
+      if(member IN_LIST rewritten)
+        list(APPEND found "${member}")
+      endif()
+    endforeach()
+    foreach(member IN LISTS closure)
+      get_target_property(member_type "${member}" TYPE)
+      get_target_property(runtime "${member}" LMFUSE_RUNTIME)  # lmfuse's own: includes no user header
+      if(member IN_LIST rewritten OR runtime OR member_type MATCHES "^(INTERFACE_LIBRARY|UTILITY)$")
+        continue()
+      endif()
+      foreach(target IN LISTS found)
+        if(NOT "${member}|${target}" IN_LIST pairs)
+          list(APPEND pairs "${member}|${target}")
+        endif()
+      endforeach()
+    endforeach()
+  endforeach()
+  foreach(pair IN LISTS pairs)
+    string(REPLACE "|" ";" pair "${pair}")
+    list(GET pair 0 member)
+    list(GET pair 1 target)
+    get_target_property(audits "${target}" LMFUSE_AUDIT)
+    list(GET audits 0 audit)
+    get_target_property(edit_root "${target}" LMFUSE_EDIT_ROOT)
+    get_target_property(member_binary_dir "${member}" BINARY_DIR)
+    set(check "${member}_lmfuse_linked_with_${target}")
+    string(MAKE_C_IDENTIFIER "${check}" check)
+    set(stamp "${member_binary_dir}/lmfuse_linked/${check}.stamp")
+    set(depfile_arguments "")
+    if(CMAKE_GENERATOR MATCHES "Ninja|Makefiles")
+      set(depfile_arguments DEPFILE "${stamp}.d")
+    endif()
+    add_custom_command(
+      OUTPUT "${stamp}"
+      COMMAND "${CMAKE_COMMAND}" "-DMODE=consumer" "-DTARGET=${member}" "-DREWRITTEN=${target}"
+              "-DREWRITTEN_AUDIT=${audit}" "-DEDIT_ROOT=${edit_root}" "-DSOURCE_ROOT=${edit_root}"
+              "-DCOMPILE_COMMANDS=${CMAKE_BINARY_DIR}/compile_commands.json" "-DCXX=${CMAKE_CXX_COMPILER}"
+              "-DSTAMP=${stamp}" "-DDEPFILE=${stamp}.d"
+              -P "${_LMFUSE_REWRITE_STEP}"
+      DEPENDS "${_LMFUSE_REWRITE_STEP}" ${depfile_arguments}
+      COMMENT "lmfuse: checking that ${member} compiles no original of a header rewritten for ${target}"
+      VERBATIM)
+    add_custom_target("${check}" DEPENDS "${stamp}")
+    add_dependencies("${check}" "${target}_lmfuse_step")
+    add_dependencies("${member}" "${check}")
+    set_property(TARGET "${member}" PROPERTY EXPORT_COMPILE_COMMANDS ON)
+  endforeach()
 endfunction()
 
 function(lmfuse_rewrite)
@@ -428,30 +565,10 @@ $<JOIN:${global_flags},
   if(mirror_dirs)
     target_include_directories("${target}" BEFORE PRIVATE ${mirror_dirs})
   endif()
-  # The mirror serves this target's own units only: a target that links this one and includes a header
-  # from its public include folders compiles the original, and an inline function defined there would then
-  # have two definitions (the fused one here, the original there). Said at configure time.
-  get_target_property(interface_dirs "${target}" INTERFACE_INCLUDE_DIRECTORIES)
-  if(NOT interface_dirs)
-    set(interface_dirs "")
-  endif()
-  foreach(dir IN LISTS interface_dirs)
-    if(dir MATCHES "^\\$<BUILD_INTERFACE:([^>]*)>$")
-      set(dir "${CMAKE_MATCH_1}")
-    endif()
-    if(NOT dir OR dir MATCHES "\\$<")
-      continue()
-    endif()
-    get_filename_component(dir "${dir}" ABSOLUTE BASE_DIR "${target_source_dir}")
-    _lmfuse_under_root("${dir}" "${real_root}" relative)
-    if(relative)
-      message(WARNING "lmfuse_rewrite(TARGET ${target}): its public include folder ${dir} lies under EDIT_ROOT; "
-                      "targets that link ${target} and include a rewritten header from it compile the original "
-                      "(two definitions of its inline functions). Call lmfuse_rewrite on them too, or make the "
-                      "folder PRIVATE.")
-      break()
-    endif()
-  endforeach()
+  # The mirror serves this target's own units only: a target linked into one binary with this one that
+  # includes a rewritten header compiles its original (two definitions of its inline functions, the fused one
+  # and the original). The check deferred to the end of configuring (_lmfuse_check_linked_targets) stops
+  # that target's build, naming the unit.
   # A copy's includes resolve as its original's: beside the copy (the mirror holds every file under EDIT_ROOT
   # the originals read), then the include folders. Only a relative include that leaves the mirror
   # (`"../third_party/x.h"` from a copy) falls through to its original's folder, searched last (-idirafter,
@@ -463,4 +580,15 @@ $<JOIN:${global_flags},
   target_link_libraries("${target}" PRIVATE lmfuse::torch)
   set_property(TARGET "${target}" PROPERTY EXPORT_COMPILE_COMMANDS ON)
   set_property(TARGET "${target}" APPEND PROPERTY LMFUSE_AUDIT "${audit}")
+  set_property(TARGET "${target}" PROPERTY LMFUSE_EDIT_ROOT "${real_root}")
+  # The step on its own, for the check of the targets linked with this one (which must wait for its audit
+  # but not for the target): the target depends on it, so the two never run the step side by side.
+  add_custom_target("${target}_lmfuse_step" DEPENDS ${copies} "${audit}")
+  add_dependencies("${target}" "${target}_lmfuse_step")
+  set_property(GLOBAL APPEND PROPERTY LMFUSE_REWRITTEN_TARGETS "${target}")
+  get_property(scheduled GLOBAL PROPERTY _LMFUSE_LINKED_CHECK_SCHEDULED)
+  if(NOT scheduled)
+    set_property(GLOBAL PROPERTY _LMFUSE_LINKED_CHECK_SCHEDULED ON)
+    cmake_language(DEFER DIRECTORY "${CMAKE_SOURCE_DIR}" CALL _lmfuse_check_linked_targets)
+  endif()
 endfunction()

@@ -122,6 +122,14 @@ std::vector<MacroDependence> MacroNameRecorder::dependences() const {
     const clang::MacroInfo *Info = PP.getMacroInfo(Identifier);
     if (Info && Info->isBuiltinMacro())
       continue;  // __FILE__, __LINE__, __has_include: the preprocessor's own, in every compiler
+    // The oldest directive: a definition in the predefines buffer is what the unit started with.
+    std::optional<std::string> Predefined;
+    const clang::MacroDirective *Oldest = PP.getLocalMacroDirectiveHistory(Identifier);
+    while (Oldest && Oldest->getPrevious())
+      Oldest = Oldest->getPrevious();
+    if (const auto *First = llvm::dyn_cast_or_null<clang::DefMacroDirective>(Oldest))
+      if (Sources.getFileID(First->getInfo()->getDefinitionLoc()) == PP.getPredefinesFileID())
+        Predefined = definitionText(Name, *First->getInfo(), PP);
     if (Info) {
       clang::PresumedLoc Where = Sources.getPresumedLoc(Info->getDefinitionLoc());
       llvm::StringRef WhereName = Where.isValid() ? llvm::StringRef(Where.getFilename()) : "";
@@ -141,6 +149,9 @@ std::vector<MacroDependence> MacroNameRecorder::dependences() const {
       }
       Macro.Definition = definitionText(Name, *Info, PP);
     }
+    bool EndIsPredefined = Macro.Origin == MacroOrigin::CommandLine || Macro.Origin == MacroOrigin::BuiltIn;
+    if (Predefined && !(EndIsPredefined && *Predefined == Macro.Definition))
+      Macro.Predefined = std::move(Predefined);
     Result.push_back(std::move(Macro));
   }
   return Result;
@@ -164,6 +175,8 @@ llvm::json::Object macroToJson(const MacroDependence &Macro) {
     Object["header"] = Macro.Header;
     Object["header_sha256"] = Macro.HeaderSha256;
   }
+  if (Macro.Predefined)
+    Object["predefined"] = *Macro.Predefined;
   return Object;
 }
 
@@ -201,6 +214,11 @@ llvm::Expected<MacroDependence> macroFromJson(const llvm::json::Value &Value) {
       return Malformed("header");
     Macro.Header = Header->str();
     Macro.HeaderSha256 = Digest->str();
+  }
+  if (const llvm::json::Value *Predefined = Object->get("predefined")) {
+    if (!Predefined->getAsString())
+      return Malformed("predefined");
+    Macro.Predefined = Predefined->getAsString()->str();
   }
   return Macro;
 }

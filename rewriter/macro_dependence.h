@@ -34,11 +34,14 @@ struct MacroDependence {
   std::string Definition;
   std::string Header;        ///< Library: the header that defines it (canonical)
   std::string HeaderSha256;  ///< Library: contentDigest() of that header
+  /// The definition the unit started with (command line, compiler), where it is not `Definition` (a file
+  /// redefined or #undef'd it): the end state alone would not tell a flag a file #undefs after testing it.
+  std::optional<std::string> Predefined;
 
   bool operator<(const MacroDependence &Other) const { return Name < Other.Name; }
   bool operator==(const MacroDependence &Other) const {
     return Name == Other.Name && Origin == Other.Origin && Definition == Other.Definition &&
-           Header == Other.Header && HeaderSha256 == Other.HeaderSha256;
+           Header == Other.Header && HeaderSha256 == Other.HeaderSha256 && Predefined == Other.Predefined;
   }
 };
 

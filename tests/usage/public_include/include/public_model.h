@@ -1,0 +1,13 @@
+// A loss site defined inline in the library's public include folder (see ../CMakeLists.txt): the library's
+// rewrite patches it, so every unit linked into a binary with the library must compile the rewritten copy.
+#pragma once
+
+#include <torch/torch.h>
+
+inline torch::Tensor publicLoss(torch::nn::Linear& lm_head, const torch::Tensor& h, const torch::Tensor& labels) {
+  auto logits = lm_head(h);
+  return torch::nn::functional::cross_entropy(logits, labels);
+}
+
+/// The loss of one fixed batch through the library's (rewritten) publicLoss (library.cpp).
+double libraryLoss();
