@@ -25,19 +25,26 @@ AstQuery::AstQuery(ASTContext &Context, std::string ProgramRoot) : Context(Conte
   }
 }
 
-bool AstQuery::declaredByProgram(const Decl *D) const {
+bool AstQuery::inProgramFile(SourceLocation Location) const {
   const SourceManager &SM = sourceManager();
-  for (const Decl *Declaration : D->redecls()) {
-    SourceLocation Location = SM.getExpansionLoc(Declaration->getLocation());
-    if (Location.isInvalid() || SM.isInSystemHeader(Location))
-      continue;
-    FileID File = SM.getFileID(Location);
-    if (File == SM.getMainFileID())
+  Location = SM.getExpansionLoc(Location);
+  if (Location.isInvalid())
+    return false;
+  FileID File = SM.getFileID(Location);
+  if (File == SM.getMainFileID())
+    return true;
+  OptionalFileEntryRef Entry = SM.getFileEntryRefForID(File);
+  return Entry && !ProgramRoot.empty() && isUnder(SM.getFileManager().getCanonicalName(*Entry), ProgramRoot);
+}
+
+bool AstQuery::inLibraryHeader(SourceLocation Location) const {
+  return sourceManager().isInSystemHeader(sourceManager().getExpansionLoc(Location)) && !inProgramFile(Location);
+}
+
+bool AstQuery::declaredByProgram(const Decl *D) const {
+  for (const Decl *Declaration : D->redecls())
+    if (inProgramFile(Declaration->getLocation()))
       return true;
-    OptionalFileEntryRef Entry = SM.getFileEntryRefForID(File);
-    if (Entry && !ProgramRoot.empty() && isUnder(SM.getFileManager().getCanonicalName(*Entry), ProgramRoot))
-      return true;
-  }
   return false;
 }
 

@@ -61,9 +61,16 @@ public:
   std::optional<int64_t> integerValue(const clang::Expr *E) const;
   std::optional<double> floatValue(const clang::Expr *E) const;
 
-  /// Whether the program being analysed declares D itself: some declaration of it lies outside the system
-  /// headers, in the main file or under the program's root. The library's rules may match only what the
-  /// library declares (pattern_match.h: isLibraryDeclaration).
+  /// Whether Location (its expansion) lies in the program's own files: the main file, or a file under the
+  /// program's root. Decided by where the file lies, never by how it was included: a program header
+  /// reached as a system header (-isystem, a precompiled header's `#pragma GCC system_header`) is still
+  /// the program's, its code analysed and its functions never trusted as the library's.
+  bool inProgramFile(clang::SourceLocation Location) const;
+  /// Whether Location lies in a system header that is not one of the program's files: the library's code.
+  bool inLibraryHeader(clang::SourceLocation Location) const;
+  /// Whether the program being analysed declares D itself: some declaration of it lies in the program's
+  /// files (inProgramFile). The library's rules may match only what the library declares
+  /// (pattern_match.h: isLibraryDeclaration).
   bool declaredByProgram(const clang::Decl *D) const;
 
   /// Ordering and nesting by source position (expansion locations).

@@ -96,7 +96,7 @@ TranslationUnitOutcome analyse(const Job &Unit, const PatternSet &Patterns, cons
   TranslationUnitResult Analysis;
   ParseOutcome Parse = parseTranslationUnit(Unit.CommandLine, Directory, {}, [&](clang::ASTContext &Context) {
     Analysis = analyzeTranslationUnit(Context, Patterns, ProgramRoot);
-  }, &ProgramRoot);
+  }, ProgramRoot, /*RecordMacros=*/true);
   Outcome.FilesRead = std::move(Parse.FilesRead);
   Outcome.PathsMissing = std::move(Parse.PathsMissing);
   Outcome.Macros = std::move(Parse.Macros);
@@ -353,7 +353,7 @@ DriverResult runDriver(const clang::tooling::CompilationDatabase &Compilations,
     std::vector<std::string> Errors(Batch.size());
     parallelFor(Batch.size(), Options.Jobs, [&](size_t K) {
       const Job &Unit = Units[Batch[K]];
-      Errors[K] = verifyRewrite(Unit.CommandLine, Unit.Command.Directory, Overlays[K]);
+      Errors[K] = verifyRewrite(Unit.CommandLine, Unit.Command.Directory, Overlays[K], Options.EditRoot);
     });
     std::set<std::string> NewlyDropped;
     for (size_t K = 0; K < Batch.size(); ++K) {

@@ -668,8 +668,7 @@ private:
   }
 
   bool isLibrary(const Decl *Declaration) const {
-    return SM.isInSystemHeader(SM.getExpansionLoc(Declaration->getLocation())) ||
-           isLibraryDeclaration(Declaration, Patterns, Query);
+    return Query.inLibraryHeader(Declaration->getLocation()) || isLibraryDeclaration(Declaration, Patterns, Query);
   }
 
   /// A destructor of the program's (user-provided): code the analysis does not look into.

@@ -155,7 +155,7 @@ TranslationUnitResult analyzeTranslationUnit(ASTContext &Context, const PatternS
 
   for (const Candidate &Found : Candidates) {
     const CallExpr *Loss = Found.Loss;
-    if (!Seen.insert(Loss).second || SM.isInSystemHeader(SM.getExpansionLoc(Loss->getBeginLoc())))
+    if (!Seen.insert(Loss).second || Query.inLibraryHeader(Loss->getBeginLoc()))
       continue;
     const FunctionDecl *Function = Query.enclosingFunction(Loss);
     if (!Function || !Function->getBody())
@@ -243,7 +243,7 @@ TranslationUnitResult analyzeTranslationUnit(ASTContext &Context, const PatternS
   // fallback was removed) is already patched too: every such call not seen above is recorded.
   for (const Candidate &Fused : FusedCalls) {
     const FunctionDecl *Function = Query.enclosingFunction(Fused.Loss);
-    if (SM.isInSystemHeader(SM.getExpansionLoc(Fused.Loss->getBeginLoc())) || !Function ||
+    if (Query.inLibraryHeader(Fused.Loss->getBeginLoc()) || !Function ||
         inLibraryNamespace(Function, Patterns) || !Recorded.insert(Function).second)
       continue;
     SiteRecord Record = recordAt(Fused.Loss, Function, Patterns.Replacement.Call, SM);

@@ -23,8 +23,8 @@ struct TranslationUnitResult {
   std::vector<clang::tooling::Replacement> Edits;   ///< for patched sites only; none touch a macro expansion
 };
 
-/// Pure analysis over a translation unit that parsed without errors. Sites in system headers
-/// are not candidates. Sites are sorted by file, line and column. ProgramRoot is the folder of the
+/// Pure analysis over a translation unit that parsed without errors. Sites in the library's system
+/// headers are not candidates (a program file included as a system header is the program's). Sites are sorted by file, line and column. ProgramRoot is the folder of the
 /// program's own files (the edit root; "" = the main file's folder): what they declare is never the
 /// library's (AstQuery::declaredByProgram).
 TranslationUnitResult analyzeTranslationUnit(clang::ASTContext &Context, const PatternSet &Patterns,

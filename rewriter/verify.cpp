@@ -13,9 +13,11 @@
 #include "clang/Frontend/TextDiagnosticPrinter.h"
 #include "clang/Tooling/Tooling.h"
 #include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/Path.h"
 #include "llvm/Support/VirtualFileSystem.h"
 #include "llvm/Support/raw_ostream.h"
 
+#include <map>
 #include <set>
 
 namespace lmfuse::rewriter {
@@ -88,12 +90,30 @@ private:
 class ParsingConsumer : public clang::ASTConsumer {
 public:
   ParsingConsumer(clang::CompilerInstance &Compiler, llvm::StringRef Directory, ParseOutcome &Outcome,
-                  const std::function<void(clang::ASTContext &)> &OnParsed, const MacroNameRecorder *Macros)
-      : Compiler(Compiler), Directory(Directory), Outcome(Outcome), OnParsed(OnParsed), Macros(Macros) {}
+                  const std::function<void(clang::ASTContext &)> &OnParsed, const MacroNameRecorder *Macros,
+                  llvm::StringRef ProjectRoot)
+      : Compiler(Compiler), Directory(Directory), Outcome(Outcome), OnParsed(OnParsed), Macros(Macros),
+        ProjectRoot(ProjectRoot) {}
 
-  // Only reached with SkipFunctionBodies on; Sema already keeps constexpr and auto-returning bodies.
+  // Only reached with SkipFunctionBodies on; Sema already keeps constexpr and auto-returning bodies. A
+  // program header included as a system header (-isystem, a precompiled header) keeps its bodies: the
+  // analysis looks into the program's code wherever it is included from.
   bool shouldSkipFunctionBody(clang::Decl *D) override {
-    return Compiler.getSourceManager().isInSystemHeader(D->getLocation());
+    const clang::SourceManager &Sources = Compiler.getSourceManager();
+    clang::SourceLocation Location = Sources.getExpansionLoc(D->getLocation());
+    if (!Sources.isInSystemHeader(Location))
+      return false;
+    clang::FileID File = Sources.getFileID(Location);
+    auto [It, Inserted] = ProgramFiles.try_emplace(File.getHashValue(), false);
+    if (Inserted) {
+      std::string Root = ProjectRoot;
+      if (Root.empty())
+        if (clang::OptionalFileEntryRef Main = Sources.getFileEntryRefForID(Sources.getMainFileID()))
+          Root = llvm::sys::path::parent_path(canonicalPath(Main->getName(), Directory)).str();
+      clang::OptionalFileEntryRef Entry = Sources.getFileEntryRefForID(File);
+      It->second = Entry && !Root.empty() && isUnder(canonicalPath(Entry->getName(), Directory), Root);
+    }
+    return !It->second;
   }
 
   void HandleTranslationUnit(clang::ASTContext &Context) override {
@@ -112,13 +132,16 @@ private:
   ParseOutcome &Outcome;
   const std::function<void(clang::ASTContext &)> &OnParsed;
   const MacroNameRecorder *Macros;
+  std::string ProjectRoot;
+  std::map<unsigned, bool> ProgramFiles;  // FileID hash -> a program file (keeps its bodies)
 };
 
 class ParsingAction : public clang::ASTFrontendAction {
 public:
   ParsingAction(llvm::StringRef Directory, ParseOutcome &Outcome,
-                const std::function<void(clang::ASTContext &)> &OnParsed, const std::string *MacroRoot)
-      : Directory(Directory), Outcome(Outcome), OnParsed(OnParsed), MacroRoot(MacroRoot) {}
+                const std::function<void(clang::ASTContext &)> &OnParsed, std::string ProjectRoot, bool RecordMacros)
+      : Directory(Directory), Outcome(Outcome), OnParsed(OnParsed), ProjectRoot(std::move(ProjectRoot)),
+        RecordMacros(RecordMacros) {}
 
   std::unique_ptr<clang::ASTConsumer> CreateASTConsumer(clang::CompilerInstance &Compiler,
                                                         llvm::StringRef) override {
@@ -126,19 +149,20 @@ public:
     // "N errors generated." would go to stderr; the diagnostics themselves are captured above.
     Compiler.setVerboseOutputStream(std::make_unique<llvm::raw_null_ostream>());
     MacroNameRecorder *Macros = nullptr;
-    if (MacroRoot) {
-      auto Recorder = std::make_unique<MacroNameRecorder>(Compiler.getPreprocessor(), *MacroRoot, Directory);
+    if (RecordMacros) {
+      auto Recorder = std::make_unique<MacroNameRecorder>(Compiler.getPreprocessor(), ProjectRoot, Directory);
       Macros = Recorder.get();  // owned by the preprocessor, which outlives the consumer's last call
       Compiler.getPreprocessor().addPPCallbacks(std::move(Recorder));
     }
-    return std::make_unique<ParsingConsumer>(Compiler, Directory, Outcome, OnParsed, Macros);
+    return std::make_unique<ParsingConsumer>(Compiler, Directory, Outcome, OnParsed, Macros, ProjectRoot);
   }
 
 private:
   std::string Directory;
   ParseOutcome &Outcome;
   const std::function<void(clang::ASTContext &)> &OnParsed;
-  const std::string *MacroRoot;
+  std::string ProjectRoot;
+  bool RecordMacros;
 };
 
 }  // namespace
@@ -146,7 +170,7 @@ private:
 ParseOutcome parseTranslationUnit(const std::vector<std::string> &CommandLine, llvm::StringRef Directory,
                                   const llvm::StringMap<std::string> &Overlay,
                                   const std::function<void(clang::ASTContext &)> &OnParsed,
-                                  const std::string *MacroRoot) {
+                                  const std::string &ProjectRoot, bool RecordMacros) {
   ParseOutcome Outcome;
   // A file system of its own: its working directory is this command's, whatever other threads do.
   std::unique_ptr<llvm::vfs::FileSystem> Physical = llvm::vfs::createPhysicalFileSystem();
@@ -172,7 +196,7 @@ ParseOutcome parseTranslationUnit(const std::vector<std::string> &CommandLine, l
   auto DiagnosticOptions = llvm::makeIntrusiveRefCnt<clang::DiagnosticOptions>();
   CapturingDiagnostics Diagnostics(DiagnosticsOS, DiagnosticOptions.get(), Outcome);
   clang::tooling::ToolInvocation Invocation(
-      CommandLine, std::make_unique<ParsingAction>(Directory, Outcome, OnParsed, MacroRoot), Files.get());
+      CommandLine, std::make_unique<ParsingAction>(Directory, Outcome, OnParsed, ProjectRoot, RecordMacros), Files.get());
   Invocation.setDiagnosticConsumer(&Diagnostics);
   bool Succeeded = Invocation.run();
   Outcome.PathsMissing.assign(Missing.begin(), Missing.end());
@@ -187,8 +211,8 @@ ParseOutcome parseTranslationUnit(const std::vector<std::string> &CommandLine, l
 }
 
 std::string verifyRewrite(const std::vector<std::string> &CommandLine, llvm::StringRef Directory,
-                          const llvm::StringMap<std::string> &Overlay) {
-  ParseOutcome Outcome = parseTranslationUnit(CommandLine, Directory, Overlay, nullptr);
+                          const llvm::StringMap<std::string> &Overlay, const std::string &ProjectRoot) {
+  ParseOutcome Outcome = parseTranslationUnit(CommandLine, Directory, Overlay, nullptr, ProjectRoot);
   if (!Outcome.HadErrors)
     return "";
   return Outcome.FirstError;

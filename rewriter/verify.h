@@ -1,7 +1,7 @@
 // Parsing one translation unit the way its compile command says, optionally over rewritten contents
 // held in memory, and the re-parse check that a rewrite still compiles before anything is written.
-// Function bodies in system headers are skipped (their declarations are kept): the rewriter never edits
-// them, and skipping them is most of what makes a parse of <torch/torch.h> fast.
+// Function bodies in the library's headers are skipped (their declarations are kept): the rewriter never
+// edits them, and skipping them is most of what makes a parse of <torch/torch.h> fast.
 #pragma once
 
 #include <functional>
@@ -27,22 +27,24 @@ struct ParseOutcome {
   /// Absolute paths the parse looked for and did not find (include search, sorted): a file that appears at
   /// one of them (a header that now shadows another) can change the outcome.
   std::vector<std::string> PathsMissing;
-  /// With a MacroRoot: the macros the files under it name, and their definitions (macro_dependence.h).
+  /// With RecordMacros: the macros the program's files name, and their definitions (macro_dependence.h).
   std::vector<MacroDependence> Macros;
 };
 
 /// Parses the translation unit of CommandLine (already adjusted to -fsyntax-only) from Directory, seeing
 /// Overlay (canonical path -> contents) in place of the files on disk. OnParsed runs on the AST when the
-/// parse had no error. With MacroRoot, Macros records what the files under *MacroRoot name ("": every file
-/// outside the system headers).
+/// parse had no error. Function bodies are skipped in system headers but the program's own (the main file
+/// and the files under ProjectRoot; "": the main file's folder), however they were included. With
+/// RecordMacros, Macros records what the files under ProjectRoot name ("": every file outside the system
+/// headers).
 ParseOutcome parseTranslationUnit(const std::vector<std::string> &CommandLine, llvm::StringRef Directory,
                                   const llvm::StringMap<std::string> &Overlay,
                                   const std::function<void(clang::ASTContext &)> &OnParsed,
-                                  const std::string *MacroRoot = nullptr);
+                                  const std::string &ProjectRoot = "", bool RecordMacros = false);
 
 /// The re-parse check: the translation unit must compile with Overlay's rewritten contents.
 /// Returns "" when it does, else the first error (file:line: message).
 std::string verifyRewrite(const std::vector<std::string> &CommandLine, llvm::StringRef Directory,
-                          const llvm::StringMap<std::string> &Overlay);
+                          const llvm::StringMap<std::string> &Overlay, const std::string &ProjectRoot = "");
 
 }  // namespace lmfuse::rewriter

@@ -468,12 +468,13 @@ TEST_CASE("--out-dir: the audit records the SHA-256 of every original the mirror
 
 // What a build that compiles the copies under other flags, or with another compiler, must see as the tool
 // did (lmfuse_rewrite compares these with its compiler's `-dM -E`): every macro the project's files name,
-// with its definition and where that came from. The project's own macros are not recorded (their files are
+// with its definition and where that came from, and the one it started with where a file changed it. The project's own macros are not recorded (their files are
 // checked by digest), nor the preprocessor's own (__LINE__), nor units that read no rewritten file.
 TEST_CASE("--out-dir: the audit records the macros each unit that reads a rewritten file depended on", "[cli]") {
   const std::string Source = std::string("#include \"config.h\"\n#include \"lib.h\"\n") +
                              "#if MODEL_VARIANT > 1\nint variant = 2;\n#endif\n"
                              "#ifdef MODEL_SOFTCAP\nint capped = 1;\n#endif\n"
+                             "#ifdef UNDONE_FLAG\nint undone = 1;\n#endif\n#undef UNDONE_FLAG\n"
                              "int scaled = LIB_TWICE(SCALE_FROM_FLAGS) + PROJECT_SCALE + __LINE__;\n" +
                              ModelSource;
   SourceTree Tree({{"src/model.cpp", Source.c_str()},
@@ -484,7 +485,7 @@ TEST_CASE("--out-dir: the audit records the macros each unit that reads a rewrit
   std::vector<std::string> Arguments =
       withFlags({"--out-dir", Tree.path("out"), "--edit-root", Tree.path("src"), "--audit", Audit,
                  Tree.path("src/model.cpp"), Tree.path("src/other.cpp")},
-                Tree, {"-DSCALE_FROM_FLAGS=3", "-I" + Tree.path("lib")});
+                Tree, {"-DSCALE_FROM_FLAGS=3", "-DUNDONE_FLAG", "-I" + Tree.path("lib")});
   for (const char *Run : {"parsed", "from the cache"}) {
     INFO(Run);
     ToolRun Tool = runLmfuse(Arguments);
@@ -502,8 +503,9 @@ TEST_CASE("--out-dir: the audit records the macros each unit that reads a rewrit
     std::vector<std::string> Names;
     for (const llvm::json::Value &Macro : *Macros)
       Names.push_back(field(Macro, "name"));
-    CHECK(Names == std::vector<std::string>{"LIB_TWICE", "MODEL_SOFTCAP", "MODEL_VARIANT", "SCALE_FROM_FLAGS"});
-    REQUIRE(Macros->size() == 4);
+    CHECK(Names == std::vector<std::string>{"LIB_TWICE", "MODEL_SOFTCAP", "MODEL_VARIANT", "SCALE_FROM_FLAGS",
+                                            "UNDONE_FLAG"});
+    REQUIRE(Macros->size() == 5);
     CHECK(field((*Macros)[0], "origin") == "library");
     CHECK(field((*Macros)[0], "definition") == "LIB_TWICE(x) ( ( x ) * 2 )");
     CHECK(field((*Macros)[0], "header") == Tree.path("lib/lib.h"));
@@ -516,7 +518,49 @@ TEST_CASE("--out-dir: the audit records the macros each unit that reads a rewrit
     CHECK(field((*Macros)[2], "origin") == "undefined");
     CHECK(field((*Macros)[3], "origin") == "command-line");
     CHECK(field((*Macros)[3], "definition") == "SCALE_FROM_FLAGS 3");
+    CHECK((*Macros)[3].getAsObject()->get("predefined") == nullptr);  // as it ends: no need to repeat it
+    // Given on the command line, #undef'd by the file: it ends undefined, and started defined.
+    CHECK(field((*Macros)[4], "origin") == "undefined");
+    CHECK(field((*Macros)[4], "predefined") == "UNDONE_FLAG 1");
   }
+}
+
+// Which code is the program's is decided by where its file lies (the main file, the edit root), never by how
+// it was included: a project header reached through -isystem (or a precompiled header's `#pragma GCC
+// system_header`) is analysed like any other, its functions are not trusted as the library's, and a loss
+// site in it is found.
+TEST_CASE("a program header included as a system header is the program's code", "[cli]") {
+  // By value: a Tensor is a handle, so the in-place product doubles the caller's `h` too.
+  const char *Helpers = "#pragma once\n#include <torch/torch.h>\ninline void warm(torch::Tensor h) { h.mul_(2); }\n";
+  const char *Caller = R"cpp(#include <torch/torch.h>
+#include <helpers.h>
+namespace F = torch::nn::functional;
+torch::Tensor lossOf(torch::nn::Linear &lm_head, torch::Tensor h, const torch::Tensor &labels) {
+  auto logits = lm_head(h);
+  warm(h);
+  return F::cross_entropy(logits, labels);
+}
+)cpp";
+  const std::string Header = "#pragma once\n" + std::string(ModelSource);
+  SourceTree Tree({{"include/helpers.h", Helpers}, {"include/model.h", Header.c_str()},
+                   {"src/caller.cpp", Caller}, {"src/train.cpp", "#include <model.h>\n"}});
+  std::string Audit = Tree.path("audit.json");
+  ToolRun Tool = runLmfuse(withFlags({"--edit-root", Tree.Root, "--audit", Audit, Tree.path("src/caller.cpp"),
+                                      Tree.path("src/train.cpp")},
+                                     Tree, {"-isystem", Tree.path("include")}));
+  INFO(Tool.Err);
+  llvm::json::Value Document = readAudit(Audit);
+  const llvm::json::Array *Sites = Document.getAsObject()->getArray("sites");
+  REQUIRE(Sites);
+  REQUIRE(Sites->size() == 2);
+  // The header's site is found and patched; the helper doubles the head's input before the loss: refused,
+  // as from a quoted include.
+  CHECK(field((*Sites)[0], "file") == Tree.path("include/model.h"));
+  CHECK(field((*Sites)[0], "status") == "patched");
+  CHECK(field((*Sites)[1], "file") == Tree.path("src/caller.cpp"));
+  CHECK(field((*Sites)[1], "status") == "unmatched");
+  CHECK(field((*Sites)[1], "reason") == "inputs-modified");
+  CHECK(countOf(field((*Sites)[1], "detail"), "warm") >= 1);
 }
 
 TEST_CASE("--version names the tool and the Clang it was built with", "[cli]") {

@@ -33,6 +33,7 @@ public:
   Tensor to(ScalarType Type) const;
   Tensor tanh() const;
   Tensor operator*(double Scale) const;
+  const Tensor &mul_(double Scale) const;
   int64_t size(int64_t Dim) const;
   bool defined() const;
 };
