@@ -11,8 +11,9 @@
 #   include resolves next to the copy, and every include directory of the target (and of the targets it
 #   links when lmfuse_rewrite is called) that lies under EDIT_ROOT gets its mirror put in front. So every
 #   unit that includes a patched header compiles the rewritten one; the step checks that with each unit's
-#   own compile command and fails naming any unit that would still read an original patched header, or
-#   whose copy would read other files of the project than its original;
+#   own compile command and fails naming any unit that would still read an original patched header (a
+#   header among the target's precompiled headers is one: they are built from the originals), or whose
+#   copy would read other files of the project than its original;
 # - each copy compiles as its original would: it takes the original's source properties set before the
 #   call (COMPILE_DEFINITIONS, COMPILE_OPTIONS, COMPILE_FLAGS, INCLUDE_DIRECTORIES, ...), stays out of
 #   unity builds, and the tool parses each source with its copy's own compile command (from the compile

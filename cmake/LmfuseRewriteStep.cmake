@@ -780,7 +780,17 @@ foreach(source IN LISTS SOURCES)
     # reach the same file through a linked folder.
     get_filename_component(real_header "${header}" REALPATH)
     if(real_header IN_LIST patched_files AND NOT real_header STREQUAL real_source)
-      list(APPEND bypassing "\n  ${source} includes the original ${header}, not its rewritten copy")
+      # A precompiled header is built from the originals it includes, before any copy.
+      set(through "")
+      set(precompiled ${headers})
+      list(FILTER precompiled INCLUDE REGEX "/cmake_pch\\.[^/]*$")
+      if(precompiled)
+        list(GET precompiled 0 precompiled)
+        string(CONCAT through " (through the target's precompiled headers, ${precompiled}, which are built "
+                              "from the originals: take the header out of target_precompile_headers(), or set "
+                              "the target's DISABLE_PRECOMPILE_HEADERS)")
+      endif()
+      list(APPEND bypassing "\n  ${source} includes the original ${header}, not its rewritten copy${through}")
     endif()
     # A mirrored file stands for its original (the mirror is this step's output, never its input).
     file(RELATIVE_PATH in_mirror "${OUT_DIR}" "${header}")

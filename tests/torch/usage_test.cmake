@@ -242,6 +242,13 @@ elseif(STEP STREQUAL "build_guards")
       message(FATAL_ERROR "guard_compiler: the build under ${compiler_id} does not name __clang__:\n${OUT}")
     endif()
   endif()
+  # A precompiled model header: the tool finds its site (the header is the program's, however included),
+  # and the units, which read the original through the precompiled headers, stop the build naming them.
+  build_fails(guard_pch)
+  string(REGEX REPLACE "[ \t\r\n]+" " " flat "${OUT}")
+  if(NOT flat MATCHES "includes the original [^ ]*model\\.h, not its rewritten copy \\(through the target's precompiled headers")
+    message(FATAL_ERROR "guard_pch: the failed build does not name the precompiled headers:\n${OUT}")
+  endif()
   # Unity build: the copy was parsed with its own command (-DNDEBUG), so the rebinding of h after the
   # head was seen and the fused call reads the head's input from a local made before it.
   step("${CMAKE_COMMAND}" --build "${build}" --target guard_unity)
