@@ -29,10 +29,10 @@
 #   file under EDIT_ROOT, since it would compile the originals;
 # - every other target linked into one binary with <target> (it links <target>, or an executable or shared
 #   library links both) gets a build-time check, made at the end of configuring, that none of its units
-#   compiles the original of a header <target>'s rewrite patched: the binary would hold two definitions of
-#   the header's inline functions, the fused one and the original, and the linker keeps either. Its build
-#   fails naming the unit (call lmfuse_rewrite on it too, or include the header only from <target>);
-#   lmfuse's own targets (LMFUSE_RUNTIME) are not checked;
+#   compiles the original of a header <target>'s rewrite patched, nor, rewritten itself, another copy of it
+#   (its own rewrite under other flags): the binary would hold two definitions of the header's inline
+#   functions, and the linker keeps either. Its build fails naming the unit (call lmfuse_rewrite on it
+#   too, or include the header only from <target>); lmfuse's own targets (LMFUSE_RUNTIME) are not checked;
 # - sources outside EDIT_ROOT (e.g. generated in the build tree) are compiled as they are; a site in one
 #   of them is an error of the tool ("lies outside the source root"): set EDIT_ROOT to a folder holding it;
 # - EXTRA_ARGS are flags for the tool's parse only (like clang-tidy's --extra-arg); flags Clang does not
@@ -247,10 +247,10 @@ function(_lmfuse_link_closure target out)
 endfunction()
 
 # Run once, at the end of configuring (deferred by the first lmfuse_rewrite call): every target that ends
-# up in one binary with a rewritten one (an executable or shared library and all it links) and is not
-# rewritten itself gets a build-time check (the step's MODE=consumer) that none of its units compiles the
-# original of a header that target's rewrite patched: the binary would hold two definitions of the
-# header's inline functions, the fused one and the original, and the linker keeps either. Its objects wait
+# up in one binary with a rewritten one (an executable or shared library and all it links) gets a
+# build-time check (the step's MODE=consumer) that none of its units compiles the original of a header
+# that target's rewrite patched, nor, when it is rewritten too, another copy of it than that target's: the
+# binary would hold two definitions of the header's inline functions, and the linker keeps either. Its objects wait
 # for the check, which waits for the rewritten target's step (its audit names the patched headers).
 function(_lmfuse_check_linked_targets)
   get_property(rewritten GLOBAL PROPERTY LMFUSE_REWRITTEN_TARGETS)
@@ -271,11 +271,11 @@ function(_lmfuse_check_linked_targets)
     foreach(member IN LISTS closure)
       get_target_property(member_type "${member}" TYPE)
       get_target_property(runtime "${member}" LMFUSE_RUNTIME)  # lmfuse's own: includes no user header
-      if(member IN_LIST rewritten OR runtime OR member_type MATCHES "^(INTERFACE_LIBRARY|UTILITY)$")
+      if(runtime OR member_type MATCHES "^(INTERFACE_LIBRARY|UTILITY)$")
         continue()
       endif()
       foreach(target IN LISTS found)
-        if(NOT "${member}|${target}" IN_LIST pairs)
+        if(NOT member STREQUAL target AND NOT "${member}|${target}" IN_LIST pairs)
           list(APPEND pairs "${member}|${target}")
         endif()
       endforeach()
@@ -288,7 +288,15 @@ function(_lmfuse_check_linked_targets)
     get_target_property(audits "${target}" LMFUSE_AUDIT)
     list(GET audits 0 audit)
     get_target_property(edit_root "${target}" LMFUSE_EDIT_ROOT)
+    get_target_property(out_dir "${target}" LMFUSE_OUT_DIR)
     get_target_property(member_binary_dir "${member}" BINARY_DIR)
+    # A rewritten member compiles its own copies: they must be the same as the target's.
+    set(member_arguments "")
+    if(member IN_LIST rewritten)
+      get_target_property(member_out_dir "${member}" LMFUSE_OUT_DIR)
+      get_target_property(member_edit_root "${member}" LMFUSE_EDIT_ROOT)
+      set(member_arguments "-DMEMBER_OUT_DIR=${member_out_dir}" "-DMEMBER_EDIT_ROOT=${member_edit_root}")
+    endif()
     set(check "${member}_lmfuse_linked_with_${target}")
     string(MAKE_C_IDENTIFIER "${check}" check)
     set(stamp "${member_binary_dir}/lmfuse_linked/${check}.stamp")
@@ -299,7 +307,8 @@ function(_lmfuse_check_linked_targets)
     add_custom_command(
       OUTPUT "${stamp}"
       COMMAND "${CMAKE_COMMAND}" "-DMODE=consumer" "-DTARGET=${member}" "-DREWRITTEN=${target}"
-              "-DREWRITTEN_AUDIT=${audit}" "-DEDIT_ROOT=${edit_root}" "-DSOURCE_ROOT=${edit_root}"
+              "-DREWRITTEN_AUDIT=${audit}" "-DREWRITTEN_OUT_DIR=${out_dir}" ${member_arguments}
+              "-DEDIT_ROOT=${edit_root}" "-DSOURCE_ROOT=${edit_root}"
               "-DCOMPILE_COMMANDS=${CMAKE_BINARY_DIR}/compile_commands.json" "-DCXX=${CMAKE_CXX_COMPILER}"
               "-DSTAMP=${stamp}" "-DDEPFILE=${stamp}.d"
               -P "${_LMFUSE_REWRITE_STEP}"
@@ -308,6 +317,9 @@ function(_lmfuse_check_linked_targets)
       VERBATIM)
     add_custom_target("${check}" DEPENDS "${stamp}")
     add_dependencies("${check}" "${target}_lmfuse_step")
+    if(member IN_LIST rewritten)
+      add_dependencies("${check}" "${member}_lmfuse_step")
+    endif()
     add_dependencies("${member}" "${check}")
     set_property(TARGET "${member}" PROPERTY EXPORT_COMPILE_COMMANDS ON)
   endforeach()
@@ -582,6 +594,7 @@ $<JOIN:${global_flags},
   set_property(TARGET "${target}" PROPERTY EXPORT_COMPILE_COMMANDS ON)
   set_property(TARGET "${target}" APPEND PROPERTY LMFUSE_AUDIT "${audit}")
   set_property(TARGET "${target}" PROPERTY LMFUSE_EDIT_ROOT "${real_root}")
+  set_property(TARGET "${target}" PROPERTY LMFUSE_OUT_DIR "${out_dir}")
   # The step on its own, for the check of the targets linked with this one (which must wait for its audit
   # but not for the target): the target depends on it, so the two never run the step side by side.
   add_custom_target("${target}_lmfuse_step" DEPENDS ${copies} "${audit}")

@@ -15,8 +15,9 @@
 # MODE=tool:    TOOL EXTRA_ARGS_FILE
 # MODE=carried: FROM_DIR CARRIED_AUDIT
 # MODE=consumer (a target linked into one binary with the rewritten REWRITTEN: none of its units may compile
-#               the original of a header REWRITTEN's rewrite patched): TARGET REWRITTEN REWRITTEN_AUDIT
-#               EDIT_ROOT SOURCE_ROOT COMPILE_COMMANDS CXX STAMP DEPFILE
+#               the original of a header REWRITTEN's rewrite patched, nor, when it is rewritten too
+#               (MEMBER_OUT_DIR, MEMBER_EDIT_ROOT), a copy of it other than REWRITTEN's): TARGET REWRITTEN
+#               REWRITTEN_AUDIT REWRITTEN_OUT_DIR EDIT_ROOT SOURCE_ROOT COMPILE_COMMANDS CXX STAMP DEPFILE
 cmake_minimum_required(VERSION 3.22)
 
 # The files of lmfuse_rewritten/<target>/ that are no copies: the audit, the step's inputs, its stage (the
@@ -303,6 +304,7 @@ if(MODE STREQUAL "consumer")
   file(READ "${REWRITTEN_AUDIT}" rewritten_audit)
   patched_files_of("${rewritten_audit}" patched_files)
   set(originals_read "")
+  set(copies_differ "")
   set(dependencies "")
   target_units(units)
   if(NOT entries GREATER 0)
@@ -317,12 +319,37 @@ if(MODE STREQUAL "consumer")
       get_filename_component(real_header "${header}" REALPATH)
       if(real_header IN_LIST patched_files)
         list(APPEND originals_read "\n  ${source} includes the original ${header}")
+      elseif(MEMBER_OUT_DIR)
+        # TARGET is rewritten too: a copy of a header REWRITTEN patched must be REWRITTEN's copy, or the
+        # two rewrites (other flags, other rules) are two definitions as well.
+        file(RELATIVE_PATH in_mirror "${MEMBER_OUT_DIR}" "${real_header}")
+        if(NOT in_mirror MATCHES "^\\.\\./")
+          get_filename_component(original "${MEMBER_EDIT_ROOT}/${in_mirror}" REALPATH)
+          file(RELATIVE_PATH in_root "${real_edit_root}" "${original}")
+          if(original IN_LIST patched_files)
+            file(SHA256 "${real_header}" ours)
+            set(theirs "")
+            if(EXISTS "${REWRITTEN_OUT_DIR}/${in_root}")
+              file(SHA256 "${REWRITTEN_OUT_DIR}/${in_root}" theirs)
+            endif()
+            if(NOT ours STREQUAL theirs)
+              list(APPEND copies_differ "\n  ${source} includes ${real_header}, which differs from "
+                                        "${REWRITTEN_OUT_DIR}/${in_root}")
+            endif()
+          endif()
+        endif()
       endif()
       string(REPLACE " " "\\ " header "${header}")
       string(APPEND dependencies " \\\n  ${header}")
     endforeach()
   endforeach()
   file(REMOVE "${DEPFILE}.part")
+  if(copies_differ)
+    fail("${TARGET} and ${REWRITTEN} are linked into one binary, and their rewrites of a header differ (one "
+         "was analysed under other flags, or refused a site the other patched): the binary would hold two "
+         "definitions of its inline functions, and the linker keeps either. Give both targets the same "
+         "flags for the header, or include it from one of them only:${copies_differ}")
+  endif()
   if(originals_read)
     fail("${TARGET} is linked into one binary with ${REWRITTEN}, and compiles the original of a header whose "
          "loss site ${REWRITTEN}'s rewrite patched: the binary would hold two definitions of its inline "

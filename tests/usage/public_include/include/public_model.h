@@ -6,6 +6,9 @@
 
 inline torch::Tensor publicLoss(torch::nn::Linear& lm_head, const torch::Tensor& h, const torch::Tensor& labels) {
   auto logits = lm_head(h);
+#ifdef PUBLIC_CAP  // usage_public_include_capped: its own rewrite refuses the site that the library's patches
+  logits = 30.0 * torch::tanh(logits / 30.0);
+#endif
   return torch::nn::functional::cross_entropy(logits, labels);
 }
 
