@@ -379,6 +379,62 @@ private:
     return contains(Effects.ModeGuards, Record->getName().str()) ? Record->getName().str() : "";
   }
 
+  /// The mode guard's class a value of Type is or holds: through pointers, arrays and template arguments
+  /// (`c10::optional<NoGradGuard>`, `std::unique_ptr<InferenceMode>`, `std::vector<AutoGradMode>`), or "".
+  std::string modeGuardHeld(QualType Type, int Depth = 0) const {
+    if (Type.isNull() || Depth > 4)
+      return "";
+    Type = Type.getNonReferenceType();
+    if (std::string Guard = modeGuard(Type); !Guard.empty())
+      return Guard;
+    if (Type->isPointerType())
+      return modeGuardHeld(Type->getPointeeType(), Depth + 1);
+    if (const clang::Type *Element = Type->getArrayElementTypeNoTypeQual(); Element && Type->isArrayType())
+      return modeGuardHeld(QualType(Element, 0), Depth + 1);
+    if (const auto *Specialization = dyn_cast_or_null<ClassTemplateSpecializationDecl>(Type->getAsCXXRecordDecl()))
+      for (const TemplateArgument &Argument : Specialization->getTemplateArgs().asArray())
+        if (Argument.getKind() == TemplateArgument::Type)
+          if (std::string Guard = modeGuardHeld(Argument.getAsType(), Depth + 1); !Guard.empty())
+            return Guard;
+    return "";
+  }
+
+  /// Whether an argument of Call sets one of the rule set's writing options (`.inplace(true)`,
+  /// `ReLUFuncOptions(true)`, `.max_norm(1.0)`) to anything but a literal `false`.
+  bool setsWritingOption(const CallExpr *Call) const {
+    class Finder : public RecursiveASTVisitor<Finder> {
+    public:
+      explicit Finder(const EffectPatterns &Effects) : Effects(Effects) {}
+      static bool literalFalse(const Expr *Value) {
+        const auto *Literal = dyn_cast<CXXBoolLiteralExpr>(Value->IgnoreParenImpCasts());
+        return Literal && !Literal->getValue();
+      }
+      bool VisitCXXMemberCallExpr(CXXMemberCallExpr *Member) {
+        const CXXMethodDecl *Method = Member->getMethodDecl();
+        if (Method && Method->getIdentifier() && contains(Effects.WritingOptions, Method->getName().str()) &&
+            !(Member->getNumArgs() == 1 && literalFalse(Member->getArg(0))))
+          Found = true;
+        return !Found;
+      }
+      bool VisitCXXConstructExpr(CXXConstructExpr *Construct) {
+        const CXXConstructorDecl *Constructor = Construct->getConstructor();
+        for (unsigned I = 0; Constructor && I < Construct->getNumArgs() && I < Constructor->getNumParams(); ++I) {
+          const ParmVarDecl *Parameter = Constructor->getParamDecl(I);
+          const Expr *Value = Construct->getArg(I);
+          if (Parameter->getIdentifier() && contains(Effects.WritingOptions, Parameter->getName().str()) &&
+              !isa<CXXDefaultArgExpr>(Value) && !literalFalse(Value))
+            Found = true;
+        }
+        return !Found;
+      }
+      const EffectPatterns &Effects;
+      bool Found = false;
+    } Visitor(Effects);
+    for (unsigned I = 0; I < Call->getNumArgs() && !Visitor.Found; ++I)
+      Visitor.TraverseStmt(const_cast<Expr *>(Call->getArg(I)));
+    return Visitor.Found;
+  }
+
   /// A mode guard that lives at the head but ends before the loss (declared in a block that holds the head
   /// and not the loss): the head ran under its mode and the fused call at the loss would not.
   std::optional<InputChange> modeGuardScopeEndsBetween() {
@@ -388,7 +444,7 @@ private:
       bool VisitDeclStmt(DeclStmt *Statement) {
         for (const Decl *Declared : Statement->decls())
           if (const auto *Variable = dyn_cast<VarDecl>(Declared); Variable && !Found) {
-            std::string Guard = Outer.modeGuard(Variable->getType());
+            std::string Guard = Outer.modeGuardHeld(Variable->getType());
             const Stmt *Block = Outer.Query.parentStmt(Statement);
             bool EndsBetween = Block && Outer.Query.within(Outer.Site.Head->Call, Block) &&
                                !Outer.Query.within(Outer.Site.Loss, Block);
@@ -427,8 +483,15 @@ private:
         Bound && programDestructor(Bound->getTemporary()->getDestructor()))
       return change(Node, "a temporary `" + Bound->getType().getAsString() +
                               "` is destroyed between the head and the loss, by a destructor of the program's");
+    // A value that holds a guard (an optional, a pointer, a container), used between the two: its reset(),
+    // emplace() or destruction switches the mode, and the analysis does not follow it.
+    if (const auto *Value = dyn_cast<Expr>(Node); Value && !isa<CXXConstructExpr>(Node) &&
+                                                  modeGuard(Value->getType()).empty())
+      if (std::string Guard = modeGuardHeld(Value->getType()); !Guard.empty())
+        return change(Node, "`" + Query.text(Value) + "` holds a mode guard `" + Guard + "`: used between the head "
+                                "and the loss, it may switch the autograd or autocast mode the fused call would run under");
     if (const auto *Construct = dyn_cast<CXXConstructExpr>(Node)) {
-      if (std::string Guard = modeGuard(Construct->getType()); !Guard.empty())
+      if (std::string Guard = modeGuardHeld(Construct->getType()); !Guard.empty())
         return change(Node, "the mode guard `" + Guard + "` made between the head and the loss changes the autograd or "
                                 "autocast mode the fused call would run under");
       if (const CXXConstructorDecl *Constructor = Construct->getConstructor();
@@ -525,6 +588,10 @@ private:
     if (Writes)
       if (auto Of = Reached())
         return change(Call, "`" + Name + "` writes `" + nameOf(*Of) + "`, which may share storage with " + inputs());
+    if (setsWritingOption(Call))
+      if (auto Of = Reached())
+        return change(Call, "`" + Name + "` is given an option that makes it write its tensors in place, and it "
+                                "writes `" + nameOf(*Of) + "`, which may share storage with " + inputs());
     for (const Expr *Argument : changeableArguments(Call))
       if (auto Of = reachedRoot(Argument))
         return change(Call, "`" + Name + "` takes `" + nameOf(*Of) + "` by non-const reference");

@@ -102,6 +102,7 @@ template <> struct MappingTraits<LossPattern> {
     Io.mapOptional("impl", P.Impl, std::string());
     Io.mapOptional("method", P.Method, std::string("forward"));
     Io.mapOptional("options_member", P.OptionsMember, std::string());
+    Io.mapOptional("weight_member", P.WeightMember, std::string());
     Io.mapRequired("input", P.Input);
     Io.mapRequired("target", P.Target);
     Io.mapOptional("options_argument", P.OptionsArgument, -1);
@@ -211,6 +212,7 @@ template <> struct MappingTraits<EffectPatterns> {
   static void mapping(IO &Io, EffectPatterns &P) {
     Io.mapRequired("library_namespaces", P.LibraryNamespaces);
     Io.mapOptional("writers", P.Writers);
+    Io.mapOptional("writing_options", P.WritingOptions);
     Io.mapOptional("accessors", P.Accessors);
     Io.mapOptional("fresh_results", P.FreshResults);
     Io.mapOptional("mode_guards", P.ModeGuards);

@@ -58,6 +58,10 @@ struct LossPattern {
   std::string Impl;
   std::string Method = "forward";
   std::string OptionsMember;
+  /// The module's member its forward applies as class weights (CrossEntropyLossImpl::weight, filled from
+  /// options.weight() when constructed and assignable after): passed to the rewritten call, which refuses
+  /// it when defined. Weights given through options alone would be missed.
+  std::string WeightMember;
   unsigned Input = 0;
   unsigned Target = 1;
   int OptionsArgument = -1;
@@ -124,6 +128,10 @@ struct EffectPatterns {
   /// Library calls that write the storage of a tensor they are given, besides every name ending in
   /// '_' (LibTorch's in-place convention) or "_out".
   std::vector<std::string> Writers;
+  /// Options that make a library call write the tensors it is given (`F::relu(h, F::ReLUFuncOptions()
+  /// .inplace(true))`, `F::embedding(ids, w, ....max_norm(1.0))`): set by a method of that name or a
+  /// constructor parameter of that name, to anything but a literal `false`, anywhere in its arguments.
+  std::vector<std::string> WritingOptions;
   /// Non-const methods that only hand out access to what an object holds (`operator->`, `value`).
   std::vector<std::string> Accessors;
   /// Library calls whose result never shares storage with their tensor arguments.

@@ -143,6 +143,65 @@ const Case Cases[] = {
         : F::cross_entropy(logits.view({-1, 32}), labels.view(-1));
   }
 )"},
+    // ---- library calls that write their tensors because of an option, not their name ------------
+    {"input written by an activation given inplace(true)", R"(
+  torch::Tensor forward(torch::Tensor x, torch::Tensor labels) {
+    auto logits = lm_head(x);
+    auto value = F::relu(x, F::ReLUFuncOptions().inplace(true));
+    return F::cross_entropy(logits.view({-1, 32}), labels.view(-1));
+  }
+)", Verb::RefusesWith, "inputs-modified"},
+    {"input written by an activation whose options are constructed in place", R"(
+  torch::Tensor forward(torch::Tensor x, torch::Tensor labels) {
+    auto logits = lm_head(x);
+    auto value = F::relu(x, F::ReLUFuncOptions(true));
+    return F::cross_entropy(logits.view({-1, 32}), labels.view(-1));
+  }
+)", Verb::RefusesWith, "inputs-modified"},
+    {"an activation given inplace(false) writes nothing", R"(
+  torch::Tensor forward(torch::Tensor x, torch::Tensor labels) {
+    auto logits = lm_head(x);
+    auto value = F::relu(x, F::ReLUFuncOptions().inplace(false));
+    return F::cross_entropy(logits.view({-1, 32}), labels.view(-1));
+  }
+)", Verb::RewritesTo, R"(
+  torch::Tensor forward(torch::Tensor x, torch::Tensor labels) {
+    auto logits = lmfuse::skip_logits() ? lmfuse::skipped_logits(x, lm_head->weight, "model.cpp:N") : lm_head(x);
+    auto value = F::relu(x, F::ReLUFuncOptions().inplace(false));
+    return lmfuse::enabled()
+        ? lmfuse::linear_cross_entropy(x, lm_head->weight, lm_head->bias, labels, lmfuse::LossOptions()
+            .logits_as_passed({"model.cpp:N", logits, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits.view({-1, 32}); }}))
+        : F::cross_entropy(logits.view({-1, 32}), labels.view(-1));
+  }
+)"},
+    {"tied weight renormalised by an embedding with max_norm", R"(
+  torch::Tensor forward(torch::Tensor x, torch::Tensor ids, torch::Tensor labels) {
+    auto logits = lm_head(x);
+    auto embedded = F::embedding(ids, lm_head->weight, F::EmbeddingFuncOptions().max_norm(1.0));
+    return F::cross_entropy(logits.view({-1, 32}), labels.view(-1));
+  }
+)", Verb::RefusesWith, "inputs-modified"},
+    // ---- the thread's mode held in a value: an optional, a pointer, a container of a guard --------
+    {"a no-grad guard held in an optional and reset between the head and the loss", R"(
+  torch::Tensor forward(torch::Tensor x, torch::Tensor labels) {
+    c10::optional<torch::NoGradGuard> frozen;
+    frozen.emplace();
+    auto logits = lm_head(x);
+    frozen.reset();
+    return F::cross_entropy(logits.view({-1, 32}), labels.view(-1));
+  }
+)", Verb::RefusesWith, "inputs-modified"},
+    {"a no-grad guard held in an optional whose block ends before the loss", R"(
+  torch::Tensor forward(torch::Tensor x, torch::Tensor labels) {
+    torch::Tensor logits;
+    {
+      c10::optional<torch::NoGradGuard> frozen;
+      frozen.emplace();
+      logits = lm_head(x);
+    }
+    return F::cross_entropy(logits.view({-1, 32}), labels.view(-1));
+  }
+)", Verb::RefusesWith, "inputs-modified"},
     // ---- the thread's mode: the head runs under the mode at the head, the fused call at the loss ----
     {"the head under a no-grad guard whose block ends before the loss", R"(
   torch::Tensor forward(torch::Tensor x, torch::Tensor labels) {

@@ -102,7 +102,7 @@ const Case Accepted[] = {
     torch::Tensor loss;
     if (targets.defined())
       loss = lmfuse::enabled()
-          ? lmfuse::linear_cross_entropy(lmfuse_hidden, lm_head->weight, lm_head->bias, targets, lmfuse::module_loss_options(criterion->options)
+          ? lmfuse::linear_cross_entropy(lmfuse_hidden, lm_head->weight, lm_head->bias, targets, lmfuse::module_loss_options(criterion->options, criterion->weight)
               .logits_as_passed({"model.cpp:N", logits, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits.view({-1, logits.size(-1)}); }}))
           : criterion(logits.view({-1, logits.size(-1)}), targets.view(-1));
     return {logits, loss};
@@ -122,7 +122,7 @@ const Case Accepted[] = {
     auto out = mlp(x);
     auto logits = lmfuse::skip_logits() ? lmfuse::skipped_logits(out, lm_head->weight, "model.cpp:N") : lm_head->forward(out);
     auto loss = lmfuse::enabled()
-        ? lmfuse::linear_cross_entropy(out, lm_head->weight, lm_head->bias, y, lmfuse::module_loss_options(criterion->options)
+        ? lmfuse::linear_cross_entropy(out, lm_head->weight, lm_head->bias, y, lmfuse::module_loss_options(criterion->options, criterion->weight)
             .logits_as_passed({"model.cpp:N", logits, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits.view({-1, logits.size(-1)}); }}))
         : criterion->forward(logits.view({-1, logits.size(-1)}), y.view(-1));
     return loss;
@@ -147,7 +147,7 @@ const Case Accepted[] = {
   torch::Tensor loss(const torch::Tensor &h, const torch::Tensor &y) {
     auto logits = lmfuse::skip_logits() ? lmfuse::skipped_logits(h, lm_head->weight, "model.cpp:N") : lm_head(h);
     return lmfuse::enabled()
-        ? lmfuse::linear_cross_entropy(h, lm_head->weight, lm_head->bias, y, lmfuse::module_loss_options(loss_fn->options)
+        ? lmfuse::linear_cross_entropy(h, lm_head->weight, lm_head->bias, y, lmfuse::module_loss_options(loss_fn->options, loss_fn->weight)
             .logits_as_passed({"model.cpp:N", logits, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits; }}))
         : loss_fn(logits, y);
   }
@@ -218,7 +218,7 @@ const Case Accepted[] = {
   torch::Tensor loss(const torch::Tensor &h, const torch::Tensor &y) {
     auto logits = lmfuse::skip_logits() ? lmfuse::skipped_logits(h, lm_head->weight, "model.cpp:N") : lm_head(h);
     return lmfuse::enabled()
-        ? lmfuse::linear_cross_entropy(h, lm_head->weight, lm_head->bias, y, lmfuse::module_loss_options(nll->options)
+        ? lmfuse::linear_cross_entropy(h, lm_head->weight, lm_head->bias, y, lmfuse::module_loss_options(nll->options, nll->weight)
             .logits_as_passed({"model.cpp:N", logits, [&](const torch::Tensor &lmfuse_logits) { return F::log_softmax(lmfuse_logits, F::LogSoftmaxFuncOptions(-1)); }}))
         : nll(F::log_softmax(logits, F::LogSoftmaxFuncOptions(-1)), y);
   }
@@ -429,5 +429,5 @@ TEST_CASE("a loss module's options reach the audit", "[rewriter][forms]") {
   CHECK(Options.LabelSmoothing == Approx(0.05));
   CHECK(Options.Reduction == "mean");
   CHECK(Result.Sites[0].Loss == "torch::nn::CrossEntropyLossImpl");
-  CHECK(Result.Code.find("lmfuse::module_loss_options(criterion->options)") != std::string::npos);
+  CHECK(Result.Code.find("lmfuse::module_loss_options(criterion->options, criterion->weight)") != std::string::npos);
 }

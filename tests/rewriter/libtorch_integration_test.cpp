@@ -87,7 +87,7 @@ TEST_CASE("a LibTorch model is rewritten and the result compiles against <lmfuse
 
   INFO("rewritten:\n" << First.Code);
   CHECK(First.Code.find("lmfuse::linear_cross_entropy(hidden, wte->weight, torch::Tensor(), labels, "
-                        "lmfuse::module_loss_options(criterion->options).logits_as_passed({") != std::string::npos);
+                        "lmfuse::module_loss_options(criterion->options, criterion->weight).logits_as_passed({") != std::string::npos);
   CHECK(First.Code.find("lmfuse::linear_cross_entropy(hidden, lm_head->weight, torch::Tensor(), labels, "
                         "lmfuse::LossOptions().logits_as_passed({") != std::string::npos);
   CHECK(First.Code.find("#include <lmfuse/torch.h>") != std::string::npos);

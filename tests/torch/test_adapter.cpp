@@ -622,7 +622,7 @@ TEST_CASE("fused_call_count counts the calls that ran the fused computation", "[
 }
 
 TEST_CASE("a loss module's options give the module's loss", "[torch][adapter]") {
-  // A rewritten `criterion(logits, y)` passes lmfuse::module_loss_options(criterion->options).
+  // A rewritten `criterion(logits, y)` passes lmfuse::module_loss_options(criterion->options, criterion->weight).
   torch::manual_seed(static_cast<int64_t>(freshSeed()));
   INFO("seed " << freshSeed());
   auto hidden = torch::randn({2, 7, kDim}, torch::kDouble);
@@ -643,16 +643,17 @@ TEST_CASE("a loss module's options give the module's loss", "[torch][adapter]") 
         torch::nn::CrossEntropyLossOptions().reduction(torch::kMean).label_smoothing(0.05)}) {
     torch::nn::CrossEntropyLoss criterion(moduleOptions);
     auto expected = criterion(logits, labels.view(-1));
-    CHECK(torch::allclose(fused(lmfuse::module_loss_options(criterion->options)), expected, 1e-5, 1e-5));
+    CHECK(torch::allclose(fused(lmfuse::module_loss_options(criterion->options, criterion->weight)), expected, 1e-5,
+                          1e-5));
   }
   torch::nn::NLLLoss nll(torch::nn::NLLLossOptions().ignore_index(5).reduction(torch::kSum));
-  CHECK(torch::allclose(fused(lmfuse::module_loss_options(nll->options)),
+  CHECK(torch::allclose(fused(lmfuse::module_loss_options(nll->options, nll->weight)),
                         nll(F::log_softmax(logits, -1), labels.view(-1)), 1e-5, 1e-5));
   // Configured after construction: the options are read when the loss runs.
   torch::nn::CrossEntropyLoss later;
   later->options.ignore_index(5);
-  CHECK(torch::allclose(fused(lmfuse::module_loss_options(later->options)), later(logits, labels.view(-1)), 1e-5,
-                        1e-5));
+  CHECK(torch::allclose(fused(lmfuse::module_loss_options(later->options, later->weight)),
+                        later(logits, labels.view(-1)), 1e-5, 1e-5));
   // No fused equivalent: an error naming the option.
   auto message = [](const std::function<void()>& call) {
     try {
@@ -664,6 +665,21 @@ TEST_CASE("a loss module's options give the module's loss", "[torch][adapter]") 
   };
   torch::nn::CrossEntropyLoss weighted(torch::nn::CrossEntropyLossOptions().weight(torch::ones({kVocab})));
   CHECK_THAT(message([&] { lmfuse::module_loss_options(weighted->options); }), Catch::Contains("class weights"));
+  CHECK_THAT(message([&] { lmfuse::module_loss_options(weighted->options, weighted->weight); }),
+             Catch::Contains("class weights"));
+  // Weights assigned to the module after construction: its forward applies them, its options do not hold
+  // them. The weight the rewrite passes tells them.
+  {
+    torch::nn::CrossEntropyLoss criterion;
+    criterion->weight = torch::rand({kVocab}) + 0.5;
+    CHECK(!criterion->options.weight().defined());
+    CHECK_THAT(message([&] { lmfuse::module_loss_options(criterion->options, criterion->weight); }),
+               Catch::Contains("class weights (its `weight`)"));
+    torch::nn::NLLLoss nllAssigned;
+    nllAssigned->weight = torch::rand({kVocab}) + 0.5;
+    CHECK_THAT(message([&] { lmfuse::module_loss_options(nllAssigned->options, nllAssigned->weight); }),
+               Catch::Contains("class weights (its `weight`)"));
+  }
   torch::nn::CrossEntropyLoss perToken(torch::nn::CrossEntropyLossOptions().reduction(torch::kNone));
   CHECK_THAT(message([&] { lmfuse::module_loss_options(perToken->options); }), Catch::Contains("reduction is None"));
 }

@@ -148,6 +148,17 @@ LossOptions module_loss_options(const ModuleOptions& options) {
   return result;
 }
 
+/// The same, with the class weights the module's forward applies (`criterion->weight`: filled from
+/// options.weight() when the module is constructed, and assignable after it), as the rewrite passes them:
+/// defined weights are an error naming them, never a loss without them.
+template <class ModuleOptions>
+LossOptions module_loss_options(const ModuleOptions& options, const torch::Tensor& weight) {
+  TORCH_CHECK(!weight.defined(),
+              "lmfuse::module_loss_options: the loss module has class weights (its `weight`), which the fused "
+              "loss does not support; mark the site `// NOLINT(lmfuse)` to keep the original loss");
+  return module_loss_options(options);
+}
+
 /// False when the environment has LMFUSE_DISABLE=1 (read once, at the first call) or after
 /// set_enabled(false): rewritten code then runs its original, unfused computation.
 bool enabled();

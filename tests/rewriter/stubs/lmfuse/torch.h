@@ -24,6 +24,8 @@ torch::Tensor linear_cross_entropy(const torch::Tensor &hidden, const torch::Ten
                                    const torch::Tensor &bias, const torch::Tensor &labels,
                                    const LossOptions &options = {});
 template <class ModuleOptions> LossOptions module_loss_options(const ModuleOptions &options);
+template <class ModuleOptions>
+LossOptions module_loss_options(const ModuleOptions &options, const torch::Tensor &weight);
 bool enabled();
 bool return_logits();
 bool skip_logits();

@@ -28,6 +28,10 @@ public:
   T &value() { return value_; }
   T *operator->() { return &value_; }
   void reset() { has_ = false; }
+  template <class... Args> T &emplace(Args &&...) {
+    has_ = true;
+    return value_;
+  }
 
 private:
   T value_{};
@@ -298,6 +302,15 @@ using CrossEntropyFuncOptions = CrossEntropyLossOptions;
 Tensor cross_entropy(const Tensor &input, const Tensor &target, const CrossEntropyFuncOptions &options = {});
 Tensor linear(const Tensor &input, const Tensor &weight, const Tensor &bias = {});
 Tensor gelu(const Tensor &input);
+struct ReLUFuncOptions {
+  ReLUFuncOptions(bool inplace = false) {}
+  ReLUFuncOptions &inplace(bool value) { return *this; }
+};
+Tensor relu(Tensor input, const ReLUFuncOptions &options = {});
+struct EmbeddingFuncOptions {
+  EmbeddingFuncOptions &max_norm(optional<double> value) { return *this; }
+};
+Tensor embedding(const Tensor &input, const Tensor &weight, const EmbeddingFuncOptions &options = {});
 using NLLLossFuncOptions = NLLLossOptions;
 Tensor nll_loss(const Tensor &input, const Tensor &target, const NLLLossFuncOptions &options = {});
 struct LogSoftmaxFuncOptions {
