@@ -2,6 +2,8 @@
 // validates once and forwards to exactly one backend, so these may assume valid, dense-resolved arguments.
 #pragma once
 
+#include <cstddef>
+
 #include "lmfuse/vocab_parallel.h"
 
 namespace lmfuse::detail {
@@ -13,9 +15,12 @@ void shard_loss(const Problem&, const VocabShard&, const Options&, const GlobalS
 }  // namespace cpu
 
 namespace cuda {
-void shard_statistics(const Problem&, const VocabShard&, const Options&, const ShardStatistics&, const Context&);
+/// Bytes of workspace pass 1 (with_gradients false) or pass 2 with gradients needs (shard.cu).
+std::size_t shard_workspace_size(const Problem&, const Options&, bool with_gradients);
+void shard_statistics(const Problem&, const VocabShard&, const Options&, const ShardStatistics&, Workspace,
+                      const Context&);
 void shard_loss(const Problem&, const VocabShard&, const Options&, const GlobalStatistics&, const ShardOutputs&,
-                const Context&);
+                Workspace, const Context&);
 }  // namespace cuda
 
 }  // namespace lmfuse::detail

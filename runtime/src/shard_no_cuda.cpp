@@ -8,11 +8,13 @@ namespace {
 }
 }  // namespace
 
-void shard_statistics(const Problem&, const VocabShard&, const Options&, const ShardStatistics&, const Context&) {
+std::size_t shard_workspace_size(const Problem&, const Options&, bool) { notBuilt(); }
+void shard_statistics(const Problem&, const VocabShard&, const Options&, const ShardStatistics&, Workspace,
+                      const Context&) {
   notBuilt();
 }
 void shard_loss(const Problem&, const VocabShard&, const Options&, const GlobalStatistics&, const ShardOutputs&,
-                const Context&) {
+                Workspace, const Context&) {
   notBuilt();
 }
 }  // namespace lmfuse::detail::cuda

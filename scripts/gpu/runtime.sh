@@ -64,8 +64,8 @@ if [[ $what == sanitize || $what == checked ]]; then
   # synccheck instruments lmfuse's kernels only (--kernel-name kns=lmfuse: every one is in namespace
   # lmfuse::detail::cuda; with cuBLASLt's kernels instrumented it overflows its barrier tracking), list by
   # list, every list gated. racecheck instruments lmfuse's kernels only where no cuBLASLt product runs
-  # (the gated list: each backend kernel launched directly, a plain captured graph, a graph with a SWITCH
-  # node, the vocabulary-parallel passes, the plan tests; and lmfuse's own Hopper product, [tile_gemm]):
+  # (the gated list without the vocabulary-parallel passes: each backend kernel launched directly, a plain
+  # captured graph, a graph with a SWITCH node, the plan tests; and lmfuse's own Hopper product, [tile_gemm]):
   # with a cuBLASLt kernel uninstrumented it ends in "Internal Sanitizer Error: The Sanitizer failed to
   # handle a hardware exception". Every other test case runs cuBLASLt's products: racecheck instruments
   # everything there, one test case per process, and reports hazards inside some of cuBLASLt's own kernels
@@ -85,7 +85,7 @@ if [[ $what == sanitize || $what == checked ]]; then
       status=1
   fi
   if [[ " $tools " == *" racecheck "* ]]; then
-    sanitize racecheck racecheck "${ours[@]}" -- "$gated" || status=1
+    sanitize racecheck racecheck "${ours[@]}" -- "[kernels],[plain],[conditional],[plan]" || status=1
     LMFUSE_SANITIZE_TIMEOUT=${LMFUSE_SANITIZE_APART_TIMEOUT:-240} sanitize racecheck-tile_gemm racecheck "${ours[@]}" -- \
       "[tile_gemm]" || status=1
     # Every test case where cuBLASLt's products run, one process each (a whole list does not finish in the
@@ -96,7 +96,7 @@ if [[ $what == sanitize || $what == checked ]]; then
     units=()
     while IFS= read -r name; do
       [[ -n $name && $name != "$reference" ]] && units+=("$name|")
-    done < <("$bin" --list-test-names-only "[cuda]~[kernels]~[plain]~[conditional]~[vocab_parallel]~[tile_gemm]")
+    done < <("$bin" --list-test-names-only "[cuda]~[kernels]~[plain]~[conditional]~[plan]~[tile_gemm]")
     entries=$(LMFUSE_TEST_CASE_INDEX=1000000000 "$bin" "$reference" | sed -n 's/.*no case at index [0-9]* of \([0-9]*\).*/\1/p')
     for ((first = 0; first < ${entries:-0}; first += 8)); do units+=("$reference|$first-$((first + 7))"); done
     range=${LMFUSE_RACECHECK_UNITS:-1-${#units[@]}}

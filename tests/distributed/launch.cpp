@@ -4,7 +4,9 @@
 // (removed afterwards; the FileStore needs a file no earlier run has used). With --stdout, rank r's
 // standard output goes to PREFIX.r. Exits 0 when every rank exits 0; after S seconds (default 120) every
 // rank still running is killed and the launch fails, so a collective that never completes fails the test
-// instead of hanging it. No LibTorch here: ranks are exec'd, never forked from a process with threads.
+// instead of hanging it. Once a rank has failed, the others are given kFailureGraceSeconds to fail too
+// (a bad argument is reported by every rank), then killed: they would wait for it in a collective.
+// No LibTorch here: ranks are exec'd, never forked from a process with threads.
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/wait.h>
@@ -19,6 +21,8 @@
 #include <vector>
 
 namespace {
+
+constexpr int kFailureGraceSeconds = 10;
 
 struct Launch {
   int ranks = 0;
@@ -81,20 +85,25 @@ int main(int argc, char** argv) {
   std::vector<pid_t> pids;
   for (int rank = 0; rank < launch.ranks; ++rank) pids.push_back(start(launch, rank, store));
 
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(launch.timeoutSeconds);
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(launch.timeoutSeconds);
   std::vector<int> status(pids.size(), -1);
   int running = static_cast<int>(pids.size());
-  bool timedOut = false;
+  bool timedOut = false, stoppedAfterFailure = false, killedAfterFailure = false;
   while (running > 0) {
     for (std::size_t rank = 0; rank < pids.size(); ++rank) {
       int code = 0;
       if (status[rank] == -1 && waitpid(pids[rank], &code, WNOHANG) == pids[rank]) {
         status[rank] = WIFEXITED(code) ? WEXITSTATUS(code) : 128 + WTERMSIG(code);
         --running;
+        if (status[rank] != 0 && !stoppedAfterFailure) {
+          const auto graceEnd = std::chrono::steady_clock::now() + std::chrono::seconds(kFailureGraceSeconds);
+          if (graceEnd < deadline) deadline = graceEnd, stoppedAfterFailure = true;
+        }
       }
     }
     if (running > 0 && std::chrono::steady_clock::now() > deadline) {
-      timedOut = true;
+      timedOut = !stoppedAfterFailure;
+      killedAfterFailure = stoppedAfterFailure;
       for (std::size_t rank = 0; rank < pids.size(); ++rank)
         if (status[rank] == -1) {
           kill(pids[rank], SIGKILL);
@@ -115,5 +124,8 @@ int main(int argc, char** argv) {
       std::fprintf(stderr, "lmfuse_launch: rank %zu exited with %d\n", rank, status[rank]);
     }
   if (timedOut) std::fprintf(stderr, "lmfuse_launch: killed after %d s\n", launch.timeoutSeconds);
+  if (killedAfterFailure)
+    std::fprintf(stderr, "lmfuse_launch: a rank failed; the ranks still running %d s later were killed\n",
+                 kFailureGraceSeconds);
   return failures == 0 ? 0 : 1;
 }

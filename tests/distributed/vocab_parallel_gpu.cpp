@@ -111,14 +111,19 @@ int run(const Args& args) {
   const double singleMs = eventMs(args.iters, single);
   const torch::Tensor loss1 = lmfuse::linear_cross_entropy(h1.detach(), w1.detach(), {}, labels);
 
-  // The rank's share, checked once eagerly, then captured.
+  // The rank's share, checked once eagerly, then captured. The eager loss goes out of scope before the
+  // capture: a live autograd graph keeps its gradient accumulators on the stream it ran on, and the
+  // captured backward would then make the legacy stream wait on the capturing one.
   torch::Tensor h = hiddenData.clone().requires_grad_(true);
   torch::Tensor w = weightData.narrow(0, begin, rows).clone().requires_grad_(true);
-  const torch::Tensor loss = lmfuse::vocab_parallel_linear_cross_entropy(h, w, {}, labels, group);
-  loss.backward();
-  const double lossError = relativeError(loss, loss1);
-  const double hiddenError = relativeError(h.grad(), h1.grad());
-  const double weightError = relativeError(w.grad(), w1.grad().narrow(0, begin, rows));
+  double lossError = 0, hiddenError = 0, weightError = 0;
+  {
+    const torch::Tensor loss = lmfuse::vocab_parallel_linear_cross_entropy(h, w, {}, labels, group);
+    loss.backward();
+    lossError = relativeError(loss, loss1);
+    hiddenError = relativeError(h.grad(), h1.grad());
+    weightError = relativeError(w.grad(), w1.grad().narrow(0, begin, rows));
+  }
   const double parallelMs = graphMs(args.iters, [&] {
     lmfuse::vocab_parallel_linear_cross_entropy(h, w, {}, labels, group).backward();  // grads accumulate: timing only
   });

@@ -49,7 +49,7 @@ Result runShards(const Case& c, int ranks) {
   for (int r = 0; r < ranks; ++r) {
     double* s = stats[r].data();
     const auto [p, shard] = shardProblem(r);
-    vocab_parallel_statistics(p, shard, options, {s, s + n, s + 2 * n, s + 3 * n}, Context{});
+    vocab_parallel_statistics(p, shard, options, {s, s + n, s + 2 * n, s + 3 * n}, Workspace{}, Context{});
   }
   std::vector<double> lse(n), target(n, 0.0), logitSum(n, 0.0);
   for (int64_t i = 0; i < n; ++i) {
@@ -71,7 +71,7 @@ Result runShards(const Case& c, int ranks) {
     std::vector<unsigned char> gradHidden(std::size_t(n * d * element)), gradWeight(std::size_t(p.vocab * d * element)),
         gradBias(std::size_t(p.vocab * element));
     ShardOutputs out{loss.data(), gradHidden.data(), gradWeight.data(), p.bias ? gradBias.data() : nullptr};
-    vocab_parallel_loss(p, shard, options, {lse.data(), target.data(), logitSum.data()}, out, Context{});
+    vocab_parallel_loss(p, shard, options, {lse.data(), target.data(), logitSum.data()}, out, Workspace{}, Context{});
     if (r == 0) result.loss = loss;
     REQUIRE(loss == (r == 0 ? result.loss : loss));
     for (int64_t i = 0; i < n * d; ++i) result.grad_hidden[i] += decode(gradHidden, c.dtype, i);
@@ -153,16 +153,16 @@ TEST_CASE("vocabulary-parallel passes name a bad shard", "[vocab_parallel]") {
   std::vector<double> s(24);
   ShardStatistics out{s.data(), s.data() + 6, s.data() + 12, s.data() + 18};
   const Problem p = c.problem();
-  REQUIRE_THROWS_WITH(vocab_parallel_statistics(p, VocabShard{3, 10}, c.bound_options(), out, Context{}),
+  REQUIRE_THROWS_WITH(vocab_parallel_statistics(p, VocabShard{3, 10}, c.bound_options(), out, Workspace{}, Context{}),
                       Catch::Contains("shard.vocab_begin (3) + problem.vocab (9) exceeds shard.vocab_total (10)"));
-  REQUIRE_THROWS_WITH(vocab_parallel_statistics(p, VocabShard{-1, 9}, c.bound_options(), out, Context{}),
+  REQUIRE_THROWS_WITH(vocab_parallel_statistics(p, VocabShard{-1, 9}, c.bound_options(), out, Workspace{}, Context{}),
                       Catch::Contains("shard.vocab_begin (-1) is negative"));
   Context cuda;
   cuda.device = DeviceKind::Cuda;
-  REQUIRE_THROWS_WITH(vocab_parallel_statistics(p, VocabShard{0, 9, true}, c.bound_options(), out, cuda),
+  REQUIRE_THROWS_WITH(vocab_parallel_statistics(p, VocabShard{0, 9, true}, c.bound_options(), out, Workspace{}, cuda),
                       Catch::Contains("shard.float64 is set but context.device is not Cpu"));
   REQUIRE_THROWS_WITH(vocab_parallel_statistics(p, VocabShard{0, 9}, c.bound_options(), {s.data(), nullptr, s.data(), s.data()},
-                                                Context{}),
+                                                Workspace{}, Context{}),
                       Catch::Contains("statistics.max, sum_exp, target and logit_sum are all required"));
 }
 

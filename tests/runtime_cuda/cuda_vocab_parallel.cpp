@@ -89,18 +89,28 @@ std::vector<RankResult> runShards(const Inputs& in, int ranks, const Options& op
     p.labels = at(labels, in.labels.data());
     return std::make_pair(p, VocabShard{begin, in.v});
   };
+  // Each rank's workspace, poisoned, sized for pass 2 with gradients (which serves pass 1 too).
+  std::vector<DeviceBuffer> workspaces;
+  for (int r = 0; r < ranks && cuda; ++r) {
+    const auto [p, shard] = shardProblem(r);
+    workspaces.emplace_back(vocab_parallel_workspace_size(p, shard, options, true, context));
+    workspaces.back().poison();
+  }
+  auto workspace = [&](int r) {
+    return cuda ? Workspace{workspaces[std::size_t(r)].get(), workspaces[std::size_t(r)].bytes()} : Workspace{};
+  };
   for (int r = 0; r < ranks; ++r) {
     const auto [p, shard] = shardProblem(r);
     if (cuda) {
       DeviceBuffer s(4 * 8 * std::size_t(n));
       s.poison();
       double* base = s.as<double>();
-      vocab_parallel_statistics(p, shard, options, {base, base + n, base + 2 * n, base + 3 * n}, context);
+      vocab_parallel_statistics(p, shard, options, {base, base + n, base + 2 * n, base + 3 * n}, workspace(r), context);
       TEST_CUDA(cudaDeviceSynchronize());
       stats[r] = asDoubles(s.download());
     } else {
       double* base = stats[r].data();
-      vocab_parallel_statistics(p, shard, options, {base, base + n, base + 2 * n, base + 3 * n}, context);
+      vocab_parallel_statistics(p, shard, options, {base, base + n, base + 2 * n, base + 3 * n}, Workspace{}, context);
     }
     results[r].statistics = stats[r];
   }
@@ -129,7 +139,7 @@ std::vector<RankResult> runShards(const Inputs& in, int ranks, const Options& op
     ShardOutputs out{cuda ? dLoss.as<double>() : reinterpret_cast<double*>(loss.data()),
                      cuda ? dHidden.get() : gradHidden.data(), cuda ? dWeight.get() : gradWeight.data(),
                      cuda ? dBias.get() : gradBias.data()};
-    vocab_parallel_loss(p, shard, options, {g, g + n, g + 2 * n}, out, context);
+    vocab_parallel_loss(p, shard, options, {g, g + n, g + 2 * n}, out, workspace(r), context);
     if (cuda) {
       TEST_CUDA(cudaDeviceSynchronize());
       loss = dLoss.download(), gradHidden = dHidden.download(), gradWeight = dWeight.download();
@@ -169,20 +179,33 @@ TEST_CASE("vocabulary-parallel passes on CUDA equal the CPU passes", "[cuda][voc
     double smoothing;
     bool shift;
     Reduction reduction;
-    double tolerance;  // fp32 sums on the GPU against fp64 on the CPU; bf16 stores the gradients
+    double tolerance;  // fp32 sums on the GPU against fp64 on the CPU; bf16 stores the logits and gradients
+    int64_t vocab = 517;
+    bool slices = false;  // a logits budget of 256 columns: the shards go through in several slices
+    double softcap = 0.0, zLoss = 0.0;
   };
   const Variant variants[] = {
       {"fp32, one shard", DType::Float32, 1, 0.0, false, Reduction::Mean, 2e-5},
       {"fp32, three uneven shards, smoothing, shift", DType::Float32, 3, 0.1, true, Reduction::Mean, 2e-5},
       {"bf16, two shards, sum", DType::BFloat16, 2, 0.0, false, Reduction::Sum, 1e-2},
       {"fp32, two shards, per-token losses", DType::Float32, 2, 0.05, false, Reduction::None, 2e-5},
+      // Shards of 300, 600 and 900 rows in slices of 256 (the last one partial): statistics merged
+      // across slices, grad_hidden summed over them.
+      {"fp32, three shards in slices, smoothing, shift", DType::Float32, 3, 0.1, true, Reduction::Mean, 2e-5, 1800, true},
+      {"bf16, two shards in slices, softcap, z-loss", DType::BFloat16, 2, 0.0, false, Reduction::Mean, 1e-2, 1800, true,
+       30.0, 1e-3},
+      {"fp16, three shards in slices, per-token losses", DType::Float16, 3, 0.05, false, Reduction::None, 1e-2, 1800,
+       true},
   };
   for (const Variant& variant : variants) {
     DYNAMIC_SECTION(variant.name) {
-      const Inputs in = makeInputs(96, 40, 517, variant.dtype);
+      const Inputs in = makeInputs(96, 40, variant.vocab, variant.dtype);
       Options options;
       options.label_smoothing = variant.smoothing;
       options.reduction = variant.reduction;
+      options.softcap = variant.softcap;
+      options.z_loss = variant.zLoss;
+      if (variant.slices) options.workspace_budget = std::size_t(96) * 256 * dtypeBytes(variant.dtype);
       if (variant.shift) options.shift = Shift{ShiftKind::Rows, 16, nullptr, IndexType::Int32, 0};
       const auto cpu = runShards(in, variant.ranks, options, DeviceKind::Cpu);
       const auto gpu = runShards(in, variant.ranks, options, DeviceKind::Cuda);
@@ -196,4 +219,39 @@ TEST_CASE("vocabulary-parallel passes on CUDA equal the CPU passes", "[cuda][voc
       }
     }
   }
+}
+
+TEST_CASE("vocabulary-parallel passes on CUDA check their workspace and alignment", "[cuda][vocab_parallel]") {
+  if (!lmfuse::cuda_available()) {
+    WARN("skipped: no CUDA device visible");
+    return;
+  }
+  const Inputs in = makeInputs(64, 40, 300, DType::BFloat16);
+  DeviceBuffer hidden(in.hidden.size()), weight(in.weight.size()), labels(8 * 64), stats(4 * 8 * 64);
+  hidden.upload(in.hidden.data()), weight.upload(in.weight.data()), labels.upload(in.labels.data());
+  Problem p;
+  p.tokens = 64, p.hidden_dim = 40, p.vocab = 300, p.dtype = DType::BFloat16;
+  p.hidden = hidden.get(), p.weight = weight.get(), p.labels = labels.get();
+  const VocabShard shard{0, 300};
+  Options options;
+  const Context context{DeviceKind::Cuda, nullptr, 1};
+  double* s = stats.as<double>();
+  const ShardStatistics out{s, s + 64, s + 128, s + 192};
+  const std::size_t forward = vocab_parallel_workspace_size(p, shard, options, false, context);
+  const std::size_t backward = vocab_parallel_workspace_size(p, shard, options, true, context);
+  CHECK(forward > 0);
+  CHECK(backward > forward);  // the lse and the fp32 sum of grad_hidden
+  CHECK(vocab_parallel_workspace_size(p, shard, options, true, Context{}) == 0);  // the CPU uses none
+  DeviceBuffer workspace(forward);
+  REQUIRE_THROWS_WITH(vocab_parallel_statistics(p, shard, options, out, Workspace{workspace.get(), forward - 1}, context),
+                      Catch::Contains("lmfuse::vocab_parallel_statistics: workspace.bytes (") &&
+                          Catch::Contains("see workspace_size"));
+  REQUIRE_THROWS_WITH(vocab_parallel_statistics(p, shard, options, out, Workspace{}, context),
+                      Catch::Contains("workspace.data is null"));
+  Problem shifted = p;
+  shifted.weight = static_cast<const char*>(weight.get()) + 2;  // one bf16 element in
+  REQUIRE_THROWS_WITH(vocab_parallel_statistics(shifted, shard, options, out, Workspace{workspace.get(), forward}, context),
+                      Catch::Contains("problem.weight (") && Catch::Contains("is not 16-byte aligned"));
+  vocab_parallel_statistics(p, shard, options, out, Workspace{workspace.get(), forward}, context);
+  TEST_CUDA(cudaDeviceSynchronize());
 }

@@ -7,6 +7,7 @@
 
 #include <ATen/Parallel.h>
 #include <algorithm>
+#include <cstdint>
 #include <c10/core/DeviceGuard.h>
 #include <torch/autograd.h>
 
@@ -61,14 +62,20 @@ void checkLocal(const torch::Tensor& hidden, const torch::Tensor& weight, const 
               " tokens");
 }
 
+/// Contiguous, its first element 16-byte aligned (the CUDA passes' cuBLASLt operands): copied only when not.
+torch::Tensor alignedContiguous(const torch::Tensor& tensor) {
+  torch::Tensor dense = tensor.contiguous();
+  return reinterpret_cast<std::uintptr_t>(dense.data_ptr()) % 16 == 0 ? dense : dense.clone();
+}
+
 ShardOperands prepare(const torch::Tensor& hidden, const torch::Tensor& weight, const torch::Tensor& bias,
                       const torch::Tensor& labels, const LossOptions& options, int64_t begin, int64_t total,
                       const torch::Tensor& n_items) {
   ShardOperands operands;
   const int64_t dim = hidden.size(-1);
   operands.leading_shape.assign(hidden.sizes().begin(), hidden.sizes().end() - 1);
-  operands.hidden = hidden.reshape({-1, dim}).contiguous();
-  operands.weight = weight.contiguous();
+  operands.hidden = alignedContiguous(hidden.reshape({-1, dim}));
+  operands.weight = alignedContiguous(weight);
   operands.bias = bias.defined() ? bias.contiguous() : torch::Tensor();
   operands.labels = labels.reshape({-1}).contiguous();
 
@@ -114,6 +121,22 @@ ShardOperands prepare(const torch::Tensor& hidden, const torch::Tensor& weight, 
   return operands;
 }
 
+/// The runtime's workspace for a pass, from LibTorch's allocator on the operands' device (none on the CPU).
+struct PassWorkspace {
+  torch::Tensor bytes;
+  Workspace workspace;
+};
+
+PassWorkspace passWorkspace(const ShardOperands& operands, bool withGradients) {
+  PassWorkspace pass;
+  const std::size_t size = vocab_parallel_workspace_size(operands.problem, operands.shard, operands.options,
+                                                         withGradients, operands.context);
+  if (size == 0) return pass;
+  pass.bytes = torch::empty({static_cast<int64_t>(size)}, operands.hidden.options().dtype(torch::kByte));
+  pass.workspace = Workspace{pass.bytes.data_ptr(), size};
+  return pass;
+}
+
 template <typename Call>
 void callRuntime(Call&& call) {
   try {
@@ -136,7 +159,10 @@ torch::Tensor globalStatistics(const ShardOperands& operands, const Group& group
   torch::Tensor local = torch::empty({4, tokens}, operands.hidden.options().dtype(torch::kDouble));
   ShardStatistics out{local[0].data_ptr<double>(), local[1].data_ptr<double>(), local[2].data_ptr<double>(),
                       local[3].data_ptr<double>()};
-  callRuntime([&] { vocab_parallel_statistics(operands.problem, operands.shard, operands.options, out, operands.context); });
+  callRuntime([&] {
+    const PassWorkspace pass = passWorkspace(operands, false);
+    vocab_parallel_statistics(operands.problem, operands.shard, operands.options, out, pass.workspace, operands.context);
+  });
   torch::Tensor max = local[0].clone();
   allReduce(group, max, c10d::ReduceOp::MAX);
   // Each rank's sum of exponentials moved to the global max, then one sum of the three per-token rows.
@@ -189,7 +215,10 @@ public:
                         statistics[2].data_ptr<double>()};
     ShardOutputs out;
     out.loss = loss.data_ptr<double>();
-    callRuntime([&] { vocab_parallel_loss(operands.problem, operands.shard, operands.options, in, out, operands.context); });
+    callRuntime([&] {
+      const PassWorkspace pass = passWorkspace(operands, false);
+      vocab_parallel_loss(operands.problem, operands.shard, operands.options, in, out, pass.workspace, operands.context);
+    });
 
     ctx->save_for_backward({hidden, weight, biasOrEmpty, labels, n_itemsOrEmpty, statistics});
     ctx->saved_data["has_bias"] = hasBias;
@@ -227,7 +256,10 @@ public:
     out.grad_hidden = grad_hidden.data_ptr();
     if (grad_weight.defined()) out.grad_weight = grad_weight.data_ptr();
     if (grad_bias.defined()) out.grad_bias = grad_bias.data_ptr();
-    callRuntime([&] { vocab_parallel_loss(operands.problem, operands.shard, operands.options, in, out, operands.context); });
+    callRuntime([&] {
+      const PassWorkspace pass = passWorkspace(operands, true);
+      vocab_parallel_loss(operands.problem, operands.shard, operands.options, in, out, pass.workspace, operands.context);
+    });
     allReduce(group, grad_hidden, c10d::ReduceOp::SUM);
 
     variable_list grads(11);  // one per forward argument after ctx

@@ -24,14 +24,22 @@
 //
 // Precision: problem.dtype as in flce.h, or, on the CPU only, float64 = true: hidden, weight, bias and every
 // gradient are fp64 (problem.dtype is ignored), so the result is the exact fp64 one whatever the split.
+// On CUDA a slice's logits are stored in problem.dtype before the statistics and dx are formed from them
+// (as the single-process call's cuBLASLt path does), and dx is stored in problem.dtype for the products.
 // Errors: as flce.h (Error "<function>: <argument> <what is wrong>", before anything is written), plus
-// the shard: 0 ≤ vocab_begin, vocab_begin + problem.vocab ≤ vocab_total. The upstream gradient
-// (options.grad_scale) is fp32, as in flce.h. On CUDA neither call synchronises the stream or allocates:
-// the passes are direct kernels (no cuBLAS, no chunking, no workspace), correct but far from GEMM speed
-// (every pass recomputes its logits with plain fp32 dot products). On the CPU each row of a gradient
-// is summed in an fp64 buffer of D values.
+// the shard: 0 ≤ vocab_begin, vocab_begin + problem.vocab ≤ vocab_total, and on CUDA the alignment
+// cuBLASLt needs (flce.h) and a workspace of vocab_parallel_workspace_size bytes. The upstream gradient
+// (options.grad_scale) is fp32, as in flce.h.
+// Cost on CUDA: the shard's rows go through in vocabulary slices of every token, each slice's logits
+// written by a cuBLASLt product into the workspace and never kept: pass 1 is one product over the shard
+// (h·W_shardᵀ) and a pass over its logits; pass 2 recomputes them and adds grad_weight's and grad_hidden's
+// products, so the two passes cost four products where the single-process call costs three. Neither call
+// synchronises the stream, allocates or copies to the host (both can be captured in a CUDA graph).
+// On the CPU the workspace is not used (its size is 0), and each row of a gradient is summed in an fp64
+// buffer of D values.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 
 #include "lmfuse/flce.h"
@@ -71,13 +79,20 @@ struct ShardOutputs {
   bool wants_gradients() const { return grad_hidden || grad_weight || grad_bias; }
 };
 
+/// Bytes of workspace pass 1 (with_gradients false) or pass 2 (with_gradients: any gradient) needs; the
+/// pass-2 size serves both. On CUDA: a slice of the shard's logits (at most options.workspace_budget
+/// bytes, 256 MiB when 0, unless 256 columns of every token need more), per-token arrays, cuBLASLt's 32 MiB, and with gradients in 16-bit storage an
+/// fp32 [tokens, hidden_dim] sum of grad_hidden. 0 on the CPU. Pointers in `problem` are not read.
+std::size_t vocab_parallel_workspace_size(const Problem& problem, const VocabShard& shard, const Options& options,
+                                          bool with_gradients, const Context& context);
+
 /// Pass 1. problem.vocab is the shard's row count; problem.weight / bias point at the shard's rows.
 void vocab_parallel_statistics(const Problem& problem, const VocabShard& shard, const Options& options,
-                               const ShardStatistics& statistics, const Context& context);
+                               const ShardStatistics& statistics, Workspace workspace, const Context& context);
 
 /// Pass 2, from the combined statistics.
 void vocab_parallel_loss(const Problem& problem, const VocabShard& shard, const Options& options,
-                         const GlobalStatistics& statistics, const ShardOutputs& outputs,
+                         const GlobalStatistics& statistics, const ShardOutputs& outputs, Workspace workspace,
                          const Context& context);
 
 }  // namespace lmfuse

@@ -157,7 +157,7 @@ template <typename T, bool kSumZ = false>
 __device__ float gradientRow(T* row, const RowParams& p, const RowGradient& terms, int lane, int lanes) {
   using V = Vec<T>;
   const GradientConstants constants = gradientConstants(p);
-  const T* bias = p.bias ? static_cast<const T*>(p.bias) + p.columnBegin : nullptr;
+  const T* bias = p.bias ? static_cast<const T*>(p.bias) + (p.columnBegin - p.biasBegin) : nullptr;
   float sumZ = 0.0f;
   auto dx = [&](float logit, int32_t column) {
     const float raw = logit + (bias ? toFloat(bias[column]) : 0.0f);

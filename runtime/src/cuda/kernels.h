@@ -45,7 +45,8 @@ struct RowParams {
   const int64_t* rowTokens = nullptr;  // compaction: token of each compacted row, -1 past the last
   int64_t rows = 0;
   float smoothing = 0, softcap = 0, logitScale = 1, zLoss = 0;
-  const void* bias = nullptr;       // [V] in dtype, or null
+  const void* bias = nullptr;       // in dtype, or null: bias[c − biasBegin] is vocabulary column c's
+  int64_t biasBegin = 0;            // vocabulary column of bias[0] (a vocabulary shard's first row)
   const int32_t* targets = nullptr; // [N]
   const Scalars* scalars = nullptr;
   const float* tokenGradScale = nullptr;  // [N] for Reduction::None, or null

@@ -258,7 +258,7 @@ __device__ __forceinline__ void gradientPieces(uint8_t* staging, const StagedRow
   GradientConstants constants = gradientConstants(p);
   if constexpr (kSoftcap) __builtin_assume(constants.loss.softcap > 0.0f);
   else constants.loss.softcap = 0.0f;  // folds transform_logit's test away
-  const __nv_bfloat16* bias = kBias ? static_cast<const __nv_bfloat16*>(p.bias) + p.columnBegin : nullptr;
+  const __nv_bfloat16* bias = kBias ? static_cast<const __nv_bfloat16*>(p.bias) + (p.columnBegin - p.biasBegin) : nullptr;
   const int columns = int(p.columns);
   auto dx = [&](__nv_bfloat16 logit, int column, const RowGradient& row) {
     const float b = kBias ? __bfloat162float(bias[column]) : 0.0f;
@@ -428,7 +428,7 @@ __device__ __forceinline__ void statisticsStep(const uint8_t* staging, const Til
   const bool fast = !kTransform && col0 + kBlockN <= columns;
   // The element path: any transform, columns past n skipped.
   const detail::LossParams<float> loss = lossParams(p);
-  const __nv_bfloat16* bias = kTransform && p.bias ? static_cast<const __nv_bfloat16*>(p.bias) + p.columnBegin : nullptr;
+  const __nv_bfloat16* bias = kTransform && p.bias ? static_cast<const __nv_bfloat16*>(p.bias) + (p.columnBegin - p.biasBegin) : nullptr;
   auto logit = [&](const uint4& packed, int e, int c) {
     const uint32_t word = e < 4 ? (e < 2 ? packed.x : packed.y) : (e < 6 ? packed.z : packed.w);
     float z = e % 2 ? highBf16(word) : lowBf16(word);
