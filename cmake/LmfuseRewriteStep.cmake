@@ -700,6 +700,7 @@ function(macro_mismatches source unit arguments directory index out)
     read_definitions(defined ${probe})
   endforeach()
   set(found "${${out}}")
+  set(test_folders "")
   string(JSON macros GET "${unit_records}" ${index} macros)
   string(JSON count LENGTH "${macros}")
   if(count GREATER 0)
@@ -710,6 +711,16 @@ function(macro_mismatches source unit arguments directory index out)
       string(JSON recorded ERROR_VARIABLE absent GET "${macros}" ${i} definition)
       if(absent)
         set(recorded "")
+      endif()
+      if(origin STREQUAL "include-test")  # asked below, from the folder the build compiles its file from
+        string(JSON tester GET "${macros}" ${i} file)
+        include_test_folder("${tester}" folder)
+        string(MD5 key "${folder}")
+        if(NOT DEFINED tests_${key})
+          list(APPEND test_folders "${folder}")
+        endif()
+        list(APPEND tests_${key} ${i})
+        continue()
       endif()
       # How the unit ends.
       set(compare ON)
@@ -757,7 +768,55 @@ function(macro_mismatches source unit arguments directory index out)
       endif()
     endforeach()
   endif()
+  # The __has_include tests: each folder's tests in one probe, preprocessed under the unit's command with
+  # that folder searched first for quoted names, as it is for the file that makes them.
+  foreach(folder IN LISTS test_folders)
+    string(MD5 key "${folder}")
+    set(probe_text "")
+    foreach(i IN LISTS tests_${key})
+      string(JSON name GET "${macros}" ${i} name)
+      string(APPEND probe_text "#if ${name}\n#define LMFUSE_INCLUDE_TEST_${i} 1\n#else\n"
+                               "#define LMFUSE_INCLUDE_TEST_${i} 0\n#endif\n")
+    endforeach()
+    set(probe "${OUT_DIR}/.database/include-tests-${key}.cpp")
+    file(WRITE "${probe}" "${probe_text}")
+    execute_process(COMMAND "${CXX}" -iquote "${folder}" ${arguments} -dM -E "${probe}"
+                    WORKING_DIRECTORY "${directory}" RESULT_VARIABLE status OUTPUT_VARIABLE defined ERROR_VARIABLE errors)
+    if(NOT status EQUAL 0)
+      fail("the __has_include tests of ${unit} do not preprocess with its compile command:\n${errors}")
+    endif()
+    read_definitions(defined test)
+    foreach(i IN LISTS tests_${key})
+      string(JSON name GET "${macros}" ${i} name)
+      string(JSON recorded GET "${macros}" ${i} definition)
+      string(JSON tester GET "${macros}" ${i} file)
+      if(NOT "${test_LMFUSE_INCLUDE_TEST_${i}}" STREQUAL "LMFUSE_INCLUDE_TEST_${i}${recorded}")
+        set(here "false")
+        set(there "true")
+        if(recorded STREQUAL "0")
+          set(here "true")
+          set(there "false")
+        endif()
+        string(APPEND found "\n  ${source}: `${name}` in ${tester} is ${here} here, but the rewrite was analysed "
+                            "where it was ${there}")
+      endif()
+    endforeach()
+  endforeach()
   set(${out} "${found}" PARENT_SCOPE)
+endfunction()
+
+# <out> = the folder the build compiles <file> (a path under EDIT_ROOT, as the audit records a file that
+# makes an __has_include test) from: its rewritten copy's where the mirror holds one, else its own.
+function(include_test_folder file out)
+  if(IS_ABSOLUTE "${file}")
+    set(path "${file}")
+  elseif(EXISTS "${OUT_DIR}/${file}")
+    set(path "${OUT_DIR}/${file}")
+  else()
+    set(path "${real_edit_root}/${file}")
+  endif()
+  get_filename_component(folder "${path}" DIRECTORY)
+  set(${out} "${folder}" PARENT_SCOPE)
 endfunction()
 
 # Every unit, compiled as the build compiles it (its own command), must read the rewritten copy of each
@@ -868,8 +927,9 @@ if(elsewhere)
        "from the mirror finds another file first):${elsewhere}")
 endif()
 if(macros_differ)
-  fail("this build compiles the rewritten code with macros the rewrite was not analysed with (another flag, "
-       "compiler or configuration than the lmfuse tool's), so it could compute otherwise than the tool found: "
+  fail("this build compiles the rewritten code with macros or headers the rewrite was not analysed with (another "
+       "flag, compiler, configuration or include path than the lmfuse tool's), so it could compute otherwise than "
+       "the tool found: "
        "build with the flags the sources were rewritten with, or re-run the lmfuse tool under these:${macros_differ}")
 endif()
 

@@ -59,6 +59,38 @@ void MacroNameRecorder::Elif(clang::SourceLocation, clang::SourceRange Condition
   conditionNames(Condition);
 }
 
+namespace {
+
+// <Path> relative to <Root>, which holds it (inProject said so).
+std::string relativeTo(llvm::StringRef Path, llvm::StringRef Root) {
+  llvm::StringRef Rest = Path;
+  if (Rest.consume_front(Root))
+    Rest.consume_front("/");
+  return Rest.str();
+}
+
+}  // namespace
+
+void MacroNameRecorder::HasInclude(clang::SourceLocation Loc, llvm::StringRef FileName, bool IsAngled,
+                                   clang::OptionalFileEntryRef File, clang::SrcMgr::CharacteristicKind) {
+  if (!inProject(Loc))
+    return;
+  const clang::SourceManager &Sources = PP.getSourceManager();
+  clang::SourceLocation Where = Sources.getExpansionLoc(Loc);
+  clang::OptionalFileEntryRef Tester = Sources.getFileEntryRefForID(Sources.getFileID(Where));
+  if (!Tester)
+    return;
+  llvm::StringRef Written(Sources.getCharacterData(Where));
+  MacroDependence Test;
+  Test.Name = (Written.starts_with("__has_include_next") ? "__has_include_next(" : "__has_include(") +
+              (IsAngled ? "<" + FileName.str() + ">" : "\"" + FileName.str() + "\"") + ")";
+  Test.Origin = MacroOrigin::IncludeTest;
+  Test.Definition = File ? "1" : "0";
+  std::string Path = canonicalPath(Tester->getName(), Directory);
+  Test.Header = ProjectRoot.empty() ? Path : relativeTo(Path, ProjectRoot);
+  IncludeTests.insert(std::move(Test));
+}
+
 // An identifier of an #if that is no macro counts as 0 and fires no callback: the condition's own text
 // is lexed for them. Every identifier is taken (a macro among them is recorded twice, harmlessly).
 void MacroNameRecorder::conditionNames(clang::SourceRange Condition) {
@@ -74,12 +106,24 @@ void MacroNameRecorder::conditionNames(clang::SourceRange Condition) {
   clang::Lexer Raw(Sources.getLocForStartOfFile(File), PP.getLangOpts(), Buffer.begin(), Buffer.begin() + Offset,
                    Buffer.end());
   clang::Token Token;
+  int SkippedDepth = 0;  // inside __has_include(...): a header name, not macros (HasInclude records the test)
+  bool SkipNext = false;
   for (bool First = true;; First = false) {
     Raw.LexFromRawLexer(Token);
     if (Token.is(clang::tok::eof) || (!First && Token.isAtStartOfLine()))
       break;  // the directive ends at the first unescaped newline
-    if (Token.is(clang::tok::raw_identifier) && Token.getRawIdentifier() != "defined")
-      Names.insert(Token.getRawIdentifier().str());
+    if (SkipNext || SkippedDepth > 0) {
+      SkipNext = false;
+      SkippedDepth += Token.is(clang::tok::l_paren) ? 1 : Token.is(clang::tok::r_paren) ? -1 : 0;
+      continue;
+    }
+    if (Token.is(clang::tok::raw_identifier)) {
+      llvm::StringRef Identifier = Token.getRawIdentifier();
+      if (Identifier == "__has_include" || Identifier == "__has_include_next")
+        SkipNext = true;  // its '(' opens the skipped span
+      else if (Identifier != "defined")
+        Names.insert(Identifier.str());
+    }
   }
 }
 
@@ -154,6 +198,7 @@ std::vector<MacroDependence> MacroNameRecorder::dependences() const {
       Macro.Predefined = std::move(Predefined);
     Result.push_back(std::move(Macro));
   }
+  Result.insert(Result.end(), IncludeTests.begin(), IncludeTests.end());
   return Result;
 }
 
@@ -163,6 +208,7 @@ llvm::StringRef originName(MacroOrigin Origin) {
   case MacroOrigin::CommandLine: return "command-line";
   case MacroOrigin::BuiltIn: return "built-in";
   case MacroOrigin::Library: return "library";
+  case MacroOrigin::IncludeTest: return "include-test";
   }
   return "undefined";
 }
@@ -175,6 +221,8 @@ llvm::json::Object macroToJson(const MacroDependence &Macro) {
     Object["header"] = Macro.Header;
     Object["header_sha256"] = Macro.HeaderSha256;
   }
+  if (Macro.Origin == MacroOrigin::IncludeTest)
+    Object["file"] = Macro.Header;
   if (Macro.Predefined)
     Object["predefined"] = *Macro.Predefined;
   return Object;
@@ -195,7 +243,8 @@ llvm::Expected<MacroDependence> macroFromJson(const llvm::json::Value &Value) {
   Macro.Name = Name->str();
   std::optional<MacroOrigin> Parsed;
   for (MacroOrigin Candidate :
-       {MacroOrigin::Undefined, MacroOrigin::CommandLine, MacroOrigin::BuiltIn, MacroOrigin::Library})
+       {MacroOrigin::Undefined, MacroOrigin::CommandLine, MacroOrigin::BuiltIn, MacroOrigin::Library,
+        MacroOrigin::IncludeTest})
     if (Origin && *Origin == originName(Candidate))
       Parsed = Candidate;
   if (!Parsed)
@@ -214,6 +263,12 @@ llvm::Expected<MacroDependence> macroFromJson(const llvm::json::Value &Value) {
       return Malformed("header");
     Macro.Header = Header->str();
     Macro.HeaderSha256 = Digest->str();
+  }
+  if (Macro.Origin == MacroOrigin::IncludeTest) {
+    auto File = Object->getString("file");
+    if (!File)
+      return Malformed("file");
+    Macro.Header = File->str();
   }
   if (const llvm::json::Value *Predefined = Object->get("predefined")) {
     if (!Predefined->getAsString())

@@ -7,7 +7,10 @@
 // recorded: those files' contents are checked by digest, and the macros their definitions test are named
 // there. A macro a library header defines records that header and its digest: a build against another
 // version of the library (another header) is not compared on it, the same header must give the same
-// definition.
+// definition. A `__has_include` / `__has_include_next` test the project's files make is such a dependence
+// too (a header present where the mirror was made may be absent where it is built): recorded with its origin
+// `include-test`, the test as written for its name, its value (1 or 0) for its definition and the file that
+// makes it (relative to the project root) for its header, so the build step can ask its own compiler.
 #pragma once
 
 #include <map>
@@ -25,14 +28,14 @@
 
 namespace lmfuse::rewriter {
 
-enum class MacroOrigin { Undefined, CommandLine, BuiltIn, Library };
+enum class MacroOrigin { Undefined, CommandLine, BuiltIn, Library, IncludeTest };
 
 struct MacroDependence {
   std::string Name;
   MacroOrigin Origin = MacroOrigin::Undefined;
   /// `NAME body` or `NAME(params) body`, as `-dM` prints it after `#define `; empty when undefined.
   std::string Definition;
-  std::string Header;        ///< Library: the header that defines it (canonical)
+  std::string Header;        ///< Library: the header that defines it (canonical); IncludeTest: the file testing
   std::string HeaderSha256;  ///< Library: contentDigest() of that header
   /// The definition the unit started with (command line, compiler), where it is not `Definition` (a file
   /// redefined or #undef'd it): the end state alone would not tell a flag a file #undefs after testing it.
@@ -62,6 +65,8 @@ public:
   void If(clang::SourceLocation, clang::SourceRange Condition, ConditionValueKind) override;
   void Elif(clang::SourceLocation, clang::SourceRange Condition, ConditionValueKind,
             clang::SourceLocation) override;
+  void HasInclude(clang::SourceLocation Loc, llvm::StringRef FileName, bool IsAngled, clang::OptionalFileEntryRef File,
+                  clang::SrcMgr::CharacteristicKind) override;
 
   /// The recorded names with their definitions at the end of the unit, sorted by name.
   std::vector<MacroDependence> dependences() const;
@@ -75,6 +80,7 @@ private:
   std::string ProjectRoot;
   std::string Directory;
   std::set<std::string> Names;
+  std::set<MacroDependence> IncludeTests;  // by name and file: a test made twice in one file is one record
   std::map<unsigned, bool> ProjectFiles;  // FileID hash -> under ProjectRoot
 };
 

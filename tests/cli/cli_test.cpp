@@ -468,16 +468,20 @@ TEST_CASE("--out-dir: the audit records the SHA-256 of every original the mirror
 
 // What a build that compiles the copies under other flags, or with another compiler, must see as the tool
 // did (lmfuse_rewrite compares these with its compiler's `-dM -E`): every macro the project's files name,
-// with its definition and where that came from, and the one it started with where a file changed it. The project's own macros are not recorded (their files are
+// with its definition and where that came from, and the one it started with where a file changed it, and
+// every __has_include test with its value. The project's own macros are not recorded (their files are
 // checked by digest), nor the preprocessor's own (__LINE__), nor units that read no rewritten file.
 TEST_CASE("--out-dir: the audit records the macros each unit that reads a rewritten file depended on", "[cli]") {
   const std::string Source = std::string("#include \"config.h\"\n#include \"lib.h\"\n") +
                              "#if MODEL_VARIANT > 1\nint variant = 2;\n#endif\n"
                              "#ifdef MODEL_SOFTCAP\nint capped = 1;\n#endif\n"
                              "#ifdef UNDONE_FLAG\nint undone = 1;\n#endif\n#undef UNDONE_FLAG\n"
-                             "int scaled = LIB_TWICE(SCALE_FROM_FLAGS) + PROJECT_SCALE + __LINE__;\n" +
+                             "int scaled = LIB_TWICE(SCALE_FROM_FLAGS) + PROJECT_SCALE + __LINE__;\n"
+                             "#if __has_include(\"extra.h\") && __has_include(<lib.h>)\nint extra = 1;\n#endif\n"
+                             "#if __has_include(<absent_header.h>)\nint absent = 1;\n#endif\n" +
                              ModelSource;
   SourceTree Tree({{"src/model.cpp", Source.c_str()},
+                   {"src/extra.h", "#pragma once\n"},
                    {"src/other.cpp", "#include \"config.h\"\nint other = PROJECT_SCALE;\n"},
                    {"src/config.h", "#pragma once\n#define PROJECT_SCALE 2\n"},
                    {"lib/lib.h", "#pragma once\n#define LIB_TWICE(x) ((x) * 2)\n"}});
@@ -503,9 +507,18 @@ TEST_CASE("--out-dir: the audit records the macros each unit that reads a rewrit
     std::vector<std::string> Names;
     for (const llvm::json::Value &Macro : *Macros)
       Names.push_back(field(Macro, "name"));
+    // The header names inside __has_include are no macros; each test is recorded with its value and file.
     CHECK(Names == std::vector<std::string>{"LIB_TWICE", "MODEL_SOFTCAP", "MODEL_VARIANT", "SCALE_FROM_FLAGS",
-                                            "UNDONE_FLAG"});
-    REQUIRE(Macros->size() == 5);
+                                            "UNDONE_FLAG", "__has_include(\"extra.h\")",
+                                            "__has_include(<absent_header.h>)", "__has_include(<lib.h>)"});
+    REQUIRE(Macros->size() == 8);
+    for (std::size_t I = 5; I < 8; ++I) {
+      CHECK(field((*Macros)[I], "origin") == "include-test");
+      CHECK(field((*Macros)[I], "file") == "model.cpp");
+    }
+    CHECK(field((*Macros)[5], "definition") == "1");
+    CHECK(field((*Macros)[6], "definition") == "0");
+    CHECK(field((*Macros)[7], "definition") == "1");
     CHECK(field((*Macros)[0], "origin") == "library");
     CHECK(field((*Macros)[0], "definition") == "LIB_TWICE(x) ( ( x ) * 2 )");
     CHECK(field((*Macros)[0], "header") == Tree.path("lib/lib.h"));

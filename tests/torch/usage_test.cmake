@@ -66,7 +66,8 @@ endfunction()
 # the usage build made of them (LMFUSE_REWRITTEN_DIR = a copy of its lmfuse_rewritten/). It trains fused
 # while every original is what the mirror was made from; a header or source changed since, an original
 # gone, a file the audit does not list, or no audit at all fails the build, naming the file; so does a
-# flag that defines a macro the model names otherwise than when the mirror was made.
+# flag that defines a macro the model names otherwise than when the mirror was made, and a header the
+# model tests for with __has_include found where it was not.
 function(carried_mirror_checks)
   set(carried "${WORK}/carried")
   set(carried_build "${carried}/build")
@@ -92,6 +93,15 @@ function(carried_mirror_checks)
   string(CONCAT expected "TINY_SOFTCAP is `#define TINY_SOFTCAP 1` before any file here (a flag or the "
                          "compiler), but the rewrite was analysed with it undefined before any file")
   carried_refused("${expected}")
+  # The same mirror where a header it tests for is found: model.h caps the logits when tiny_cap.h is on
+  # the include path, which it was not where the mirror was made.
+  set(carried_build "${carried}/build-cap-header")
+  file(WRITE "${carried}/common/tiny_cap.h" "// found here, not where the mirror was made\n")
+  step("${CMAKE_COMMAND}" -S "${tree}" -B "${carried_build}" -G "${GENERATOR}" -DCMAKE_BUILD_TYPE=Release
+       "-DCMAKE_PREFIX_PATH=${prefix}" "-DTorch_DIR=${TORCH_PREFIX}" "-DLMFUSE_REWRITTEN_DIR=${mirror}")
+  carried_refused("`__has_include(\"tiny_cap.h\")` in include/tiny/model.h is true here, but the rewrite was "
+                  "analysed where it was false")
+  file(REMOVE "${carried}/common/tiny_cap.h")
   set(carried_build "${carried}/build")
   # Right after that build: the header's change alone must run the check again.
   file(APPEND "${tree}/include/tiny/model.h" "// changed after the mirror was made\n")

@@ -19,6 +19,9 @@ struct TinyLMImpl : torch::nn::Module {
 #ifdef TINY_SOFTCAP  // a flag the rewrite was not analysed with: its carried mirror must be refused under it
     logits = 30.0 * torch::tanh(logits / 30.0);
 #endif
+#if __has_include("tiny_cap.h")  // absent where the mirror is made; a build that finds it must be refused
+    logits = 30.0 * torch::tanh(logits / 30.0);
+#endif
     torch::Tensor loss;
     if (targets.has_value()) {
       loss = F::cross_entropy(logits.view({-1, logits.size(-1)}), targets->view(-1));
