@@ -329,6 +329,12 @@ private:
 
   void buildRegion() {
     Region.push_back({Site.Head->Call->getEndLoc(), Site.Loss->getEndLoc()});
+    // The rest of the loss's full-expression: its other operands are unsequenced with the loss call (or
+    // sequenced before it), wherever they are written (`cross_entropy(...) + decay()`).
+    const Stmt *Full = Site.Loss;
+    for (const Stmt *Parent = Query.parentStmt(Full); Parent && isa<Expr>(Parent); Parent = Query.parentStmt(Parent))
+      Full = Parent;
+    Region.push_back({Full->getBeginLoc(), Full->getEndLoc()});
     // A loop that runs the loss but not the head runs all of its body between one head and the next loss.
     for (const Stmt *At = Query.parentStmt(Site.Loss); At && At != Site.Body; At = Query.parentStmt(At))
       if ((isa<ForStmt>(At) || isa<WhileStmt>(At) || isa<DoStmt>(At) || isa<CXXForRangeStmt>(At)) &&

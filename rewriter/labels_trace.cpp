@@ -67,8 +67,18 @@ std::optional<LabelsTrace> traceLabelsFrom(const Expr *E, CapturedSite &Site, co
       }
     } else if (Call->Name == Benign.CastMethod && !Call->Args.empty() &&
                contains(Benign.LabelCastTypes, lastIdentifier(Query.text(AstQuery::spelled(Call->Args[0]))))) {
-      if (Cast.empty())
-        Cast = "." + Call->Name + "(" + Query.text(AstQuery::spelled(Call->Args[0])) + ")";
+      std::string This = "." + Call->Name + "(" + Query.text(AstQuery::spelled(Call->Args[0])) + ")";
+      if (Cast.empty()) {
+        Cast = This;
+      } else if (This != Cast) {
+        // The labels passed on keep one cast, the outer one: an inner cast to another type (a narrowing
+        // `.to(kInt)` inside `.to(kLong)`) would be dropped, and the values it changes with it.
+        if (!Site.LabelsBreak)
+          Site.LabelsBreak = TraceBreak{BreakKind::LabelsNotTraced, E,
+                                        "the labels are cast twice (`" + This + "`, then `" + Cast +
+                                            "`): the fused call would keep only the outer cast"};
+        break;
+      }
     } else if (auto Shift = matchCausalShift(E, ShiftRole::Labels, Patterns, Query, Uses)) {
       if (!Shift->Shift || Trace.Shift) {
         // Sliced labels next to shifted logits: name what keeps the slice from being the shift.

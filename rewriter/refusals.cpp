@@ -6,6 +6,7 @@
 #include "pattern_match.h"
 
 #include "clang/AST/ParentMapContext.h"
+#include "clang/Analysis/Analyses/ExprMutationAnalyzer.h"
 #include "clang/AST/RecursiveASTVisitor.h"
 #include "llvm/Support/Path.h"
 
@@ -75,7 +76,39 @@ std::optional<Refusal> softcapped(const CapturedSite &Site, const PatternSet &Pa
   return std::nullopt;
 }
 
-std::optional<Refusal> headWrapped(const CapturedSite &Site, const PatternSet &, const AstQuery &Query,
+/// The hoist computes the head's input in a statement of its own before the logits statement: only sound
+/// where nothing of that statement ran before the input did (one declaration: another declarator's
+/// initialiser ran first, and may be what the input reads), and where ending the input's full-expression
+/// early destroys no temporary of a class of the program's (its destructor would run before the head).
+std::optional<Refusal> hoistChangesOrder(const CapturedSite &Site, const Stmt *Statement, const PatternSet &Patterns,
+                                         const AstQuery &Query) {
+  if (const auto *Declarations = dyn_cast_or_null<DeclStmt>(Statement); Declarations && !Declarations->isSingleDecl())
+    return Refusal{ReasonKind::HeadWrapped, Statement,
+                   "the head's input would be computed before the other declarations of its statement, which run "
+                   "first in the original"};
+  class Temporaries : public RecursiveASTVisitor<Temporaries> {
+  public:
+    Temporaries(const PatternSet &Patterns, const AstQuery &Query) : Patterns(Patterns), Query(Query) {}
+    bool VisitCXXBindTemporaryExpr(CXXBindTemporaryExpr *Bound) {
+      const CXXDestructorDecl *Destructor = Bound->getTemporary()->getDestructor();
+      if (Destructor && !isLibraryDeclaration(Destructor, Patterns, Query))
+        Found = Bound;
+      return !Found;
+    }
+    const PatternSet &Patterns;
+    const AstQuery &Query;
+    const CXXBindTemporaryExpr *Found = nullptr;
+  } Finder(Patterns, Query);
+  Finder.TraverseStmt(const_cast<Expr *>(Site.Head->Hidden));
+  if (Finder.Found)
+    return Refusal{ReasonKind::HeadWrapped, Finder.Found,
+                   "computing the head's input in a statement of its own would destroy the temporary `" +
+                       Finder.Found->getType().getAsString() + "` before the head runs, by a destructor of the "
+                       "program's"};
+  return std::nullopt;
+}
+
+std::optional<Refusal> headWrapped(const CapturedSite &Site, const PatternSet &Patterns, const AstQuery &Query,
                                    const VariableUses &) {
   if (auto Found = fromBreak(Site.Break, {BreakKind::HeadInExpression}, ReasonKind::HeadWrapped))
     return Found;
@@ -88,6 +121,9 @@ std::optional<Refusal> headWrapped(const CapturedSite &Site, const PatternSet &,
   if (Site.HoistHidden && (!Block || !Query.within(Site.Loss, Block)))
     return Refusal{ReasonKind::HeadWrapped, Site.Producer,
                    "the head's input cannot be computed once where the loss can see it"};
+  if (Site.HoistHidden)
+    if (auto Found = hoistChangesOrder(Site, Statement, Patterns, Query))
+      return Found;
   const VarDecl *Hidden = AstQuery::namedVariable(Site.Head->Hidden);
   if (!Site.HoistHidden && Hidden && Hidden->hasLocalStorage() && !isa<ParmVarDecl>(Hidden)) {
     auto Parents = Query.context().getParents(*Hidden);
@@ -135,6 +171,28 @@ std::optional<Refusal> logitsRebound(const CapturedSite &Site, const PatternSet 
                      "the head's assignment does not run on every path that reaches the loss"};
     if (isa<CompoundStmt>(Ancestor) && Query.within(Site.Loss, Ancestor))
       break;
+  }
+  // A loop that runs the loss again but not the head: the loss must read the head's value every time, so no
+  // variable on the way from the head to the loss (declared outside the loop) may be changed inside it,
+  // after the loss as much as before (`logits = other;` at the end of the body).
+  std::vector<const VarDecl *> Carriers = {Site.Logits};
+  for (const ChainStep &Step : Site.Chain)
+    Carriers.push_back(Step.Variable);
+  for (const Stmt *At = Query.parentStmt(Site.Loss); At && At != Site.Body; At = Query.parentStmt(At)) {
+    if (!(isa<ForStmt>(At) || isa<WhileStmt>(At) || isa<DoStmt>(At) || isa<CXXForRangeStmt>(At)) ||
+        Query.within(Site.Producer, At))
+      continue;
+    ExprMutationAnalyzer Analyzer(*At, Query.context());
+    for (const VarDecl *Carrier : Carriers) {
+      if (!Carrier || (Query.before(At->getBeginLoc(), Carrier->getLocation()) &&
+                       Query.before(Carrier->getLocation(), At->getEndLoc())))
+        continue;  // declared inside the loop: made anew each time
+      if (const Stmt *Mutation = Analyzer.findMutation(Carrier))
+        return Refusal{ReasonKind::LogitsRebound, Mutation,
+                       "`" + Carrier->getNameAsString() +
+                           "` changes inside the loop that computes the loss again, so the loss does not read the "
+                           "head's value every time"};
+    }
   }
   return std::nullopt;
 }
@@ -480,6 +538,18 @@ std::optional<Refusal> headPartsReevaluated(const CapturedSite &Site, const Patt
                                             const AstQuery &Query, const VariableUses &) {
   if (!Site.Head)
     return std::nullopt;
+  // A part of a class of the program's becomes a tensor through the program's code (a conversion operator or
+  // constructor) wherever it is passed, once at the head in the original and again at the loss when rewritten.
+  std::vector<const Expr *> Parts = Site.Head->Copied;
+  Parts.push_back(Site.Head->Hidden);
+  for (const Expr *Part : Parts) {
+    const Expr *Written = AstQuery::spelled(Part);
+    const CXXRecordDecl *Record = Written->getType().getNonReferenceType()->getAsCXXRecordDecl();
+    if (Record && !isLibraryDeclaration(Record, Patterns, Query))
+      return Refusal{ReasonKind::InputsModified, Site.Head->Call,
+                     "`" + Query.text(Written) + "` is a `" + Record->getNameAsString() +
+                         "`, a class of the program's: the code that makes a tensor of it would run again at the loss"};
+  }
   for (const Expr *Part : Site.Head->Copied)
     if (const Expr *Found = notReevaluable(Part, Patterns, Query))
       return Refusal{ReasonKind::InputsModified, Site.Head->Call,

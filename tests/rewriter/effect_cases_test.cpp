@@ -673,6 +673,96 @@ const Case Cases[] = {
     return F::cross_entropy(logits.slice(1, 0, -1).reshape({-1, 32}), shift_labels.reshape({-1}));
   }
 )", Verb::RefusesWith, "logits-indexed"},
+    // ---- found by running original and rewritten programs side by side (each was patched, and changed
+    // the loss or the gradients) -----------------------------------------------------------------------
+    {"the hoisted input reads a name another declarator of its statement declares", R"(
+  torch::Tensor forward(torch::Tensor x, torch::Tensor labels) {
+    auto t = x;
+    {
+      auto t = x * 2.0, logits = lm_head(ln_f(t) + t);
+      return F::cross_entropy(logits.view({-1, 32}), labels.view(-1));
+    }
+  }
+)", Verb::RefusesWith, "head-wrapped"},
+    {"the hoisted input would run before an earlier declarator of its statement", R"(
+  torch::Tensor forward(torch::Tensor x, torch::Tensor labels) {
+    auto noise = x.tanh(), logits = lm_head(x + x.tanh());
+    return F::cross_entropy(logits.view({-1, 32}), labels.view(-1)) + noise.mean();
+  }
+)", Verb::RefusesWith, "head-wrapped"},
+    {"the hoisted input ends the life of a temporary whose destructor writes the input", R"(
+  struct Borrow {
+    torch::Tensor t;
+    ~Borrow() { t.zero_(); }
+    torch::Tensor get() const { return t; }
+  };
+  torch::Tensor forward(torch::Tensor buffer, torch::Tensor labels) {
+    auto logits = lm_head(Borrow{buffer}.get().view({-1, 16}));
+    return F::cross_entropy(logits.view({-1, 32}), labels.view(-1));
+  }
+)", Verb::RefusesWith, "head-wrapped"},
+    {"the logits assigned a new value after the loss, in the loop that computes it again", R"(
+  torch::Tensor forward(torch::Tensor x, torch::Tensor labels) {
+    auto logits = lm_head(x);
+    torch::Tensor loss = torch::zeros({1});
+    for (int i = 0; i < 2; ++i) {
+      loss = loss + F::cross_entropy(logits.view({-1, 32}), labels.view(-1));
+      logits = torch::zeros({2, 5, 32});
+    }
+    return loss;
+  }
+)", Verb::RefusesWith, "logits-rebound"},
+    {"an alias of the logits assigned after the loss, in the loop that computes it again", R"(
+  torch::Tensor forward(torch::Tensor x, torch::Tensor labels) {
+    auto logits = lm_head(x);
+    auto flat = logits.view({-1, 32});
+    torch::Tensor loss = torch::zeros({1});
+    for (int i = 0; i < 2; ++i) {
+      loss = loss + F::cross_entropy(flat, labels.view(-1));
+      flat = torch::zeros({10, 32});
+    }
+    return loss;
+  }
+)", Verb::RefusesWith, "logits-rebound"},
+    {"the input written by an operand after the loss in its own expression (unsequenced)", R"(
+  torch::Tensor forward(torch::Tensor x, torch::Tensor labels) {
+    auto logits = lm_head(x);
+    return F::cross_entropy(logits.view({-1, 32}), labels.view(-1)) + x.mul_(0.0).mean();
+  }
+)", Verb::RefusesWith, "inputs-modified"},
+    {"the weight written by a program function called after the loss in its own expression", R"(
+  torch::Tensor decay() { lm_head->weight.mul_(0.5); return torch::zeros({1}); }
+  torch::Tensor forward(torch::Tensor x, torch::Tensor labels) {
+    auto logits = lm_head(x);
+    return F::cross_entropy(logits.view({-1, 32}), labels.view(-1)) + decay();
+  }
+)", Verb::RefusesWith, "inputs-modified"},
+    {"the head's input made a tensor by the program's conversion operator", R"(
+  struct Hidden {
+    torch::Tensor t;
+    operator torch::Tensor() const { return t.tanh(); }
+  };
+  torch::Tensor forward(Hidden hs, torch::Tensor labels) {
+    auto logits = F::linear(hs, lm_head->weight);
+    return F::cross_entropy(logits.view({-1, 32}), labels.view(-1));
+  }
+)", Verb::RefusesWith, "inputs-modified"},
+    {"the head's weight made a tensor by the program's conversion operator", R"(
+  struct Weight {
+    torch::Tensor w;
+    operator torch::Tensor() const { return w * 2.0; }
+  };
+  torch::Tensor forward(torch::Tensor x, Weight wn, torch::Tensor labels) {
+    auto logits = F::linear(x, wn);
+    return F::cross_entropy(logits.view({-1, 32}), labels.view(-1));
+  }
+)", Verb::RefusesWith, "inputs-modified"},
+    {"the labels narrowed by an inner cast the rewrite would drop", R"(
+  torch::Tensor forward(torch::Tensor x, torch::Tensor labels) {
+    auto logits = lm_head(x);
+    return F::cross_entropy(logits.view({-1, 32}), labels.view(-1).to(torch::kInt).to(torch::kLong));
+  }
+)", Verb::RefusesWith, "labels-mismatch"},
     {"the input written before the head only", R"(
   torch::Tensor forward(torch::Tensor x, torch::Tensor labels) {
     x.mul_(2.0);
