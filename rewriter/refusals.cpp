@@ -462,6 +462,77 @@ std::optional<Refusal> guardOutOfReach(const CapturedSite &Site, const PatternSe
   return std::nullopt;
 }
 
+/// The construct that may keep the loss from running on a path from the head's statement, other than the
+/// labels test the rewrite repeats at the head (null when none): another `if` around it, a branch of `?:`,
+/// the right side of `&&` / `||`, the body of a loop that may run no time, a `switch`, a `try`.
+const Stmt *unrepeatedCondition(const CapturedSite &Site, const AstQuery &Query) {
+  const Stmt *Statement = Query.enclosingStatement(Site.Producer);
+  const Stmt *Block = Statement ? Query.parentStmt(Statement) : nullptr;
+  const Stmt *Child = Site.Loss;
+  for (const Stmt *At = Query.parentStmt(Child); At && At != Block && At != Site.Body;
+       Child = At, At = Query.parentStmt(At)) {
+    if (const auto *If = dyn_cast<IfStmt>(At)) {
+      if (If != Site.Guard.If && Child != If->getCond() && Child != If->getInit())
+        return If;
+    } else if (const auto *Choice = dyn_cast<AbstractConditionalOperator>(At)) {
+      if (Child != Choice->getCond())
+        return Choice;
+    } else if (const auto *Logical = dyn_cast<BinaryOperator>(At)) {
+      if (Logical->isLogicalOp() && Child == Logical->getRHS())
+        return Logical;
+    } else if (const auto *For = dyn_cast<ForStmt>(At)) {
+      if (Child != For->getInit())
+        return For;
+    } else if (isa<WhileStmt, CXXForRangeStmt, SwitchStmt, CaseStmt, DefaultStmt, CXXTryStmt, CXXCatchStmt>(At)) {
+      return At;
+    }
+  }
+  return nullptr;
+}
+
+/// How unrepeatedCondition's construct keeps the loss from running, for a refusal's detail.
+std::string conditionText(const Stmt *Condition, const AstQuery &Query) {
+  if (const auto *If = dyn_cast<IfStmt>(Condition))
+    return "under `if (" + Query.text(If->getCond()) + ")`";
+  if (const auto *Choice = dyn_cast<AbstractConditionalOperator>(Condition))
+    return "in a branch of `" + Query.text(Choice->getCond()) + " ? ... : ...`";
+  if (const auto *Logical = dyn_cast<BinaryOperator>(Condition))
+    return "after `" + Query.text(Logical->getLHS()) + " " + Logical->getOpcodeStr().str() + "`";
+  if (isa<CXXTryStmt, CXXCatchStmt>(Condition))
+    return "in a `try` block (an exception caught before it skips it)";
+  if (isa<SwitchStmt, CaseStmt, DefaultStmt>(Condition))
+    return "in a case of a `switch`";
+  return "in a loop that may run no time";
+}
+
+/// The head's statement sets the logits on every path, and repeats only the labels test: where the loss is
+/// kept from running by anything else, the logits stay skipped there, so they must not reach anything but
+/// the site (handed out as the model's output, read where the labels are absent) or shape reads.
+std::optional<Refusal> lossConditionNotRepeated(const CapturedSite &Site, const PatternSet &Patterns,
+                                                const AstQuery &Query, const VariableUses &Uses) {
+  if (!Site.Head || !Site.Producer)
+    return std::nullopt;
+  const Stmt *Condition = unrepeatedCondition(Site, Query);
+  if (!Condition)
+    return std::nullopt;
+  std::vector<const VarDecl *> Carriers = Site.Aliases;
+  if (Site.Logits)
+    Carriers.push_back(Site.Logits);
+  for (const VarDecl *Carrier : Carriers)
+    for (const DeclRefExpr *Read : Uses.reads(Carrier)) {
+      bool InSite = Query.within(Read, Site.Input) || Query.within(Read, Site.Producer);
+      for (const ChainStep &Step : Site.Chain)
+        InSite = InSite || Query.within(Read, Step.Statement);
+      if (InSite || (Carrier == Site.Logits && isShapeRead(Read, Patterns, Query)))
+        continue;
+      return Refusal{ReasonKind::LabelsMismatch, Condition,
+                     "the loss runs only " + conditionText(Condition, Query) +
+                         ", which the rewrite does not repeat at the head, and `" + Carrier->getNameAsString() +
+                         "` is used on the paths where it does not run: there it would hold no values"};
+    }
+  return std::nullopt;
+}
+
 std::optional<Refusal> inputsModified(const CapturedSite &Site, const PatternSet &Patterns, const AstQuery &Query,
                                       const VariableUses &) {
   if (auto Change = findInputChange(Site, Patterns, Query))
@@ -578,7 +649,7 @@ std::optional<Refusal> lossUnsupported(const CapturedSite &Site, const PatternSe
 constexpr Check Checks[] = {inMacro,        lossDeclaredByProgram, softcapped,           headWrapped,            notLogProbabilities,
                             headNotLinear,
                             logitsRebound,  logitsIndexed,        logitsUsedElsewhere,    labelsBranchNontrivial,
-                            labelsMismatch, guardOutOfReach, headPartsReevaluated, inputsModified,
+                            labelsMismatch, guardOutOfReach, lossConditionNotRepeated, headPartsReevaluated, inputsModified,
                             lossUnsupported};
 
 }  // namespace

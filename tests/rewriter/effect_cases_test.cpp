@@ -763,6 +763,52 @@ const Case Cases[] = {
     return F::cross_entropy(logits.view({-1, 32}), labels.view(-1).to(torch::kInt).to(torch::kLong));
   }
 )", Verb::RefusesWith, "labels-mismatch"},
+    {"the loss under a test inside the labels test, the logits handed out", R"(
+  Output forward(torch::Tensor h, c10::optional<torch::Tensor> labels, bool train) {
+    auto logits = lm_head(h);
+    torch::Tensor loss;
+    if (labels.has_value()) {
+      if (train) loss = F::cross_entropy(logits.view({-1, 32}), labels->view(-1));
+    }
+    return {logits, loss};
+  }
+)", Verb::RefusesWith, "labels-mismatch"},
+    {"the loss in a branch of ?:, the logits handed out", R"(
+  Output forward(torch::Tensor h, torch::Tensor labels) {
+    auto logits = lm_head(h);
+    torch::Tensor loss = labels.defined() ? F::cross_entropy(logits.view({-1, 32}), labels.view(-1)) : torch::Tensor();
+    return {logits, loss};
+  }
+)", Verb::RefusesWith, "labels-mismatch"},
+    {"the loss in a loop that may run no time, the logits handed out", R"(
+  Output forward(torch::Tensor h, torch::Tensor labels, int steps) {
+    auto logits = lm_head(h);
+    torch::Tensor loss = torch::zeros({1});
+    for (int i = 0; i < steps; ++i)
+      loss = loss + F::cross_entropy(logits.view({-1, 32}), labels.view(-1));
+    return {logits, loss};
+  }
+)", Verb::RefusesWith, "labels-mismatch"},
+    {"the loss in a loop, the logits used by nothing else", R"(
+  torch::Tensor forward(torch::Tensor h, torch::Tensor labels, int steps) {
+    auto logits = lm_head(h);
+    torch::Tensor loss = torch::zeros({1});
+    for (int i = 0; i < steps; ++i)
+      loss = loss + F::cross_entropy(logits.view({-1, 32}), labels.view(-1));
+    return loss;
+  }
+)", Verb::RewritesTo, R"(
+  torch::Tensor forward(torch::Tensor h, torch::Tensor labels, int steps) {
+    auto logits = lmfuse::skip_logits() ? lmfuse::skipped_logits(h, lm_head->weight, "model.cpp:N") : lm_head(h);
+    torch::Tensor loss = torch::zeros({1});
+    for (int i = 0; i < steps; ++i)
+      loss = loss + (lmfuse::enabled()
+          ? lmfuse::linear_cross_entropy(h, lm_head->weight, lm_head->bias, labels, lmfuse::LossOptions()
+              .logits_as_passed({"model.cpp:N", logits, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits.view({-1, 32}); }}))
+          : F::cross_entropy(logits.view({-1, 32}), labels.view(-1)));
+    return loss;
+  }
+)"},
     {"the input written before the head only", R"(
   torch::Tensor forward(torch::Tensor x, torch::Tensor labels) {
     x.mul_(2.0);
