@@ -197,8 +197,11 @@ void explainExpectation(const std::vector<SiteRecord> &Sites, const std::vector<
 
 // Everything besides the command and its inputs that changes a unit's outcome: a cache entry made under a
 // different fingerprint is a miss.
-std::string cacheFingerprint(StringRef PatternText, const DriverOptions &Options) {
-  std::string Fingerprint = std::string("lmfuse ") + LMFUSE_VERSION + "\npatterns " +
+std::string cacheFingerprint(StringRef PatternText, const DriverOptions &Options, StringRef Executable) {
+  // The binary's own digest, not only its version: a build of other analysis code under the same version (an
+  // upgrade, a development build) must not serve the outcomes an earlier one decided.
+  std::string Fingerprint = std::string("lmfuse ") + LMFUSE_VERSION + "\ntool " + lmfuse::tool::hashFile(Executable) +
+                            "\npatterns " +
                             lmfuse::tool::hashText(PatternText) + "\nresource-dir " + Options.ResourceDir +
                             "\nedit-root " + Options.EditRoot;
   for (const std::string &Argument : Options.ExtraArgsBefore)
@@ -360,7 +363,8 @@ int main(int argc, const char **argv) {
       return fail(ExitSkipped, Overlap + "; choose a folder outside " + Root);
     SmallString<256> CacheDir(OutRoot);
     sys::path::append(CacheDir, ".lmfuse-cache");
-    Cache.emplace(std::string(CacheDir), cacheFingerprint(PatternText, Options));
+    std::string Executable = sys::fs::getMainExecutable(argv[0], reinterpret_cast<void *>(&executableDir));
+    Cache.emplace(std::string(CacheDir), cacheFingerprint(PatternText, Options, Executable));
     Options.Cache = &*Cache;
   }
 

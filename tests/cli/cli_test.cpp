@@ -301,6 +301,25 @@ TEST_CASE("--out-dir leaves the sources untouched, writes #line copies, and cach
   CHECK(countOf(Third.Err, "[1/2 translation units from the cache]") == 1);
 }
 
+// The cache's outcomes are the analysis of the binary that decided them: another build of the tool (an
+// upgrade under the same version number, a development build) parses again.
+TEST_CASE("--out-dir's cache misses for another build of the tool", "[cli]") {
+  SourceTree Tree({{"src/model.cpp", ModelSource}});
+  std::vector<std::string> Arguments =
+      withFlags({"--out-dir", Tree.path("out"), "--summary", Tree.path("src/model.cpp")}, Tree);
+  REQUIRE(runLmfuse(Arguments).ExitCode == 0);
+  CHECK(countOf(runLmfuse(Arguments).Err, "[1/1 translation units from the cache]") == 1);
+  // The same program with one byte more: another binary as far as the cache can tell.
+  std::string Other = Tree.path("bin/lmfuse");
+  Tree.write("bin/lmfuse", readFile(lmfuseUnderTest()) + std::string(1, '\0'));
+  REQUIRE(!llvm::sys::fs::setPermissions(Other, llvm::sys::fs::all_exe | llvm::sys::fs::owner_all));
+  // Beside the built tool's own resource files: the copy finds them as the original does.
+  ToolRun Rebuilt = runLmfuseAt(Other, Arguments);
+  INFO(Rebuilt.Err);
+  CHECK(Rebuilt.ExitCode == 0);
+  CHECK(countOf(Rebuilt.Err, "from the cache") == 0);
+}
+
 // The include search decides as much by what it does not find: a header that appears earlier on the
 // include path than the one a cached parse read (here one that does not compile) must be parsed, not served
 // from the cache.
