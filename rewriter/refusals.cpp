@@ -487,7 +487,30 @@ const Stmt *unrepeatedCondition(const CapturedSite &Site, const AstQuery &Query)
       return At;
     }
   }
-  return nullptr;
+  // A `break` or `continue` between the head and the loss that leaves a loop (or switch) holding the loss
+  // skips it: `do { if (!train) break; loss = ...; } while (false);`, or the head and a `continue` in a loop.
+  class Jumps : public RecursiveASTVisitor<Jumps> {
+  public:
+    Jumps(const CapturedSite &Site, const AstQuery &Query) : Site(Site), Query(Query) {}
+    bool VisitBreakStmt(BreakStmt *Jump) { return visit(Jump); }
+    bool VisitContinueStmt(ContinueStmt *Jump) { return visit(Jump); }
+    bool visit(const Stmt *Jump) {
+      if (!Query.before(Site.Producer->getEndLoc(), Jump->getBeginLoc()) ||
+          !Query.before(Jump->getBeginLoc(), Site.Loss->getBeginLoc()))
+        return true;
+      const Stmt *Target = Query.parentStmt(Jump);
+      while (Target && !isa<ForStmt, WhileStmt, DoStmt, CXXForRangeStmt, SwitchStmt>(Target))
+        Target = Query.parentStmt(Target);
+      if (Target && (!isa<SwitchStmt>(Target) || isa<BreakStmt>(Jump)) && Query.within(Site.Loss, Target))
+        Found = Jump;
+      return !Found;
+    }
+    const CapturedSite &Site;
+    const AstQuery &Query;
+    const Stmt *Found = nullptr;
+  } Finder(Site, Query);
+  Finder.TraverseStmt(const_cast<Stmt *>(Site.Body));
+  return Finder.Found;
 }
 
 /// How unrepeatedCondition's construct keeps the loss from running, for a refusal's detail.
@@ -502,7 +525,9 @@ std::string conditionText(const Stmt *Condition, const AstQuery &Query) {
     return "in a `try` block (an exception caught before it skips it)";
   if (isa<SwitchStmt, CaseStmt, DefaultStmt>(Condition))
     return "in a case of a `switch`";
-  return "in a loop that may run no time";
+  if (isa<BreakStmt, ContinueStmt>(Condition))
+    return std::string("where the `") + (isa<BreakStmt>(Condition) ? "break" : "continue") + "` before it does not leave";
+  return "in a loop that may run no time or leave before it";
 }
 
 /// The head's statement sets the logits on every path, and repeats only the labels test: where the loss is

@@ -789,6 +789,28 @@ const Case Cases[] = {
     return {logits, loss};
   }
 )", Verb::RefusesWith, "labels-mismatch"},
+    {"a break before the loss in a do-while, the logits handed out", R"(
+  Output forward(torch::Tensor h, torch::Tensor labels, bool train) {
+    auto logits = lm_head(h);
+    torch::Tensor loss;
+    do {
+      if (!train) break;
+      loss = F::cross_entropy(logits.view({-1, 32}), labels.view(-1));
+    } while (false);
+    return {logits, loss};
+  }
+)", Verb::RefusesWith, "labels-mismatch"},
+    {"the head and a continue before the loss in a loop, the logits handed out", R"(
+  Output forward(torch::Tensor h, torch::Tensor labels, bool train) {
+    torch::Tensor logits, loss;
+    for (int i = 0; i < 1; ++i) {
+      logits = lm_head(h);
+      if (!train) continue;
+      loss = F::cross_entropy(logits.view({-1, 32}), labels.view(-1));
+    }
+    return {logits, loss};
+  }
+)", Verb::RefusesWith, "labels-mismatch"},
     {"the loss in a loop, the logits used by nothing else", R"(
   torch::Tensor forward(torch::Tensor h, torch::Tensor labels, int steps) {
     auto logits = lm_head(h);
