@@ -70,14 +70,6 @@ namespace {
 
 char* at(Workspace workspace, const Region& region) { return static_cast<char*>(workspace.data) + region.offset; }
 
-cudaDataType_t cudaType(DType dtype) {
-  switch (dtype) {
-    case DType::Float32: return CUDA_R_32F;
-    case DType::Float16: return CUDA_R_16F;
-    default: return CUDA_R_16BF;
-  }
-}
-
 // What api.cpp cannot check: that every pointer is device memory, and cudaMalloc's alignment of the
 // workspace (its regions are laid out on 256-byte boundaries).
 void requireDevice(const void* pointer, const char* name) {

@@ -10,7 +10,18 @@
 
 #include <cstdint>
 
+#include "lmfuse/flce.h"  // defines: DType
+
 namespace lmfuse::detail::cuda {
+
+/// The cuBLASLt data type of a storage dtype.
+inline cudaDataType_t cudaType(DType dtype) {
+  switch (dtype) {
+    case DType::Float32: return CUDA_R_32F;
+    case DType::Float16: return CUDA_R_16F;
+    default: return CUDA_R_16BF;
+  }
+}
 
 struct GemmShape {
   cudaDataType_t abType = CUDA_R_16BF;  // A and B

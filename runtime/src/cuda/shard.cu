@@ -26,6 +26,7 @@
 #include "../error_report.h"
 #include "../loss_math.h"
 #include "../shard.h"
+#include "../storage.h"  // defines: dtype_size
 #include "../targets.h"
 #include "check.h"
 #include "device_state.h"
@@ -56,7 +57,7 @@ struct ShardLayout {
 
 ShardLayout shardLayout(const Problem& problem, const Options& options, bool withGradients) {
   const int64_t n = problem.tokens, d = problem.hidden_dim, v = problem.vocab;
-  const std::size_t element = problem.dtype == DType::Float32 ? 4 : 2;
+  const std::size_t element = std::size_t(dtype_size(problem.dtype));
   ShardLayout layout;
   const std::size_t budget = options.workspace_budget ? options.workspace_budget : kSliceLogitsBytes;
   int64_t columns = int64_t(budget / (std::size_t(n) * element)) / kSliceColumnMultiple * kSliceColumnMultiple;
@@ -92,14 +93,6 @@ std::vector<Slice> slicesOf(const Problem& problem, const ShardLayout& layout) {
   for (int64_t first = 0; first < problem.vocab; first += layout.sliceColumns)
     slices.push_back({first, std::min(layout.sliceColumns, problem.vocab - first)});
   return slices;
-}
-
-cudaDataType_t cudaType(DType dtype) {
-  switch (dtype) {
-    case DType::Float32: return CUDA_R_32F;
-    case DType::Float16: return CUDA_R_16F;
-    default: return CUDA_R_16BF;
-  }
 }
 
 // ============================== pass 1 ==============================
@@ -227,7 +220,8 @@ public:
             const Context& context, bool withGradients)
       : problem_(problem), shard_(shard), options_(options), state_(deviceState()), lock_(state_.mutex),
         layout_(shardLayout(problem, options, withGradients)), base_(static_cast<char*>(workspace.data)),
-        stream_(static_cast<cudaStream_t>(context.stream)), type_(cudaType(problem.dtype)) {
+        stream_(static_cast<cudaStream_t>(context.stream)), type_(cudaType(problem.dtype)),
+        element_(std::size_t(dtype_size(problem.dtype))) {
     // Targets and the gradient's scalars over the whole vocabulary: labels are vocabulary rows.
     Problem whole = problem;
     whole.vocab = shard.vocab_total;
@@ -258,7 +252,6 @@ public:
     float* lse = at<float>(layout_.lse);
     narrowKernel<<<rowGrid((n + 255) / 256), 256, 0, stream_>>>(in.lse, n, lse);
     LMFUSE_CUDA_CHECK(cudaGetLastError());
-    const std::size_t element = problem_.dtype == DType::Float32 ? 4 : 2;
     const bool accumulate = problem_.dtype != DType::Float32;
     void* hiddenSum = accumulate ? static_cast<void*>(at<float>(layout_.accumulator)) : out.grad_hidden;
     RowParams rows;
@@ -280,14 +273,14 @@ public:
       if (out.grad_weight) {
         GemmShape shape{type_, type_, false, true, d, slice.columns, n, problem_.hidden_stride, layout_.ld, d};
         gemm(state_.blas, shape, 1.0f, problem_.hidden, buffer(), 0.0f,
-             static_cast<char*>(out.grad_weight) + std::size_t(slice.first) * std::size_t(d) * element, blas(),
+             static_cast<char*>(out.grad_weight) + std::size_t(slice.first) * std::size_t(d) * element_, blas(),
              layout_.blas.bytes, stream_);
       }
       if (out.grad_bias) {
         float* sum = at<float>(layout_.biasSum);
         launchColumnSum(problem_.dtype, buffer(), n, slice.columns, layout_.ld, sum, false, stream_);
         launchConvert(problem_.dtype, sum, 1, slice.columns,
-                      static_cast<char*>(out.grad_bias) + std::size_t(slice.first) * element, slice.columns, nullptr,
+                      static_cast<char*>(out.grad_bias) + std::size_t(slice.first) * element_, slice.columns, nullptr,
                       stream_);
       }
       if (out.grad_hidden) {
@@ -309,12 +302,10 @@ private:
   char* buffer() const { return at<char>(layout_.logits); }
   char* blas() const { return at<char>(layout_.blas); }
   const char* weightRow(int64_t row) const {
-    const std::size_t element = problem_.dtype == DType::Float32 ? 4 : 2;
-    return static_cast<const char*>(problem_.weight) + std::size_t(row) * std::size_t(problem_.weight_stride) * element;
+    return static_cast<const char*>(problem_.weight) + std::size_t(row) * std::size_t(problem_.weight_stride) * element_;
   }
   const void* biasAt(const Slice& slice) const {
-    const std::size_t element = problem_.dtype == DType::Float32 ? 4 : 2;
-    return problem_.bias ? static_cast<const char*>(problem_.bias) + std::size_t(slice.first) * element : nullptr;
+    return problem_.bias ? static_cast<const char*>(problem_.bias) + std::size_t(slice.first) * element_ : nullptr;
   }
 
   // The slice's logits [N, columns] = h · W_sliceᵀ into the buffer.
@@ -334,6 +325,7 @@ private:
   char* base_;
   cudaStream_t stream_;
   cudaDataType_t type_;
+  std::size_t element_;  // bytes of one stored element
 };
 
 }  // namespace
