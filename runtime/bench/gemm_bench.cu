@@ -15,7 +15,13 @@
 // product storing the numerators with their statistics, the rows kernel, and the two row scalings (c ⊙ h,
 // and grad_hidden in place), against the statistics step of the third table, with the largest lse
 // difference between the two.
-// Environment: LMFUSE_GEMM_BENCH_REPEATS.
+// A fifth (printed first) times grad_weight's product dxᵀ·h at the shapes the default pass runs it
+// (all tokens, or one chunk of them), cuBLASLt as the backend calls it against the tile product's weight
+// product (tile_gemm.h: tileGemmWeight), into each sink: bf16, fp32, fp32 += (cuBLASLt's beta 1, the copy
+// engine's reduction), and the last chunk's fp32 accumulator plus product to bf16 (cuBLASLt then the
+// conversion kernel, against the fused epilogue), with the largest difference of each bf16 pair; then
+// grad_hidden's product dx·W, cuBLASLt against the tile product's hidden product.
+// Environment: LMFUSE_GEMM_BENCH_REPEATS; LMFUSE_GEMM_BENCH_ONLY=weight prints the fifth table alone.
 #include <cublasLt.h>
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
@@ -105,6 +111,111 @@ struct LabelledRows {
 
 }  // namespace
 
+struct WeightShape {
+  const char* name;
+  int64_t v, d, tokens;
+};
+
+// The weight-product table (see the top of this file).
+void weightTable(cublasLtHandle_t handle, void* workspace, std::size_t workspaceBytes, unsigned* compare, int repeats,
+                 cudaStream_t stream) {
+  const WeightShape shapes[] = {{"Llama-3-8B, all 8192 tokens", 128256, 4096, 8192},
+                                {"Llama-3-8B N=32768, chunk of 8192", 128256, 4096, 8192},
+                                {"Qwen-2.5-7B, chunk of 4096", 152064, 3584, 4096},
+                                {"Gemma-2-2B, all 8192 tokens", 256000, 2304, 8192},
+                                {"Gemma-2-2B, chunk of 4096", 256000, 2304, 4096}};
+  std::printf("| grad_weight product (V, D, tokens) | bf16: cuBLASLt / tile ms | fp32: cuBLASLt / tile ms | "
+              "fp32 +=: cuBLASLt / tile ms | last chunk to bf16: cuBLASLt + convert / tile ms | tile / cuBLASLt: bf16, "
+              "fp32, +=, last | max diff / max value: bf16, last |\n");
+  std::printf("|---|---|---|---|---|---|---|\n");
+  for (const WeightShape& s : shapes) {
+    __nv_bfloat16 *dx, *h, *out1, *out2;
+    float *acc1, *acc2;
+    const std::size_t outCount = std::size_t(s.v * s.d);
+    BENCH_CHECK(cudaMalloc(&dx, std::size_t(s.tokens * s.v) * 2));
+    BENCH_CHECK(cudaMalloc(&h, std::size_t(s.tokens * s.d) * 2));
+    BENCH_CHECK(cudaMalloc(&out1, outCount * 2));
+    BENCH_CHECK(cudaMalloc(&out2, outCount * 2));
+    BENCH_CHECK(cudaMalloc(&acc1, outCount * 4));
+    BENCH_CHECK(cudaMalloc(&acc2, outCount * 4));
+    fillKernel<<<1024, 256, 0, stream>>>(dx, s.tokens * s.v, 1e-3f, 3);
+    fillKernel<<<1024, 256, 0, stream>>>(h, s.tokens * s.d, 1.0f, 4);
+    BENCH_CHECK(cudaGetLastError());
+    // The backend's weightGemm in cuBLAS's column-major terms: C[D, V] = H(as stored)·dx(as stored)ᵀ.
+    auto blasShape = [&](cudaDataType_t out) {
+      return backend::GemmShape{CUDA_R_16BF, out, false, true, s.d, s.v, s.tokens, s.d, s.v, s.d};
+    };
+    const backend::TileGemmShape tile{s.v, s.d, s.tokens, s.v, s.d, s.d};
+    const backend::TileAddend addend{acc2, s.v, s.d, s.d};
+    auto blas = [&](cudaDataType_t type, void* out, float beta) {
+      backend::gemm(handle, blasShape(type), 1.0f, h, dx, beta, out, workspace, workspaceBytes, stream);
+    };
+    auto tileInto = [&](backend::TileSink sink, void* out) {
+      backend::tileGemmWeight(tile, dx, h, out, sink, sink == backend::TileSink::Bf16FromFloat ? &addend : nullptr,
+                              stream);
+    };
+    // The same accumulator under both last-chunk paths, compared before the timing changes it.
+    blas(CUDA_R_32F, acc1, 0.0f);
+    BENCH_CHECK(cudaMemcpyAsync(acc2, acc1, outCount * 4, cudaMemcpyDeviceToDevice, stream));
+    blas(CUDA_R_32F, acc1, 1.0f);
+    backend::launchConvert(lmfuse::DType::BFloat16, acc1, s.v, s.d, out1, s.d, nullptr, stream);
+    tileInto(backend::TileSink::Bf16FromFloat, out2);
+    const float lastDifference = relativeDifference(out2, out1, s.v, s.d, s.d, compare, stream);
+    blas(CUDA_R_16BF, out1, 0.0f);
+    tileInto(backend::TileSink::Bf16, out2);
+    const float bf16Difference = relativeDifference(out2, out1, s.v, s.d, s.d, compare, stream);
+    float ms[8];
+    ms[0] = timeMedian([&] { blas(CUDA_R_16BF, out1, 0.0f); }, repeats, stream, 3);
+    ms[1] = timeMedian([&] { tileInto(backend::TileSink::Bf16, out2); }, repeats, stream, 3);
+    ms[2] = timeMedian([&] { blas(CUDA_R_32F, acc1, 0.0f); }, repeats, stream, 3);
+    ms[3] = timeMedian([&] { tileInto(backend::TileSink::Float, acc1); }, repeats, stream, 3);
+    ms[4] = timeMedian([&] { blas(CUDA_R_32F, acc1, 1.0f); }, repeats, stream, 3);
+    ms[5] = timeMedian([&] { tileInto(backend::TileSink::FloatAdd, acc1); }, repeats, stream, 3);
+    ms[6] = timeMedian(
+        [&] {
+          blas(CUDA_R_32F, acc1, 1.0f);
+          backend::launchConvert(lmfuse::DType::BFloat16, acc1, s.v, s.d, out1, s.d, nullptr, stream);
+        },
+        repeats, stream, 3);
+    ms[7] = timeMedian([&] { tileInto(backend::TileSink::Bf16FromFloat, out2); }, repeats, stream, 3);
+    std::printf("| %s (%lld, %lld, %lld) | %.3f / %.3f | %.3f / %.3f | %.3f / %.3f | %.3f / %.3f | %.3f, %.3f, %.3f, "
+                "%.3f | %.2e, %.2e |\n",
+                s.name, (long long)s.v, (long long)s.d, (long long)s.tokens, ms[0], ms[1], ms[2], ms[3], ms[4], ms[5],
+                ms[6], ms[7], ms[1] / ms[0], ms[3] / ms[2], ms[5] / ms[4], ms[7] / ms[6], bf16Difference, lastDifference);
+    std::fflush(stdout);
+    for (void* p : {(void*)dx, (void*)h, (void*)out1, (void*)out2, (void*)acc1, (void*)acc2}) cudaFree(p);
+  }
+  // grad_hidden's product dx·W (tokens x D, over V), cuBLASLt as gradHiddenGemm calls it against the tile
+  // product's hidden product; 7424 tokens is a compaction branch's count at 10% ignored.
+  const WeightShape hiddenShapes[] = {{"Llama-3-8B, 8192 tokens", 128256, 4096, 8192},
+                                      {"Llama-3-8B, 7424 tokens", 128256, 4096, 7424},
+                                      {"Qwen-2.5-7B, chunk of 4096", 152064, 3584, 4096},
+                                      {"Gemma-2-2B, 8192 tokens", 256000, 2304, 8192}};
+  std::printf("\n| grad_hidden product (V, D, tokens) | cuBLASLt ms | tile ms | tile / cuBLASLt | max diff / max value |\n");
+  std::printf("|---|---|---|---|---|\n");
+  for (const WeightShape& s : hiddenShapes) {
+    __nv_bfloat16 *dx, *w, *out1, *out2;
+    BENCH_CHECK(cudaMalloc(&dx, std::size_t(s.tokens * s.v) * 2));
+    BENCH_CHECK(cudaMalloc(&w, std::size_t(s.v * s.d) * 2));
+    BENCH_CHECK(cudaMalloc(&out1, std::size_t(s.tokens * s.d) * 2));
+    BENCH_CHECK(cudaMalloc(&out2, std::size_t(s.tokens * s.d) * 2));
+    fillKernel<<<1024, 256, 0, stream>>>(dx, s.tokens * s.v, 1e-3f, 5);
+    fillKernel<<<1024, 256, 0, stream>>>(w, s.v * s.d, 0.05f, 6);
+    BENCH_CHECK(cudaGetLastError());
+    const backend::GemmShape blas{CUDA_R_16BF, CUDA_R_16BF, false, false, s.d, s.tokens, s.v, s.d, s.v, s.d};
+    const backend::TileGemmShape tile{s.tokens, s.d, s.v, s.v, s.d, s.d};
+    const float blasMs = timeMedian(
+        [&] { backend::gemm(handle, blas, 1.0f, w, dx, 0.0f, out1, workspace, workspaceBytes, stream); }, repeats, stream, 3);
+    const float tileMs = timeMedian([&] { backend::tileGemmHidden(tile, dx, w, out2, stream); }, repeats, stream, 3);
+    const float difference = relativeDifference(out2, out1, s.tokens, s.d, s.d, compare, stream);
+    std::printf("| %s (%lld, %lld, %lld) | %.3f | %.3f | %.3f | %.2e |\n", s.name, (long long)s.v, (long long)s.d,
+                (long long)s.tokens, blasMs, tileMs, tileMs / blasMs, difference);
+    std::fflush(stdout);
+    for (void* p : {(void*)dx, (void*)w, (void*)out1, (void*)out2}) cudaFree(p);
+  }
+  std::printf("\n");
+}
+
 int main() {
   int device = 0;
   BENCH_CHECK(cudaGetDevice(&device));
@@ -129,6 +240,9 @@ int main() {
   BENCH_CHECK(cudaMalloc(&workspace, workspaceBytes));
   unsigned* compare = nullptr;
   BENCH_CHECK(cudaMalloc(&compare, 8));
+  weightTable(handle, workspace, workspaceBytes, compare, repeats, stream);
+  const char* only = std::getenv("LMFUSE_GEMM_BENCH_ONLY");
+  if (only && std::string(only) == "weight") return 0;
   std::printf("| product (M tokens, N columns, K) | cuBLASLt ms | tile ms | cuBLASLt TFLOP/s | tile TFLOP/s | tile / cuBLASLt | max diff / max value |\n");
   std::printf("|---|---|---|---|---|---|---|\n");
   for (const Shape& s : shapes) {

@@ -23,15 +23,23 @@ bool skipWithoutDevice() {
 // (tile_product_everywhere.cpp).
 class MinimumFill {
 public:
-  explicit MinimumFill(double fill) : saved_(lmfuse::detail::cuda::deviceState().tileMinimumFill) {
+  // fill 0: every product; otherwise the logits product's threshold `fill` and the shipped hidden one.
+  explicit MinimumFill(double fill)
+      : saved_(lmfuse::detail::cuda::deviceState().tileMinimumFill),
+        savedHidden_(lmfuse::detail::cuda::deviceState().tileHiddenMinimumFill) {
     lmfuse::detail::cuda::deviceState().tileMinimumFill = fill;
+    lmfuse::detail::cuda::deviceState().tileHiddenMinimumFill =
+        fill == 0.0 ? 0.0 : lmfuse::detail::cuda::kTileGemmHiddenMinimumFill;
   }
   MinimumFill(const MinimumFill&) = delete;
   MinimumFill& operator=(const MinimumFill&) = delete;
-  ~MinimumFill() { lmfuse::detail::cuda::deviceState().tileMinimumFill = saved_; }
+  ~MinimumFill() {
+    lmfuse::detail::cuda::deviceState().tileMinimumFill = saved_;
+    lmfuse::detail::cuda::deviceState().tileHiddenMinimumFill = savedHidden_;
+  }
 
 private:
-  double saved_;
+  double saved_, savedHidden_;
 };
 
 Spec pipelineSpec(DType dtype) {

@@ -6,8 +6,10 @@
 // unfused path it replaces (the plain product, then the slice kernel): bitwise, over slices of a vocabulary
 // with every row option and both row maps. The statistics epilogue against fp64 statistics of the
 // logits it stored, and the row kernel reading them against its own first pass. The numerators epilogue
-// against fp64 numerators of the same sums, capped, with their partials. Skips without a device of
-// compute capability 9.0 or a build without the product.
+// against fp64 numerators of the same sums, capped, with their partials. The weight product Aᵀ·B into each
+// of its sinks (bf16, fp32, fp32 added in place, an fp32 addend rounded to bf16) and the hidden product A·B
+// against fp64, with the same edges and poison. Skips without a device of compute capability 9.0 or a
+// build without the product.
 #include <catch2/catch.hpp>
 
 #include <algorithm>
@@ -95,6 +97,158 @@ TEST_CASE("the tile product against fp64, every edge ragged", "[cuda][tile_gemm]
     INFO("worst error / bound " << worst);
   }
   TEST_CUDA(cudaStreamDestroy(stream));
+}
+
+TEST_CASE("the weight product Aᵀ·B into each sink against fp64, every edge ragged", "[cuda][tile_gemm]") {
+  if (!tileProductHere()) return;
+  const Case cases[] = {
+      {1, 1, 1, 8, 8, 8},               // one element, k far below one 64-wide stage
+      {200, 300, 72, 208, 304, 304},    // one partial tile pair, k = 1 stage + 8, padded leading dimensions
+      {129, 2003, 64, 136, 2008, 2008}, // odd n (a lone last column), one row past a tile
+      {2304, 2048, 200, 2304, 2048, 2056},  // 72 cluster tiles (more than a GPU's clusters), 4 stages: both wrap
+  };
+  const backend::TileSink sinks[] = {backend::TileSink::Bf16, backend::TileSink::Float, backend::TileSink::FloatAdd,
+                                     backend::TileSink::Bf16FromFloat};
+  const DType bf16 = DType::BFloat16, fp32 = DType::Float32;
+  auto& g = rng();
+  cudaStream_t stream;
+  TEST_CUDA(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  for (const Case& c : cases) {
+    // A [k, lda], B [k, ldb]: the product sums A[q, i] · B[q, j] over q.
+    Stored a = randomStored(g, bf16, std::size_t(c.k * c.lda), 1.0);
+    Stored b = randomStored(g, bf16, std::size_t(c.k * c.ldb), 1.0);
+    DeviceBuffer aDevice(a.raw.size()), bDevice(b.raw.size());
+    aDevice.upload(a.raw.data());
+    bDevice.upload(b.raw.data());
+    std::vector<double> sum(std::size_t(c.m * c.n), 0.0), magnitude(sum.size(), 0.0);
+    for (int64_t q = 0; q < c.k; ++q)
+      for (int64_t i = 0; i < c.m; ++i) {
+        const double x = a.values[q * c.lda + i];
+        for (int64_t j = 0; j < c.n; ++j) {
+          const double term = x * b.values[q * c.ldb + j];
+          sum[i * c.n + j] += term;
+          magnitude[i * c.n + j] += std::fabs(term);
+        }
+      }
+    for (backend::TileSink sink : sinks) {
+      const bool floatC = sink == backend::TileSink::Float || sink == backend::TileSink::FloatAdd;
+      const DType cType = floatC ? fp32 : bf16;
+      CAPTURE(c.m, c.n, c.k, c.lda, c.ldb, c.ldc, int(sink));
+      DeviceBuffer cDevice(std::size_t(c.m * c.ldc) * dtypeBytes(cType));
+      cDevice.poison();
+      // FloatAdd's C and Bf16FromFloat's addend: random fp32 values the product is added to (ld = ldc).
+      Stored start = randomStored(g, fp32, std::size_t(c.m * c.ldc), 4.0);
+      DeviceBuffer addendDevice(start.raw.size());
+      backend::TileAddend addend{addendDevice.as<float>(), c.m, c.n, c.ldc};
+      if (sink == backend::TileSink::FloatAdd) cDevice.upload(start.raw.data());
+      if (sink == backend::TileSink::Bf16FromFloat) addendDevice.upload(start.raw.data());
+      const bool adds = sink == backend::TileSink::FloatAdd || sink == backend::TileSink::Bf16FromFloat;
+      backend::tileGemmWeight({c.m, c.n, c.k, c.lda, c.ldb, c.ldc}, aDevice.get(), bDevice.get(), cDevice.get(), sink,
+                              sink == backend::TileSink::Bf16FromFloat ? &addend : nullptr, stream);
+      TEST_CUDA(cudaStreamSynchronize(stream));
+      const std::vector<unsigned char> out = cDevice.download();
+      // TMA stores whole 16-byte pieces: the columns up to the next 16 bytes may be written, none past them.
+      const int64_t piece = floatC ? 4 : 8;
+      int64_t wrong = 0, padding = 0;
+      std::vector<double> got, want;
+      for (int64_t i = 0; i < c.m; ++i)
+        for (int64_t j = 0; j < c.ldc; ++j) {
+          const double value = loadStored(out, cType, std::size_t(i * c.ldc + j));
+          if (j >= c.n) {
+            if (j >= (c.n + piece - 1) / piece * piece && sink != backend::TileSink::FloatAdd)
+              padding += !std::isnan(value);
+            if (sink == backend::TileSink::FloatAdd) padding += value != start.values[i * c.ldc + j];
+            continue;
+          }
+          const double exact = sum[i * c.n + j] + (adds ? start.values[i * c.ldc + j] : 0.0);
+          // Rounding of the result (bf16: half an ulp, 2^-9; fp32: 2^-24) plus fp32 accumulation of k terms
+          // (and of the addend).
+          const double bound = std::ldexp(std::fabs(exact), floatC ? -22 : -8) +
+                               1e-6 * (double(c.k) * magnitude[i * c.n + j] + std::fabs(exact)) + 1e-30;
+          wrong += !(std::fabs(value - exact) <= bound);
+          got.push_back(value);
+          want.push_back(exact);
+        }
+      CHECK(wrong == 0);
+      CHECK(padding == 0);
+      CHECK(relativeError(got, want) < (floatC ? 1e-5 : 4e-3));
+    }
+  }
+  TEST_CUDA(cudaStreamDestroy(stream));
+}
+
+TEST_CASE("the hidden product A·B (B contiguous along n) against fp64, every edge ragged", "[cuda][tile_gemm]") {
+  if (!tileProductHere()) return;
+  // lda ≥ k (A [m, k]), ldb ≥ n (B [k, n]).
+  const Case cases[] = {
+      {1, 1, 1, 8, 8, 8},
+      {200, 300, 72, 80, 304, 304},
+      {129, 2003, 136, 136, 2008, 2008},   // odd n, k = 2 stages + 8
+      {2304, 2048, 200, 200, 2048, 2056},  // 72 cluster tiles, 4 stages: both wrap
+  };
+  const DType bf16 = DType::BFloat16;
+  auto& g = rng();
+  cudaStream_t stream;
+  TEST_CUDA(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  for (const Case& c : cases) {
+    CAPTURE(c.m, c.n, c.k, c.lda, c.ldb, c.ldc);
+    Stored a = randomStored(g, bf16, std::size_t(c.m * c.lda), 1.0);
+    Stored b = randomStored(g, bf16, std::size_t(c.k * c.ldb), 1.0);
+    DeviceBuffer aDevice(a.raw.size()), bDevice(b.raw.size()), cDevice(std::size_t(c.m * c.ldc) * 2);
+    aDevice.upload(a.raw.data());
+    bDevice.upload(b.raw.data());
+    cDevice.poison();
+    backend::tileGemmHidden({c.m, c.n, c.k, c.lda, c.ldb, c.ldc}, aDevice.get(), bDevice.get(), cDevice.get(), stream);
+    TEST_CUDA(cudaStreamSynchronize(stream));
+    const std::vector<unsigned char> out = cDevice.download();
+    std::vector<double> sum(std::size_t(c.n)), magnitude(std::size_t(c.n));
+    int64_t wrong = 0, padding = 0;
+    std::vector<double> got, want;
+    for (int64_t i = 0; i < c.m; ++i) {
+      std::fill(sum.begin(), sum.end(), 0.0);
+      std::fill(magnitude.begin(), magnitude.end(), 0.0);
+      for (int64_t q = 0; q < c.k; ++q) {
+        const double x = a.values[i * c.lda + q];
+        for (int64_t j = 0; j < c.n; ++j) {
+          sum[j] += x * b.values[q * c.ldb + j];
+          magnitude[j] += std::fabs(x * b.values[q * c.ldb + j]);
+        }
+      }
+      for (int64_t j = 0; j < c.ldc; ++j) {
+        const double value = loadStored(out, bf16, std::size_t(i * c.ldc + j));
+        if (j >= c.n) {
+          if (j >= (c.n + 7) / 8 * 8) padding += !std::isnan(value);
+          continue;
+        }
+        const double bound = std::ldexp(std::fabs(sum[j]), -8) + 1e-6 * double(c.k) * magnitude[j] + 1e-30;
+        wrong += !(std::fabs(value - sum[j]) <= bound);
+        got.push_back(value);
+        want.push_back(sum[j]);
+      }
+    }
+    CHECK(wrong == 0);
+    CHECK(padding == 0);
+    CHECK(relativeError(got, want) < 4e-3);
+  }
+  TEST_CUDA(cudaStreamDestroy(stream));
+}
+
+TEST_CASE("the weight product's contract errors", "[cuda][tile_gemm]") {
+  if (!tileProductHere()) return;
+  DeviceBuffer buffer(1 << 16);
+  backend::TileAddend misaligned{reinterpret_cast<const float*>(buffer.as<char>() + 4), 8, 8, 8};
+  backend::TileAddend wrongShape{buffer.as<float>(), 8, 16, 16};
+  const backend::TileGemmShape shape{8, 8, 8, 8, 8, 8};
+  CHECK_THROWS_WITH(backend::tileGemmWeight(shape, buffer.get(), buffer.get(), buffer.get(),
+                                            backend::TileSink::Bf16FromFloat, nullptr, nullptr),
+                    Catch::Contains("exactly when its sink is Bf16FromFloat"));
+  CHECK_THROWS_WITH(backend::tileGemmWeight(shape, buffer.get(), buffer.get(), buffer.get(), backend::TileSink::Bf16,
+                                            &wrongShape, nullptr),
+                    Catch::Contains("exactly when its sink is Bf16FromFloat"));
+  for (const backend::TileAddend& addend : {misaligned, wrongShape})
+    CHECK_THROWS_WITH(backend::tileGemmWeight(shape, buffer.get(), buffer.get(), buffer.get(),
+                                              backend::TileSink::Bf16FromFloat, &addend, nullptr),
+                      Catch::Contains("addend needs rows = m, columns = n"));
 }
 
 TEST_CASE("the gradient epilogue writes the slice kernel's dx, bitwise", "[cuda][tile_gemm]") {

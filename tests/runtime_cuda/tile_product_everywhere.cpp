@@ -14,7 +14,9 @@ namespace {
 struct TileProductEverywhere : Catch::TestEventListenerBase {
   using TestEventListenerBase::TestEventListenerBase;
   void testRunStarting(const Catch::TestRunInfo&) override {
-    if (lmfuse::cuda_available()) lmfuse::detail::cuda::deviceState().tileMinimumFill = 0.0;
+    if (!lmfuse::cuda_available()) return;
+    lmfuse::detail::cuda::deviceState().tileMinimumFill = 0.0;
+    lmfuse::detail::cuda::deviceState().tileHiddenMinimumFill = 0.0;
   }
 };
 

@@ -266,6 +266,7 @@ private:
     if (pass.logitsOverAccumulator) buffers[0] = reinterpret_cast<char*>(weightAccumulator_);
     if (pass.chunks == 1) buffers[1] = nullptr;
     const bool backward = gradients_ && (outputs_.grad_hidden || pass.weight != WeightSinkKind::None);
+    bool converted = false;  // the last chunk's product wrote grad_weight from the accumulator
     Pipeline full{state_, stream, {buffers[0], buffers[1]}, {}, {}, {}};
     full.forward = [&](const Item& item, void* buffer, cudaStream_t s) {
       if (plan_.compact)
@@ -297,26 +298,26 @@ private:
         const RowPartials partials = rowStatistics(hiddenRows(item), hiddenLd_, item.tokens, buffer, gradients_);
         if (numeratorsRun(backward, partials)) {
           // dx = c · u': grad_weight = u'ᵀ·(c ⊙ h), grad_hidden = c ⊙ (u'·W) (numerators.h).
-          weightGemms(pass.weight, item, buffer, plan_.logitsLd, 0, weightAccumulator_, s, scaledHidden_,
-                      problem_.hidden_dim);
+          converted = weightGemms(pass.weight, item, buffer, plan_.logitsLd, 0, weightAccumulator_, s, scaledHidden_,
+                                  problem_.hidden_dim);
           if (outputs_.grad_hidden) {
             // u'·W into the compact rows (or the chunk's own grad_hidden rows), then scaled into place.
             char* rows = plan_.compact ? compactGradHidden_ : gradHiddenRows(item);
             const int64_t ld = plan_.compact ? d : outputs_.grad_hidden_stride;
-            GemmShape shape{type_, type_, false, false, d, item.tokens, v, problem_.weight_stride, plan_.logitsLd, ld};
-            gemm(state_.blas, shape, 1.0f, problem_.weight, buffer, 0.0f, rows, blasWorkspace_, kCublasWorkspaceBytes, s);
+            hiddenGemm(item, buffer, rows, ld, s);
             const RowParams tokens = rowParams(item);
             launchScaleRows(rows, ld, rowScale_, plan_.compact ? &tokens : nullptr, item.tokens, d,
                             plan_.compact ? outputs_.grad_hidden : rows, outputs_.grad_hidden_stride, s);
           }
           return;
         }
-        weightGemms(pass.weight, item, buffer, plan_.logitsLd, 0, weightAccumulator_, s, hiddenRows(item), hiddenLd_);
+        converted = weightGemms(pass.weight, item, buffer, plan_.logitsLd, 0, weightAccumulator_, s, hiddenRows(item),
+                                hiddenLd_);
         if (outputs_.grad_hidden) gradHiddenGemm(item, buffer, s);
       };
     }
     full.run(tokenChunks(tokens, pass.chunkTokens, 0, v));
-    if (pass.weight == WeightSinkKind::Accumulator) convertAccumulator(weightAccumulator_, 0, v, stream);
+    if (pass.weight == WeightSinkKind::Accumulator && !converted) convertAccumulator(weightAccumulator_, 0, v, stream);
   }
 
   // The row parameters of a full-vocabulary item's buffer.
@@ -443,9 +444,9 @@ private:
     };
     sliced.backward = [&](const Item& item, void* buffer, cudaStream_t stream) {
       // The slice accumulator holds the slice's rows only: its row 0 is the slice's first column.
-      weightGemms(plan_.sliceWeightSink, item, buffer, plan_.sliceVocab, item.firstColumn, weightAccumulator_, stream,
-                  hiddenRows(item), hiddenLd_);
-      if (plan_.sliceWeightSink == WeightSinkKind::Accumulator && item.lastOfSlice)
+      const bool converted = weightGemms(plan_.sliceWeightSink, item, buffer, plan_.sliceVocab, item.firstColumn,
+                                         weightAccumulator_, stream, hiddenRows(item), hiddenLd_);
+      if (plan_.sliceWeightSink == WeightSinkKind::Accumulator && item.lastOfSlice && !converted)
         convertAccumulator(weightAccumulator_, item.firstColumn, item.columns, stream);
     };
     sliced.run(items);
@@ -613,29 +614,74 @@ private:
     gemm(state_.blas, shape, 1.0f, hidden, buffer, beta, out, blasWorkspace_, kCublasWorkspaceBytes, stream);
   }
 
+  // Whether an item's grad_weight product dxᵀ·h (dx `buffer` with ld `ld`, h `hidden` with hiddenLd) into
+  // `out` (ld outLd) runs as the tile product's weight product (tile_gemm.h: tileGemmWeight): where the device
+  // has it, the operands are bf16, every pointer and leading dimension meets TMA's alignment and the product
+  // fills the device (the rule of tileProductRuns). It matches or beats cuBLASLt into bf16 and fp32, adds
+  // to the fp32 accumulator in place without reading it into the SMs, and converts the accumulator in the
+  // last chunk's epilogue (NOTES.md v34). Depends only on the arguments, like tileProductRuns.
+  bool weightTileRuns(const Item& item, const void* buffer, int64_t ld, const void* hidden, int64_t hiddenLd,
+                      const void* out, int64_t outLd) const {
+    auto aligned = [](const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; };
+    return state_.tileProduct && problem_.dtype == DType::BFloat16 && aligned(buffer) && aligned(hidden) &&
+           aligned(out) && ld % 8 == 0 && hiddenLd % 8 == 0 && outLd % 8 == 0 &&
+           tileGemmFill(state_.device, item.columns, problem_.hidden_dim) >= state_.tileMinimumFill;
+  }
+
   // The item's grad_weight product (vocabulary rows from firstColumn) over `hidden` rows (ld hiddenLd) into
-  // the sink; `accumulator` is the fp32 accumulator's row for firstColumn.
-  void weightGemms(WeightSinkKind sink, const Item& item, const void* buffer, int64_t ld, int64_t firstColumn,
+  // the sink; `accumulator` is the fp32 accumulator's row for firstColumn. Returns whether the product also
+  // wrote grad_weight's rows from the accumulator (the item is the last of its tokens and the tile product's
+  // epilogue converted): then no conversion pass follows.
+  bool weightGemms(WeightSinkKind sink, const Item& item, const void* buffer, int64_t ld, int64_t firstColumn,
                    float* accumulator, cudaStream_t stream, const void* hidden, int64_t hiddenLd) {
     const int64_t d = problem_.hidden_dim;
-    const float beta = item.firstToken == 0 ? 0.0f : 1.0f;  // the first chunk overwrites
+    const bool first = item.firstToken == 0;  // the first chunk overwrites
+    const float beta = first ? 0.0f : 1.0f;
     float* accumulate = outputs_.grad_weight_accumulate ? outputs_.grad_weight_accumulate + firstColumn * d : nullptr;
+    char* gradWeight = static_cast<char*>(outputs_.grad_weight) +
+                       std::size_t(firstColumn) * outputs_.grad_weight_stride * elementBytes(paramDType_);
+    const TileGemmShape tile{item.columns, d, item.tokens, ld, hiddenLd, d};
+    TileGemmShape toGradWeight = tile;
+    toGradWeight.ldc = outputs_.grad_weight_stride;
+    const bool bf16Out = paramDType_ == DType::BFloat16;
+    // fp32 += the product: the copy engine's reduction where the tile product runs.
+    auto add = [&](float* into) {
+      if (weightTileRuns(item, buffer, ld, hidden, hiddenLd, into, d))
+        tileGemmWeight(tile, buffer, hidden, into, TileSink::FloatAdd, nullptr, stream);
+      else
+        weightGemm(item, buffer, ld, hidden, hiddenLd, into, CUDA_R_32F, d, 1.0f, stream);
+    };
     switch (sink) {
-      case WeightSinkKind::None: return;
+      case WeightSinkKind::None: return false;
       case WeightSinkKind::Output:
-        weightGemm(item, buffer, ld, hidden, hiddenLd,
-                   static_cast<char*>(outputs_.grad_weight) +
-                       std::size_t(firstColumn) * outputs_.grad_weight_stride * elementBytes(paramDType_),
-                   cudaType(paramDType_), outputs_.grad_weight_stride, beta, stream);
-        if (accumulate) weightGemm(item, buffer, ld, hidden, hiddenLd, accumulate, CUDA_R_32F, d, 1.0f, stream);
-        return;
+        if (first && bf16Out && weightTileRuns(item, buffer, ld, hidden, hiddenLd, gradWeight, toGradWeight.ldc))
+          tileGemmWeight(toGradWeight, buffer, hidden, gradWeight, TileSink::Bf16, nullptr, stream);
+        else
+          weightGemm(item, buffer, ld, hidden, hiddenLd, gradWeight, cudaType(paramDType_), outputs_.grad_weight_stride,
+                     beta, stream);
+        if (accumulate) add(accumulate);
+        return false;
       case WeightSinkKind::Accumulate:
-        weightGemm(item, buffer, ld, hidden, hiddenLd, accumulate, CUDA_R_32F, d, 1.0f, stream);
-        return;
+        add(accumulate);
+        return false;
       case WeightSinkKind::Accumulator:
-        weightGemm(item, buffer, ld, hidden, hiddenLd, accumulator, CUDA_R_32F, d, beta, stream);
-        return;
+        if (!weightTileRuns(item, buffer, ld, hidden, hiddenLd, accumulator, d)) {
+          weightGemm(item, buffer, ld, hidden, hiddenLd, accumulator, CUDA_R_32F, d, beta, stream);
+          return false;
+        }
+        // The last chunk: grad_weight = round(accumulator + its product), unless grad_weight_accumulate also
+        // wants the fp32 sum (convertAccumulator adds it there).
+        if (item.lastOfSlice && bf16Out && !accumulate &&
+            weightTileRuns(item, buffer, ld, hidden, hiddenLd, gradWeight, toGradWeight.ldc)) {
+          const TileAddend sum{accumulator, item.columns, d, d};
+          tileGemmWeight(toGradWeight, buffer, hidden, gradWeight, first ? TileSink::Bf16 : TileSink::Bf16FromFloat,
+                         first ? nullptr : &sum, stream);
+          return true;
+        }
+        tileGemmWeight(tile, buffer, hidden, accumulator, first ? TileSink::Float : TileSink::FloatAdd, nullptr, stream);
+        return false;
     }
+    return false;
   }
 
   // grad_weight rows [first, first + rows) from the fp32 accumulator (which starts at row `first`), and
@@ -654,13 +700,29 @@ private:
     return static_cast<char*>(outputs_.grad_hidden) + std::size_t(item.firstToken) * outputs_.grad_hidden_stride * e_;
   }
 
+  // rows[item.tokens, D] (ld) = dx·W over the full-vocabulary buffer: the tile product's hidden product
+  // (tile_gemm.h: tileGemmHidden) where the operands meet tileProductRuns's conditions and the product fills
+  // the device's waves to kTileGemmHiddenMinimumFill, else cuBLASLt.
+  void hiddenGemm(const Item& item, const void* buffer, void* rows, int64_t ld, cudaStream_t stream) {
+    const int64_t d = problem_.hidden_dim;
+    auto aligned = [](const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; };
+    if (state_.tileProduct && problem_.dtype == DType::BFloat16 && aligned(buffer) && aligned(problem_.weight) &&
+        aligned(rows) && plan_.logitsLd % 8 == 0 && problem_.weight_stride % 8 == 0 && ld % 8 == 0 &&
+        tileGemmFill(state_.device, item.tokens, d) >= state_.tileHiddenMinimumFill) {
+      tileGemmHidden(TileGemmShape{item.tokens, d, problem_.vocab, plan_.logitsLd, problem_.weight_stride, ld}, buffer,
+                     problem_.weight, rows, stream);
+      return;
+    }
+    GemmShape shape{type_, type_, false, false, d, item.tokens, problem_.vocab, problem_.weight_stride, plan_.logitsLd, ld};
+    gemm(state_.blas, shape, 1.0f, problem_.weight, buffer, 0.0f, rows, blasWorkspace_, kCublasWorkspaceBytes, stream);
+  }
+
   // The item's grad_hidden rows = dx·W, scattered back to their tokens when compacting.
   void gradHiddenGemm(const Item& item, const void* buffer, cudaStream_t stream) {
     const int64_t d = problem_.hidden_dim;
     char* rows = plan_.compact ? compactGradHidden_ : gradHiddenRows(item);
     const int64_t ld = plan_.compact ? d : outputs_.grad_hidden_stride;
-    GemmShape shape{type_, type_, false, false, d, item.tokens, problem_.vocab, problem_.weight_stride, plan_.logitsLd, ld};
-    gemm(state_.blas, shape, 1.0f, problem_.weight, buffer, 0.0f, rows, blasWorkspace_, kCublasWorkspaceBytes, stream);
+    hiddenGemm(item, buffer, rows, ld, stream);
     if (plan_.compact)
       launchScatterRows(problem_.dtype, compactGradHidden_, order_, item.firstToken, item.tokens, d,
                         outputs_.grad_hidden, outputs_.grad_hidden_stride, stream);
@@ -727,7 +789,7 @@ void linear_cross_entropy(const Problem& problem, const Options& options, const 
   // Compaction's SWITCH and the numerators' redo need graph conditionals (or host decisions: LMFUSE_CUDA_EAGER).
   if (plan.compact || plan.numerators)
     recordAsGraph(callerStream, state.capture, state.recorded,
-                  callKey(problem, options, outputs, workspace, state.tileMinimumFill),
+                  callKey(problem, options, outputs, workspace, state.tileMinimumFill, state.tileHiddenMinimumFill),
                   [&](cudaStream_t main) { schedule.run(main); });
   else
     schedule.run(callerStream);

@@ -13,7 +13,11 @@
 // each fp32 sum instead of the sum, and reduces those rows to (max, Σ) the same way. Two CTAs of a cluster take vertically adjacent
 // tiles: the one of rank 0 copies the shared B tile into both CTAs' shared memory (multicast), so each
 // stage of B is read from L2 once per pair. Tiles are visited in groups of kGroupPairs cluster rows, column
-// after column, so the A rows and B columns in flight stay in L2.
+// after column, so the A rows and B columns in flight stay in L2. An operand contiguous along m or n (the
+// backward products) is copied as boxes of 64 k-rows x 64 elements and read by wgmma transposed; the weight
+// product's fp32 epilogues stage the tile as fp32 in two halves and store it, or reduce it into C, by the
+// copy engine, and its last-chunk epilogue adds an fp32 addend (prefetched to L2 by the producer) before
+// rounding.
 // Contract: see tile_gemm.h. The kernel's device code exists only in the sm_90a pass (this file is built
 // for that target alone); residentClusters checks the device before any launch.
 #include "tile_gemm.h"
@@ -50,8 +54,9 @@ constexpr int kSharedBytes = kStages * (kStageBytesA + kStageBytesB) + 2 * kBoxe
 static_assert(kBlockN == kRowStatisticsColumns, "one row statistic per row of a column tile");
 
 // What the epilogue writes: the product, dx in its place, the product and the row statistics, or the
-// softmax numerators in the product's place and their row statistics.
-enum Epilogue : int { kPlain, kGradient, kStatistics, kNumerators };
+// softmax numerators in the product's place and their row statistics; for the weight product, also the fp32
+// sums stored, added to C by the copy engine, or added to an fp32 addend and rounded (TileSink).
+enum Epilogue : int { kPlain, kGradient, kStatistics, kNumerators, kFloat, kFloatAdd, kFromFloat };
 __host__ __device__ constexpr bool hasStatistics(Epilogue e) { return e == kStatistics || e == kNumerators; }
 // The tile order, shared by producer and consumers: cluster tile t (two CTA tiles stacked along m) to
 // its first row block and column block.
@@ -131,6 +136,18 @@ __device__ __forceinline__ uint64_t swizzledDescriptor(const void* p) {
          (1ull << 62);
 }
 
+// The same for an operand contiguous along m (or n), held as boxes of 64 k-rows x 64 elements (one 128-byte
+// swizzle row per k), kBoxBytes apart along m: wgmma's leading byte offset is the next box, its stride byte
+// offset the next 8 k-rows.
+__device__ __forceinline__ uint64_t mnMajorDescriptor(const void* p) {
+  return uint64_t((sharedAddress(p) & 0x3FFFF) >> 4) | (uint64_t(kBoxBytes >> 4) << 16) |
+         (uint64_t(1024 >> 4) << 32) | (1ull << 62);
+}
+// Descriptor units (16 bytes) between the k-steps of 16 in one stage: 32 bytes along a K-major row, 16
+// rows of 128 bytes in an MN-major box.
+template <bool kMnMajor>
+constexpr uint64_t kStepUnits = kMnMajor ? 16 * 128 / 16 : 32 / 16;
+
 __device__ __forceinline__ void wgmmaFence() { asm volatile("wgmma.fence.sync.aligned;" ::: "memory"); }
 __device__ __forceinline__ void wgmmaCommit() { asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory"); }
 template <int Pending>
@@ -146,7 +163,9 @@ __device__ __forceinline__ void shrinkRegisters() {
   asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;" ::"n"(Registers));
 }
 
-// d[64 x 256 per warpgroup] (+)= A[64 x 16] · B[256 x 16]ᵀ; accumulate = 0 overwrites d.
+// d[64 x 256 per warpgroup] (+)= A[64 x 16] · B[256 x 16]ᵀ; accumulate = 0 overwrites d. kMnA, kMnB: that
+// operand's shared-memory tile is contiguous along m (n) instead of k (wgmma's transpose flags).
+template <bool kMnA, bool kMnB>
 __device__ __forceinline__ void wgmma256(float (&d)[128], uint64_t descA, uint64_t descB, uint32_t accumulate) {
   asm volatile(
       "{\n.reg .pred p;\nsetp.ne.b32 p, %130, 0;\n"
@@ -159,7 +178,7 @@ __device__ __forceinline__ void wgmma256(float (&d)[128], uint64_t descA, uint64
       "%80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95, "
       "%96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, %111, "
       "%112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, %123, %124, %125, %126, %127}, "
-      "%128, %129, p, 1, 1, 0, 0;\n}\n"
+      "%128, %129, p, 1, 1, %131, %132;\n}\n"
       : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
         "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
         "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
@@ -176,11 +195,17 @@ __device__ __forceinline__ void wgmma256(float (&d)[128], uint64_t descA, uint64
         "+f"(d[104]), "+f"(d[105]), "+f"(d[106]), "+f"(d[107]), "+f"(d[108]), "+f"(d[109]), "+f"(d[110]), "+f"(d[111]),
         "+f"(d[112]), "+f"(d[113]), "+f"(d[114]), "+f"(d[115]), "+f"(d[116]), "+f"(d[117]), "+f"(d[118]), "+f"(d[119]),
         "+f"(d[120]), "+f"(d[121]), "+f"(d[122]), "+f"(d[123]), "+f"(d[124]), "+f"(d[125]), "+f"(d[126]), "+f"(d[127])
-      : "l"(descA), "l"(descB), "r"(accumulate));
+      : "l"(descA), "l"(descB), "r"(accumulate), "n"(int(kMnA)), "n"(int(kMnB)));
 }
 
 __device__ __forceinline__ void storeBox(const CUtensorMap* map, const void* box, int col, int row) {
   asm volatile("cp.async.bulk.tensor.2d.global.shared::cta.bulk_group [%0, {%2, %3}], [%1];" ::"l"(map),
+               "r"(sharedAddress(box)), "r"(col), "r"(row)
+               : "memory");
+}
+// C's box += the staged box, element by element in L2 (the copy engine's reduction).
+__device__ __forceinline__ void addBox(const CUtensorMap* map, const void* box, int col, int row) {
+  asm volatile("cp.reduce.async.bulk.tensor.2d.global.shared::cta.add.tile.bulk_group [%0, {%2, %3}], [%1];" ::"l"(map),
                "r"(sharedAddress(box)), "r"(col), "r"(row)
                : "memory");
 }
@@ -376,6 +401,87 @@ __device__ __forceinline__ void storeTileBf16(const CUtensorMap* mapC, uint8_t* 
   }
 }
 
+// Writes a consumer's 64 x 256 fp32 tile in fp32 at (row0, col0) of C, or adds it to C (kFloatAdd), in two
+// halves of 128 columns through the staging buffer: each half is four boxes of 64 rows x 32 floats in TMA's
+// 128-byte swizzle, stored (or reduced into C) by one thread before the next half is staged. Accumulator
+// layout (wgmma m64nNk16): register i holds row 16·warp + lane / 4 + 8·((i % 4) / 2), column
+// 8·(i / 4) + 2·(lane % 4) + i % 2. A warp's two-float stores land on 16 distinct 16-byte slots of
+// eight rows: two per slot, the fewest passes for its 256 bytes.
+template <Epilogue kEpilogue>
+__device__ __forceinline__ void storeTileFloat(const CUtensorMap* mapC, uint8_t* staging, const float (&d)[128],
+                                               int row0, int col0, int barrier) {
+  const int slot = threadIdx.x % 128, lane = slot % 32, warp = slot / 32;
+  const uint32_t base = sharedAddress(staging);
+#pragma unroll
+  for (int half = 0; half < 2; ++half) {
+    if (slot == 0) asm volatile("cp.async.bulk.wait_group.read 0;" ::: "memory");
+    warpgroupBarrier(barrier);
+#pragma unroll
+    for (int j = 0; j < 16; ++j) {
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int r = warp * 16 + lane / 4 + 8 * h, c = j * 8 + (lane % 4) * 2;  // c: column in the half
+        const uint32_t address = base + (c / 32) * kBoxBytes + r * 128 + ((((c % 32) / 4) ^ (r % 8)) << 4) + (c % 4) * 4;
+        const int i = half * 64 + j * 4 + h * 2;
+        asm volatile("st.shared.v2.f32 [%0], {%1, %2};" ::"r"(address), "f"(d[i]), "f"(d[i + 1]) : "memory");
+      }
+    }
+    asm volatile("fence.proxy.async.shared::cta;" ::: "memory");  // the staged writes, seen by the copy engine
+    warpgroupBarrier(barrier);
+    if (slot == 0) {
+#pragma unroll
+      for (int box = 0; box < 4; ++box) {
+        const int col = col0 + half * 128 + box * 32;
+        if constexpr (kEpilogue == kFloatAdd) addBox(mapC, staging + box * kBoxBytes, col, row0);
+        else storeBox(mapC, staging + box * kBoxBytes, col, row0);
+      }
+      asm volatile("cp.async.bulk.commit_group;" ::: "memory");
+    }
+  }
+}
+
+// d += the fp32 addend's elements of this thread's accumulators (kFromFloat), read once, streaming (the
+// producer has asked L2 for the tile kAddendLead k-blocks before). A tile wholly inside takes its loads in
+// four batches of 16 pairs, each batch's loads issued before its first add (one at a time, each load waited
+// for, the epilogue measured 1.2x the product's time); at an edge, rows past m and columns past n are skipped
+// (their sums are clipped by the store).
+constexpr int kAddendLead = 8;
+__device__ __forceinline__ void addAddend(float (&d)[128], const TileAddend& addend, int row0, int col0) {
+  const int slot = threadIdx.x % 128, lane = slot % 32, warp = slot / 32;
+  if (row0 + 64 <= addend.rows && col0 + kBlockN <= addend.columns) {
+    const float* base = addend.data + (row0 + warp * 16 + lane / 4) * addend.ld + col0 + (lane % 4) * 2;
+#pragma unroll
+    for (int batch = 0; batch < 4; ++batch) {
+      float2 v[16];
+#pragma unroll
+      for (int e = 0; e < 16; ++e) {
+        const int i = batch * 32 + e * 2;
+        v[e] = __ldcs(reinterpret_cast<const float2*>(base + 8 * ((i % 4) / 2) * addend.ld + (i / 4) * 8));
+      }
+#pragma unroll
+      for (int e = 0; e < 16; ++e) {
+        d[batch * 32 + e * 2] += v[e].x;
+        d[batch * 32 + e * 2 + 1] += v[e].y;
+      }
+    }
+    return;
+  }
+#pragma unroll
+  for (int i = 0; i < 128; i += 2) {
+    const int64_t r = row0 + warp * 16 + lane / 4 + 8 * ((i % 4) / 2);
+    const int64_t c = col0 + (i / 4) * 8 + (lane % 4) * 2;
+    if (r >= addend.rows || c >= addend.columns) continue;
+    const float* at = addend.data + r * addend.ld + c;
+    if (c + 1 < addend.columns) {
+      const float2 v = __ldcs(reinterpret_cast<const float2*>(at));
+      d[i] += v.x;
+      d[i + 1] += v.y;
+    } else {
+      d[i] += __ldcs(at);
+    }
+  }
+}
+
 // Row statistics of a consumer's staged tile: for each of its 64 rows, (max, Σ exp(z − max)) over the
 // tile's columns below n, z as the row kernel computes it from the stored bf16 logit (bias, then
 // transform_logit), written as a float2 at the row's block `column` of the partials. They run in
@@ -505,11 +611,12 @@ __device__ __forceinline__ void statisticsStep(const uint8_t* staging, const Til
   else statisticsStep<false, false>(staging, statistics, tile, step);
 }
 
-template <Epilogue kEpilogue>
+template <Epilogue kEpilogue, bool kMnA, bool kMnB>
 __global__ void __launch_bounds__(kThreads, 1) __cluster_dims__(kClusterM, 1, 1)
     tileGemmKernel(const __grid_constant__ CUtensorMap mapA, const __grid_constant__ CUtensorMap mapB,
                    const __grid_constant__ CUtensorMap mapC, Schedule schedule, int kBlocks,
-                   const __grid_constant__ TileGradient gradient, const __grid_constant__ TileStatistics statistics) {
+                   const __grid_constant__ TileGradient gradient, const __grid_constant__ TileStatistics statistics,
+                   const __grid_constant__ TileAddend addend, const __grid_constant__ CUtensorMap mapAddend) {
   extern __shared__ uint8_t rawShared[];
   uint8_t* shared = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(rawShared) + 1023) & ~uintptr_t(1023));
   uint8_t* stageA = shared;
@@ -540,12 +647,32 @@ __global__ void __launch_bounds__(kThreads, 1) __cluster_dims__(kClusterM, 1, 1)
       for (int t = cluster; schedule.tile(t, pair, column); t += clusters) {
         const int row = (pair * kClusterM + int(rank)) * kBlockM, col = column * kBlockN;
         for (int kb = 0; kb < kBlocks; ++kb) {
+          if constexpr (kEpilogue == kFromFloat)
+            if (kb == max(0, kBlocks - kAddendLead))  // the tile's addend into L2 ahead of its epilogue
+              asm volatile("cp.async.bulk.prefetch.tensor.2d.L2.global.tile [%0, {%1, %2}];" ::"l"(&mapAddend),
+                           "r"(col), "r"(row)
+                           : "memory");
           waitPhase(&empty[stage], phase ^ 1);  // first pass: the slot's preceding phase counts as done
           expectBytes(&full[stage], kStageBytesA + kStageBytesB);
-          loadTile(stageA + stage * kStageBytesA, &mapA, &full[stage], kb * kBlockK, row);
-          if (rank == 0)
-            loadTileMulticast(stageB + stage * kStageBytesB, &mapB, &full[stage], kb * kBlockK, col,
-                              uint16_t((1u << kClusterM) - 1));
+          const uint16_t both = uint16_t((1u << kClusterM) - 1);
+          // An MN-major operand comes as boxes of 64 k-rows x 64 elements along m (A) or n (B).
+          if constexpr (kMnA) {
+#pragma unroll
+            for (int box = 0; box < kBlockM / 64; ++box)
+              loadTile(stageA + stage * kStageBytesA + box * kBoxBytes, &mapA, &full[stage], row + box * 64, kb * kBlockK);
+          } else {
+            loadTile(stageA + stage * kStageBytesA, &mapA, &full[stage], kb * kBlockK, row);
+          }
+          if (rank == 0) {
+            if constexpr (kMnB) {
+#pragma unroll
+              for (int box = 0; box < kBlockN / 64; ++box)
+                loadTileMulticast(stageB + stage * kStageBytesB + box * kBoxBytes, &mapB, &full[stage], col + box * 64,
+                                  kb * kBlockK, both);
+            } else {
+              loadTileMulticast(stageB + stage * kStageBytesB, &mapB, &full[stage], kb * kBlockK, col, both);
+            }
+          }
           if (++stage == kStages) { stage = 0; phase ^= 1; }
         }
       }
@@ -570,12 +697,15 @@ __global__ void __launch_bounds__(kThreads, 1) __cluster_dims__(kClusterM, 1, 1)
       int stepsDone = 0;
       for (int kb = 0; kb < kBlocks; ++kb) {
         waitPhase(&full[stage], phase);
-        const uint64_t descA = swizzledDescriptor(stageA + stage * kStageBytesA + consumer * 64 * 128);
-        const uint64_t descB = swizzledDescriptor(stageB + stage * kStageBytesB);
+        const uint8_t* ownA = stageA + stage * kStageBytesA + consumer * 64 * 128;  // K-major rows or the MN box
+        const uint64_t descA = kMnA ? mnMajorDescriptor(ownA) : swizzledDescriptor(ownA);
+        const uint64_t descB = kMnB ? mnMajorDescriptor(stageB + stage * kStageBytesB)
+                                    : swizzledDescriptor(stageB + stage * kStageBytesB);
         wgmmaFence();
 #pragma unroll
-        for (int k = 0; k < kBlockK / 16; ++k)  // 16 bf16 = 32 bytes = 2 descriptor units
-          wgmma256(d, descA + 2 * k, descB + 2 * k, uint32_t(kb > 0 || k > 0));
+        for (int k = 0; k < kBlockK / 16; ++k)
+          wgmma256<kMnA, kMnB>(d, descA + kStepUnits<kMnA> * k, descB + kStepUnits<kMnB> * k,
+                               uint32_t(kb > 0 || k > 0));
         wgmmaCommit();
         if constexpr (hasStatistics(kEpilogue))
           if (pending.row0 >= 0 && stepsDone < kStatisticsSteps)
@@ -590,8 +720,13 @@ __global__ void __launch_bounds__(kThreads, 1) __cluster_dims__(kClusterM, 1, 1)
         if (pending.row0 >= 0)
           while (stepsDone < kStatisticsSteps) statisticsStep(ownStaging, statistics, pending, stepsDone++);
       if constexpr (kEpilogue == kGradient) stageRow(rows, gradient, loads);
-      storeTileBf16<kEpilogue>(&mapC, ownStaging, d, row0, column * kBlockN, 1 + consumer, rows, gradient,
-                               numerators);
+      if constexpr (kEpilogue == kFloat || kEpilogue == kFloatAdd) {
+        storeTileFloat<kEpilogue>(&mapC, ownStaging, d, row0, column * kBlockN, 1 + consumer);
+      } else {
+        if constexpr (kEpilogue == kFromFloat) addAddend(d, addend, row0, column * kBlockN);
+        storeTileBf16<kEpilogue>(&mapC, ownStaging, d, row0, column * kBlockN, 1 + consumer, rows, gradient,
+                                 numerators);
+      }
       if constexpr (hasStatistics(kEpilogue)) pending = PendingStatistics{row0, column * kBlockN, column};
     }
     if constexpr (hasStatistics(kEpilogue))
@@ -604,11 +739,12 @@ __global__ void __launch_bounds__(kThreads, 1) __cluster_dims__(kClusterM, 1, 1)
 
 #else  // host pass, or a device pass without sm_90a features: never launched there
 
-template <Epilogue kEpilogue>
+template <Epilogue kEpilogue, bool kMnA, bool kMnB>
 __global__ void __launch_bounds__(kThreads, 1) __cluster_dims__(kClusterM, 1, 1)
     tileGemmKernel(const __grid_constant__ CUtensorMap, const __grid_constant__ CUtensorMap,
                    const __grid_constant__ CUtensorMap, Schedule, int, const __grid_constant__ TileGradient,
-                   const __grid_constant__ TileStatistics) {
+                   const __grid_constant__ TileStatistics, const __grid_constant__ TileAddend,
+                   const __grid_constant__ CUtensorMap) {
 #if defined(__CUDA_ARCH__)
   __trap();
 #endif
@@ -629,21 +765,41 @@ PFN_cuTensorMapEncodeTiled_v12000 encodeTiled() {
   return function;
 }
 
-// A 2-D tensor map over a row-major [rows, columns] bf16 matrix, boxes of [boxRows, 64] in 128-byte
-// swizzle; loads past the edges fill zeros, stores past them are dropped.
-CUtensorMap matrixMap(const void* base, int64_t rows, int64_t columns, int64_t ld, int boxRows) {
+// A 2-D tensor map over a row-major [rows, columns] bf16 (or fp32) matrix, boxes of [boxRows, one 128-byte
+// row] in 128-byte swizzle; loads past the edges fill zeros, stores past them are dropped.
+CUtensorMap matrixMap(const void* base, int64_t rows, int64_t columns, int64_t ld, int boxRows, bool fp32 = false) {
   CUtensorMap map{};
+  const int elementBytes = fp32 ? 4 : 2;
   const cuuint64_t dims[2] = {cuuint64_t(columns), cuuint64_t(rows)};
-  const cuuint64_t strides[1] = {cuuint64_t(ld) * 2};
-  const cuuint32_t box[2] = {cuuint32_t(kBlockK), cuuint32_t(boxRows)};
+  const cuuint64_t strides[1] = {cuuint64_t(ld) * elementBytes};
+  const cuuint32_t box[2] = {cuuint32_t(128 / elementBytes), cuuint32_t(boxRows)};
   const cuuint32_t elementStrides[2] = {1, 1};
-  const CUresult result = encodeTiled()(&map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, const_cast<void*>(base), dims,
+  const CUresult result = encodeTiled()(&map, fp32 ? CU_TENSOR_MAP_DATA_TYPE_FLOAT32 : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16,
+                                        2, const_cast<void*>(base), dims,
                                         strides, box, elementStrides, CU_TENSOR_MAP_INTERLEAVE_NONE,
                                         CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
                                         CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
   if (result != CUDA_SUCCESS)
     LMFUSE_FAIL("CUDA backend: cuTensorMapEncodeTiled failed (" << int(result) << ") for a [" << rows << ", "
                                                                  << columns << "] matrix, ld " << ld);
+  return map;
+}
+
+// The addend's map for the producer's L2 prefetch: one box per 128 x 256 CTA tile (no swizzle: nothing lands
+// in shared memory).
+CUtensorMap addendPrefetchMap(const TileAddend& addend) {
+  CUtensorMap map{};
+  const cuuint64_t dims[2] = {cuuint64_t(addend.columns), cuuint64_t(addend.rows)};
+  const cuuint64_t strides[1] = {cuuint64_t(addend.ld) * 4};
+  const cuuint32_t box[2] = {cuuint32_t(kBlockN), cuuint32_t(kBlockM)};
+  const cuuint32_t elementStrides[2] = {1, 1};
+  const CUresult result = encodeTiled()(&map, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 2, const_cast<float*>(addend.data), dims,
+                                        strides, box, elementStrides, CU_TENSOR_MAP_INTERLEAVE_NONE,
+                                        CU_TENSOR_MAP_SWIZZLE_NONE, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+                                        CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  if (result != CUDA_SUCCESS)
+    LMFUSE_FAIL("CUDA backend: cuTensorMapEncodeTiled failed (" << int(result) << ") for the weight product's ["
+                                                                 << addend.rows << ", " << addend.columns << "] addend");
   return map;
 }
 
@@ -667,8 +823,11 @@ int residentClusters(int device) {
   config.blockDim = dim3(kThreads, 1, 1);
   config.dynamicSmemBytes = kSharedBytes;
   clusters = INT_MAX;
-  for (auto kernel : {tileGemmKernel<kPlain>, tileGemmKernel<kGradient>, tileGemmKernel<kStatistics>,
-                      tileGemmKernel<kNumerators>}) {
+  for (auto kernel : {tileGemmKernel<kPlain, false, false>, tileGemmKernel<kGradient, false, false>,
+                      tileGemmKernel<kStatistics, false, false>, tileGemmKernel<kNumerators, false, false>,
+                      tileGemmKernel<kPlain, true, true>, tileGemmKernel<kFloat, true, true>,
+                      tileGemmKernel<kFloatAdd, true, true>, tileGemmKernel<kFromFloat, true, true>,
+                      tileGemmKernel<kPlain, false, true>}) {
     int fit = 0;
     LMFUSE_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSharedBytes));
     LMFUSE_CUDA_CHECK(cudaOccupancyMaxActiveClusters(&fit, kernel, &config));
@@ -716,13 +875,72 @@ void tileGemm(const TileGemmShape& s, const void* a, const void* b, void* c, cud
   const int resident = residentClusters(device);
   if (resident == 0) LMFUSE_FAIL("CUDA backend: the tile product needs a device of compute capability 9.0");
   const int clusters = std::max(1, std::min(schedule.pairs * schedule.columns, resident));
-  auto* kernel = gradient                             ? tileGemmKernel<kGradient>
-                 : statistics && statistics->shift ? tileGemmKernel<kNumerators>
-                 : statistics                       ? tileGemmKernel<kStatistics>
-                                                    : tileGemmKernel<kPlain>;
+  auto* kernel = gradient                             ? tileGemmKernel<kGradient, false, false>
+                 : statistics && statistics->shift ? tileGemmKernel<kNumerators, false, false>
+                 : statistics                       ? tileGemmKernel<kStatistics, false, false>
+                                                    : tileGemmKernel<kPlain, false, false>;
   kernel<<<clusters * kClusterM, kThreads, kSharedBytes, stream>>>(mapA, mapB, mapC, schedule, kBlocks,
                                                                    gradient ? *gradient : TileGradient{},
-                                                                   statistics ? *statistics : TileStatistics{});
+                                                                   statistics ? *statistics : TileStatistics{},
+                                                                   TileAddend{}, CUtensorMap{});
+  LMFUSE_CUDA_CHECK(cudaGetLastError());
+}
+
+void tileGemmWeight(const TileGemmShape& s, const void* a, const void* b, void* c, TileSink sink,
+                    const TileAddend* addend, cudaStream_t stream) {
+  if (s.m == 0 || s.n == 0) return;
+  if ((sink == TileSink::Bf16FromFloat) != (addend != nullptr))
+    LMFUSE_FAIL("CUDA backend: the weight product takes an fp32 addend exactly when its sink is Bf16FromFloat");
+  if (addend && (addend->rows != s.m || addend->columns != s.n || addend->ld % 8 != 0 ||
+                 reinterpret_cast<uintptr_t>(addend->data) % 16 != 0 || s.k == 0))
+    LMFUSE_FAIL("CUDA backend: the weight product's addend needs rows = m, columns = n, ld a multiple of 8, "
+                "16-byte alignment and k > 0");
+  const bool fp32 = sink == TileSink::Float || sink == TileSink::FloatAdd;
+  if (s.k == 0) {
+    if (sink != TileSink::FloatAdd)
+      LMFUSE_CUDA_CHECK(cudaMemset2DAsync(c, size_t(s.ldc) * (fp32 ? 4 : 2), 0, size_t(s.n) * (fp32 ? 4 : 2),
+                                          size_t(s.m), stream));
+    return;
+  }
+  int device = 0;
+  LMFUSE_CUDA_CHECK(cudaGetDevice(&device));
+  const int resident = residentClusters(device);
+  if (resident == 0) LMFUSE_FAIL("CUDA backend: the tile product needs a device of compute capability 9.0");
+  const CUtensorMap mapA = matrixMap(a, s.k, s.m, s.lda, kBlockK);
+  const CUtensorMap mapB = matrixMap(b, s.k, s.n, s.ldb, kBlockK);
+  const CUtensorMap mapC = matrixMap(c, s.m, s.n, s.ldc, 64, fp32);
+  Schedule schedule{int((s.m + 2 * kBlockM - 1) / (2 * kBlockM)), int((s.n + kBlockN - 1) / kBlockN)};
+  const int kBlocks = int((s.k + kBlockK - 1) / kBlockK);
+  const int clusters = std::max(1, std::min(schedule.pairs * schedule.columns, resident));
+  auto* kernel = sink == TileSink::Float           ? tileGemmKernel<kFloat, true, true>
+                 : sink == TileSink::FloatAdd      ? tileGemmKernel<kFloatAdd, true, true>
+                 : sink == TileSink::Bf16FromFloat ? tileGemmKernel<kFromFloat, true, true>
+                                                   : tileGemmKernel<kPlain, true, true>;
+  const CUtensorMap mapAddend = addend ? addendPrefetchMap(*addend) : CUtensorMap{};
+  kernel<<<clusters * kClusterM, kThreads, kSharedBytes, stream>>>(mapA, mapB, mapC, schedule, kBlocks, TileGradient{},
+                                                                   TileStatistics{}, addend ? *addend : TileAddend{},
+                                                                   mapAddend);
+  LMFUSE_CUDA_CHECK(cudaGetLastError());
+}
+
+void tileGemmHidden(const TileGemmShape& s, const void* a, const void* b, void* c, cudaStream_t stream) {
+  if (s.m == 0 || s.n == 0) return;
+  if (s.k == 0) {
+    LMFUSE_CUDA_CHECK(cudaMemset2DAsync(c, size_t(s.ldc) * 2, 0, size_t(s.n) * 2, size_t(s.m), stream));
+    return;
+  }
+  int device = 0;
+  LMFUSE_CUDA_CHECK(cudaGetDevice(&device));
+  const int resident = residentClusters(device);
+  if (resident == 0) LMFUSE_FAIL("CUDA backend: the tile product needs a device of compute capability 9.0");
+  const CUtensorMap mapA = matrixMap(a, s.m, s.k, s.lda, kBlockM);
+  const CUtensorMap mapB = matrixMap(b, s.k, s.n, s.ldb, kBlockK);
+  const CUtensorMap mapC = matrixMap(c, s.m, s.n, s.ldc, 64);
+  Schedule schedule{int((s.m + 2 * kBlockM - 1) / (2 * kBlockM)), int((s.n + kBlockN - 1) / kBlockN)};
+  const int kBlocks = int((s.k + kBlockK - 1) / kBlockK);
+  const int clusters = std::max(1, std::min(schedule.pairs * schedule.columns, resident));
+  tileGemmKernel<kPlain, false, true><<<clusters * kClusterM, kThreads, kSharedBytes, stream>>>(
+      mapA, mapB, mapC, schedule, kBlocks, TileGradient{}, TileStatistics{}, TileAddend{}, CUtensorMap{});
   LMFUSE_CUDA_CHECK(cudaGetLastError());
 }
 

@@ -2,7 +2,12 @@
 //   C[m, n] = Σ_k A[m, k] · B[n, k]     (A [M, K], B [N, K]: row-major bf16, both contiguous along k)
 // with fp32 accumulation, each finished [128, 256] tile handed to an epilogue, which writes the product in
 // bf16 or, given a TileGradient, the loss gradient dx of each logit in its place; given TileStatistics, it
-// also writes each row's softmax statistics per 256 columns, from the staged tile.
+// also writes each row's softmax statistics per 256 columns, from the staged tile. The weight product
+//   C[m, n] = Σ_k A[k, m] · B[k, n]     (A [K, M], B [K, N]: row-major bf16, contiguous along m and n)
+// is grad_weight's dxᵀ·h in the backend's layout, and C[m, n] = Σ_k A[m, k] · B[k, n] (B contiguous along n)
+// grad_hidden's dx·W; its epilogue writes bf16, fp32, adds the tile to an fp32
+// C in place, or rounds an fp32 addend plus the tile to bf16 (TileSink): the chunks of a token-chunked
+// pass add into the fp32 accumulator and the last one writes grad_weight, with no conversion pass.
 // Contract: needs a device of compute capability 9.0 (sm_90a code: TMA loads, wgmma) and a build whose
 // LMFUSE_CUDA_ARCHITECTURES names 90 (tileGemmAvailable says whether both hold); lda, ldb, ldc are
 // multiples of 8 elements and the pointers 16-byte aligned (TMA's rule); any M, N, K ≥ 0, edges masked.
@@ -42,6 +47,11 @@ double tileGemmFill(int device, int64_t m, int64_t n);
 /// tile's columns half used) and at 0.48.
 constexpr double kTileGemmMinimumFill = 0.8;
 
+/// The hidden product (tileGemmHidden) runs where its fill reaches this. Measured against cuBLASLt's dx·W
+/// (NOTES.md v34, one H100): ahead at a fill of 0.97 (Llama-3, 8192 tokens: 0.943x), behind at 0.88, 0.87
+/// and 0.85 (1.037x, 1.041x, 1.078x): cuBLASLt's narrower tiles fill the last wave of these short products.
+constexpr double kTileGemmHiddenMinimumFill = 0.95;
+
 /// The gradient epilogue: C's row r is the buffer row r of `rows` (its token, target and scale as
 /// launchSliceGradient reads them; rows.rows = m, rows.columns = n, rows.ld unused), and each element is
 /// written as dx of the product rounded to bf16: bitwise what the plain product followed by
@@ -70,6 +80,32 @@ struct TileStatistics {
 /// The numerators epilogue caps u at 2^kNumeratorExponentCap, so a finite row's Σ u stays finite in fp32 for any
 /// vocabulary below 2^30 columns; a row whose max u reaches the cap has lost its larger numerators.
 constexpr float kNumeratorExponentCap = 96.0f;
+
+/// What the weight product writes into C.
+enum class TileSink {
+  Bf16,           // C bf16 (round to nearest)
+  Float,          // C fp32
+  FloatAdd,       // C fp32 += the product: each element added once, in L2, by the copy engine's reduction
+  Bf16FromFloat,  // C bf16 = round(addend + product), the addend fp32 and not C
+};
+
+/// The fp32 addend of TileSink::Bf16FromFloat: [rows, columns] = [m, n], ld a multiple of 8, 16-byte aligned;
+/// read once.
+struct TileAddend {
+  const float* data = nullptr;
+  int64_t rows = 0, columns = 0, ld = 0;
+};
+
+/// The weight product C = Aᵀ·B (A [k, m] with leading dimension lda, B [k, n] with ldb) into `sink`; the
+/// contract above (alignment, edges, one write per element of C; fp32 C: ldc a multiple of 4). k = 0 writes
+/// zeros (FloatAdd: nothing); Bf16FromFloat needs k > 0.
+void tileGemmWeight(const TileGemmShape& shape, const void* a, const void* b, void* c, TileSink sink,
+                    const TileAddend* addend, cudaStream_t stream);
+
+/// The hidden-gradient product C[m, n] = Σ_k A[m, k] · B[k, n] in bf16 (A [m, k] with leading dimension lda,
+/// contiguous along k; B [k, n] with ldb, contiguous along n: dx·W in the backend's layout); the contract
+/// above. k = 0 writes zeros.
+void tileGemmHidden(const TileGemmShape& shape, const void* a, const void* b, void* c, cudaStream_t stream);
 
 /// C = A·Bᵀ in bf16 (round to nearest) from fp32 sums; with `gradient`, dx of those logits instead; with
 /// `statistics` (not with `gradient`), the row statistics too, and with statistics.shift the numerators

@@ -9,8 +9,21 @@ bool tileGemmAvailable(int) { return false; }
 
 double tileGemmFill(int, int64_t, int64_t) { return 0.0; }
 
-void tileGemm(const TileGemmShape&, const void*, const void*, void*, cudaStream_t, const TileGradient*) {
+namespace {
+[[noreturn]] void unavailable() {
   LMFUSE_FAIL("CUDA backend: this build has no Hopper tile product (LMFUSE_CUDA_ARCHITECTURES does not name 90)");
+}
+}  // namespace
+
+void tileGemm(const TileGemmShape&, const void*, const void*, void*, cudaStream_t, const TileGradient*,
+              const TileStatistics*) {
+  unavailable();
+}
+
+void tileGemmHidden(const TileGemmShape&, const void*, const void*, void*, cudaStream_t) { unavailable(); }
+
+void tileGemmWeight(const TileGemmShape&, const void*, const void*, void*, TileSink, const TileAddend*, cudaStream_t) {
+  unavailable();
 }
 
 }  // namespace lmfuse::detail::cuda
