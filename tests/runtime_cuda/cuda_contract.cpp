@@ -23,19 +23,19 @@ bool skipWithoutDevice() {
 // (tile_product_everywhere.cpp).
 class MinimumFill {
 public:
-  // fill 0: every product; otherwise the logits product's threshold `fill` and the shipped hidden one.
+  // fill 0: every product; otherwise the logits product's threshold `fill` and the shipped backward one.
   explicit MinimumFill(double fill)
       : saved_(lmfuse::detail::cuda::deviceState().tileMinimumFill),
-        savedHidden_(lmfuse::detail::cuda::deviceState().tileHiddenMinimumFill) {
+        savedHidden_(lmfuse::detail::cuda::deviceState().tileBackwardMinimumFill) {
     lmfuse::detail::cuda::deviceState().tileMinimumFill = fill;
-    lmfuse::detail::cuda::deviceState().tileHiddenMinimumFill =
-        fill == 0.0 ? 0.0 : lmfuse::detail::cuda::kTileGemmHiddenMinimumFill;
+    lmfuse::detail::cuda::deviceState().tileBackwardMinimumFill =
+        fill == 0.0 ? 0.0 : lmfuse::detail::cuda::kTileGemmBackwardMinimumFill;
   }
   MinimumFill(const MinimumFill&) = delete;
   MinimumFill& operator=(const MinimumFill&) = delete;
   ~MinimumFill() {
     lmfuse::detail::cuda::deviceState().tileMinimumFill = saved_;
-    lmfuse::detail::cuda::deviceState().tileHiddenMinimumFill = savedHidden_;
+    lmfuse::detail::cuda::deviceState().tileBackwardMinimumFill = savedHidden_;
   }
 
 private:

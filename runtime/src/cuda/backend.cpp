@@ -617,7 +617,7 @@ private:
   // Whether an item's grad_weight product dxᵀ·h (dx `buffer` with ld `ld`, h `hidden` with hiddenLd) into
   // `out` (ld outLd) runs as the tile product's weight product (tile_gemm.h: tileGemmWeight): where the device
   // has it, the operands are bf16, every pointer and leading dimension meets TMA's alignment and the product
-  // fills the device (the rule of tileProductRuns). It matches or beats cuBLASLt into bf16 and fp32, adds
+  // fills the device's waves to kTileGemmBackwardMinimumFill. It matches or beats cuBLASLt into bf16 and fp32, adds
   // to the fp32 accumulator in place without reading it into the SMs, and converts the accumulator in the
   // last chunk's epilogue (NOTES.md v34). Depends only on the arguments, like tileProductRuns.
   bool weightTileRuns(const Item& item, const void* buffer, int64_t ld, const void* hidden, int64_t hiddenLd,
@@ -625,7 +625,7 @@ private:
     auto aligned = [](const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; };
     return state_.tileProduct && problem_.dtype == DType::BFloat16 && aligned(buffer) && aligned(hidden) &&
            aligned(out) && ld % 8 == 0 && hiddenLd % 8 == 0 && outLd % 8 == 0 &&
-           tileGemmFill(state_.device, item.columns, problem_.hidden_dim) >= state_.tileMinimumFill;
+           tileGemmFill(state_.device, item.columns, problem_.hidden_dim) >= state_.tileBackwardMinimumFill;
   }
 
   // The item's grad_weight product (vocabulary rows from firstColumn) over `hidden` rows (ld hiddenLd) into
@@ -702,13 +702,13 @@ private:
 
   // rows[item.tokens, D] (ld) = dx·W over the full-vocabulary buffer: the tile product's hidden product
   // (tile_gemm.h: tileGemmHidden) where the operands meet tileProductRuns's conditions and the product fills
-  // the device's waves to kTileGemmHiddenMinimumFill, else cuBLASLt.
+  // the device's waves to kTileGemmBackwardMinimumFill, else cuBLASLt.
   void hiddenGemm(const Item& item, const void* buffer, void* rows, int64_t ld, cudaStream_t stream) {
     const int64_t d = problem_.hidden_dim;
     auto aligned = [](const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; };
     if (state_.tileProduct && problem_.dtype == DType::BFloat16 && aligned(buffer) && aligned(problem_.weight) &&
         aligned(rows) && plan_.logitsLd % 8 == 0 && problem_.weight_stride % 8 == 0 && ld % 8 == 0 &&
-        tileGemmFill(state_.device, item.tokens, d) >= state_.tileHiddenMinimumFill) {
+        tileGemmFill(state_.device, item.tokens, d) >= state_.tileBackwardMinimumFill) {
       tileGemmHidden(TileGemmShape{item.tokens, d, problem_.vocab, plan_.logitsLd, problem_.weight_stride, ld}, buffer,
                      problem_.weight, rows, stream);
       return;
@@ -789,7 +789,7 @@ void linear_cross_entropy(const Problem& problem, const Options& options, const 
   // Compaction's SWITCH and the numerators' redo need graph conditionals (or host decisions: LMFUSE_CUDA_EAGER).
   if (plan.compact || plan.numerators)
     recordAsGraph(callerStream, state.capture, state.recorded,
-                  callKey(problem, options, outputs, workspace, state.tileMinimumFill, state.tileHiddenMinimumFill),
+                  callKey(problem, options, outputs, workspace, state.tileMinimumFill, state.tileBackwardMinimumFill),
                   [&](cudaStream_t main) { schedule.run(main); });
   else
     schedule.run(callerStream);

@@ -47,10 +47,12 @@ double tileGemmFill(int device, int64_t m, int64_t n);
 /// tile's columns half used) and at 0.48.
 constexpr double kTileGemmMinimumFill = 0.8;
 
-/// The hidden product (tileGemmHidden) runs where its fill reaches this. Measured against cuBLASLt's dx·W
-/// (NOTES.md v34, one H100): ahead at a fill of 0.97 (Llama-3, 8192 tokens: 0.943x), behind at 0.88, 0.87
-/// and 0.85 (1.037x, 1.041x, 1.078x): cuBLASLt's narrower tiles fill the last wave of these short products.
-constexpr double kTileGemmHiddenMinimumFill = 0.95;
+/// The backward products (tileGemmWeight, tileGemmHidden) run where their fill reaches this. Measured against
+/// cuBLASLt (NOTES.md v34, one H100): the hidden product ahead at a fill of 0.97 (Llama-3, 8192 tokens:
+/// 0.943x), behind at 0.88, 0.87 and 0.85 (1.037x, 1.041x, 1.078x); the lean plan's narrow grad_weight and
+/// grad_hidden products (fill 0.8–0.9) together 0.5–0.9 ms slower than cuBLASLt's: its narrower tiles fill
+/// the last wave of these products.
+constexpr double kTileGemmBackwardMinimumFill = 0.95;
 
 /// The gradient epilogue: C's row r is the buffer row r of `rows` (its token, target and scale as
 /// launchSliceGradient reads them; rows.rows = m, rows.columns = n, rows.ld unused), and each element is
