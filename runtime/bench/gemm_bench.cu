@@ -206,7 +206,7 @@ void weightTable(cublasLtHandle_t handle, void* workspace, std::size_t workspace
     const backend::TileGemmShape tile{s.tokens, s.d, s.v, s.v, s.d, s.d};
     const float blasMs = timeMedian(
         [&] { backend::gemm(handle, blas, 1.0f, w, dx, 0.0f, out1, workspace, workspaceBytes, stream); }, repeats, stream, 3);
-    const float tileMs = timeMedian([&] { backend::tileGemmHidden(tile, dx, w, out2, stream); }, repeats, stream, 3);
+    const float tileMs = timeMedian([&] { backend::tileGemmHidden(tile, dx, w, out2, backend::TileSink::Bf16, stream); }, repeats, stream, 3);
     const float difference = relativeDifference(out2, out1, s.tokens, s.d, s.d, compare, stream);
     std::printf("| %s (%lld, %lld, %lld) | %.3f | %.3f | %.3f | %.2e |\n", s.name, (long long)s.v, (long long)s.d,
                 (long long)s.tokens, blasMs, tileMs, tileMs / blasMs, difference);

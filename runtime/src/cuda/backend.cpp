@@ -392,13 +392,24 @@ private:
       // c ⊙ h: in place over the gathered rows, or from the caller's rows into the split's.
       launchScaleRows(h, ldh, rowScale_, nullptr, tokens, d, rows, d, body);
       if (outputs_.grad_hidden) {
-        GemmShape shapeA{type_, CUDA_R_32F, false, false, d, tokens, va, problem_.weight_stride, va, d};
-        gemm(state_.blas, shapeA, 1.0f, weightRow(0), a, 0.0f, staging, blasWorkspace_, kCublasWorkspaceBytes, body);
-        GemmShape shapeB{type_, CUDA_R_32F, false, false, d, tokens, vb, problem_.weight_stride, split.ldB, d};
-        gemm(state_.blas, shapeB, 1.0f, weightRow(va), b, 1.0f, staging, blasWorkspace_, kCublasWorkspaceBytes, body);
+        if (hiddenTileRuns(tokens, a, va, weightRow(0), staging, d) &&
+            hiddenTileRuns(tokens, b, split.ldB, weightRow(va), staging, d)) {
+          tileGemmHidden(TileGemmShape{tokens, d, va, va, problem_.weight_stride, d}, a, weightRow(0), staging,
+                         TileSink::Float, body);
+          tileGemmHidden(TileGemmShape{tokens, d, vb, split.ldB, problem_.weight_stride, d}, b, weightRow(va), staging,
+                         TileSink::FloatAdd, body);
+        } else {
+          GemmShape shapeA{type_, CUDA_R_32F, false, false, d, tokens, va, problem_.weight_stride, va, d};
+          gemm(state_.blas, shapeA, 1.0f, weightRow(0), a, 0.0f, staging, blasWorkspace_, kCublasWorkspaceBytes, body);
+          GemmShape shapeB{type_, CUDA_R_32F, false, false, d, tokens, vb, problem_.weight_stride, split.ldB, d};
+          gemm(state_.blas, shapeB, 1.0f, weightRow(va), b, 1.0f, staging, blasWorkspace_, kCublasWorkspaceBytes,
+               body);
+        }
         launchScaleFloatRows(staging, d, rowScale_, plan_.compact ? &p : nullptr, tokens, d, outputs_.grad_hidden,
                              outputs_.grad_hidden_stride, body);
       }
+      // cuBLASLt's products here: through the tile product's weight product, Gemma-2's split pass (D = 2304)
+      // measured 0.2–0.5 ms slower on an H200 (NOTES.md v34).
       const cudaDataType_t out = cudaType(paramDType_);
       weightGemm(Item{0, tokens, va, vb, true}, b, split.ldB, rows, d,
                  gradWeight + std::size_t(va) * std::size_t(outputs_.grad_weight_stride) * pe, out,
@@ -700,17 +711,25 @@ private:
     return static_cast<char*>(outputs_.grad_hidden) + std::size_t(item.firstToken) * outputs_.grad_hidden_stride * e_;
   }
 
+  // Whether a hidden product dx·W (dx `buffer` with ld bufferLd, over the weight rows from `weightRows`) into
+  // `out` (ld) runs as the tile product's (tile_gemm.h: tileGemmHidden): tileProductRuns's conditions, and a
+  // fill of kTileGemmBackwardMinimumFill.
+  bool hiddenTileRuns(int64_t tokens, const void* buffer, int64_t bufferLd, const void* weightRows, const void* out,
+                      int64_t ld) const {
+    auto aligned = [](const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; };
+    return state_.tileProduct && problem_.dtype == DType::BFloat16 && aligned(buffer) && aligned(weightRows) &&
+           aligned(out) && bufferLd % 8 == 0 && problem_.weight_stride % 8 == 0 && ld % 8 == 0 &&
+           tileGemmFill(state_.device, tokens, problem_.hidden_dim) >= state_.tileBackwardMinimumFill;
+  }
+
   // rows[item.tokens, D] (ld) = dx·W over the full-vocabulary buffer: the tile product's hidden product
   // (tile_gemm.h: tileGemmHidden) where the operands meet tileProductRuns's conditions and the product fills
   // the device's waves to kTileGemmBackwardMinimumFill, else cuBLASLt.
   void hiddenGemm(const Item& item, const void* buffer, void* rows, int64_t ld, cudaStream_t stream) {
     const int64_t d = problem_.hidden_dim;
-    auto aligned = [](const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; };
-    if (state_.tileProduct && problem_.dtype == DType::BFloat16 && aligned(buffer) && aligned(problem_.weight) &&
-        aligned(rows) && plan_.logitsLd % 8 == 0 && problem_.weight_stride % 8 == 0 && ld % 8 == 0 &&
-        tileGemmFill(state_.device, item.tokens, d) >= state_.tileBackwardMinimumFill) {
+    if (hiddenTileRuns(item.tokens, buffer, plan_.logitsLd, problem_.weight, rows, ld)) {
       tileGemmHidden(TileGemmShape{item.tokens, d, problem_.vocab, plan_.logitsLd, problem_.weight_stride, ld}, buffer,
-                     problem_.weight, rows, stream);
+                     problem_.weight, rows, TileSink::Bf16, stream);
       return;
     }
     GemmShape shape{type_, type_, false, false, d, item.tokens, problem_.vocab, problem_.weight_stride, plan_.logitsLd, ld};

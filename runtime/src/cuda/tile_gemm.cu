@@ -827,7 +827,8 @@ int residentClusters(int device) {
                       tileGemmKernel<kStatistics, false, false>, tileGemmKernel<kNumerators, false, false>,
                       tileGemmKernel<kPlain, true, true>, tileGemmKernel<kFloat, true, true>,
                       tileGemmKernel<kFloatAdd, true, true>, tileGemmKernel<kFromFloat, true, true>,
-                      tileGemmKernel<kPlain, false, true>}) {
+                      tileGemmKernel<kPlain, false, true>, tileGemmKernel<kFloat, false, true>,
+                      tileGemmKernel<kFloatAdd, false, true>}) {
     int fit = 0;
     LMFUSE_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSharedBytes));
     LMFUSE_CUDA_CHECK(cudaOccupancyMaxActiveClusters(&fit, kernel, &config));
@@ -923,10 +924,16 @@ void tileGemmWeight(const TileGemmShape& s, const void* a, const void* b, void* 
   LMFUSE_CUDA_CHECK(cudaGetLastError());
 }
 
-void tileGemmHidden(const TileGemmShape& s, const void* a, const void* b, void* c, cudaStream_t stream) {
+void tileGemmHidden(const TileGemmShape& s, const void* a, const void* b, void* c, TileSink sink,
+                    cudaStream_t stream) {
   if (s.m == 0 || s.n == 0) return;
+  if (sink == TileSink::Bf16FromFloat)
+    LMFUSE_FAIL("CUDA backend: the hidden product writes bf16, fp32 or fp32 added in place, not Bf16FromFloat");
+  const bool fp32 = sink != TileSink::Bf16;
   if (s.k == 0) {
-    LMFUSE_CUDA_CHECK(cudaMemset2DAsync(c, size_t(s.ldc) * 2, 0, size_t(s.n) * 2, size_t(s.m), stream));
+    if (sink != TileSink::FloatAdd)
+      LMFUSE_CUDA_CHECK(cudaMemset2DAsync(c, size_t(s.ldc) * (fp32 ? 4 : 2), 0, size_t(s.n) * (fp32 ? 4 : 2),
+                                          size_t(s.m), stream));
     return;
   }
   int device = 0;
@@ -935,12 +942,15 @@ void tileGemmHidden(const TileGemmShape& s, const void* a, const void* b, void* 
   if (resident == 0) LMFUSE_FAIL("CUDA backend: the tile product needs a device of compute capability 9.0");
   const CUtensorMap mapA = matrixMap(a, s.m, s.k, s.lda, kBlockM);
   const CUtensorMap mapB = matrixMap(b, s.k, s.n, s.ldb, kBlockK);
-  const CUtensorMap mapC = matrixMap(c, s.m, s.n, s.ldc, 64);
+  const CUtensorMap mapC = matrixMap(c, s.m, s.n, s.ldc, 64, fp32);
   Schedule schedule{int((s.m + 2 * kBlockM - 1) / (2 * kBlockM)), int((s.n + kBlockN - 1) / kBlockN)};
   const int kBlocks = int((s.k + kBlockK - 1) / kBlockK);
   const int clusters = std::max(1, std::min(schedule.pairs * schedule.columns, resident));
-  tileGemmKernel<kPlain, false, true><<<clusters * kClusterM, kThreads, kSharedBytes, stream>>>(
-      mapA, mapB, mapC, schedule, kBlocks, TileGradient{}, TileStatistics{}, TileAddend{}, CUtensorMap{});
+  auto* kernel = sink == TileSink::Float      ? tileGemmKernel<kFloat, false, true>
+                 : sink == TileSink::FloatAdd ? tileGemmKernel<kFloatAdd, false, true>
+                                              : tileGemmKernel<kPlain, false, true>;
+  kernel<<<clusters * kClusterM, kThreads, kSharedBytes, stream>>>(mapA, mapB, mapC, schedule, kBlocks, TileGradient{},
+                                                                   TileStatistics{}, TileAddend{}, CUtensorMap{});
   LMFUSE_CUDA_CHECK(cudaGetLastError());
 }
 

@@ -104,10 +104,11 @@ struct TileAddend {
 void tileGemmWeight(const TileGemmShape& shape, const void* a, const void* b, void* c, TileSink sink,
                     const TileAddend* addend, cudaStream_t stream);
 
-/// The hidden-gradient product C[m, n] = Σ_k A[m, k] · B[k, n] in bf16 (A [m, k] with leading dimension lda,
-/// contiguous along k; B [k, n] with ldb, contiguous along n: dx·W in the backend's layout); the contract
-/// above. k = 0 writes zeros.
-void tileGemmHidden(const TileGemmShape& shape, const void* a, const void* b, void* c, cudaStream_t stream);
+/// The hidden-gradient product C[m, n] = Σ_k A[m, k] · B[k, n] (A [m, k] with leading dimension lda, contiguous
+/// along k; B [k, n] with ldb, contiguous along n: dx·W in the backend's layout) into `sink` (Bf16, Float or
+/// FloatAdd); the contract above. k = 0 writes zeros (FloatAdd: nothing).
+void tileGemmHidden(const TileGemmShape& shape, const void* a, const void* b, void* c, TileSink sink,
+                    cudaStream_t stream);
 
 /// C = A·Bᵀ in bf16 (round to nearest) from fp32 sums; with `gradient`, dx of those logits instead; with
 /// `statistics` (not with `gradient`), the row statistics too, and with statistics.shift the numerators
