@@ -19,8 +19,7 @@
 // (all tokens, or one chunk of them), cuBLASLt as the backend calls it against the tile product's weight
 // product (tile_gemm.h: tileGemmWeight), into each sink: bf16, fp32, fp32 += (cuBLASLt's beta 1, the copy
 // engine's reduction), and the last chunk's fp32 accumulator plus product to bf16 (cuBLASLt then the
-// conversion kernel, against the fused epilogue), with the largest difference of each bf16 pair; then
-// grad_hidden's product dx·W, cuBLASLt against the tile product's hidden product.
+// conversion kernel, against the fused epilogue), with the largest difference of each bf16 pair.
 // Environment: LMFUSE_GEMM_BENCH_REPEATS; LMFUSE_GEMM_BENCH_ONLY=weight prints the fifth table alone.
 #include <cublasLt.h>
 #include <cuda_bf16.h>
@@ -184,34 +183,6 @@ void weightTable(cublasLtHandle_t handle, void* workspace, std::size_t workspace
                 ms[6], ms[7], ms[1] / ms[0], ms[3] / ms[2], ms[5] / ms[4], ms[7] / ms[6], bf16Difference, lastDifference);
     std::fflush(stdout);
     for (void* p : {(void*)dx, (void*)h, (void*)out1, (void*)out2, (void*)acc1, (void*)acc2}) cudaFree(p);
-  }
-  // grad_hidden's product dx·W (tokens x D, over V), cuBLASLt as gradHiddenGemm calls it against the tile
-  // product's hidden product; 7424 tokens is a compaction branch's count at 10% ignored.
-  const WeightShape hiddenShapes[] = {{"Llama-3-8B, 8192 tokens", 128256, 4096, 8192},
-                                      {"Llama-3-8B, 7424 tokens", 128256, 4096, 7424},
-                                      {"Qwen-2.5-7B, chunk of 4096", 152064, 3584, 4096},
-                                      {"Gemma-2-2B, 8192 tokens", 256000, 2304, 8192}};
-  std::printf("\n| grad_hidden product (V, D, tokens) | cuBLASLt ms | tile ms | tile / cuBLASLt | max diff / max value |\n");
-  std::printf("|---|---|---|---|---|\n");
-  for (const WeightShape& s : hiddenShapes) {
-    __nv_bfloat16 *dx, *w, *out1, *out2;
-    BENCH_CHECK(cudaMalloc(&dx, std::size_t(s.tokens * s.v) * 2));
-    BENCH_CHECK(cudaMalloc(&w, std::size_t(s.v * s.d) * 2));
-    BENCH_CHECK(cudaMalloc(&out1, std::size_t(s.tokens * s.d) * 2));
-    BENCH_CHECK(cudaMalloc(&out2, std::size_t(s.tokens * s.d) * 2));
-    fillKernel<<<1024, 256, 0, stream>>>(dx, s.tokens * s.v, 1e-3f, 5);
-    fillKernel<<<1024, 256, 0, stream>>>(w, s.v * s.d, 0.05f, 6);
-    BENCH_CHECK(cudaGetLastError());
-    const backend::GemmShape blas{CUDA_R_16BF, CUDA_R_16BF, false, false, s.d, s.tokens, s.v, s.d, s.v, s.d};
-    const backend::TileGemmShape tile{s.tokens, s.d, s.v, s.v, s.d, s.d};
-    const float blasMs = timeMedian(
-        [&] { backend::gemm(handle, blas, 1.0f, w, dx, 0.0f, out1, workspace, workspaceBytes, stream); }, repeats, stream, 3);
-    const float tileMs = timeMedian([&] { backend::tileGemmHidden(tile, dx, w, out2, backend::TileSink::Bf16, stream); }, repeats, stream, 3);
-    const float difference = relativeDifference(out2, out1, s.tokens, s.d, s.d, compare, stream);
-    std::printf("| %s (%lld, %lld, %lld) | %.3f | %.3f | %.3f | %.2e |\n", s.name, (long long)s.v, (long long)s.d,
-                (long long)s.tokens, blasMs, tileMs, tileMs / blasMs, difference);
-    std::fflush(stdout);
-    for (void* p : {(void*)dx, (void*)w, (void*)out1, (void*)out2}) cudaFree(p);
   }
   std::printf("\n");
 }

@@ -40,7 +40,7 @@ static_assert(sizeof(Problem) == 88 && sizeof(Shift) == 40 && sizeof(Options) ==
               "a runtime argument struct changed: key its new field in callKey");
 
 inline std::vector<unsigned char> callKey(const Problem& p, const Options& o, const Outputs& out,
-                                          const Workspace& w, double tileMinimumFill, double tileBackwardMinimumFill) {
+                                          const Workspace& w, double tileMinimumFill, double tileWeightMinimumFill) {
   CallKeyWriter key;
   key.add(p.tokens, p.hidden_dim, p.vocab, p.dtype, p.hidden, p.hidden_stride, p.weight, p.weight_stride, p.bias,
           p.labels, p.label_type);
@@ -49,7 +49,7 @@ inline std::vector<unsigned char> callKey(const Problem& p, const Options& o, co
   key.add(o.shift.kind, o.shift.seq_len, o.shift.cu_seqlens, o.shift.cu_seqlens_type, o.shift.segments);
   key.add(out.loss, out.lse, out.grad_hidden, out.grad_hidden_stride, out.grad_weight, out.grad_weight_stride,
           out.grad_weight_accumulate, out.grad_bias, out.param_grads);
-  key.add(w.data, w.bytes, tileMinimumFill, tileBackwardMinimumFill);
+  key.add(w.data, w.bytes, tileMinimumFill, tileWeightMinimumFill);
   return key.take();
 }
 

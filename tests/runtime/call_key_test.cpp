@@ -38,8 +38,8 @@ Arguments* buildIn(std::vector<unsigned char>& memory, unsigned char fill) {
   return arguments;
 }
 
-std::vector<unsigned char> keyOf(const Arguments& a, double fill = 0.8, double hiddenFill = 0.95) {
-  return callKey(a.problem, a.options, a.outputs, a.workspace, fill, hiddenFill);
+std::vector<unsigned char> keyOf(const Arguments& a, double fill = 0.8, double weightFill = 0.95) {
+  return callKey(a.problem, a.options, a.outputs, a.workspace, fill, weightFill);
 }
 
 }  // namespace
@@ -108,5 +108,5 @@ TEST_CASE("a change of any one argument field gives another key", "[runtime][gra
     CHECK(keyOf(*changed) != base);
   }
   CHECK(keyOf(*buildIn(memory, 0), 0.5) != base);  // the device's tile-product fill
-  CHECK(keyOf(*buildIn(memory, 0), 0.8, 0.5) != base);  // and its hidden product's
+  CHECK(keyOf(*buildIn(memory, 0), 0.8, 0.5) != base);  // and its weight product's
 }

@@ -23,19 +23,19 @@ bool skipWithoutDevice() {
 // (tile_product_everywhere.cpp).
 class MinimumFill {
 public:
-  // fill 0: every product; otherwise the logits product's threshold `fill` and the shipped backward one.
+  // fill 0: every product; otherwise the logits product's threshold `fill` and the shipped weight-product one.
   explicit MinimumFill(double fill)
       : saved_(lmfuse::detail::cuda::deviceState().tileMinimumFill),
-        savedHidden_(lmfuse::detail::cuda::deviceState().tileBackwardMinimumFill) {
+        savedHidden_(lmfuse::detail::cuda::deviceState().tileWeightMinimumFill) {
     lmfuse::detail::cuda::deviceState().tileMinimumFill = fill;
-    lmfuse::detail::cuda::deviceState().tileBackwardMinimumFill =
-        fill == 0.0 ? 0.0 : lmfuse::detail::cuda::kTileGemmBackwardMinimumFill;
+    lmfuse::detail::cuda::deviceState().tileWeightMinimumFill =
+        fill == 0.0 ? 0.0 : lmfuse::detail::cuda::kTileGemmWeightMinimumFill;
   }
   MinimumFill(const MinimumFill&) = delete;
   MinimumFill& operator=(const MinimumFill&) = delete;
   ~MinimumFill() {
     lmfuse::detail::cuda::deviceState().tileMinimumFill = saved_;
-    lmfuse::detail::cuda::deviceState().tileBackwardMinimumFill = savedHidden_;
+    lmfuse::detail::cuda::deviceState().tileWeightMinimumFill = savedHidden_;
   }
 
 private:

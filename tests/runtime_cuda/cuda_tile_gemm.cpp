@@ -7,8 +7,8 @@
 // with every row option and both row maps. The statistics epilogue against fp64 statistics of the
 // logits it stored, and the row kernel reading them against its own first pass. The numerators epilogue
 // against fp64 numerators of the same sums, capped, with their partials. The weight product Aᵀ·B into each
-// of its sinks (bf16, fp32, fp32 added in place, an fp32 addend rounded to bf16) and the hidden product A·B
-// into bf16, fp32 and fp32 added in place, against fp64, with the same edges and poison. Skips without a device of compute capability 9.0 or a
+// of its sinks (bf16, fp32, fp32 added in place, an fp32 addend rounded to bf16) against fp64, with the
+// same edges and poison. Skips without a device of compute capability 9.0 or a
 // build without the product.
 #include <catch2/catch.hpp>
 
@@ -177,75 +177,7 @@ TEST_CASE("the weight product Aᵀ·B into each sink against fp64, every edge ra
   TEST_CUDA(cudaStreamDestroy(stream));
 }
 
-TEST_CASE("the hidden product A·B (B contiguous along n) into each sink against fp64, every edge ragged",
-          "[cuda][tile_gemm]") {
-  if (!tileProductHere()) return;
-  // lda ≥ k (A [m, k]), ldb ≥ n (B [k, n]).
-  const Case cases[] = {
-      {1, 1, 1, 8, 8, 8},
-      {200, 300, 72, 80, 304, 304},
-      {129, 2003, 136, 136, 2008, 2008},   // odd n, k = 2 stages + 8
-      {2304, 2048, 200, 200, 2048, 2056},  // 72 cluster tiles, 4 stages: both wrap
-  };
-  const backend::TileSink sinks[] = {backend::TileSink::Bf16, backend::TileSink::Float, backend::TileSink::FloatAdd};
-  const DType bf16 = DType::BFloat16, fp32 = DType::Float32;
-  auto& g = rng();
-  cudaStream_t stream;
-  TEST_CUDA(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
-  for (const Case& c : cases) {
-    Stored a = randomStored(g, bf16, std::size_t(c.m * c.lda), 1.0);
-    Stored b = randomStored(g, bf16, std::size_t(c.k * c.ldb), 1.0);
-    DeviceBuffer aDevice(a.raw.size()), bDevice(b.raw.size());
-    aDevice.upload(a.raw.data());
-    bDevice.upload(b.raw.data());
-    std::vector<double> sum(std::size_t(c.m * c.n), 0.0), magnitude(sum.size(), 0.0);
-    for (int64_t i = 0; i < c.m; ++i)
-      for (int64_t q = 0; q < c.k; ++q) {
-        const double x = a.values[i * c.lda + q];
-        for (int64_t j = 0; j < c.n; ++j) {
-          sum[i * c.n + j] += x * b.values[q * c.ldb + j];
-          magnitude[i * c.n + j] += std::fabs(x * b.values[q * c.ldb + j]);
-        }
-      }
-    for (backend::TileSink sink : sinks) {
-      CAPTURE(c.m, c.n, c.k, c.lda, c.ldb, c.ldc, int(sink));
-      const bool floatC = sink != backend::TileSink::Bf16, adds = sink == backend::TileSink::FloatAdd;
-      const DType cType = floatC ? fp32 : bf16;
-      DeviceBuffer cDevice(std::size_t(c.m * c.ldc) * dtypeBytes(cType));
-      Stored start = randomStored(g, fp32, std::size_t(c.m * c.ldc), 4.0);  // FloatAdd's C before the call
-      if (adds) cDevice.upload(start.raw.data());
-      else cDevice.poison();
-      backend::tileGemmHidden({c.m, c.n, c.k, c.lda, c.ldb, c.ldc}, aDevice.get(), bDevice.get(), cDevice.get(), sink,
-                              stream);
-      TEST_CUDA(cudaStreamSynchronize(stream));
-      const std::vector<unsigned char> out = cDevice.download();
-      const int64_t piece = floatC ? 4 : 8;  // TMA stores whole 16-byte pieces
-      int64_t wrong = 0, padding = 0;
-      std::vector<double> got, want;
-      for (int64_t i = 0; i < c.m; ++i)
-        for (int64_t j = 0; j < c.ldc; ++j) {
-          const double value = loadStored(out, cType, std::size_t(i * c.ldc + j));
-          if (j >= c.n) {
-            if (adds) padding += value != start.values[i * c.ldc + j];
-            else if (j >= (c.n + piece - 1) / piece * piece) padding += !std::isnan(value);
-            continue;
-          }
-          const double exact = sum[i * c.n + j] + (adds ? start.values[i * c.ldc + j] : 0.0);
-          const double bound = std::ldexp(std::fabs(exact), floatC ? -22 : -8) +
-                               1e-6 * (double(c.k) * magnitude[i * c.n + j] + std::fabs(exact)) + 1e-30;
-          wrong += !(std::fabs(value - exact) <= bound);
-          got.push_back(value);
-          want.push_back(exact);
-        }
-      CHECK(wrong == 0);
-      CHECK(padding == 0);
-      CHECK(relativeError(got, want) < (floatC ? 1e-5 : 4e-3));
-    }
-  }
-  TEST_CUDA(cudaStreamDestroy(stream));
-}
-
-TEST_CASE("the weight and hidden products' contract errors", "[cuda][tile_gemm]") {
+TEST_CASE("the weight product's contract errors", "[cuda][tile_gemm]") {
   if (!tileProductHere()) return;
   DeviceBuffer buffer(1 << 16);
   backend::TileAddend misaligned{reinterpret_cast<const float*>(buffer.as<char>() + 4), 8, 8, 8};
@@ -261,9 +193,6 @@ TEST_CASE("the weight and hidden products' contract errors", "[cuda][tile_gemm]"
     CHECK_THROWS_WITH(backend::tileGemmWeight(shape, buffer.get(), buffer.get(), buffer.get(),
                                               backend::TileSink::Bf16FromFloat, &addend, nullptr),
                       Catch::Contains("addend needs rows = m, columns = n"));
-  CHECK_THROWS_WITH(backend::tileGemmHidden(shape, buffer.get(), buffer.get(), buffer.get(),
-                                            backend::TileSink::Bf16FromFloat, nullptr),
-                    Catch::Contains("not Bf16FromFloat"));
 }
 
 TEST_CASE("the gradient epilogue writes the slice kernel's dx, bitwise", "[cuda][tile_gemm]") {

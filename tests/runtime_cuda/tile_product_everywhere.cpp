@@ -16,7 +16,7 @@ struct TileProductEverywhere : Catch::TestEventListenerBase {
   void testRunStarting(const Catch::TestRunInfo&) override {
     if (!lmfuse::cuda_available()) return;
     lmfuse::detail::cuda::deviceState().tileMinimumFill = 0.0;
-    lmfuse::detail::cuda::deviceState().tileBackwardMinimumFill = 0.0;
+    lmfuse::detail::cuda::deviceState().tileWeightMinimumFill = 0.0;
   }
 };
 

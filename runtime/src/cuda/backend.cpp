@@ -392,19 +392,10 @@ private:
       // c ⊙ h: in place over the gathered rows, or from the caller's rows into the split's.
       launchScaleRows(h, ldh, rowScale_, nullptr, tokens, d, rows, d, body);
       if (outputs_.grad_hidden) {
-        if (hiddenTileRuns(tokens, a, va, weightRow(0), staging, d) &&
-            hiddenTileRuns(tokens, b, split.ldB, weightRow(va), staging, d)) {
-          tileGemmHidden(TileGemmShape{tokens, d, va, va, problem_.weight_stride, d}, a, weightRow(0), staging,
-                         TileSink::Float, body);
-          tileGemmHidden(TileGemmShape{tokens, d, vb, split.ldB, problem_.weight_stride, d}, b, weightRow(va), staging,
-                         TileSink::FloatAdd, body);
-        } else {
-          GemmShape shapeA{type_, CUDA_R_32F, false, false, d, tokens, va, problem_.weight_stride, va, d};
-          gemm(state_.blas, shapeA, 1.0f, weightRow(0), a, 0.0f, staging, blasWorkspace_, kCublasWorkspaceBytes, body);
-          GemmShape shapeB{type_, CUDA_R_32F, false, false, d, tokens, vb, problem_.weight_stride, split.ldB, d};
-          gemm(state_.blas, shapeB, 1.0f, weightRow(va), b, 1.0f, staging, blasWorkspace_, kCublasWorkspaceBytes,
-               body);
-        }
+        GemmShape shapeA{type_, CUDA_R_32F, false, false, d, tokens, va, problem_.weight_stride, va, d};
+        gemm(state_.blas, shapeA, 1.0f, weightRow(0), a, 0.0f, staging, blasWorkspace_, kCublasWorkspaceBytes, body);
+        GemmShape shapeB{type_, CUDA_R_32F, false, false, d, tokens, vb, problem_.weight_stride, split.ldB, d};
+        gemm(state_.blas, shapeB, 1.0f, weightRow(va), b, 1.0f, staging, blasWorkspace_, kCublasWorkspaceBytes, body);
         launchScaleFloatRows(staging, d, rowScale_, plan_.compact ? &p : nullptr, tokens, d, outputs_.grad_hidden,
                              outputs_.grad_hidden_stride, body);
       }
@@ -628,7 +619,7 @@ private:
   // Whether an item's grad_weight product dxᵀ·h (dx `buffer` with ld `ld`, h `hidden` with hiddenLd) into
   // `out` (ld outLd) runs as the tile product's weight product (tile_gemm.h: tileGemmWeight): where the device
   // has it, the operands are bf16, every pointer and leading dimension meets TMA's alignment and the product
-  // fills the device's waves to kTileGemmBackwardMinimumFill. It matches or beats cuBLASLt into bf16 and fp32, adds
+  // fills the device's waves to kTileGemmWeightMinimumFill. It matches or beats cuBLASLt into bf16 and fp32, adds
   // to the fp32 accumulator in place without reading it into the SMs, and converts the accumulator in the
   // last chunk's epilogue (NOTES.md v34). Depends only on the arguments, like tileProductRuns.
   bool weightTileRuns(const Item& item, const void* buffer, int64_t ld, const void* hidden, int64_t hiddenLd,
@@ -636,7 +627,7 @@ private:
     auto aligned = [](const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; };
     return state_.tileProduct && problem_.dtype == DType::BFloat16 && aligned(buffer) && aligned(hidden) &&
            aligned(out) && ld % 8 == 0 && hiddenLd % 8 == 0 && outLd % 8 == 0 &&
-           tileGemmFill(state_.device, item.columns, problem_.hidden_dim) >= state_.tileBackwardMinimumFill;
+           tileGemmFill(state_.device, item.columns, problem_.hidden_dim) >= state_.tileWeightMinimumFill;
   }
 
   // The item's grad_weight product (vocabulary rows from firstColumn) over `hidden` rows (ld hiddenLd) into
@@ -711,27 +702,10 @@ private:
     return static_cast<char*>(outputs_.grad_hidden) + std::size_t(item.firstToken) * outputs_.grad_hidden_stride * e_;
   }
 
-  // Whether a hidden product dx·W (dx `buffer` with ld bufferLd, over the weight rows from `weightRows`) into
-  // `out` (ld) runs as the tile product's (tile_gemm.h: tileGemmHidden): tileProductRuns's conditions, and a
-  // fill of kTileGemmBackwardMinimumFill.
-  bool hiddenTileRuns(int64_t tokens, const void* buffer, int64_t bufferLd, const void* weightRows, const void* out,
-                      int64_t ld) const {
-    auto aligned = [](const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; };
-    return state_.tileProduct && problem_.dtype == DType::BFloat16 && aligned(buffer) && aligned(weightRows) &&
-           aligned(out) && bufferLd % 8 == 0 && problem_.weight_stride % 8 == 0 && ld % 8 == 0 &&
-           tileGemmFill(state_.device, tokens, problem_.hidden_dim) >= state_.tileBackwardMinimumFill;
-  }
-
-  // rows[item.tokens, D] (ld) = dx·W over the full-vocabulary buffer: the tile product's hidden product
-  // (tile_gemm.h: tileGemmHidden) where the operands meet tileProductRuns's conditions and the product fills
-  // the device's waves to kTileGemmBackwardMinimumFill, else cuBLASLt.
+  // rows[item.tokens, D] (ld) = dx·W over the full-vocabulary buffer (cuBLASLt: the tile product's own A·B
+  // measured slower in the pipeline, NOTES.md v34).
   void hiddenGemm(const Item& item, const void* buffer, void* rows, int64_t ld, cudaStream_t stream) {
     const int64_t d = problem_.hidden_dim;
-    if (hiddenTileRuns(item.tokens, buffer, plan_.logitsLd, problem_.weight, rows, ld)) {
-      tileGemmHidden(TileGemmShape{item.tokens, d, problem_.vocab, plan_.logitsLd, problem_.weight_stride, ld}, buffer,
-                     problem_.weight, rows, TileSink::Bf16, stream);
-      return;
-    }
     GemmShape shape{type_, type_, false, false, d, item.tokens, problem_.vocab, problem_.weight_stride, plan_.logitsLd, ld};
     gemm(state_.blas, shape, 1.0f, problem_.weight, buffer, 0.0f, rows, blasWorkspace_, kCublasWorkspaceBytes, stream);
   }
@@ -808,7 +782,7 @@ void linear_cross_entropy(const Problem& problem, const Options& options, const 
   // Compaction's SWITCH and the numerators' redo need graph conditionals (or host decisions: LMFUSE_CUDA_EAGER).
   if (plan.compact || plan.numerators)
     recordAsGraph(callerStream, state.capture, state.recorded,
-                  callKey(problem, options, outputs, workspace, state.tileMinimumFill, state.tileBackwardMinimumFill),
+                  callKey(problem, options, outputs, workspace, state.tileMinimumFill, state.tileWeightMinimumFill),
                   [&](cudaStream_t main) { schedule.run(main); });
   else
     schedule.run(callerStream);

@@ -29,7 +29,7 @@ struct DeviceState {
   // The least tileGemmFill at which a product runs there. Tests lower it to 0, so that their small
   // problems run the tile product inside the pipeline too; recorded graphs are keyed on it.
   double tileMinimumFill = kTileGemmMinimumFill;
-  double tileBackwardMinimumFill = kTileGemmBackwardMinimumFill;  // the same for the backward products
+  double tileWeightMinimumFill = kTileGemmWeightMinimumFill;  // the same for the weight product
   std::mutex mutex;
 };
 

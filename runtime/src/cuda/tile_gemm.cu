@@ -13,8 +13,8 @@
 // each fp32 sum instead of the sum, and reduces those rows to (max, Σ) the same way. Two CTAs of a cluster take vertically adjacent
 // tiles: the one of rank 0 copies the shared B tile into both CTAs' shared memory (multicast), so each
 // stage of B is read from L2 once per pair. Tiles are visited in groups of kGroupPairs cluster rows, column
-// after column, so the A rows and B columns in flight stay in L2. An operand contiguous along m or n (the
-// backward products) is copied as boxes of 64 k-rows x 64 elements and read by wgmma transposed; the weight
+// after column, so the A rows and B columns in flight stay in L2. Operands contiguous along m and n (the
+// weight product) are copied as boxes of 64 k-rows x 64 elements and read by wgmma transposed; the weight
 // product's fp32 epilogues stage the tile as fp32 in two halves and store it, or reduce it into C, by the
 // copy engine, and its last-chunk epilogue adds an fp32 addend (prefetched to L2 by the producer) before
 // rounding.
@@ -163,9 +163,9 @@ __device__ __forceinline__ void shrinkRegisters() {
   asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;" ::"n"(Registers));
 }
 
-// d[64 x 256 per warpgroup] (+)= A[64 x 16] · B[256 x 16]ᵀ; accumulate = 0 overwrites d. kMnA, kMnB: that
-// operand's shared-memory tile is contiguous along m (n) instead of k (wgmma's transpose flags).
-template <bool kMnA, bool kMnB>
+// d[64 x 256 per warpgroup] (+)= A[64 x 16] · B[256 x 16]ᵀ; accumulate = 0 overwrites d. kMnMajor: both
+// operands' shared-memory tiles are contiguous along m and n instead of k (wgmma's transpose flags).
+template <bool kMnMajor>
 __device__ __forceinline__ void wgmma256(float (&d)[128], uint64_t descA, uint64_t descB, uint32_t accumulate) {
   asm volatile(
       "{\n.reg .pred p;\nsetp.ne.b32 p, %130, 0;\n"
@@ -178,7 +178,7 @@ __device__ __forceinline__ void wgmma256(float (&d)[128], uint64_t descA, uint64
       "%80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95, "
       "%96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, %111, "
       "%112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, %123, %124, %125, %126, %127}, "
-      "%128, %129, p, 1, 1, %131, %132;\n}\n"
+      "%128, %129, p, 1, 1, %131, %131;\n}\n"
       : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
         "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
         "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
@@ -195,7 +195,7 @@ __device__ __forceinline__ void wgmma256(float (&d)[128], uint64_t descA, uint64
         "+f"(d[104]), "+f"(d[105]), "+f"(d[106]), "+f"(d[107]), "+f"(d[108]), "+f"(d[109]), "+f"(d[110]), "+f"(d[111]),
         "+f"(d[112]), "+f"(d[113]), "+f"(d[114]), "+f"(d[115]), "+f"(d[116]), "+f"(d[117]), "+f"(d[118]), "+f"(d[119]),
         "+f"(d[120]), "+f"(d[121]), "+f"(d[122]), "+f"(d[123]), "+f"(d[124]), "+f"(d[125]), "+f"(d[126]), "+f"(d[127])
-      : "l"(descA), "l"(descB), "r"(accumulate), "n"(int(kMnA)), "n"(int(kMnB)));
+      : "l"(descA), "l"(descB), "r"(accumulate), "n"(int(kMnMajor)));
 }
 
 __device__ __forceinline__ void storeBox(const CUtensorMap* map, const void* box, int col, int row) {
@@ -611,7 +611,7 @@ __device__ __forceinline__ void statisticsStep(const uint8_t* staging, const Til
   else statisticsStep<false, false>(staging, statistics, tile, step);
 }
 
-template <Epilogue kEpilogue, bool kMnA, bool kMnB>
+template <Epilogue kEpilogue, bool kMnMajor>
 __global__ void __launch_bounds__(kThreads, 1) __cluster_dims__(kClusterM, 1, 1)
     tileGemmKernel(const __grid_constant__ CUtensorMap mapA, const __grid_constant__ CUtensorMap mapB,
                    const __grid_constant__ CUtensorMap mapC, Schedule schedule, int kBlocks,
@@ -655,23 +655,19 @@ __global__ void __launch_bounds__(kThreads, 1) __cluster_dims__(kClusterM, 1, 1)
           waitPhase(&empty[stage], phase ^ 1);  // first pass: the slot's preceding phase counts as done
           expectBytes(&full[stage], kStageBytesA + kStageBytesB);
           const uint16_t both = uint16_t((1u << kClusterM) - 1);
-          // An MN-major operand comes as boxes of 64 k-rows x 64 elements along m (A) or n (B).
-          if constexpr (kMnA) {
+          if constexpr (kMnMajor) {  // boxes of 64 k-rows x 64 elements along m (A) and n (B)
 #pragma unroll
             for (int box = 0; box < kBlockM / 64; ++box)
               loadTile(stageA + stage * kStageBytesA + box * kBoxBytes, &mapA, &full[stage], row + box * 64, kb * kBlockK);
-          } else {
-            loadTile(stageA + stage * kStageBytesA, &mapA, &full[stage], kb * kBlockK, row);
-          }
-          if (rank == 0) {
-            if constexpr (kMnB) {
+            if (rank == 0)
 #pragma unroll
               for (int box = 0; box < kBlockN / 64; ++box)
                 loadTileMulticast(stageB + stage * kStageBytesB + box * kBoxBytes, &mapB, &full[stage], col + box * 64,
                                   kb * kBlockK, both);
-            } else {
+          } else {
+            loadTile(stageA + stage * kStageBytesA, &mapA, &full[stage], kb * kBlockK, row);
+            if (rank == 0)
               loadTileMulticast(stageB + stage * kStageBytesB, &mapB, &full[stage], kb * kBlockK, col, both);
-            }
           }
           if (++stage == kStages) { stage = 0; phase ^= 1; }
         }
@@ -698,14 +694,14 @@ __global__ void __launch_bounds__(kThreads, 1) __cluster_dims__(kClusterM, 1, 1)
       for (int kb = 0; kb < kBlocks; ++kb) {
         waitPhase(&full[stage], phase);
         const uint8_t* ownA = stageA + stage * kStageBytesA + consumer * 64 * 128;  // K-major rows or the MN box
-        const uint64_t descA = kMnA ? mnMajorDescriptor(ownA) : swizzledDescriptor(ownA);
-        const uint64_t descB = kMnB ? mnMajorDescriptor(stageB + stage * kStageBytesB)
-                                    : swizzledDescriptor(stageB + stage * kStageBytesB);
+        const uint64_t descA = kMnMajor ? mnMajorDescriptor(ownA) : swizzledDescriptor(ownA);
+        const uint64_t descB = kMnMajor ? mnMajorDescriptor(stageB + stage * kStageBytesB)
+                                        : swizzledDescriptor(stageB + stage * kStageBytesB);
         wgmmaFence();
 #pragma unroll
         for (int k = 0; k < kBlockK / 16; ++k)
-          wgmma256<kMnA, kMnB>(d, descA + kStepUnits<kMnA> * k, descB + kStepUnits<kMnB> * k,
-                               uint32_t(kb > 0 || k > 0));
+          wgmma256<kMnMajor>(d, descA + kStepUnits<kMnMajor> * k, descB + kStepUnits<kMnMajor> * k,
+                             uint32_t(kb > 0 || k > 0));
         wgmmaCommit();
         if constexpr (hasStatistics(kEpilogue))
           if (pending.row0 >= 0 && stepsDone < kStatisticsSteps)
@@ -739,7 +735,7 @@ __global__ void __launch_bounds__(kThreads, 1) __cluster_dims__(kClusterM, 1, 1)
 
 #else  // host pass, or a device pass without sm_90a features: never launched there
 
-template <Epilogue kEpilogue, bool kMnA, bool kMnB>
+template <Epilogue kEpilogue, bool kMnMajor>
 __global__ void __launch_bounds__(kThreads, 1) __cluster_dims__(kClusterM, 1, 1)
     tileGemmKernel(const __grid_constant__ CUtensorMap, const __grid_constant__ CUtensorMap,
                    const __grid_constant__ CUtensorMap, Schedule, int, const __grid_constant__ TileGradient,
@@ -823,12 +819,10 @@ int residentClusters(int device) {
   config.blockDim = dim3(kThreads, 1, 1);
   config.dynamicSmemBytes = kSharedBytes;
   clusters = INT_MAX;
-  for (auto kernel : {tileGemmKernel<kPlain, false, false>, tileGemmKernel<kGradient, false, false>,
-                      tileGemmKernel<kStatistics, false, false>, tileGemmKernel<kNumerators, false, false>,
-                      tileGemmKernel<kPlain, true, true>, tileGemmKernel<kFloat, true, true>,
-                      tileGemmKernel<kFloatAdd, true, true>, tileGemmKernel<kFromFloat, true, true>,
-                      tileGemmKernel<kPlain, false, true>, tileGemmKernel<kFloat, false, true>,
-                      tileGemmKernel<kFloatAdd, false, true>}) {
+  for (auto kernel : {tileGemmKernel<kPlain, false>, tileGemmKernel<kGradient, false>,
+                      tileGemmKernel<kStatistics, false>, tileGemmKernel<kNumerators, false>,
+                      tileGemmKernel<kPlain, true>, tileGemmKernel<kFloat, true>, tileGemmKernel<kFloatAdd, true>,
+                      tileGemmKernel<kFromFloat, true>}) {
     int fit = 0;
     LMFUSE_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSharedBytes));
     LMFUSE_CUDA_CHECK(cudaOccupancyMaxActiveClusters(&fit, kernel, &config));
@@ -876,10 +870,10 @@ void tileGemm(const TileGemmShape& s, const void* a, const void* b, void* c, cud
   const int resident = residentClusters(device);
   if (resident == 0) LMFUSE_FAIL("CUDA backend: the tile product needs a device of compute capability 9.0");
   const int clusters = std::max(1, std::min(schedule.pairs * schedule.columns, resident));
-  auto* kernel = gradient                             ? tileGemmKernel<kGradient, false, false>
-                 : statistics && statistics->shift ? tileGemmKernel<kNumerators, false, false>
-                 : statistics                       ? tileGemmKernel<kStatistics, false, false>
-                                                    : tileGemmKernel<kPlain, false, false>;
+  auto* kernel = gradient                             ? tileGemmKernel<kGradient, false>
+                 : statistics && statistics->shift ? tileGemmKernel<kNumerators, false>
+                 : statistics                       ? tileGemmKernel<kStatistics, false>
+                                                    : tileGemmKernel<kPlain, false>;
   kernel<<<clusters * kClusterM, kThreads, kSharedBytes, stream>>>(mapA, mapB, mapC, schedule, kBlocks,
                                                                    gradient ? *gradient : TileGradient{},
                                                                    statistics ? *statistics : TileStatistics{},
@@ -913,44 +907,14 @@ void tileGemmWeight(const TileGemmShape& s, const void* a, const void* b, void* 
   Schedule schedule{int((s.m + 2 * kBlockM - 1) / (2 * kBlockM)), int((s.n + kBlockN - 1) / kBlockN)};
   const int kBlocks = int((s.k + kBlockK - 1) / kBlockK);
   const int clusters = std::max(1, std::min(schedule.pairs * schedule.columns, resident));
-  auto* kernel = sink == TileSink::Float           ? tileGemmKernel<kFloat, true, true>
-                 : sink == TileSink::FloatAdd      ? tileGemmKernel<kFloatAdd, true, true>
-                 : sink == TileSink::Bf16FromFloat ? tileGemmKernel<kFromFloat, true, true>
-                                                   : tileGemmKernel<kPlain, true, true>;
+  auto* kernel = sink == TileSink::Float           ? tileGemmKernel<kFloat, true>
+                 : sink == TileSink::FloatAdd      ? tileGemmKernel<kFloatAdd, true>
+                 : sink == TileSink::Bf16FromFloat ? tileGemmKernel<kFromFloat, true>
+                                                   : tileGemmKernel<kPlain, true>;
   const CUtensorMap mapAddend = addend ? addendPrefetchMap(*addend) : CUtensorMap{};
   kernel<<<clusters * kClusterM, kThreads, kSharedBytes, stream>>>(mapA, mapB, mapC, schedule, kBlocks, TileGradient{},
                                                                    TileStatistics{}, addend ? *addend : TileAddend{},
                                                                    mapAddend);
-  LMFUSE_CUDA_CHECK(cudaGetLastError());
-}
-
-void tileGemmHidden(const TileGemmShape& s, const void* a, const void* b, void* c, TileSink sink,
-                    cudaStream_t stream) {
-  if (s.m == 0 || s.n == 0) return;
-  if (sink == TileSink::Bf16FromFloat)
-    LMFUSE_FAIL("CUDA backend: the hidden product writes bf16, fp32 or fp32 added in place, not Bf16FromFloat");
-  const bool fp32 = sink != TileSink::Bf16;
-  if (s.k == 0) {
-    if (sink != TileSink::FloatAdd)
-      LMFUSE_CUDA_CHECK(cudaMemset2DAsync(c, size_t(s.ldc) * (fp32 ? 4 : 2), 0, size_t(s.n) * (fp32 ? 4 : 2),
-                                          size_t(s.m), stream));
-    return;
-  }
-  int device = 0;
-  LMFUSE_CUDA_CHECK(cudaGetDevice(&device));
-  const int resident = residentClusters(device);
-  if (resident == 0) LMFUSE_FAIL("CUDA backend: the tile product needs a device of compute capability 9.0");
-  const CUtensorMap mapA = matrixMap(a, s.m, s.k, s.lda, kBlockM);
-  const CUtensorMap mapB = matrixMap(b, s.k, s.n, s.ldb, kBlockK);
-  const CUtensorMap mapC = matrixMap(c, s.m, s.n, s.ldc, 64, fp32);
-  Schedule schedule{int((s.m + 2 * kBlockM - 1) / (2 * kBlockM)), int((s.n + kBlockN - 1) / kBlockN)};
-  const int kBlocks = int((s.k + kBlockK - 1) / kBlockK);
-  const int clusters = std::max(1, std::min(schedule.pairs * schedule.columns, resident));
-  auto* kernel = sink == TileSink::Float      ? tileGemmKernel<kFloat, false, true>
-                 : sink == TileSink::FloatAdd ? tileGemmKernel<kFloatAdd, false, true>
-                                              : tileGemmKernel<kPlain, false, true>;
-  kernel<<<clusters * kClusterM, kThreads, kSharedBytes, stream>>>(mapA, mapB, mapC, schedule, kBlocks, TileGradient{},
-                                                                   TileStatistics{}, TileAddend{}, CUtensorMap{});
   LMFUSE_CUDA_CHECK(cudaGetLastError());
 }
 

@@ -4,8 +4,7 @@
 // bf16 or, given a TileGradient, the loss gradient dx of each logit in its place; given TileStatistics, it
 // also writes each row's softmax statistics per 256 columns, from the staged tile. The weight product
 //   C[m, n] = Σ_k A[k, m] · B[k, n]     (A [K, M], B [K, N]: row-major bf16, contiguous along m and n)
-// is grad_weight's dxᵀ·h in the backend's layout, and C[m, n] = Σ_k A[m, k] · B[k, n] (B contiguous along n)
-// grad_hidden's dx·W; its epilogue writes bf16, fp32, adds the tile to an fp32
+// is grad_weight's dxᵀ·h in the backend's layout; its epilogue writes bf16, fp32, adds the tile to an fp32
 // C in place, or rounds an fp32 addend plus the tile to bf16 (TileSink): the chunks of a token-chunked
 // pass add into the fp32 accumulator and the last one writes grad_weight, with no conversion pass.
 // Contract: needs a device of compute capability 9.0 (sm_90a code: TMA loads, wgmma) and a build whose
@@ -47,12 +46,11 @@ double tileGemmFill(int device, int64_t m, int64_t n);
 /// tile's columns half used) and at 0.48.
 constexpr double kTileGemmMinimumFill = 0.8;
 
-/// The backward products (tileGemmWeight, tileGemmHidden) run where their fill reaches this. Measured against
-/// cuBLASLt (NOTES.md v34, one H100): the hidden product ahead at a fill of 0.97 (Llama-3, 8192 tokens:
-/// 0.943x), behind at 0.88, 0.87 and 0.85 (1.037x, 1.041x, 1.078x); the lean plan's narrow grad_weight and
-/// grad_hidden products (fill 0.8–0.9) together 0.5–0.9 ms slower than cuBLASLt's: its narrower tiles fill
-/// the last wave of these products.
-constexpr double kTileGemmBackwardMinimumFill = 0.95;
+/// The weight product (tileGemmWeight) runs where its fill reaches this. Measured against cuBLASLt (NOTES.md
+/// v34): the lean plan's narrow grad_weight and grad_hidden products (fill 0.8–0.9) together 0.5–0.9 ms
+/// slower than cuBLASLt's on an H100, the same kernel's A·B ahead at a fill of 0.97 and behind at 0.85–0.88:
+/// cuBLASLt's narrower tiles fill the last wave of these products. The full-vocabulary products fill 0.99.
+constexpr double kTileGemmWeightMinimumFill = 0.95;
 
 /// The gradient epilogue: C's row r is the buffer row r of `rows` (its token, target and scale as
 /// launchSliceGradient reads them; rows.rows = m, rows.columns = n, rows.ld unused), and each element is
@@ -103,12 +101,6 @@ struct TileAddend {
 /// zeros (FloatAdd: nothing); Bf16FromFloat needs k > 0.
 void tileGemmWeight(const TileGemmShape& shape, const void* a, const void* b, void* c, TileSink sink,
                     const TileAddend* addend, cudaStream_t stream);
-
-/// The hidden-gradient product C[m, n] = Σ_k A[m, k] · B[k, n] (A [m, k] with leading dimension lda, contiguous
-/// along k; B [k, n] with ldb, contiguous along n: dx·W in the backend's layout) into `sink` (Bf16, Float or
-/// FloatAdd); the contract above. k = 0 writes zeros (FloatAdd: nothing).
-void tileGemmHidden(const TileGemmShape& shape, const void* a, const void* b, void* c, TileSink sink,
-                    cudaStream_t stream);
 
 /// C = A·Bᵀ in bf16 (round to nearest) from fp32 sums; with `gradient`, dx of those logits instead; with
 /// `statistics` (not with `gradient`), the row statistics too, and with statistics.shift the numerators

@@ -20,8 +20,6 @@ void tileGemm(const TileGemmShape&, const void*, const void*, void*, cudaStream_
   unavailable();
 }
 
-void tileGemmHidden(const TileGemmShape&, const void*, const void*, void*, TileSink, cudaStream_t) { unavailable(); }
-
 void tileGemmWeight(const TileGemmShape&, const void*, const void*, void*, TileSink, const TileAddend*, cudaStream_t) {
   unavailable();
 }
