@@ -96,6 +96,10 @@ struct CapturedSite {
 
   LabelsGuard Guard;
   std::string LabelsText;                      ///< labels for the runtime ("" when not derived)
+  /// Where the chain of views, casts and shift of the loss's labels argument starts (the labels, a local
+  /// holding them, `*labels`, `labels.value()`), and whether the chain reaches it through `->`.
+  const clang::Expr *TargetBase = nullptr;
+  bool TargetBaseArrow = false;
   const clang::VarDecl *LabelsRoot = nullptr;  ///< the variable the labels come from
   std::vector<const clang::VarDecl *> LabelLocals;  ///< unwrapped labels locals (`auto y = *labels;`)
   std::optional<TraceBreak> LabelsBreak;

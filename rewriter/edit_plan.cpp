@@ -48,16 +48,24 @@ std::vector<std::string> bindingsRead(const Expr *Value, const Expr *Base, const
   return Names;
 }
 
-/// The original's code as the fused path runs it on a stand-in of the logits (shape, no values): a
-/// lambda whose body is Value's text with Base, the logits it starts from, replaced by the parameter.
-/// Captures by reference where it sits in a function (the code may read its locals: `{-1, C}`).
+/// The original's code as the fused path runs it on a stand-in (shape, strides and dtype, no values): a
+/// lambda whose body is Value's text with Base, the tensor it starts from, replaced by the parameter
+/// (Arrow: Value reaches Base through `->`, which the stand-in, a tensor, takes as `.`). Captures by
+/// reference where it sits in a function (the code may read its locals: `{-1, C}`).
 std::string asCode(const Expr *Value, const Expr *Base, const CapturedSite &Site, const PatternSet &Patterns,
-                   const AstQuery &Query, const std::string &StandIn) {
+                   const AstQuery &Query, const std::string &StandIn, bool Arrow = false) {
   llvm::StringRef Buffer =
       Query.sourceManager().getBufferData(Query.sourceManager().getFileID(Site.Loss->getBeginLoc()));
   auto [ValueBegin, ValueEnd] = offsets(AstQuery::spelled(Value), Query);
   auto [BaseBegin, BaseEnd] = offsets(AstQuery::spelled(Base), Query);
-  std::string Body = Buffer.slice(ValueBegin, BaseBegin).str() + StandIn + Buffer.slice(BaseEnd, ValueEnd).str();
+  llvm::StringRef After = Buffer.slice(BaseEnd, ValueEnd);
+  std::string Rest = After.str();
+  if (Arrow) {
+    size_t At = After.find("->");
+    if (At != llvm::StringRef::npos)
+      Rest = After.take_front(At).str() + "." + After.drop_front(At + 2).str();
+  }
+  std::string Body = Buffer.slice(ValueBegin, BaseBegin).str() + StandIn + Rest;
   std::string Captures = Site.Function ? "&" : "";
   // Before C++20 a lambda may not capture a structured binding, only a reference initialised from it.
   if (!Query.context().getLangOpts().CPlusPlus20)
@@ -136,7 +144,8 @@ std::string lossOptionsText(const CapturedSite &Site, const PatternSet &Patterns
 
 std::vector<tooling::Replacement> planSiteEdits(const CapturedSite &Site, const PatternSet &Patterns,
                                                 const AstQuery &Query, const std::string &HiddenName,
-                                                const std::string &StandIn) {
+                                                const StandInNames &StandIns) {
+  const std::string &StandIn = StandIns.Logits;
   const ReplacementPattern &Replacement = Patterns.Replacement;
   const HeadCall &Head = *Site.Head;
   std::vector<tooling::Replacement> Edits;
@@ -189,13 +198,24 @@ std::vector<tooling::Replacement> planSiteEdits(const CapturedSite &Site, const 
       isBaseAlone(Site.InputBase, Head.Call, Query) ? "{}" : Query.text(AstQuery::spelled(Site.InputBase));
   // A shifted site adds the dims its shift is written on: which dimension they are depends on ranks the
   // fused call sees and the rewrite does not.
-  std::string ShiftDims = Site.Options.Effective.Shift ? ", " + Replacement.ShiftDims + "{" +
+  std::string ShiftDims = Site.Options.Effective.Shift ? Replacement.ShiftDims + "{" +
                                                              std::to_string(Site.LogitsShiftDim) + ", " +
                                                              std::to_string(Site.LabelsShiftDim) + "}"
-                                                       : "";
+                                                       : "{}";
+  // The labels argument as code over the variable it starts from: the fused call runs it on a stand-in
+  // and checks what the original's loss would check (class indices as Long, one per row of the logits it
+  // received), and a view the original could not take of those labels fails there too.
+  std::string Labels;
+  if (Site.TargetBase) {
+    std::string LabelsFrom = Query.text(AstQuery::spelled(Site.TargetBase));
+    if (Site.TargetBaseArrow)
+      LabelsFrom = "*" + LabelsFrom;
+    Labels = ", " + LabelsFrom + ", " +
+             asCode(Site.Target, Site.TargetBase, Site, Patterns, Query, StandIns.Labels, Site.TargetBaseArrow);
+  }
   std::string AsPassed = "." + Replacement.LogitsAsPassedSetter + "({" + siteName(Site.Loss, Query) + ", " + From +
-                         ", " + asCode(Site.Input, Site.InputBase, Site, Patterns, Query, StandIn) + ShiftDims +
-                         "})";
+                         ", " + asCode(Site.Input, Site.InputBase, Site, Patterns, Query, StandIn) + ", " +
+                         ShiftDims + Labels + "})";
 
   std::string Fused = Replacement.Call + "(" + HiddenText + ", " + Head.Weight + ", " +
                       (Head.Bias.empty() ? Replacement.UndefinedTensor : Head.Bias) + ", " + Site.LabelsText + ", " +

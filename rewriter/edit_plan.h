@@ -17,12 +17,17 @@
 
 namespace lmfuse::rewriter {
 
+/// The parameters of the code handed to the runtime: the logits' and the labels' stand-ins.
+struct StandInNames {
+  std::string Logits, Labels;
+};
+
 /// The replacements that rewrite one site. HiddenName is the local to hoist the head's input
-/// into when Site.HoistHidden, StandIn the parameter of the code handed to the runtime (both names
-/// that mean nothing yet in the function).
+/// into when Site.HoistHidden, StandIns the parameters of the code handed to the runtime (names that
+/// mean nothing yet in the function).
 std::vector<clang::tooling::Replacement> planSiteEdits(const CapturedSite &Site, const PatternSet &Patterns,
                                                        const AstQuery &Query, const std::string &HiddenName,
-                                                       const std::string &StandIn);
+                                                       const StandInNames &StandIns);
 
 /// The fused call's options, e.g. `lmfuse::LossOptions().ignore_index(-1).shift(true)`.
 std::string lossOptionsText(const CapturedSite &Site, const PatternSet &Patterns);

@@ -15,6 +15,8 @@ struct LabelsTrace {
   std::string Text;  ///< what to pass to the runtime
   bool Shift = false;
   int64_t ShiftDim = 0;  ///< the dim the shift is written on
+  const Expr *Base = nullptr;  ///< where the chain of views, casts and shift of the traced expression starts
+  bool Arrow = false;          ///< the chain reaches Base through `->`
 };
 
 /// Whether every write of a labels local after its declaration and before the loss only reshapes it
@@ -100,6 +102,8 @@ std::optional<LabelsTrace> traceLabelsFrom(const Expr *E, CapturedSite &Site, co
 
   // The root: *labels, labels->..., labels.value(), a labels tensor, or a local unwrapped from them.
   const Expr *Core = AstQuery::spelled(E);
+  Trace.Base = Core;
+  Trace.Arrow = ThroughPointer;
   if (const auto *Deref = dyn_cast<UnaryOperator>(Core); Deref && Deref->getOpcode() == UO_Deref) {
     Trace.Root = AstQuery::namedVariable(Deref->getSubExpr());
     Trace.Text = Query.text(Core);
@@ -108,6 +112,10 @@ std::optional<LabelsTrace> traceLabelsFrom(const Expr *E, CapturedSite &Site, co
              Operator->getNumArgs() == 1) {
     Trace.Root = AstQuery::namedVariable(Operator->getArg(0));
     Trace.Text = "*" + Query.text(AstQuery::spelled(Operator->getArg(0)));
+    if (Operator->getOperator() == OO_Arrow) {  // an implicit `operator->`: its range holds the arrow
+      Trace.Base = AstQuery::spelled(Operator->getArg(0));
+      Trace.Arrow = true;
+    }
   } else if (auto Call = AstQuery::asCall(Core); Call && Call->Object && Call->Name == "value" && Call->Args.empty()) {
     Trace.Root = AstQuery::namedVariable(Call->Object);
     Trace.Text = Query.text(Core);
@@ -174,6 +182,8 @@ void traceLabels(CapturedSite &Site, const PatternSet &Patterns, const AstQuery 
   Site.LabelsText = Trace->Text;
   Site.LabelsShift = Trace->Shift;
   Site.LabelsShiftDim = Trace->ShiftDim;
+  Site.TargetBase = Trace->Base;
+  Site.TargetBaseArrow = Trace->Arrow;
 }
 
 }  // namespace lmfuse::rewriter

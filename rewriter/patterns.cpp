@@ -234,6 +234,7 @@ template <> struct MappingTraits<ReplacementPattern> {
     Io.mapRequired("shift_dims", P.ShiftDims);
     Io.mapRequired("tensor_type", P.TensorType);
     Io.mapOptional("stand_in", P.StandIn, std::string("lmfuse_logits"));
+    Io.mapOptional("labels_stand_in", P.LabelsStandIn, std::string("lmfuse_labels"));
     Io.mapRequired("reductions", P.Reductions);
     Io.mapOptional("hoisted_hidden", P.HoistedHidden, std::string("lmfuse_hidden"));
     Io.mapOptional("module_options", P.ModuleOptions, std::string());

@@ -156,14 +156,16 @@ struct ReplacementPattern {
   /// Called as SkippedLogitsAfter(skipped, <code>) where a reshape of skipped logits runs on the fused
   /// path: the reshape run on a stand-in without values, giving skipped logits of the reshaped shape.
   std::string SkippedLogitsAfter;
-  /// Options setter taking {"file:line", <variable or {}>, <code>[, ShiftDims{<logits dim>, <labels dim>}]}:
-  /// the loss's logits input as the original computes it and, for a shifted site, the dims its shift is
-  /// written on, checked by the fused call when it runs.
+  /// Options setter taking {"file:line", <variable or {}>, <code>, <ShiftDims{<logits dim>, <labels dim>} or {}>,
+  /// <labels variable>, <labels code>}: the loss's logits input as the original computes it, for a shifted
+  /// site the dims its shift is written on, and the loss's labels argument as the original computes it from
+  /// the variable it starts from, checked by the fused call when it runs.
   std::string LogitsAsPassedSetter;
   std::string ShiftDims;
   /// Code is a lambda `[&](const TensorType &StandIn) { return <the original's text>; }`.
   std::string TensorType;
   std::string StandIn = "lmfuse_logits";
+  std::string LabelsStandIn = "lmfuse_labels";  ///< the parameter of the labels' code
   std::map<std::string, std::string> Reductions;  ///< "mean"/"sum" -> runtime enumerator
   std::string HoistedHidden = "lmfuse_hidden";
   /// Called as ModuleOptions(<module>->options) for a module loss: the loss options the module holds

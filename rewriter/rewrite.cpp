@@ -229,10 +229,15 @@ TranslationUnitResult analyzeTranslationUnit(ASTContext &Context, const PatternS
           HiddenName = Patterns.Replacement.HoistedHidden + (Count > 1 ? std::to_string(Count) : "");
         } while (Query.nameInUse(HiddenName, Function));
       }
-      std::string StandIn = Patterns.Replacement.StandIn;
-      for (int Suffix = 2; Query.nameInUse(StandIn, Function); ++Suffix)
-        StandIn = Patterns.Replacement.StandIn + std::to_string(Suffix);
-      for (tooling::Replacement &Edit : planSiteEdits(Site, Patterns, Query, HiddenName, StandIn))
+      auto unusedName = [&](const std::string &Name) {
+        std::string Unused = Name;
+        for (int Suffix = 2; Query.nameInUse(Unused, Function); ++Suffix)
+          Unused = Name + std::to_string(Suffix);
+        return Unused;
+      };
+      const StandInNames StandIns{unusedName(Patterns.Replacement.StandIn),
+                                  unusedName(Patterns.Replacement.LabelsStandIn)};
+      for (tooling::Replacement &Edit : planSiteEdits(Site, Patterns, Query, HiddenName, StandIns))
         Result.Edits.push_back(std::move(Edit));
       EditedFiles.insert(SM.getFileID(Location));
     }

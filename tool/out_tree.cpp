@@ -75,6 +75,20 @@ bool isForeignFile(const std::string &Path) {
   return !Text.starts_with("#line 1 \"");
 }
 
+// The first folder between OutDir and Target (Target's own folder included, OutDir not) that is a link:
+// a copy written through it would land outside the output tree (in a source folder, say). "" if none.
+std::string linkedFolder(const std::string &Target, llvm::StringRef OutDir) {
+  llvm::SmallString<256> Folder(llvm::sys::path::parent_path(Target));
+  std::string Found;
+  while (Folder.size() > OutDir.size() && llvm::StringRef(Folder).starts_with(OutDir)) {
+    llvm::sys::fs::file_status Status;
+    if (!llvm::sys::fs::status(Folder, Status, /*follow=*/false) && llvm::sys::fs::is_symlink_file(Status))
+      Found = Folder.str().str();  // the outermost one wins: it is the one the user made
+    Folder = llvm::sys::path::parent_path(Folder);
+  }
+  return Found;
+}
+
 }  // namespace
 
 OutTreeResult writeOutTree(const rewriter::DriverResult &Result, const std::vector<std::string> &Inputs,
@@ -111,6 +125,11 @@ OutTreeResult writeOutTree(const rewriter::DriverResult &Result, const std::vect
     if (Sources.count(Target)) {
       Out.Failures.push_back({Source, "not written: the copy of " + Source + " would overwrite " + Target +
                                           ", a file the translation units read"});
+      continue;
+    }
+    if (std::string Link = linkedFolder(Target, OutDir); !Link.empty()) {
+      Out.Failures.push_back({Source, "not written: " + Link + " is a link, and the copy of " + Source +
+                                          " would be written where it points; --out-dir writes only inside its own tree"});
       continue;
     }
     if (isForeignFile(Target)) {

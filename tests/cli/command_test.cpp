@@ -547,6 +547,20 @@ TEST_CASE("an --out-dir that would overwrite the sources is refused", "[cli][wri
     CHECK(countOf(Run.Err, "lmfuse: error: not written: " + Tree.path("src/gen/model.cpp") + " exists and is not a copy lmfuse made") == 1);
     CHECK(Tree.read("src/gen/model.cpp") == "// a file of the user's, not a copy\n");
   }
+  SECTION("a folder of the output tree that is a link into the sources") {
+    // out/a -> ../src/b: the copy of src/a/model.cpp would become a new file src/b/model.cpp among the sources.
+    Tree.write("src/a/model.cpp", ModelSource);
+    Tree.write("src/b/other.cpp", "// another source\n");
+    llvm::sys::fs::create_directories(Tree.path("out"));
+    REQUIRE(!llvm::sys::fs::create_link("../src/b", Tree.path("out/a")));
+    ToolRun Run = runLmfuse(withFlags({"--out-dir", Tree.path("out"), "--edit-root", Tree.path("src"),
+                                       Tree.path("src/a/model.cpp")}, Tree));
+    INFO(Run.Err);
+    CHECK(Run.ExitCode == 1);
+    CHECK(countOf(Run.Err, "lmfuse: error: not written: " + Tree.path("out/a") + " is a link") == 1);
+    CHECK(!fileExists(Tree.path("src/b/model.cpp")));
+    CHECK(Tree.read("src/a/model.cpp") == ModelSource);
+  }
   SECTION("a folder that holds the sources' folder") {
     ToolRun Run = runLmfuse(withFlags({"--out-dir", Tree.Root, Tree.path("src/model.cpp")}, Tree));
     CHECK(Run.ExitCode == 2);

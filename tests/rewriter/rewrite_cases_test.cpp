@@ -32,7 +32,7 @@ const Case Cases[] = {
     if (targets.has_value()) {
       loss = lmfuse::enabled()
           ? lmfuse::linear_cross_entropy(x, lm_head->weight, lm_head->bias, *targets, lmfuse::LossOptions().ignore_index(-1)
-              .logits_as_passed({"model.cpp:N", logits, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits.view({-1, logits.size(-1)}); }}))
+              .logits_as_passed({"model.cpp:N", logits, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits.view({-1, logits.size(-1)}); }, {}, *targets, [&](const torch::Tensor &lmfuse_labels) { return lmfuse_labels.view(-1); }}))
           : F::cross_entropy(logits.view({-1, logits.size(-1)}), targets->view(-1),
                               F::CrossEntropyFuncOptions().ignore_index(-1));
     }
@@ -58,7 +58,7 @@ const Case Cases[] = {
       logits = lmfuse::skip_logits() ? lmfuse::skipped_logits(x, lm_head->weight, "model.cpp:N") : lm_head(x);
       loss = lmfuse::enabled()
           ? lmfuse::linear_cross_entropy(x, lm_head->weight, lm_head->bias, targets, lmfuse::LossOptions().ignore_index(-1)
-              .logits_as_passed({"model.cpp:N", logits, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits.view({-1, logits.size(-1)}); }}))
+              .logits_as_passed({"model.cpp:N", logits, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits.view({-1, logits.size(-1)}); }, {}, targets, [&](const torch::Tensor &lmfuse_labels) { return lmfuse_labels.view(-1); }}))
           : F::cross_entropy(logits.view({-1, logits.size(-1)}), targets.view(-1),
                               F::CrossEntropyFuncOptions().ignore_index(-1));
     } else {
@@ -81,7 +81,7 @@ const Case Cases[] = {
     if (labels) {
       last_loss = lmfuse::enabled()
           ? lmfuse::linear_cross_entropy(h, lm_head->weight, lm_head->bias, labels.value(), lmfuse::LossOptions()
-              .logits_as_passed({"model.cpp:N", logits, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits.reshape({-1, 32}); }}))
+              .logits_as_passed({"model.cpp:N", logits, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits.reshape({-1, 32}); }, {}, labels.value(), [&](const torch::Tensor &lmfuse_labels) { return lmfuse_labels.reshape({-1}); }}))
           : F::cross_entropy(logits.reshape({-1, 32}), labels.value().reshape({-1}));
     }
     return logits;
@@ -102,7 +102,7 @@ const Case Cases[] = {
     if (labels != nullptr)
       loss = lmfuse::enabled()
           ? lmfuse::linear_cross_entropy(h, lm_head->weight, lm_head->bias, *labels, lmfuse::LossOptions()
-              .logits_as_passed({"model.cpp:N", logits, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits.flatten(0, 1); }}))
+              .logits_as_passed({"model.cpp:N", logits, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits.flatten(0, 1); }, {}, *labels, [&](const torch::Tensor &lmfuse_labels) { return lmfuse_labels.flatten(); }}))
           : F::cross_entropy(logits.flatten(0, 1), labels->flatten());
     return {logits, loss};
   }
@@ -120,7 +120,7 @@ const Case Cases[] = {
     if (!labels.has_value()) return {logits, {}};
     auto loss = lmfuse::enabled()
         ? lmfuse::linear_cross_entropy(h, lm_head->weight, lm_head->bias, *labels, lmfuse::LossOptions()
-            .logits_as_passed({"model.cpp:N", logits, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits.view({-1, 32}); }}))
+            .logits_as_passed({"model.cpp:N", logits, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits.view({-1, 32}); }, {}, *labels, [&](const torch::Tensor &lmfuse_labels) { return lmfuse_labels.view(-1); }}))
         : F::cross_entropy(logits.view({-1, 32}), labels->view(-1));
     return {logits, loss};
   }
@@ -143,7 +143,7 @@ const Case Cases[] = {
       auto y = *labels;
       loss = lmfuse::enabled()
           ? lmfuse::linear_cross_entropy(h, lm_head->weight, lm_head->bias, y.to(torch::kLong), lmfuse::LossOptions()
-              .logits_as_passed({"model.cpp:N", logits, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits.view({-1, 32}); }}))
+              .logits_as_passed({"model.cpp:N", logits, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits.view({-1, 32}); }, {}, y, [&](const torch::Tensor &lmfuse_labels) { return lmfuse_labels.view(-1).to(torch::kLong); }}))
           : F::cross_entropy(logits.view({-1, 32}), y.view(-1).to(torch::kLong));
     }
     return loss;
@@ -163,7 +163,7 @@ const Case Cases[] = {
     if (labels.has_value()) {
       loss = lmfuse::enabled()
           ? lmfuse::linear_cross_entropy(h, lm_head->weight, lm_head->bias, (*labels).to(torch::kLong), lmfuse::LossOptions()
-              .logits_as_passed({"model.cpp:N", {}, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits.view({-1, 32}); }}))
+              .logits_as_passed({"model.cpp:N", {}, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits.view({-1, 32}); }, {}, *labels, [&](const torch::Tensor &lmfuse_labels) { return lmfuse_labels.view(-1).to(torch::kLong); }}))
           : F::cross_entropy(lm_head(h).view({-1, 32}), labels->view(-1).to(torch::kLong));
     }
     return loss;
@@ -188,7 +188,7 @@ const Case Cases[] = {
       namespace G = torch::nn::functional;
       loss = lmfuse::enabled()
           ? lmfuse::linear_cross_entropy(h, lm_head->weight, lm_head->bias, labels, lmfuse::LossOptions().label_smoothing(0.1).reduction(lmfuse::Reduction::Sum)
-              .logits_as_passed({"model.cpp:N", logits, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits.view({-1, 32}); }}))
+              .logits_as_passed({"model.cpp:N", logits, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits.view({-1, 32}); }, {}, labels, [&](const torch::Tensor &lmfuse_labels) { return lmfuse_labels.view(-1); }}))
           : G::cross_entropy(logits.view({-1, 32}), labels.view(-1),
                               G::CrossEntropyFuncOptions().label_smoothing(0.1).reduction(torch::kSum));
     }
@@ -211,7 +211,7 @@ const Case Cases[] = {
     if (labels.defined()) {
       loss = lmfuse::enabled()
           ? lmfuse::linear_cross_entropy(h, lm_head->weight, lm_head->bias, labels, lmfuse::LossOptions().ignore_index(-1).reduction(lmfuse::Reduction::Sum)
-              .logits_as_passed({"model.cpp:N", logits, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits.view({-1, 32}); }}))
+              .logits_as_passed({"model.cpp:N", logits, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits.view({-1, 32}); }, {}, labels, [&](const torch::Tensor &lmfuse_labels) { return lmfuse_labels.view(-1); }}))
           : torch::cross_entropy_loss(logits.view({-1, 32}), labels.view(-1), {}, at::Reduction::Sum, -1);
     }
     return loss;
@@ -228,7 +228,7 @@ const Case Cases[] = {
     if (labels.defined())
       return lmfuse::enabled()
           ? lmfuse::linear_cross_entropy(h, lm_head->weight, lm_head->bias, labels, lmfuse::LossOptions()
-              .logits_as_passed({"model.cpp:N", {}, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits.view({-1, 32}); }}))
+              .logits_as_passed({"model.cpp:N", {}, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits.view({-1, 32}); }, {}, labels, [&](const torch::Tensor &lmfuse_labels) { return lmfuse_labels.view(-1); }}))
           : at::cross_entropy_loss(lm_head(h).view({-1, 32}), labels.view(-1));
     return {};
   }
@@ -252,7 +252,7 @@ const Case Cases[] = {
     if (labels.defined()) {
       loss = (lmfuse::enabled()
           ? lmfuse::linear_cross_entropy(h, lm_head->weight, lm_head->bias, labels, lmfuse::LossOptions().reduction(lmfuse::Reduction::Sum)
-              .logits_as_passed({"model.cpp:N", logits, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits.view({-1, 32}); }}))
+              .logits_as_passed({"model.cpp:N", logits, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits.view({-1, 32}); }, {}, labels, [&](const torch::Tensor &lmfuse_labels) { return lmfuse_labels.view(-1); }}))
           : cross_entropy(logits.view({-1, 32}), labels.view(-1),
                            F::CrossEntropyFuncOptions().reduction(torch::kSum))) / n_items;
     }
@@ -277,7 +277,7 @@ const Case Cases[] = {
       logits = lmfuse::skip_logits() ? lmfuse::skipped_logits_after(logits, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits.view({-1, logits.size(-1)}); }) : logits.view({-1, logits.size(-1)});
       loss = lmfuse::enabled()
           ? lmfuse::linear_cross_entropy(h, lm_head->weight, lm_head->bias, labels, lmfuse::LossOptions()
-              .logits_as_passed({"model.cpp:N", logits, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits; }}))
+              .logits_as_passed({"model.cpp:N", logits, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits; }, {}, labels, [&](const torch::Tensor &lmfuse_labels) { return lmfuse_labels.view(-1); }}))
           : F::cross_entropy(logits, labels.view(-1));
     }
     return loss;
@@ -297,7 +297,7 @@ const Case Cases[] = {
                                         : lm_head(h).view({-1, 32});
     auto loss = lmfuse::enabled()
         ? lmfuse::linear_cross_entropy(h, lm_head->weight, lm_head->bias, labels, lmfuse::LossOptions()
-            .logits_as_passed({"model.cpp:N", logits, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits; }}))
+            .logits_as_passed({"model.cpp:N", logits, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits; }, {}, labels, [&](const torch::Tensor &lmfuse_labels) { return lmfuse_labels.view(-1); }}))
         : F::cross_entropy(logits, labels.view(-1));
     last_logits = logits;
     return loss;
@@ -315,7 +315,7 @@ const Case Cases[] = {
     auto logits = lmfuse::skip_logits() ? lmfuse::skipped_logits(h, lm_head->weight, "model.cpp:N") : lm_head(h);
     return lmfuse::enabled()
         ? lmfuse::linear_cross_entropy(h, lm_head->weight, lm_head->bias, labels, lmfuse::LossOptions()
-            .logits_as_passed({"model.cpp:N", logits, [&](const torch::Tensor &lmfuse_logits2) { return lmfuse_logits2.view({-1, lmfuse_logits}); }}))
+            .logits_as_passed({"model.cpp:N", logits, [&](const torch::Tensor &lmfuse_logits2) { return lmfuse_logits2.view({-1, lmfuse_logits}); }, {}, labels, [&](const torch::Tensor &lmfuse_labels) { return lmfuse_labels.view(-1); }}))
         : F::cross_entropy(logits.view({-1, lmfuse_logits}), labels.view(-1));
   }
 )"},
@@ -335,7 +335,7 @@ const Case Cases[] = {
                                         : lm_head(h).view({B * T, 32});
     return lmfuse::enabled()
         ? lmfuse::linear_cross_entropy(h, lm_head->weight, lm_head->bias, labels, lmfuse::LossOptions()
-            .logits_as_passed({"model.cpp:N", logits, [&, &B = B, &T = T](const torch::Tensor &lmfuse_logits) { return lmfuse_logits.view({B * T, 32}); }}))
+            .logits_as_passed({"model.cpp:N", logits, [&, &B = B, &T = T](const torch::Tensor &lmfuse_logits) { return lmfuse_logits.view({B * T, 32}); }, {}, labels, [&](const torch::Tensor &lmfuse_labels) { return lmfuse_labels.view(-1); }}))
         : F::cross_entropy(logits.view({B * T, 32}), labels.view(-1));
   }
 )"},
@@ -357,7 +357,7 @@ const Case Cases[] = {
       const auto flat = lmfuse::skip_logits() ? lmfuse::skipped_logits_after(logits, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits.reshape({-1, 32}).contiguous(); }) : logits.reshape({-1, 32}).contiguous();
       loss = lmfuse::enabled()
           ? lmfuse::linear_cross_entropy(h, lm_head->weight, lm_head->bias, labels, lmfuse::LossOptions()
-              .logits_as_passed({"model.cpp:N", flat, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits; }}))
+              .logits_as_passed({"model.cpp:N", flat, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits; }, {}, labels, [&](const torch::Tensor &lmfuse_labels) { return lmfuse_labels.view(-1); }}))
           : F::cross_entropy(flat, labels.view(-1));
     }
     return loss;
@@ -383,7 +383,7 @@ const Case Cases[] = {
       auto shift_labels = labels->slice(1, 1).contiguous();
       loss = lmfuse::enabled()
           ? lmfuse::linear_cross_entropy(h, lm_head->weight, lm_head->bias, *labels, lmfuse::LossOptions().shift(true)
-              .logits_as_passed({"model.cpp:N", shift_logits, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits.view({-1, 32}); }, lmfuse::ShiftDims{1, 1}}))
+              .logits_as_passed({"model.cpp:N", shift_logits, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits.view({-1, 32}); }, lmfuse::ShiftDims{1, 1}, shift_labels, [&](const torch::Tensor &lmfuse_labels) { return lmfuse_labels.view(-1); }}))
           : F::cross_entropy(shift_logits.view({-1, 32}), shift_labels.view(-1));
     }
     return loss;
@@ -404,7 +404,7 @@ const Case Cases[] = {
     if (labels.defined())
       loss = lmfuse::enabled()
           ? lmfuse::linear_cross_entropy(h, wte->weight, torch::Tensor(), labels, lmfuse::LossOptions()
-              .logits_as_passed({"model.cpp:N", logits, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits.view({-1, 32}); }}))
+              .logits_as_passed({"model.cpp:N", logits, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits.view({-1, 32}); }, {}, labels, [&](const torch::Tensor &lmfuse_labels) { return lmfuse_labels.view(-1); }}))
           : F::cross_entropy(logits.view({-1, 32}), labels.view(-1));
     return loss;
   }
@@ -424,7 +424,7 @@ const Case Cases[] = {
     if (labels.defined())
       loss = lmfuse::enabled()
           ? lmfuse::linear_cross_entropy(h, w, b, labels, lmfuse::LossOptions()
-              .logits_as_passed({"model.cpp:N", logits, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits.view({-1, 32}); }}))
+              .logits_as_passed({"model.cpp:N", logits, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits.view({-1, 32}); }, {}, labels, [&](const torch::Tensor &lmfuse_labels) { return lmfuse_labels.view(-1); }}))
           : F::cross_entropy(logits.view({-1, 32}), labels.view(-1));
     return loss;
   }
@@ -445,7 +445,7 @@ const Case Cases[] = {
     if (labels.defined())
       loss = lmfuse::enabled()
           ? lmfuse::linear_cross_entropy(lmfuse_hidden, lm_head->weight, lm_head->bias, labels, lmfuse::LossOptions()
-              .logits_as_passed({"model.cpp:N", logits, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits.view({-1, 32}); }}))
+              .logits_as_passed({"model.cpp:N", logits, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits.view({-1, 32}); }, {}, labels, [&](const torch::Tensor &lmfuse_labels) { return lmfuse_labels.view(-1); }}))
           : F::cross_entropy(logits.view({-1, 32}), labels.view(-1));
     return loss;
   }
@@ -468,7 +468,7 @@ const Case Cases[] = {
     if (labels.defined())
       loss = lmfuse::enabled()
           ? lmfuse::linear_cross_entropy(lmfuse_hidden, lm_head->weight, lm_head->bias, labels, lmfuse::LossOptions()
-              .logits_as_passed({"model.cpp:N", logits, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits.view({-1, 32}); }}))
+              .logits_as_passed({"model.cpp:N", logits, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits.view({-1, 32}); }, {}, labels, [&](const torch::Tensor &lmfuse_labels) { return lmfuse_labels.view(-1); }}))
           : F::cross_entropy(logits.view({-1, 32}), labels.view(-1));
     return loss;
   }
@@ -489,7 +489,7 @@ const Case Cases[] = {
     if (labels.defined())
       loss = lmfuse::enabled()
           ? lmfuse::linear_cross_entropy(h, lm_head->weight, lm_head->bias, labels, lmfuse::LossOptions().ignore_index(pad_id_)
-              .logits_as_passed({"model.cpp:N", logits, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits.view({-1, 32}); }}))
+              .logits_as_passed({"model.cpp:N", logits, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits.view({-1, 32}); }, {}, labels, [&](const torch::Tensor &lmfuse_labels) { return lmfuse_labels.view(-1); }}))
           : F::cross_entropy(logits.view({-1, 32}), labels.view(-1),
                               F::CrossEntropyFuncOptions().ignore_index(pad_id_));
     return loss;
@@ -515,7 +515,7 @@ const Case Cases[] = {
       auto options = F::CrossEntropyFuncOptions().ignore_index(kPad);
       loss = lmfuse::enabled()
           ? lmfuse::linear_cross_entropy(h, lm_head->weight, lm_head->bias, labels, lmfuse::LossOptions().ignore_index(kPad)
-              .logits_as_passed({"model.cpp:N", logits, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits.view({-1, 32}); }}))
+              .logits_as_passed({"model.cpp:N", logits, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits.view({-1, 32}); }, {}, labels, [&](const torch::Tensor &lmfuse_labels) { return lmfuse_labels.view(-1); }}))
           : F::cross_entropy(logits.view({-1, 32}), labels.view(-1), options);
     }
     return loss;
@@ -536,7 +536,7 @@ const Case Cases[] = {
     if (labels.defined())
       loss = lmfuse::enabled()
           ? lmfuse::linear_cross_entropy(h, lm_head->weight, lm_head->bias, labels, lmfuse::LossOptions().dtype(torch::kFloat)
-              .logits_as_passed({"model.cpp:N", logits, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits.to(torch::kFloat).view({-1, 32}); }}))
+              .logits_as_passed({"model.cpp:N", logits, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits.to(torch::kFloat).view({-1, 32}); }, {}, labels, [&](const torch::Tensor &lmfuse_labels) { return lmfuse_labels.view(-1); }}))
           : F::cross_entropy(logits.to(torch::kFloat).view({-1, 32}), labels.view(-1));
     return loss;
   }
@@ -553,7 +553,7 @@ const Case Cases[] = {
     auto out = lmfuse::skip_logits() ? lmfuse::skipped_logits(h, unembedding->weight, "model.cpp:N") : unembedding(h);
     return lmfuse::enabled()
         ? lmfuse::linear_cross_entropy(h, unembedding->weight, unembedding->bias, y, lmfuse::LossOptions()
-            .logits_as_passed({"model.cpp:N", out, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits.view({-1, 32}); }}))
+            .logits_as_passed({"model.cpp:N", out, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits.view({-1, 32}); }, {}, y, [&](const torch::Tensor &lmfuse_labels) { return lmfuse_labels.view(-1); }}))
         : F::cross_entropy(out.view({-1, 32}), y.view(-1));
   }
 )"},
@@ -573,7 +573,7 @@ const Case Cases[] = {
     if (labels != c10::nullopt) {
       loss = lmfuse::enabled()
           ? lmfuse::linear_cross_entropy(h, lm_head->weight, lm_head->bias, *labels, lmfuse::LossOptions()
-              .logits_as_passed({"model.cpp:N", logits, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits.view({-1, 32}); }}))
+              .logits_as_passed({"model.cpp:N", logits, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits.view({-1, 32}); }, {}, *labels, [&](const torch::Tensor &lmfuse_labels) { return lmfuse_labels.view(-1); }}))
           : F::cross_entropy(logits.view({-1, 32}), labels->view(-1));
     }
     return loss;
@@ -596,7 +596,7 @@ const Case Cases[] = {
       auto logits = lmfuse::skip_logits() ? lmfuse::skipped_logits(x, wte->weight, "model.cpp:N") : F::linear(x, wte->weight);
       auto loss = lmfuse::enabled()
           ? lmfuse::linear_cross_entropy(x, wte->weight, torch::Tensor(), targets.value(), lmfuse::LossOptions()
-              .logits_as_passed({"model.cpp:N", logits, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits.view({-1, logits.size(-1)}); }}))
+              .logits_as_passed({"model.cpp:N", logits, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits.view({-1, logits.size(-1)}); }, {}, targets.value(), [&](const torch::Tensor &lmfuse_labels) { return lmfuse_labels.view(-1); }}))
           : F::cross_entropy(logits.view({-1, logits.size(-1)}), targets.value().view(-1));
       return {logits, loss};
     }
@@ -616,7 +616,7 @@ const Case Cases[] = {
     auto logits = lmfuse::skip_logits() ? lmfuse::skipped_logits(h, lm_head->weight, "model.cpp:N") : lm_head(h);
     return lmfuse::enabled()
         ? lmfuse::linear_cross_entropy(h, lm_head->weight, lm_head->bias, *labels, lmfuse::LossOptions()
-            .logits_as_passed({"model.cpp:N", logits, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits.view({-1, 32}); }}))
+            .logits_as_passed({"model.cpp:N", logits, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits.view({-1, 32}); }, {}, *labels, [&](const torch::Tensor &lmfuse_labels) { return lmfuse_labels.view(-1); }}))
         : F::cross_entropy(logits.view({-1, 32}), labels->view(-1));
   }
 )"},
@@ -634,7 +634,7 @@ const Case Cases[] = {
     torch::Tensor loss;
     if (labels.defined()) loss = lmfuse::enabled()
         ? lmfuse::linear_cross_entropy(h, lm_head->weight, lm_head->bias, labels, lmfuse::LossOptions()
-            .logits_as_passed({"model.cpp:N", logits, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits.view({-1, 32}); }}))
+            .logits_as_passed({"model.cpp:N", logits, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits.view({-1, 32}); }, {}, labels, [&](const torch::Tensor &lmfuse_labels) { return lmfuse_labels.view(-1); }}))
         : F::cross_entropy(logits.view({-1, 32}), labels.view(-1));
     return loss;
   }
@@ -661,7 +661,7 @@ const Case Cases[] = {
     } else {
       loss = lmfuse::enabled()
           ? lmfuse::linear_cross_entropy(h, lm_head->weight, lm_head->bias, *labels, lmfuse::LossOptions()
-              .logits_as_passed({"model.cpp:N", logits, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits.view({-1, 32}); }}))
+              .logits_as_passed({"model.cpp:N", logits, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits.view({-1, 32}); }, {}, *labels, [&](const torch::Tensor &lmfuse_labels) { return lmfuse_labels.view(-1); }}))
           : F::cross_entropy(logits.view({-1, 32}), labels->view(-1));
     }
     return {logits, loss};
@@ -682,7 +682,7 @@ const Case Cases[] = {
     torch::Tensor loss;
     if (training_) loss = lmfuse::enabled()
         ? lmfuse::linear_cross_entropy(h, lm_head->weight, lm_head->bias, labels, lmfuse::LossOptions()
-            .logits_as_passed({"model.cpp:N", logits, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits.view({-1, 32}); }}))
+            .logits_as_passed({"model.cpp:N", logits, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits.view({-1, 32}); }, {}, labels, [&](const torch::Tensor &lmfuse_labels) { return lmfuse_labels.view(-1); }}))
         : F::cross_entropy(logits.view({-1, 32}), labels.view(-1));
     return {logits, loss};
   }
@@ -706,7 +706,7 @@ const Case Cases[] = {
       const torch::Tensor &scores = logits;
       loss = lmfuse::enabled()
           ? lmfuse::linear_cross_entropy(h, wte->weight, torch::Tensor(), labels, lmfuse::LossOptions()
-              .logits_as_passed({"model.cpp:N", scores, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits.view({-1, 32}); }}))
+              .logits_as_passed({"model.cpp:N", scores, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits.view({-1, 32}); }, {}, labels, [&](const torch::Tensor &lmfuse_labels) { return lmfuse_labels.view(-1); }}))
           : F::cross_entropy(scores.view({-1, 32}), labels.view(-1));
     }
     return loss;
@@ -725,7 +725,7 @@ const Case Cases[] = {
     auto score = [&](const torch::Tensor &targets) {
       return lmfuse::enabled()
           ? lmfuse::linear_cross_entropy(h, lm_head->weight, lm_head->bias, targets, lmfuse::LossOptions()
-              .logits_as_passed({"model.cpp:N", {}, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits.view({-1, 32}); }}))
+              .logits_as_passed({"model.cpp:N", {}, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits.view({-1, 32}); }, {}, targets, [&](const torch::Tensor &lmfuse_labels) { return lmfuse_labels.view(-1); }}))
           : F::cross_entropy(lm_head(h).view({-1, 32}), targets.view(-1));
     };
     return score(y);
@@ -752,7 +752,7 @@ const Case Cases[] = {
     if (labels.defined())
       loss = lmfuse::enabled()
           ? lmfuse::linear_cross_entropy(lmfuse_hidden, lm_head->weight, lm_head->bias, labels, lmfuse::LossOptions().ignore_index(PAD_ID)
-              .logits_as_passed({"model.cpp:N", logits, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits.view({-1, 32}); }}))
+              .logits_as_passed({"model.cpp:N", logits, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits.view({-1, 32}); }, {}, labels, [&](const torch::Tensor &lmfuse_labels) { return lmfuse_labels.view(-1); }}))
           : F::cross_entropy(logits.view({-1, 32}), labels.view(-1), F::CrossEntropyFuncOptions().ignore_index(PAD_ID));
     return loss;
   }
@@ -772,7 +772,7 @@ const Case Cases[] = {
     torch::Tensor loss;
     if (labels.defined()) loss = lmfuse::enabled()
         ? lmfuse::linear_cross_entropy(h, lm_head->weight, lm_head->bias, labels, lmfuse::LossOptions()
-            .logits_as_passed({"model.cpp:N", logits, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits.view({-1, 32}); }}))
+            .logits_as_passed({"model.cpp:N", logits, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits.view({-1, 32}); }, {}, labels, [&](const torch::Tensor &lmfuse_labels) { return lmfuse_labels.view(-1); }}))
         : F::cross_entropy(logits.view({-1, 32}), labels.view(-1));
     last_logits = logits;
     return loss;
@@ -792,7 +792,7 @@ const Case Cases[] = {
     auto logits = lmfuse::skip_logits() ? lmfuse::skipped_logits(h, lm_head->weight, "model.cpp:N") : lm_head(h);
     return lmfuse::enabled()
         ? lmfuse::linear_cross_entropy(h, lm_head->weight, lm_head->bias, labels, lmfuse::LossOptions().ignore_index(PAD_ID)
-            .logits_as_passed({"model.cpp:N", logits, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits.view({-1, 32}); }}))
+            .logits_as_passed({"model.cpp:N", logits, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits.view({-1, 32}); }, {}, labels, [&](const torch::Tensor &lmfuse_labels) { return lmfuse_labels.view(-1); }}))
         : F::cross_entropy(logits.view({-1, 32}), labels.view(-1), F::CrossEntropyFuncOptions().ignore_index(PAD_ID));
   }
 )"},
@@ -809,7 +809,7 @@ const Case Cases[] = {
     auto logits = lmfuse::skip_logits() ? lmfuse::skipped_logits(lmfuse_hidden2, lm_head->weight, "model.cpp:N") : lm_head(lmfuse_hidden2);
     return (lmfuse::enabled()
         ? lmfuse::linear_cross_entropy(lmfuse_hidden2, lm_head->weight, lm_head->bias, labels, lmfuse::LossOptions()
-            .logits_as_passed({"model.cpp:N", logits, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits.view({-1, 32}); }}))
+            .logits_as_passed({"model.cpp:N", logits, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits.view({-1, 32}); }, {}, labels, [&](const torch::Tensor &lmfuse_labels) { return lmfuse_labels.view(-1); }}))
         : F::cross_entropy(logits.view({-1, 32}), labels.view(-1))) + lmfuse_hidden.mean();
   }
 )"},
@@ -826,7 +826,7 @@ const Case Cases[] = {
     auto logits = lmfuse::skip_logits() ? lmfuse::skipped_logits(lmfuse_hidden3, lm_head->weight, "model.cpp:N") : lm_head(lmfuse_hidden3);
     auto loss = lmfuse::enabled()
         ? lmfuse::linear_cross_entropy(lmfuse_hidden3, lm_head->weight, lm_head->bias, labels, lmfuse::LossOptions()
-            .logits_as_passed({"model.cpp:N", logits, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits.view({-1, 32}); }}))
+            .logits_as_passed({"model.cpp:N", logits, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits.view({-1, 32}); }, {}, labels, [&](const torch::Tensor &lmfuse_labels) { return lmfuse_labels.view(-1); }}))
         : F::cross_entropy(logits.view({-1, 32}), labels.view(-1));
     { auto lmfuse_hidden2 = lmfuse_hidden * 2.0; }
     return loss;
@@ -859,7 +859,7 @@ struct Child : Model::Base {
     auto logits = lmfuse::skip_logits() ? lmfuse::skipped_logits(lmfuse_hidden3, lm_head->weight, "model.cpp:N") : lm_head(lmfuse_hidden3);
     return lmfuse::enabled()
         ? lmfuse::linear_cross_entropy(lmfuse_hidden3, lm_head->weight, lm_head->bias, labels, lmfuse::LossOptions()
-            .logits_as_passed({"model.cpp:N", logits, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits.view({-1, 32}); }}))
+            .logits_as_passed({"model.cpp:N", logits, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits.view({-1, 32}); }, {}, labels, [&](const torch::Tensor &lmfuse_labels) { return lmfuse_labels.view(-1); }}))
         : F::cross_entropy(logits.view({-1, 32}), labels.view(-1));
   }
 )"},
@@ -884,7 +884,7 @@ struct Child : Model::Base {
       logits = lmfuse::skip_logits() ? lmfuse::skipped_logits_after(logits, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits.view({B * T, C}); }) : logits.view({B * T, C});
       loss = lmfuse::enabled()
           ? lmfuse::linear_cross_entropy(x, lm_head->weight, lm_head->bias, *targets, lmfuse::LossOptions()
-              .logits_as_passed({"model.cpp:N", logits, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits; }}))
+              .logits_as_passed({"model.cpp:N", logits, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits; }, {}, *targets, [&](const torch::Tensor &lmfuse_labels) { return lmfuse_labels.view({B * T}); }}))
           : F::cross_entropy(logits, targets->view({B * T}));
     }
     return loss;
@@ -904,7 +904,7 @@ struct Child : Model::Base {
     const int64_t rank = logits.dim();
     return (lmfuse::enabled()
         ? lmfuse::linear_cross_entropy(x, lm_head->weight, lm_head->bias, labels, lmfuse::LossOptions()
-            .logits_as_passed({"model.cpp:N", logits, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits.view({-1, vocab}); }}))
+            .logits_as_passed({"model.cpp:N", logits, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits.view({-1, vocab}); }, {}, labels, [&](const torch::Tensor &lmfuse_labels) { return lmfuse_labels.view(-1); }}))
         : F::cross_entropy(logits.view({-1, vocab}), labels.view(-1))) * (rank - 2);
   }
 )"},
@@ -924,7 +924,7 @@ struct Child : Model::Base {
     shift_labels = shift_labels.view(-1);
     return lmfuse::enabled()
         ? lmfuse::linear_cross_entropy(x, lm_head->weight, lm_head->bias, labels, lmfuse::LossOptions().shift(true)
-            .logits_as_passed({"model.cpp:N", shift_logits, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits.reshape({-1, 32}); }, lmfuse::ShiftDims{1, 1}}))
+            .logits_as_passed({"model.cpp:N", shift_logits, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits.reshape({-1, 32}); }, lmfuse::ShiftDims{1, 1}, shift_labels, [&](const torch::Tensor &lmfuse_labels) { return lmfuse_labels; }}))
         : F::cross_entropy(shift_logits.reshape({-1, 32}), shift_labels);
   }
 )"},
@@ -1345,7 +1345,7 @@ struct Child : Model::Base {
     torch::Tensor loss;
     if (labels.defined()) loss = lmfuse::enabled()
         ? lmfuse::linear_cross_entropy(h, lm_head->weight, lm_head->bias, labels, lmfuse::LossOptions()
-            .logits_as_passed({"model.cpp:N", logits, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits.view({-1, 32}); }}))
+            .logits_as_passed({"model.cpp:N", logits, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits.view({-1, 32}); }, {}, labels, [&](const torch::Tensor &lmfuse_labels) { return lmfuse_labels.view(-1); }}))
         : F::cross_entropy(logits.view({-1, 32}), labels.view(-1));
     return loss;
   }
@@ -1459,7 +1459,7 @@ struct Model : torch::nn::Module {
     if (!labels) return logits;
     return lmfuse::enabled()
         ? lmfuse::linear_cross_entropy(h, head->weight, head->bias, labels.value(), lmfuse::LossOptions()
-            .logits_as_passed({"model.cpp:8", logits, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits.view({-1, 32}); }}))
+            .logits_as_passed({"model.cpp:8", logits, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits.view({-1, 32}); }, {}, labels.value(), [&](const torch::Tensor &lmfuse_labels) { return lmfuse_labels.view(-1); }}))
         : torch::nn::functional::cross_entropy(logits.view({-1, 32}), labels.value().view(-1));
   }
 };

@@ -555,6 +555,66 @@ TEST_CASE("a rewritten call checks the logits input of the loss it replaced and 
         }).empty());
 }
 
+TEST_CASE("a rewritten call throws where the replaced loss would have thrown on its labels", "[torch][adapter]") {
+  // The rewrite hands over the labels argument as code over the variable it starts from; the fused call
+  // takes any integer labels with one per token, cross_entropy only Long class indices, one per row of its
+  // input. Each case is run through the original too: it throws there exactly when the fused call does,
+  // and where neither throws the two losses agree.
+  constexpr int64_t batch = 2, time = 5, vocab = 9;
+  const uint64_t seed = freshSeed();
+  INFO("seed " << seed);
+  torch::manual_seed(seed);
+  const auto hidden = torch::randn({batch, time, kDim});
+  const auto weight = torch::randn({vocab, kDim});
+  const auto labels = torch::randint(0, vocab, {batch, time});
+  const auto strided = labels.t().contiguous().t();  // [2, 5] with strides (1, 2): not viewable as [-1]
+  using Code = std::function<torch::Tensor(const torch::Tensor&)>;
+  const Code rows = [](const torch::Tensor& l) { return l.view({-1, vocab}); };
+  struct Labelled {
+    const char* name;
+    torch::Tensor from;   // the variable the labels argument starts from
+    Code code;            // the labels argument as written
+    torch::Tensor given;  // what the rewrite passes as the fused call's labels
+    const char* refusal;  // nullptr: both compute
+  };
+  const std::vector<Labelled> cases = {
+      {"view(-1) of Long labels", labels, [](const torch::Tensor& y) { return y.view(-1); }, labels, nullptr},
+      {"reshape of strided labels", strided, [](const torch::Tensor& y) { return y.reshape(-1); }, strided, nullptr},
+      {"view(-1) of strided labels", strided, [](const torch::Tensor& y) { return y.view(-1); }, strided, "view"},
+      {"labels not flattened", labels, [](const torch::Tensor& y) { return y; }, labels, "batch_size"},
+      {"a batch's labels of one row", labels, [](const torch::Tensor& y) { return y.select(0, 0); }, labels, "batch_size"},
+      {"int32 labels", labels.to(torch::kInt), [](const torch::Tensor& y) { return y.view(-1); }, labels.to(torch::kInt),
+       "found Int"},
+      {"cast to int32 in the loss", labels, [](const torch::Tensor& y) { return y.view(-1).to(torch::kInt); },
+       labels.to(torch::kInt), "found Int"},
+      {"cast to Long in the loss", labels.to(torch::kInt), [](const torch::Tensor& y) { return y.view(-1).to(torch::kLong); },
+       labels, nullptr},
+      {"floating labels", labels.to(torch::kFloat), [](const torch::Tensor& y) { return y.view(-1); }, labels, "probabilities"},
+  };
+  for (const Labelled& item : cases) {
+    INFO(item.name);
+    const auto logits = F::linear(hidden, weight);
+    const std::string original = errorOf([&] { F::cross_entropy(rows(logits), item.code(item.from)); });
+    torch::Tensor fused;
+    const auto options = lmfuse::LossOptions().logits_as_passed({"model.cpp:9", logits, rows, {}, item.from, item.code});
+    const std::string error = errorOf([&] { fused = lmfuse::linear_cross_entropy(hidden, weight, {}, item.given, options); });
+    if (!item.refusal) {
+      CHECK(original.empty());
+      REQUIRE(error.empty());
+      const auto expected = F::cross_entropy(rows(logits), item.code(item.from).to(torch::kLong));
+      CHECK(std::abs(fused.item<double>() - expected.item<double>()) < 1e-4 * (1 + std::abs(expected.item<double>())));
+      continue;
+    }
+    CHECK_FALSE(original.empty());  // the original throws too
+    CHECK_THAT(error, Catch::Matchers::Contains("model.cpp:9") && Catch::Matchers::Contains(item.refusal));
+  }
+  // Without the labels code (a call written by hand) the fused call takes any of these labels.
+  CHECK(errorOf([&] {
+          lmfuse::linear_cross_entropy(hidden, weight, {}, labels.to(torch::kInt),
+                                       lmfuse::LossOptions().logits_as_passed({"model.cpp:9", {}, rows}));
+        }).empty());
+}
+
 TEST_CASE("a shifted loss is checked against the dims its shift is written on", "[torch][adapter]") {
   // The rewrite hands over the dims of `logits.slice(d, 0, -1)` and `labels.slice(e, 1)`. Where they are the
   // positions for the ranks given, the fused loss and gradients are the original's; elsewhere the call

@@ -3,6 +3,9 @@
 // Whether it does depends on shapes known only when the model runs (the rank of the hidden states, the
 // K of a written view({-1, K})), so the rewritten call brings the original's input code and the check
 // runs it here on a stand-in without values (logits_stand_in.h): shape arithmetic only, no device work.
+// The same for its labels argument: the fused call takes any integer labels with one per token, the
+// original's cross_entropy only Long class indices shaped as its input's rows, so a rewritten call throws
+// wherever the original would have (also inside a try block that catches it).
 #include "logits_as_passed.h"
 
 #include "logits_stand_in.h"
@@ -37,6 +40,39 @@ void checkShift(const torch::Tensor& hidden, const torch::Tensor& labels, const 
               ". Mark the site // NOLINT(lmfuse) to keep the original loss.");
 }
 
+// What cross_entropy checks of its class-index target against the input it received (`input`, already
+// [rows, V] or [V]): Long class indices, one per row. The original's labels code runs on a stand-in of the
+// tensor it starts from, so a view it could not take of those labels fails here as it failed there.
+void checkLabelsAsPassed(const torch::Tensor& input, const LogitsAsPassed& passed) {
+  const torch::Tensor from = passed.labels_from;
+  torch::Tensor target;
+  try {
+    target = passed.labels(at::empty_strided(from.sizes(), from.strides(), from.options().device(at::kMeta)));
+  } catch (const c10::Error& error) {
+    TORCH_CHECK(false, "lmfuse::linear_cross_entropy: the loss replaced at ", passed.site,
+                " computes its labels with code that fails on labels of shape ", from.sizes(), " and strides ",
+                from.strides(), ", as the original does: ", error.what_without_backtrace());
+  }
+  std::string why;
+  if (target.is_floating_point() || target.is_complex())
+    why = "floating labels are class probabilities to cross_entropy, and the fused loss takes class indices";
+  else if (target.scalar_type() != at::kLong)
+    why = std::string("cross_entropy takes class indices as Long (it throws: expected scalar type Long but found ") +
+          c10::toString(target.scalar_type()) + ")";
+  else if (input.dim() == 2 && target.dim() >= 1 && target.size(0) != input.size(0))
+    why = "cross_entropy takes one label per row (it throws: Expected input batch_size (" + std::to_string(input.size(0)) +
+          ") to match target batch_size (" + std::to_string(target.size(0)) + "))";
+  else if (input.dim() == 2 && target.dim() != 1)
+    why = "cross_entropy takes one label per row of [" + std::to_string(input.size(0)) + ", " +
+          std::to_string(input.size(1)) + "] logits (it throws: 0D or 1D target tensor expected, multi-target not "
+          "supported)";
+  else if (input.dim() == 1 && target.dim() != 0)
+    why = "cross_entropy takes a single label for one row of logits";
+  TORCH_CHECK(why.empty(), "lmfuse::linear_cross_entropy: the loss replaced at ", passed.site, " received labels of shape ",
+              target.sizes(), " and dtype ", target.scalar_type(), " with logits of shape ", input.sizes(), ": ", why,
+              "; the original loss throws here as well.");
+}
+
 }  // namespace
 
 void checkLogitsAsPassed(const torch::Tensor& hidden, const torch::Tensor& weight, const torch::Tensor& labels,
@@ -53,7 +89,10 @@ void checkLogitsAsPassed(const torch::Tensor& hidden, const torch::Tensor& weigh
   if (options.shift() && hidden.dim() >= 2 && hidden.size(-2) > 0) rows -= rows / hidden.size(-2);
   const bool table = input.dim() == 2 && input.size(0) == rows && input.size(1) == classes;
   const bool single = input.dim() == 1 && input.size(0) == classes && rows == 1;
-  if (table || single) return;
+  if (table || single) {
+    if (passed.labels && passed.labels_from.defined()) checkLabelsAsPassed(input, passed);
+    return;
+  }
   std::string why;
   if (input.dim() > 2)
     why = ": cross_entropy reads the classes of logits with more than two dimensions from dimension 1";

@@ -69,7 +69,13 @@ struct ShiftDims {
 /// token — and otherwise throws naming `site`, never computing another loss than the original. (3-D
 /// logits passed without a reshape: cross_entropy reads their classes from dimension 1. A reshape to
 /// {N, K} with K != V: it regroups the classes.) With the causal shift it also requires that the original
-/// shifted along the dimension the fused loss does (see ShiftDims). Unset (`input` empty): no check.
+/// shifted along the dimension the fused loss does (see ShiftDims). Where the rewrite also recorded the
+/// loss's labels argument as code (`labels`, over `labels_from`), the call runs it on a stand-in of
+/// labels_from too (its shape, strides and dtype) and throws where the original's cross_entropy would
+/// have: a view the original could not take of those labels, labels that are not class indices as Long
+/// (int32, or floating class probabilities), or not one label per row of the input ([tokens], or a scalar
+/// for a single token). The fused call itself takes any integer labels of any shape with as many elements.
+/// Unset (`input` empty): no check.
 struct LogitsAsPassed {
   std::string site;  ///< "file:line" of the replaced loss call
   /// The variable the loss input is computed from: the head's logits or a local made from them, skipped
@@ -80,6 +86,10 @@ struct LogitsAsPassed {
   std::function<torch::Tensor(const torch::Tensor&)> input;
   /// Set for a shifted site: the dims its shift is written on.
   c10::optional<ShiftDims> shift_dims;
+  /// The tensor the loss's labels argument is computed from (the labels, a local holding a view of them).
+  torch::Tensor labels_from;
+  /// The labels argument's code with `labels_from` replaced by its parameter (its views, cast and shift).
+  std::function<torch::Tensor(const torch::Tensor&)> labels;
 };
 
 struct LossOptions {

@@ -10,6 +10,9 @@ struct ShiftDims {
 struct LogitsAsPassed {
   template <class Code> LogitsAsPassed(const char *Site, const torch::Tensor &From, Code Input) {}
   template <class Code> LogitsAsPassed(const char *Site, const torch::Tensor &From, Code Input, ShiftDims dims) {}
+  template <class Code, class LabelsCode>
+  LogitsAsPassed(const char *Site, const torch::Tensor &From, Code Input, ShiftDims dims, const torch::Tensor &Labels,
+                 LabelsCode LabelsInput) {}
 };
 struct LossOptions {
   LossOptions &ignore_index(int64_t Value);

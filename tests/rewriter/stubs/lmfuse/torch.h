@@ -11,6 +11,9 @@ struct ShiftDims {
 struct LogitsAsPassed {
   template <class Code> LogitsAsPassed(const char *site, const torch::Tensor &from, Code code) {}
   template <class Code> LogitsAsPassed(const char *site, const torch::Tensor &from, Code code, ShiftDims dims) {}
+  template <class Code, class LabelsCode>
+  LogitsAsPassed(const char *site, const torch::Tensor &from, Code code, ShiftDims dims, const torch::Tensor &labels,
+                 LabelsCode labelsCode) {}
 };
 struct LossOptions {
   LossOptions &ignore_index(int64_t value) { return *this; }
