@@ -129,8 +129,17 @@ std::optional<LabelsTrace> traceLabelsFrom(const Expr *E, CapturedSite &Site, co
         !Writes.empty() && Writes[0].Kind == VariableWrite::WriteKind::Declaration &&
         onlyReshapedAfterDeclaration(Variable, Writes, Site, Patterns, Query)) {
       auto Inner = traceLabelsFrom(Writes[0].Value, Site, Patterns, Query, Uses, Depth + 1, Trace.Shift || ShiftedOutside);
-      if (!Inner)
+      if (!Inner) {
+        // Name where the trace stopped: the local's initialiser, not the loss's use of the local.
+        if (!Site.LabelsBreak)
+          Site.LabelsBreak =
+              TraceBreak{BreakKind::LabelsNotTraced, Writes[0].Node,
+                         "`" + Variable->getNameAsString() + "` is made from `" +
+                             Query.text(AstQuery::spelled(Writes[0].Value)) +
+                             "`, which is not the labels (or a view, cast or unwrapped optional of them) that the "
+                             "fused call could be given in its place"};
         return std::nullopt;
+      }
       Site.LabelLocals.push_back(Variable);
       Trace.Root = Inner->Root;
       if (Inner->Shift && Trace.Shift) {

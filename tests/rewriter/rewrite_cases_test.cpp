@@ -1638,6 +1638,13 @@ TEST_CASE("refusal details name what is wrong with the statement they point at",
 )", "labels-mismatch", "`targets_of(ids)` is not a variable"},
       {R"(
   torch::Tensor forward(torch::Tensor x, torch::Tensor y) {
+    auto yy = y.clone();
+    auto logits = lm_head(x);
+    return F::cross_entropy(logits.view({-1, 32}), yy.view(-1));
+  }
+)", "labels-mismatch", "`yy` is made from `y.clone()`"},
+      {R"(
+  torch::Tensor forward(torch::Tensor x, torch::Tensor y) {
     auto logits = lm_head(x);
     torch::Tensor loss;
     if (y.size(0) > 0)
