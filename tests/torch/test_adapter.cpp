@@ -220,6 +220,51 @@ TEST_CASE("no tokens, or no valid token: a zero loss and zero gradients", "[torc
   }
 }
 
+TEST_CASE("a rewritten call's mean over no valid token is the original's NaN, with its zero gradients",
+          "[torch][adapter]") {
+  using Code = std::function<torch::Tensor(const torch::Tensor&)>;
+  const Code rows = [](const torch::Tensor& l) { return l.reshape({-1, l.size(-1)}); };
+  auto weight = torch::randn({kVocab, kDim}).requires_grad_(true);
+  struct Batch {
+    const char* name;
+    std::vector<int64_t> shape;  // labels; hidden is shape + [D]
+    bool shift;
+    int64_t validAt;  // -1: every label ignored; else the one position with a label
+  };
+  const std::vector<Batch> batches = {
+      {"no tokens", {0}, false, -1},
+      {"every label ignored", {6}, false, -1},
+      {"one label", {6}, false, 2},
+      {"shifted: the one label at the first position, which is nobody's target", {2, 4}, true, 0},
+      {"shifted: one label at the second position", {2, 4}, true, 1},
+  };
+  for (const Batch& batch : batches) {
+    INFO(batch.name);
+    weight.mutable_grad() = torch::Tensor();
+    std::vector<int64_t> hiddenShape = batch.shape;
+    hiddenShape.push_back(kDim);
+    auto hidden = torch::randn(hiddenShape).requires_grad_(true);
+    auto labels = torch::full(batch.shape, -100, torch::kLong);
+    if (batch.validAt >= 0) labels.view(-1)[batch.validAt] = 3;
+    // The original, as the rewrite replaced it.
+    torch::Tensor logits = F::linear(hidden, weight), targets = labels;
+    if (batch.shift) {
+      logits = logits.slice(-2, 0, -1);
+      targets = labels.slice(-1, 1);
+    }
+    const auto original = F::cross_entropy(rows(logits), targets.reshape(-1));
+    const auto options = lmfuse::LossOptions().shift(batch.shift).logits_as_passed(
+        {"model.cpp:5", {}, [&](const torch::Tensor& l) { return rows(batch.shift ? l.slice(-2, 0, -1) : l); }});
+    auto loss = lmfuse::linear_cross_entropy(hidden, weight, {}, labels, options);
+    CHECK(std::isnan(original.item<double>()) == std::isnan(loss.item<double>()));
+    if (!std::isnan(original.item<double>()))
+      CHECK(std::abs(loss.item<double>() - original.item<double>()) < 1e-4 * (1 + std::abs(original.item<double>())));
+    loss.backward();
+    CHECK(torch::isfinite(weight.grad()).all().item<bool>());
+    if (std::isnan(loss.item<double>())) CHECK(weight.grad().abs().max().item<float>() == 0.0f);
+  }
+}
+
 TEST_CASE("loss dtype follows F::linear; half-precision operands", "[torch][adapter]") {
   torch::manual_seed(freshSeed());
   INFO("seed " << freshSeed());

@@ -9,6 +9,9 @@
 
 #include <torch/autograd.h>
 
+#include <algorithm>
+#include <limits>
+
 #include "autocast_rule.h"
 #include "distributed_mean.h"
 #include "fused_call.h"
@@ -148,6 +151,24 @@ public:
 
 }  // namespace
 
+namespace {
+
+// A rewritten call stands for the original cross_entropy, whose mean over zero valid tokens is 0/0: NaN where
+// no target of `labels` (labels[..., 1:] under the shift) is other than ignore_index, on the device, no
+// synchronisation. The gradients stay the runtime's zeros (where() passes none to the loss there).
+torch::Tensor asOriginalEmptyMean(const torch::Tensor& loss, const torch::Tensor& labels, const LossOptions& options) {
+  if (!options.logits_as_passed().input || options.reduction() != Reduction::Mean || options.n_items().defined() ||
+      options.process_group() || !labels.defined() || loss.dim() != 0)
+    return loss;
+  torch::Tensor targets = labels;
+  if (options.shift() && labels.dim() >= 1) targets = labels.narrow(-1, 1, std::max<int64_t>(labels.size(-1) - 1, 0));
+  const torch::Tensor none = targets.ne(options.ignore_index()).sum() == 0;
+  return torch::where(none.to(loss.device()), torch::full({}, std::numeric_limits<double>::quiet_NaN(), loss.options()),
+                      loss);
+}
+
+}  // namespace
+
 torch::Tensor linear_cross_entropy(const torch::Tensor& hidden_, const torch::Tensor& weight_,
                                    const torch::Tensor& bias_, const torch::Tensor& labels,
                                    const LossOptions& options_) {
@@ -171,17 +192,20 @@ torch::Tensor linear_cross_entropy(const torch::Tensor& hidden_, const torch::Te
                            (gradBias.defined() && gradBias.requires_grad()));
   if (!needsGraph) {  // no graph: the loss alone, no gradient computed
     const Operands operands = torch_detail::prepareOperands(hidden, weight, bias, labels, options);
-    return shapedLoss(operands, torch_detail::runFused(operands, Gradients{}).loss,
-                      options.dtype().value_or(hidden.scalar_type()));
+    return asOriginalEmptyMean(shapedLoss(operands, torch_detail::runFused(operands, Gradients{}).loss,
+                                          options.dtype().value_or(hidden.scalar_type())),
+                               labels, options_);
   }
   // LibTorch 1.13's Function::apply cannot take an undefined tensor: an absent bias or n_items travels
   // as an empty placeholder and is told apart by a flag in saved_data.
   TORCH_CHECK(hidden.defined(), "lmfuse::linear_cross_entropy: hidden is an undefined tensor");
   const torch::Tensor placeholder = torch::empty({0}, hidden.options());
   const torch::Tensor biasOrEmpty = bias.defined() ? bias : placeholder;
-  return FusedLinearCrossEntropy::apply(hidden, gradWeight, bias.defined() ? gradBias : placeholder, bias.defined(),
-                                        labels, options.n_items().defined() ? options.n_items() : placeholder,
-                                        options, weight, biasOrEmpty, cast.fp32Params);
+  return asOriginalEmptyMean(
+      FusedLinearCrossEntropy::apply(hidden, gradWeight, bias.defined() ? gradBias : placeholder, bias.defined(),
+                                     labels, options.n_items().defined() ? options.n_items() : placeholder, options,
+                                     weight, biasOrEmpty, cast.fp32Params),
+      labels, options_);
 }
 
 }  // namespace lmfuse

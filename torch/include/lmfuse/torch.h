@@ -18,7 +18,9 @@
 // Reduction Mean and Sum compute the loss and the gradients in the forward call (one pass over the
 // vocabulary) and the backward pass only scales them by the upstream gradient on the device; None
 // returns hidden's leading shape and recomputes in the backward pass. A mean over zero valid tokens is
-// 0 with zero gradients (PyTorch gives NaN; a NaN would poison every later optimiser step). The gradients
+// 0 with zero gradients (PyTorch gives NaN; a NaN would poison every later optimiser step), except in a
+// rewritten call (LossOptions::logits_as_passed set), which stands for the original loss: NaN there, with
+// zero gradients, as F::cross_entropy gives (the divisor is not n_items or a process group's). The gradients
 // are values, not differentiable graphs: a backward pass with create_graph=true throws.
 // CPU tensors run on the CPU backend with at::get_num_threads() threads; CUDA tensors on the current
 // CUDA stream, with the workspace taken from LibTorch's caching allocator and no host synchronisation
