@@ -147,8 +147,8 @@ private:
   void collectProtected() {
     for (const Mention &Found : mentions(Site.Head->Call, /*ThroughStorage=*/false))
       Protected.insert(Found.Of);
-    if (Site.Producer && Site.Guard.If && runsWithoutLoss(Site.Producer, Site.Guard, Query))
-      for (const Mention &Found : mentions(Site.Guard.If->getCond(), false))
+    if (Site.Producer && Site.Guard.Condition && runsWithoutLoss(Site.Producer, Site.Guard, Query))
+      for (const Mention &Found : mentions(Site.Guard.Condition, false))
         Protected.insert(Found.Of);
     // A hoisted input is read once, at the head: rebinding its variables later changes nothing.
     if (Site.HoistHidden)

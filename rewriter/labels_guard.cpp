@@ -1,8 +1,10 @@
-// Finds and parses the guard of a loss call: walks up from the loss to the innermost if, or back
+// Finds and parses the guard of a loss call: walks up from the loss to the innermost if or ?:, or back
 // through the enclosing blocks to an early return on absent labels.
 #include "labels_guard.h"
 
 #include "pattern_match.h"
+
+#include "clang/AST/RecursiveASTVisitor.h"
 
 using namespace clang;
 
@@ -66,6 +68,40 @@ bool endsInReturn(const Stmt *S) {
   return false;
 }
 
+/// Whether a method of the translation unit overrides Method (a call of Method may then run it).
+bool overriddenInUnit(const CXXMethodDecl *Method, ASTContext &Context) {
+  class Overrides : public RecursiveASTVisitor<Overrides> {
+  public:
+    explicit Overrides(const CXXMethodDecl *Method) : Method(Method->getCanonicalDecl()) {}
+    bool shouldVisitTemplateInstantiations() const { return true; }
+    bool VisitCXXMethodDecl(CXXMethodDecl *Candidate) {
+      Found = Found || overrides(Candidate);
+      return !Found;
+    }
+    bool overrides(const CXXMethodDecl *Candidate) const {
+      for (const CXXMethodDecl *Base : Candidate->overridden_methods())
+        if (Base->getCanonicalDecl() == Method || overrides(Base))
+          return true;
+      return false;
+    }
+    const CXXMethodDecl *Method;
+    bool Found = false;
+  } Finder(Method);
+  Finder.TraverseDecl(Context.getTranslationUnitDecl());
+  return Finder.Found;
+}
+
+/// The guard a branch of If-or-?: Construct gives the loss (InThen: the loss is in its first branch).
+LabelsGuard branchGuard(const Stmt *Construct, const Expr *Condition, bool InThen, const Stmt *Taken,
+                        const Stmt *NotTaken, const PatternSet &Patterns, const AstQuery &Query) {
+  auto Test = parseGuard(Condition, Patterns, Query);
+  if (Test && Test->Present == InThen)
+    return LabelsGuard{GuardKind::Branch, Construct, Condition, Taken, NotTaken, Test->Labels, Test->Positive};
+  std::string Text = Query.text(AstQuery::spelled(Condition));
+  return LabelsGuard{GuardKind::Unrelated, Construct, Condition, Taken, NotTaken, nullptr,
+                     InThen ? Text : "!(" + Text + ")"};
+}
+
 }  // namespace
 
 LabelsGuard findGuard(const CallExpr *Loss, const Stmt *Body, const PatternSet &Patterns, const AstQuery &Query) {
@@ -75,14 +111,15 @@ LabelsGuard findGuard(const CallExpr *Loss, const Stmt *Body, const PatternSet &
       if (Previous == If->getCond() || Previous == If->getInit() || Previous == If->getConditionVariableDeclStmt())
         continue;
       bool InThen = Previous == If->getThen();
-      const Stmt *Taken = InThen ? If->getThen() : If->getElse();
-      const Stmt *NotTaken = InThen ? If->getElse() : If->getThen();
-      auto Test = parseGuard(If->getCond(), Patterns, Query);
-      if (Test && Test->Present == InThen)
-        return LabelsGuard{GuardKind::Branch, If, Taken, NotTaken, Test->Labels, Test->Positive};
-      std::string Condition = Query.text(AstQuery::spelled(If->getCond()));
-      return LabelsGuard{GuardKind::Unrelated, If, Taken, NotTaken, nullptr,
-                         InThen ? Condition : "!(" + Condition + ")"};
+      return branchGuard(If, If->getCond(), InThen, InThen ? If->getThen() : If->getElse(),
+                         InThen ? If->getElse() : If->getThen(), Patterns, Query);
+    }
+    if (const auto *Choice = dyn_cast<ConditionalOperator>(Parent)) {
+      if (Previous == Choice->getCond())
+        continue;
+      bool InThen = Previous == Choice->getTrueExpr();
+      return branchGuard(Choice, Choice->getCond(), InThen, InThen ? Choice->getTrueExpr() : Choice->getFalseExpr(),
+                         InThen ? Choice->getFalseExpr() : Choice->getTrueExpr(), Patterns, Query);
     }
     if (const auto *Block = dyn_cast<CompoundStmt>(Parent)) {
       // An earlier `if (!labels) return ...;` in this block guards everything after it.
@@ -94,13 +131,43 @@ LabelsGuard findGuard(const CallExpr *Loss, const Stmt *Body, const PatternSet &
           continue;
         auto Test = parseGuard(If->getCond(), Patterns, Query);
         if (Test && !Test->Present)
-          return LabelsGuard{GuardKind::EarlyReturn, If, nullptr, nullptr, Test->Labels, Test->Positive};
+          return LabelsGuard{GuardKind::EarlyReturn, If, If->getCond(), nullptr, nullptr, Test->Labels, Test->Positive};
       }
     }
     if (Parent == Body || isa<LambdaExpr>(Parent))
       break;
   }
   return LabelsGuard{};
+}
+
+bool repeatableCondition(const Expr *Condition, const PatternSet &Patterns, const AstQuery &Query) {
+  const Expr *E = Condition->IgnoreParenImpCasts();
+  if (!E->HasSideEffects(Query.context()) || parseGuard(E, Patterns, Query))
+    return true;
+  if (const auto *Binary = dyn_cast<BinaryOperator>(E))
+    return !Binary->isAssignmentOp() && !Binary->isCompoundAssignmentOp() && Binary->getOpcode() != BO_Comma &&
+           repeatableCondition(Binary->getLHS(), Patterns, Query) &&
+           repeatableCondition(Binary->getRHS(), Patterns, Query);
+  if (const auto *Unary = dyn_cast<UnaryOperator>(E))
+    return !Unary->isIncrementDecrementOp() && repeatableCondition(Unary->getSubExpr(), Patterns, Query);
+  if (const auto *Call = dyn_cast<CXXMemberCallExpr>(E)) {
+    const CXXMethodDecl *Method = Call->getMethodDecl();
+    if (!Method || !Method->getIdentifier() || !isLibraryDeclaration(Method, Patterns, Query))
+      return false;
+    std::string Name = Method->getName().str();
+    if (!contains(Patterns.Guards.Methods, Name) && !contains(Patterns.Guards.PureMethods, Name))
+      return false;
+    // A virtual method (`Module::is_training`) runs what the object's class makes of it.
+    if (Method->isVirtual() && overriddenInUnit(Method, Query.context()))
+      return false;
+    if (!repeatableCondition(Call->getImplicitObjectArgument(), Patterns, Query))
+      return false;
+    for (const Expr *Argument : Call->arguments())
+      if (!repeatableCondition(Argument, Patterns, Query))
+        return false;
+    return true;
+  }
+  return false;
 }
 
 bool runsWithoutLoss(const Stmt *Statement, const LabelsGuard &Guard, const AstQuery &Query) {
@@ -111,7 +178,7 @@ bool runsWithoutLoss(const Stmt *Statement, const LabelsGuard &Guard, const AstQ
   case GuardKind::Unrelated:
     return !Query.within(Statement, Guard.Taken);
   case GuardKind::EarlyReturn:
-    return !Query.before(Guard.If->getEndLoc(), Statement->getBeginLoc());
+    return !Query.before(Guard.Construct->getEndLoc(), Statement->getBeginLoc());
   }
   return false;
 }

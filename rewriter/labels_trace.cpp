@@ -19,6 +19,34 @@ struct LabelsTrace {
   bool Arrow = false;          ///< the chain reaches Base through `->`
 };
 
+/// The text of Call's device argument when Call moves the labels to a device (`.to(logits.device())`,
+/// `.to(torch::kCUDA)`: the cast method with one written argument of a device type), else "". The fused
+/// path evaluates that argument again, so it must give the same value: a name, a member, or a shape read
+/// of the library (`logits.device()`, which the skipped logits answer) on one.
+std::optional<std::string> deviceMove(const CallView &Call, const PatternSet &Patterns, const AstQuery &Query) {
+  if (Call.Name != Patterns.Benign.CastMethod)
+    return std::nullopt;
+  std::vector<const Expr *> Written;
+  for (const Expr *Argument : Call.Args)
+    if (!isDefaultArgument(Argument))
+      Written.push_back(Argument);
+  if (Written.size() != 1)
+    return std::nullopt;
+  const Expr *Device = AstQuery::spelled(Written[0]);
+  QualType Type = Device->getType().getNonReferenceType().getCanonicalType().getUnqualifiedType();
+  const auto *Named = Type->getAsTagDecl();
+  if (!Named || !contains(Patterns.Benign.LabelDeviceTypes, qualifiedName(Named)))
+    return std::nullopt;
+  const Expr *Read = Device;
+  if (auto Shape = AstQuery::asCall(Device); Shape && Shape->Object && Shape->Args.empty() &&
+                                             contains(Patterns.Benign.ShapeReads, Shape->Name) &&
+                                             isLibraryDeclaration(Shape->Callee, Patterns, Query))
+    Read = Shape->Object;
+  if (notReevaluable(Read, Patterns, Query))
+    return std::nullopt;
+  return Query.text(Device);
+}
+
 /// Whether every write of a labels local after its declaration and before the loss only reshapes it
 /// (`shift_labels = shift_labels.view(-1)`): it then holds its declaration's labels at the loss.
 bool onlyReshapedAfterDeclaration(const VarDecl *Variable, llvm::ArrayRef<VariableWrite> Writes,
@@ -47,6 +75,8 @@ std::optional<LabelsTrace> traceLabelsFrom(const Expr *E, CapturedSite &Site, co
   const BenignPatterns &Benign = Patterns.Benign;
   LabelsTrace Trace;
   std::string Cast;
+  const Expr *Move = nullptr;  // the device move, which must be the chain's first step
+  std::string MoveTo;          // its argument
   bool ThroughPointer = false;
   while (true) {
     E = AstQuery::spelled(E);
@@ -81,6 +111,11 @@ std::optional<LabelsTrace> traceLabelsFrom(const Expr *E, CapturedSite &Site, co
                                             "`): the fused call would keep only the outer cast"};
         break;
       }
+    } else if (auto Device = deviceMove(*Call, Patterns, Query)) {
+      if (!Move) {  // a second move is a step before the first: refused below
+        Move = E;
+        MoveTo = *Device;
+      }
     } else if (auto Shift = matchCausalShift(E, ShiftRole::Labels, Patterns, Query, Uses)) {
       if (!Shift->Shift || Trace.Shift) {
         // Sliced labels next to shifted logits: name what keeps the slice from being the shift.
@@ -95,6 +130,15 @@ std::optional<LabelsTrace> traceLabelsFrom(const Expr *E, CapturedSite &Site, co
         Site.ShiftLengths.push_back(Shift->Length);
     } else {
       break;
+    }
+    if (Move && Move != E) {
+      // The fused call runs the code after a move on the moved labels (a view is checked against their
+      // strides) and none before it: it takes a move only as the first step on the labels.
+      if (!Site.LabelsBreak)
+        Site.LabelsBreak = TraceBreak{BreakKind::LabelsNotTraced, Move,
+                                      "the labels are moved to a device (`.to(" + MoveTo + ")`) after `" + Call->Name +
+                                          "`: the fused call takes a move only as the first step on the labels"};
+      return std::nullopt;
     }
     E = Call->Object;
     ThroughPointer = Arrow;
@@ -169,8 +213,15 @@ std::optional<LabelsTrace> traceLabelsFrom(const Expr *E, CapturedSite &Site, co
   }
   if (!Trace.Root || Trace.Text.empty())
     return std::nullopt;
-  if (!Cast.empty())
-    Trace.Text = (Trace.Text[0] == '*' ? "(" + Trace.Text + ")" : Trace.Text) + Cast;
+  std::string Steps = (Move ? ".to(" + MoveTo + ")" : "") + Cast;
+  if (!Steps.empty())
+    Trace.Text = (Trace.Text[0] == '*' ? "(" + Trace.Text + ")" : Trace.Text) + Steps;
+  if (Move) {
+    // The labels code the fused call runs on a stand-in starts after the move (a stand-in holds no values
+    // to move), from the moved labels, so a view is checked against the strides it saw.
+    Trace.Base = Move;
+    Trace.Arrow = false;
+  }
   return Trace;
 }
 

@@ -173,6 +173,7 @@ template <> struct MappingTraits<BenignPatterns> {
     Io.mapRequired("cast_method", P.CastMethod);
     Io.mapRequired("upcast_types", P.UpcastTypes);
     Io.mapRequired("label_cast_types", P.LabelCastTypes);
+    Io.mapOptional("label_device_types", P.LabelDeviceTypes);
     Io.mapOptional("shape_reads", P.ShapeReads);
   }
 };
@@ -205,6 +206,7 @@ template <> struct MappingTraits<GuardPatterns> {
   static void mapping(IO &Io, GuardPatterns &P) {
     Io.mapRequired("methods", P.Methods);
     Io.mapRequired("null_constants", P.NullConstants);
+    Io.mapOptional("pure_methods", P.PureMethods);
   }
 };
 

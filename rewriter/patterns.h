@@ -91,6 +91,8 @@ struct BenignPatterns {
   std::string CastMethod = "to";
   std::vector<std::string> UpcastTypes;
   std::vector<std::string> LabelCastTypes;
+  /// Argument types of the cast method that move the labels to a device (`c10::Device`): the values stay.
+  std::vector<std::string> LabelDeviceTypes;
   /// Methods that read only a tensor's shape, dtype or device: the skipped logits answer them.
   std::vector<std::string> ShapeReads;
 };
@@ -117,6 +119,9 @@ struct CausalShiftPatterns {
 struct GuardPatterns {
   std::vector<std::string> Methods;
   std::vector<std::string> NullConstants;
+  /// Library methods that neither change nor throw, which a condition the rewrite repeats at the head
+  /// may call besides Methods: `is_training()`.
+  std::vector<std::string> PureMethods;
 };
 
 /// What the effect analysis knows of library calls (effects.h): everything not listed is assumed

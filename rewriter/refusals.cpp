@@ -31,8 +31,8 @@ std::optional<Refusal> inMacro(const CapturedSite &Site, const PatternSet &, con
   std::vector<const Stmt *> Parts = {Site.Loss, Site.Input, Site.Target, Site.Producer};
   if (Site.Head)
     Parts.push_back(Site.Head->Call);
-  if (Site.Guard.If)
-    Parts.push_back(Site.Guard.If->getCond());
+  if (Site.Guard.Condition)
+    Parts.push_back(Site.Guard.Condition);
   for (const ChainStep &Step : Site.Chain)
     Parts.push_back(Step.Statement);
   for (const Stmt *Part : Parts)
@@ -290,7 +290,7 @@ std::optional<Refusal> logitsUsedElsewhere(const CapturedSite &Site, const Patte
       if ((Site.Guard.Kind == GuardKind::Branch || Site.Guard.Kind == GuardKind::Unrelated) &&
           Site.Guard.NotTaken && Query.within(Read, Site.Guard.NotTaken))
         continue;
-      if (Site.Guard.Kind == GuardKind::EarlyReturn && Query.within(Read, Site.Guard.If))
+      if (Site.Guard.Kind == GuardKind::EarlyReturn && Query.within(Read, Site.Guard.Construct))
         continue;
       if (Variable == Site.Logits && Query.before(Site.Loss->getBeginLoc(), Read->getBeginLoc()) &&
           isHandedOutAsIs(Read, Query))
@@ -407,12 +407,12 @@ std::optional<Refusal> labelsBranchNontrivial(const CapturedSite &Site, const Pa
     else
       Statements.push_back(Then);
   } else if (Site.Guard.Kind == GuardKind::EarlyReturn) {
-    const auto *Block = dyn_cast_or_null<CompoundStmt>(Query.parentStmt(Site.Guard.If));
+    const auto *Block = dyn_cast_or_null<CompoundStmt>(Query.parentStmt(Site.Guard.Construct));
     bool After = false;
     for (const Stmt *Statement : Block ? Block->body() : llvm::ArrayRef<Stmt *>()) {
       if (After && !isa<ReturnStmt>(Statement))
         Statements.push_back(Statement);
-      After = After || Statement == Site.Guard.If;
+      After = After || Statement == Site.Guard.Construct;
     }
   }
   for (const Stmt *Statement : Statements)
@@ -422,7 +422,7 @@ std::optional<Refusal> labelsBranchNontrivial(const CapturedSite &Site, const Pa
   return std::nullopt;
 }
 
-std::optional<Refusal> labelsMismatch(const CapturedSite &Site, const PatternSet &, const AstQuery &Query,
+std::optional<Refusal> labelsMismatch(const CapturedSite &Site, const PatternSet &Patterns, const AstQuery &Query,
                                       const VariableUses &) {
   if (auto Found = fromBreak(Site.LabelsBreak, {BreakKind::LabelsNotTraced}, ReasonKind::LabelsMismatch))
     return Found;
@@ -432,33 +432,116 @@ std::optional<Refusal> labelsMismatch(const CapturedSite &Site, const PatternSet
                    "the loss target `" + Query.text(Site.Target) + "` does not come from the guarded `" +
                        Guard.Labels->getNameAsString() + "`"};
   if (Guard.Kind == GuardKind::Unrelated && Site.Producer && !Query.within(Site.Producer, Guard.Taken) &&
-      Guard.If->getCond()->HasSideEffects(Query.context()))
-    return Refusal{ReasonKind::LabelsMismatch, Guard.If->getCond(),
-                   "the loss runs under `" + Query.text(Guard.If->getCond()) +
+      !repeatableCondition(Guard.Condition, Patterns, Query))
+    return Refusal{ReasonKind::LabelsMismatch, Guard.Condition,
+                   "the loss runs under `" + Query.text(Guard.Condition) +
                        "`, which is not a presence test of the labels, and the rewrite cannot repeat it at the "
-                       "head (it calls a function)"};
+                       "head (it calls a function that is not a presence test or a pure method of the library, "
+                       "or writes)"};
   return std::nullopt;
+}
+
+/// The innermost statement whose scope a declaration belongs to (a block, or the if, for, while or
+/// switch statement that declares it in its header), or null at function level.
+const Stmt *scopeOf(const Decl *Declaration, const AstQuery &Query) {
+  DynTypedNodeList Parents = Query.context().getParents(*Declaration);
+  while (!Parents.empty()) {
+    if (const Stmt *Parent = Parents[0].get<Stmt>()) {
+      if (isa<CompoundStmt, IfStmt, ForStmt, WhileStmt, SwitchStmt, CXXForRangeStmt, LambdaExpr>(Parent))
+        return Parent;
+      Parents = Query.context().getParents(*Parent);
+    } else if (const Decl *Parent = Parents[0].get<Decl>()) {
+      if (isa<FunctionDecl>(Parent))
+        return nullptr;
+      Parents = Query.context().getParents(*Parent);
+    } else {
+      return nullptr;
+    }
+  }
+  return nullptr;
+}
+
+/// Why Part's text, spelled again at Destination, would not name what it names where it is written: a
+/// local it reads is out of scope there (`{ auto &W = ...; logits = F::linear(x, W); }`, the loss after the
+/// block reading the member `W`), or a local of the same name declared in scope there hides what it reads
+/// (`if (auto h = other; labels)`, a block-local `targets` around the head hiding the guard's).
+struct Renaming {
+  const NamedDecl *Read = nullptr;      ///< what Part names
+  const NamedDecl *Instead = nullptr;   ///< what the name gives at Destination (null: nothing, out of scope)
+};
+std::optional<Renaming> renamedAt(const Expr *Part, const Stmt *Destination, const CapturedSite &Site,
+                                  const AstQuery &Query) {
+  class Names : public RecursiveASTVisitor<Names> {
+  public:
+    bool VisitDeclRefExpr(DeclRefExpr *Ref) {
+      Read.push_back(Ref->getDecl());
+      return true;
+    }
+    bool VisitMemberExpr(MemberExpr *Member) {
+      if (Member->isImplicitAccess())  // `lm_head` for this->lm_head
+        Read.push_back(Member->getMemberDecl());
+      return true;
+    }
+    std::vector<const NamedDecl *> Read;
+  } Reads;
+  Reads.TraverseStmt(const_cast<Expr *>(Part));
+  class Declarations : public RecursiveASTVisitor<Declarations> {
+  public:
+    bool VisitVarDecl(VarDecl *Declared) { return add(Declared); }
+    bool VisitBindingDecl(BindingDecl *Declared) { return add(Declared); }
+    bool add(const NamedDecl *Declared) {
+      Found.push_back(Declared);
+      return true;
+    }
+    std::vector<const NamedDecl *> Found;
+  } Locals;
+  Locals.TraverseStmt(const_cast<Stmt *>(Site.Body));
+  // Whether Local is visible at Destination: declared before it, in a scope that holds it.
+  auto visibleAt = [&](const NamedDecl *Local) {
+    const Stmt *Scope = scopeOf(Local, Query);
+    return Query.before(Local->getLocation(), Destination->getBeginLoc()) &&
+           (!Scope || Query.within(Destination, Scope));
+  };
+  for (const NamedDecl *Old : Reads.Read) {
+    if (!Old->getIdentifier())
+      continue;
+    const bool OldLocal = llvm::is_contained(Locals.Found, Old);
+    if (OldLocal && !visibleAt(Old))
+      return Renaming{Old, nullptr};
+    const Stmt *OldScope = OldLocal ? scopeOf(Old, Query) : nullptr;
+    for (const NamedDecl *New : Locals.Found) {
+      if (New == Old || !New->getIdentifier() || New->getName() != Old->getName() || !visibleAt(New))
+        continue;
+      // Both visible there: the one of the inner scope wins (a member or a global loses to any local).
+      const Stmt *NewScope = scopeOf(New, Query);
+      bool NewInner = !OldLocal || (NewScope && (!OldScope || (NewScope != OldScope && Query.within(NewScope, OldScope))));
+      if (NewInner)
+        return Renaming{Old, New};
+    }
+  }
+  return std::nullopt;
+}
+
+/// The detail of a Renaming: what Text names where it is written, and what it would name at Where.
+std::string renamingDetail(const Renaming &Found, const std::string &Text, const std::string &Where,
+                           const AstQuery &Query) {
+  std::string Name = "`" + Found.Read->getNameAsString() + "`";
+  if (!Found.Instead)
+    return "the fused path would spell `" + Text + "` again " + Where + ", where " + Name + " (line " +
+           std::to_string(Query.line(Found.Read->getLocation())) + ") is out of scope and the name may mean another";
+  return "the fused path would spell `" + Text + "` again " + Where + ", where " + Name +
+         " names the declaration on line " + std::to_string(Query.line(Found.Instead->getLocation()));
 }
 
 std::optional<Refusal> guardOutOfReach(const CapturedSite &Site, const PatternSet &, const AstQuery &Query,
                                        const VariableUses &) {
   if (!Site.Producer || !runsWithoutLoss(Site.Producer, Site.Guard, Query))
     return std::nullopt;
-  // The logits statement repeats the guard's test; every local it reads must already exist there.
-  class LocalFinder : public RecursiveASTVisitor<LocalFinder> {
-  public:
-    bool VisitDeclRefExpr(DeclRefExpr *Ref) {
-      if (auto *Variable = dyn_cast<VarDecl>(Ref->getDecl()); Variable && Variable->isLocalVarDecl())
-        Locals.push_back(Variable);
-      return true;
-    }
-    std::vector<const VarDecl *> Locals;
-  } Finder;
-  Finder.TraverseStmt(const_cast<Expr *>(Site.Guard.If->getCond()));
-  for (const VarDecl *Local : Finder.Locals)
-    if (!Query.before(Local->getLocation(), Site.Producer->getBeginLoc()))
-      return Refusal{ReasonKind::LabelsMismatch, Site.Guard.If->getCond(),
-                     "the labels test reads `" + Local->getNameAsString() + "`, declared after the head"};
+  // The logits statement repeats the guard's test: every name it reads must mean there what it means at the
+  // guard (a local declared after the head, or one of a block around the head that hides the guard's, would not).
+  if (auto Found = renamedAt(Site.Guard.Condition, Site.Producer, Site, Query))
+    return Refusal{ReasonKind::LabelsMismatch, Site.Guard.Condition,
+                   renamingDetail(*Found, Query.text(AstQuery::spelled(Site.Guard.Condition)), "at the head", Query)};
   return std::nullopt;
 }
 
@@ -472,10 +555,10 @@ const Stmt *unrepeatedCondition(const CapturedSite &Site, const AstQuery &Query)
   for (const Stmt *At = Query.parentStmt(Child); At && At != Block && At != Site.Body;
        Child = At, At = Query.parentStmt(At)) {
     if (const auto *If = dyn_cast<IfStmt>(At)) {
-      if (If != Site.Guard.If && Child != If->getCond() && Child != If->getInit())
+      if (If != Site.Guard.Construct && Child != If->getCond() && Child != If->getInit())
         return If;
     } else if (const auto *Choice = dyn_cast<AbstractConditionalOperator>(At)) {
-      if (Child != Choice->getCond())
+      if (Choice != Site.Guard.Construct && Child != Choice->getCond())
         return Choice;
     } else if (const auto *Logical = dyn_cast<BinaryOperator>(At)) {
       if (Logical->isLogicalOp() && Child == Logical->getRHS())
@@ -565,68 +648,6 @@ std::optional<Refusal> inputsModified(const CapturedSite &Site, const PatternSet
   return std::nullopt;
 }
 
-/// The innermost statement whose scope a declaration belongs to (a block, or the if, for, while or
-/// switch statement that declares it in its header), or null at function level.
-const Stmt *scopeOf(const Decl *Declaration, const AstQuery &Query) {
-  DynTypedNodeList Parents = Query.context().getParents(*Declaration);
-  while (!Parents.empty()) {
-    if (const Stmt *Parent = Parents[0].get<Stmt>()) {
-      if (isa<CompoundStmt, IfStmt, ForStmt, WhileStmt, SwitchStmt, CXXForRangeStmt, LambdaExpr>(Parent))
-        return Parent;
-      Parents = Query.context().getParents(*Parent);
-    } else if (const Decl *Parent = Parents[0].get<Decl>()) {
-      if (isa<FunctionDecl>(Parent))
-        return nullptr;
-      Parents = Query.context().getParents(*Parent);
-    } else {
-      return nullptr;
-    }
-  }
-  return nullptr;
-}
-
-/// A declaration between head and loss, in scope at the loss, named as a declaration that Part reads:
-/// Part's text spelled again at the loss would read the new one (`if (auto h = other; labels)`).
-const NamedDecl *hiddenName(const Expr *Part, const CapturedSite &Site, const AstQuery &Query) {
-  class Names : public RecursiveASTVisitor<Names> {
-  public:
-    bool VisitDeclRefExpr(DeclRefExpr *Ref) {
-      Read.push_back(Ref->getDecl());
-      return true;
-    }
-    bool VisitMemberExpr(MemberExpr *Member) {
-      if (Member->isImplicitAccess())  // `lm_head` for this->lm_head
-        Read.push_back(Member->getMemberDecl());
-      return true;
-    }
-    std::vector<const NamedDecl *> Read;
-  } Reads;
-  Reads.TraverseStmt(const_cast<Expr *>(Part));
-  class Declarations : public RecursiveASTVisitor<Declarations> {
-  public:
-    bool VisitVarDecl(VarDecl *Declared) { return add(Declared); }
-    bool VisitBindingDecl(BindingDecl *Declared) { return add(Declared); }
-    bool add(const NamedDecl *Declared) {
-      Found.push_back(Declared);
-      return true;
-    }
-    std::vector<const NamedDecl *> Found;
-  } Declared;
-  Declared.TraverseStmt(const_cast<Stmt *>(Site.Body));
-  for (const NamedDecl *New : Declared.Found) {
-    if (!New->getIdentifier() || !Query.before(Site.Head->Call->getBeginLoc(), New->getLocation()) ||
-        !Query.before(New->getLocation(), Site.Loss->getBeginLoc()))
-      continue;
-    const Stmt *Scope = scopeOf(New, Query);
-    if (Scope && !Query.within(Site.Loss, Scope))
-      continue;  // out of scope again by the loss
-    for (const NamedDecl *Old : Reads.Read)
-      if (Old != New && Old->getIdentifier() && Old->getName() == New->getName())
-        return New;
-  }
-  return nullptr;
-}
-
 /// The fused call evaluates the head's module, weight and bias expressions (and its input, unless
 /// hoisted) again at the loss: each must give there what it gave at the head (what may change them in
 /// between is inputsModified's), so none may have a side effect, nor name a declaration hidden there.
@@ -655,11 +676,9 @@ std::optional<Refusal> headPartsReevaluated(const CapturedSite &Site, const Patt
   if (Site.Producer && !Site.HoistHidden)
     Spelled.push_back(Site.Head->Hidden);
   for (const Expr *Part : Spelled)
-    if (const NamedDecl *New = hiddenName(Part, Site, Query))
+    if (auto Found = renamedAt(Part, Site.Loss, Site, Query))
       return Refusal{ReasonKind::InputsModified, Site.Head->Call,
-                     "the fused call would spell `" + Query.text(AstQuery::spelled(Part)) +
-                         "` again at the loss, where `" + New->getNameAsString() +
-                         "` names the declaration on line " + std::to_string(Query.line(New->getLocation()))};
+                     renamingDetail(*Found, Query.text(AstQuery::spelled(Part)), "at the loss", Query)};
   return std::nullopt;
 }
 

@@ -195,7 +195,7 @@ TranslationUnitResult analyzeTranslationUnit(ASTContext &Context, const PatternS
 
     bool Suppressed = Suppressions.isSuppressed(Loss->getBeginLoc()) ||
                       (Site.Head && Suppressions.isSuppressed(Site.Head->Call->getBeginLoc())) ||
-                      (Site.Guard.If && Suppressions.isSuppressed(Site.Guard.If->getBeginLoc()));
+                      (Site.Guard.Construct && Suppressions.isSuppressed(Site.Guard.Construct->getBeginLoc()));
 
     if (const CallExpr *Fused = fusedCallBeside(Loss, Patterns, Query)) {
       Record.Status = SiteStatus::AlreadyPatched;

@@ -405,6 +405,74 @@ const Case Cases[] = {
 )", Verb::RefusesWith, "inputs-modified"},
 
     // ---- accepted: nothing between head and loss can change an input ---------------------------------
+    {"the loss in the branch of ?: taken with labels, the logits handed out: the head repeats the test", R"(
+  Output forward(torch::Tensor h, torch::Tensor labels) {
+    auto logits = lm_head(h);
+    torch::Tensor loss = labels.defined() ? F::cross_entropy(logits.view({-1, 32}), labels.view(-1)) : torch::Tensor();
+    return {logits, loss};
+  }
+)", Verb::RewritesTo, R"(
+  Output forward(torch::Tensor h, torch::Tensor labels) {
+    auto logits = lmfuse::skip_logits() && labels.defined() ? lmfuse::skipped_logits(h, lm_head->weight, "model.cpp:N") : lm_head(h);
+    torch::Tensor loss = labels.defined() ? (lmfuse::enabled()
+        ? lmfuse::linear_cross_entropy(h, lm_head->weight, lm_head->bias, labels, lmfuse::LossOptions()
+            .logits_as_passed({"model.cpp:N", logits, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits.view({-1, 32}); }, {}, labels, [&](const torch::Tensor &lmfuse_labels) { return lmfuse_labels.view(-1); }}))
+        : F::cross_entropy(logits.view({-1, 32}), labels.view(-1))) : torch::Tensor();
+    return {logits, loss};
+  }
+)"},
+    {"the loss in the second branch of ?: under a negated labels test", R"(
+  Output forward(torch::Tensor h, c10::optional<torch::Tensor> labels) {
+    auto logits = lm_head(h);
+    auto loss = !labels ? torch::Tensor() : F::cross_entropy(logits.view({-1, 32}), labels->view(-1));
+    return {logits, loss};
+  }
+)", Verb::RewritesTo, R"(
+  Output forward(torch::Tensor h, c10::optional<torch::Tensor> labels) {
+    auto logits = lmfuse::skip_logits() && labels ? lmfuse::skipped_logits(h, lm_head->weight, "model.cpp:N") : lm_head(h);
+    auto loss = !labels ? torch::Tensor() : (lmfuse::enabled()
+        ? lmfuse::linear_cross_entropy(h, lm_head->weight, lm_head->bias, *labels, lmfuse::LossOptions()
+            .logits_as_passed({"model.cpp:N", logits, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits.view({-1, 32}); }, {}, *labels, [&](const torch::Tensor &lmfuse_labels) { return lmfuse_labels.view(-1); }}))
+        : F::cross_entropy(logits.view({-1, 32}), labels->view(-1)));
+    return {logits, loss};
+  }
+)"},
+    {"a labels test joined with is_training(), the logits handed out: the head repeats the whole condition", R"(
+  Output forward(torch::Tensor h, c10::optional<torch::Tensor> labels) {
+    auto logits = lm_head(h);
+    torch::Tensor loss;
+    if (labels.has_value() && is_training()) loss = F::cross_entropy(logits.view({-1, 32}), labels->view(-1));
+    return {logits, loss};
+  }
+)", Verb::RewritesTo, R"(
+  Output forward(torch::Tensor h, c10::optional<torch::Tensor> labels) {
+    auto logits = lmfuse::skip_logits() && (labels.has_value() && is_training()) ? lmfuse::skipped_logits(h, lm_head->weight, "model.cpp:N") : lm_head(h);
+    torch::Tensor loss;
+    if (labels.has_value() && is_training()) loss = lmfuse::enabled()
+        ? lmfuse::linear_cross_entropy(h, lm_head->weight, lm_head->bias, *labels, lmfuse::LossOptions()
+            .logits_as_passed({"model.cpp:N", logits, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits.view({-1, 32}); }, {}, *labels, [&](const torch::Tensor &lmfuse_labels) { return lmfuse_labels.view(-1); }}))
+        : F::cross_entropy(logits.view({-1, 32}), labels->view(-1));
+    return {logits, loss};
+  }
+)"},
+    {"a flag and a labels test as the condition of ?:, the logits handed out", R"(
+  bool training_ = true;
+  Output forward(torch::Tensor h, torch::Tensor labels) {
+    auto logits = lm_head(h);
+    auto loss = training_ && labels.defined() ? F::cross_entropy(logits.view({-1, 32}), labels.view(-1)) : torch::zeros({});
+    return {logits, loss};
+  }
+)", Verb::RewritesTo, R"(
+  bool training_ = true;
+  Output forward(torch::Tensor h, torch::Tensor labels) {
+    auto logits = lmfuse::skip_logits() && (training_ && labels.defined()) ? lmfuse::skipped_logits(h, lm_head->weight, "model.cpp:N") : lm_head(h);
+    auto loss = training_ && labels.defined() ? (lmfuse::enabled()
+        ? lmfuse::linear_cross_entropy(h, lm_head->weight, lm_head->bias, labels, lmfuse::LossOptions()
+            .logits_as_passed({"model.cpp:N", logits, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits.view({-1, 32}); }, {}, labels, [&](const torch::Tensor &lmfuse_labels) { return lmfuse_labels.view(-1); }}))
+        : F::cross_entropy(logits.view({-1, 32}), labels.view(-1))) : torch::zeros({});
+    return {logits, loss};
+  }
+)"},
     {"a fresh tensor written between head and loss", R"(
   torch::Tensor forward(torch::Tensor x, torch::Tensor labels) {
     auto logits = lm_head(x);
@@ -495,6 +563,43 @@ const Case Cases[] = {
     return F::cross_entropy(logits.view({-1, 32}), labels.view(-1));
   }
 )", Verb::RefusesWith, "inputs-modified"},
+    {"a weight named by a block's reference that hides the member of its name: the loss, after the block, reads the member", R"(
+  torch::Tensor W, W_task;
+  Output forward(torch::Tensor x, c10::optional<torch::Tensor> y, bool task) {
+    torch::Tensor logits;
+    {
+      const auto &W = task ? W_task : this->W;
+      logits = F::linear(x, W);
+    }
+    torch::Tensor loss;
+    if (y) loss = F::cross_entropy(logits.view({-1, 32}), y->view(-1));
+    return {logits, loss};
+  }
+)", Verb::RefusesWith, "inputs-modified"},
+    {"a module named by a block-local copy that hides the member of its name", R"(
+  torch::nn::Linear task_head{nullptr};
+  torch::Tensor forward(torch::Tensor x, torch::Tensor y) {
+    torch::Tensor logits;
+    {
+      auto lm_head = task_head;
+      logits = lm_head(x);
+    }
+    return F::cross_entropy(logits.view({-1, 32}), y.view(-1));
+  }
+)", Verb::RefusesWith, "inputs-modified"},
+    {"the labels test repeated at the head, where a block-local of its name hides the labels", R"(
+  c10::optional<torch::Tensor> aux_targets_;
+  Output forward(torch::Tensor x, c10::optional<torch::Tensor> targets) {
+    torch::Tensor logits;
+    {
+      auto targets = aux_targets_;
+      logits = lm_head(x);
+    }
+    torch::Tensor loss;
+    if (targets) loss = F::cross_entropy(logits.view({-1, 32}), targets->view(-1));
+    return {logits, loss};
+  }
+)", Verb::RefusesWith, "labels-mismatch"},
     {"the head's input hidden at the loss by an if statement's own declaration", R"(
   torch::Tensor forward(torch::Tensor h, c10::optional<torch::Tensor> labels) {
     auto logits = lm_head(h);
@@ -773,13 +878,69 @@ const Case Cases[] = {
     return {logits, loss};
   }
 )", Verb::RefusesWith, "labels-mismatch"},
-    {"the loss in a branch of ?:, the logits handed out", R"(
+    {"the loss in a branch of ?: whose condition calls the program's function, the logits handed out", R"(
+  bool wants_loss();
   Output forward(torch::Tensor h, torch::Tensor labels) {
     auto logits = lm_head(h);
-    torch::Tensor loss = labels.defined() ? F::cross_entropy(logits.view({-1, 32}), labels.view(-1)) : torch::Tensor();
+    torch::Tensor loss = wants_loss() ? F::cross_entropy(logits.view({-1, 32}), labels.view(-1)) : torch::Tensor();
     return {logits, loss};
   }
 )", Verb::RefusesWith, "labels-mismatch"},
+    {"the loss in a branch of ?: inside the labels test, the logits handed out", R"(
+  Output forward(torch::Tensor h, c10::optional<torch::Tensor> labels, bool train) {
+    auto logits = lm_head(h);
+    torch::Tensor loss;
+    if (labels.has_value()) loss = train ? F::cross_entropy(logits.view({-1, 32}), labels->view(-1)) : torch::Tensor();
+    return {logits, loss};
+  }
+)", Verb::RefusesWith, "labels-mismatch"},
+    {"a labels test and a call of the program's function, the logits handed out", R"(
+  bool wants_loss();
+  Output forward(torch::Tensor h, c10::optional<torch::Tensor> labels) {
+    auto logits = lm_head(h);
+    torch::Tensor loss;
+    if (labels.has_value() && wants_loss()) loss = F::cross_entropy(logits.view({-1, 32}), labels->view(-1));
+    return {logits, loss};
+  }
+)", Verb::RefusesWith, "labels-mismatch"},
+    {"a labels test and is_training(), which a class of the unit overrides, the logits handed out", R"(
+  Output forward(torch::Tensor h, c10::optional<torch::Tensor> labels) {
+    auto logits = lm_head(h);
+    torch::Tensor loss;
+    if (labels.has_value() && is_training()) loss = F::cross_entropy(logits.view({-1, 32}), labels->view(-1));
+    return {logits, loss};
+  }
+};
+struct Counting : Model {
+  mutable int asked = 0;
+  bool is_training() const noexcept override { return ++asked > 0; }
+)", Verb::RefusesWith, "labels-mismatch"},
+    {"a labels test and a shape read, which throws on undefined labels, the logits handed out", R"(
+  Output forward(torch::Tensor h, torch::Tensor labels) {
+    auto logits = lm_head(h);
+    torch::Tensor loss;
+    if (labels.defined() && labels.size(0) > 0) loss = F::cross_entropy(logits.view({-1, 32}), labels.view(-1));
+    return {logits, loss};
+  }
+)", Verb::RefusesWith, "labels-mismatch"},
+    {"the condition of ?: flipped between head and loss", R"(
+  bool training_ = true;
+  Output forward(torch::Tensor h, torch::Tensor labels) {
+    auto logits = lm_head(h);
+    training_ = false;
+    torch::Tensor loss = training_ ? F::cross_entropy(logits.view({-1, 32}), labels.view(-1)) : torch::Tensor();
+    return {logits, loss};
+  }
+)", Verb::RefusesWith, "inputs-modified"},
+    {"labels reset between head and a labels test joined with is_training()", R"(
+  Output forward(torch::Tensor h, c10::optional<torch::Tensor> labels) {
+    auto logits = lm_head(h);
+    labels.reset();
+    torch::Tensor loss;
+    if (labels.has_value() && is_training()) loss = F::cross_entropy(logits.view({-1, 32}), labels->view(-1));
+    return {logits, loss};
+  }
+)", Verb::RefusesWith, "inputs-modified"},
     {"the loss in a loop that may run no time, the logits handed out", R"(
   Output forward(torch::Tensor h, torch::Tensor labels, int steps) {
     auto logits = lm_head(h);

@@ -48,7 +48,7 @@ TEST_CASE("a LibTorch model is rewritten and the result compiles against <lmfuse
   RewriteResult First = rewriteSource(Original, libtorchArgs(), *Patterns, LMFUSE_REWRITER_EXAMPLE);
   INFO("diagnostics:\n" << First.Diagnostics);
   REQUIRE(First.Parsed);
-  REQUIRE(First.Sites.size() == 5);
+  REQUIRE(First.Sites.size() == 6);
 
   const SiteRecord *Forward = siteIn(First, "GPTImpl::forward");
   REQUIRE(Forward);
@@ -85,6 +85,11 @@ TEST_CASE("a LibTorch model is rewritten and the result compiles against <lmfuse
   CHECK(Nll->Status == SiteStatus::Patched);
   CHECK(Nll->Loss == "at::nll_loss");
 
+  // c10::Device and the library's virtual is_training() as the real headers declare them.
+  const SiteRecord *Moved = siteIn(First, "GPTImpl::moved_loss");
+  REQUIRE(Moved);
+  CHECK(Moved->Status == SiteStatus::Patched);
+
   INFO("rewritten:\n" << First.Code);
   CHECK(First.Code.find("lmfuse::linear_cross_entropy(hidden, wte->weight, torch::Tensor(), labels, "
                         "lmfuse::module_loss_options(criterion->options, criterion->weight).logits_as_passed({") != std::string::npos);
@@ -97,21 +102,26 @@ TEST_CASE("a LibTorch model is rewritten and the result compiles against <lmfuse
                         "labels.to(torch::kLong), "
                         "lmfuse::LossOptions().label_smoothing(0.1).reduction(lmfuse::Reduction::Sum).shift(true)"
                         ".logits_as_passed({") != std::string::npos);
+  CHECK(First.Code.find("lmfuse::skip_logits() && (labels.has_value() && is_training()) ? lmfuse::skipped_logits(") !=
+        std::string::npos);
+  CHECK(First.Code.find("lmfuse::linear_cross_entropy(hidden, lm_head->weight, lm_head->bias, "
+                        "(*labels).to(logits.device()), ") != std::string::npos);
   // Every patched site hands the fused call its logits input as code, which compiles against the real header.
   size_t Handed = 0;
   for (size_t At = First.Code.find(".logits_as_passed({\""); At != std::string::npos;
        At = First.Code.find(".logits_as_passed({\"", At + 1))
     ++Handed;
-  CHECK(Handed == 4);
+  CHECK(Handed == 5);
 
   RewriteResult Second = rewriteSource(First.Code, libtorchArgs(), *Patterns, LMFUSE_REWRITER_EXAMPLE);
   INFO("second run diagnostics:\n" << Second.Diagnostics);
   REQUIRE(Second.Parsed);
   CHECK(Second.Code == First.Code);
-  REQUIRE(Second.Sites.size() == 5);
+  REQUIRE(Second.Sites.size() == 6);
   CHECK(siteIn(Second, "GPTImpl::product_loss")->Status == SiteStatus::AlreadyPatched);
   CHECK(siteIn(Second, "GPTImpl::nll_step")->Status == SiteStatus::AlreadyPatched);
   CHECK(siteIn(Second, "GPTImpl::forward")->Status == SiteStatus::AlreadyPatched);
   CHECK(siteIn(Second, "GPTImpl::tied_loss")->Status == SiteStatus::AlreadyPatched);
   CHECK(siteIn(Second, "GPTImpl::capped_loss")->Status == SiteStatus::Unmatched);
+  CHECK(siteIn(Second, "GPTImpl::moved_loss")->Status == SiteStatus::AlreadyPatched);
 }

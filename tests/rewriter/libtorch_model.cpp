@@ -67,6 +67,17 @@ struct GPTImpl : torch::nn::Module {
     return torch::nll_loss(torch::log_softmax(logits, -1), labels);
   }
 
+  // Hugging Face ports: the labels moved to the logits' device, the loss only while training, chosen by ?:
+  // with the logits returned.
+  std::tuple<torch::Tensor, torch::Tensor> moved_loss(const torch::Tensor &hidden,
+                                                      const c10::optional<torch::Tensor> &labels) {
+    auto logits = lm_head(hidden);
+    auto loss = labels.has_value() && is_training()
+                    ? F::cross_entropy(logits.view({-1, logits.size(-1)}), labels->to(logits.device()).view(-1))
+                    : torch::Tensor();
+    return {logits, loss};
+  }
+
   torch::nn::Embedding wte;
   Block block;
   torch::nn::LayerNorm ln_f;

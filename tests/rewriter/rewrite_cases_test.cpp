@@ -169,6 +169,64 @@ const Case Cases[] = {
     return loss;
   }
 )"},
+    {"labels moved to the logits' device in a local (Hugging Face ports): the local is the labels", R"(
+  Output forward(torch::Tensor h, c10::optional<torch::Tensor> labels) {
+    auto logits = lm_head(h);
+    torch::Tensor loss;
+    if (labels.has_value()) {
+      auto y = labels->to(logits.device());
+      loss = F::cross_entropy(logits.view({-1, 32}), y.view(-1));
+    }
+    return {logits, loss};
+  }
+)", Verb::RewritesTo, R"(
+  Output forward(torch::Tensor h, c10::optional<torch::Tensor> labels) {
+    auto logits = lmfuse::skip_logits() && labels.has_value() ? lmfuse::skipped_logits(h, lm_head->weight, "model.cpp:N") : lm_head(h);
+    torch::Tensor loss;
+    if (labels.has_value()) {
+      auto y = labels->to(logits.device());
+      loss = lmfuse::enabled()
+          ? lmfuse::linear_cross_entropy(h, lm_head->weight, lm_head->bias, y, lmfuse::LossOptions()
+              .logits_as_passed({"model.cpp:N", logits, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits.view({-1, 32}); }, {}, y, [&](const torch::Tensor &lmfuse_labels) { return lmfuse_labels.view(-1); }}))
+          : F::cross_entropy(logits.view({-1, 32}), y.view(-1));
+    }
+    return {logits, loss};
+  }
+)"},
+    {"labels moved inline: the fused call gets them moved, and checks the view on the moved labels", R"(
+  torch::Tensor forward(torch::Tensor h, c10::optional<torch::Tensor> labels) {
+    auto logits = lm_head(h);
+    torch::Tensor loss;
+    if (labels) loss = F::cross_entropy(logits.view({-1, 32}), labels->to(logits.device()).view(-1));
+    return loss;
+  }
+)", Verb::RewritesTo, R"(
+  torch::Tensor forward(torch::Tensor h, c10::optional<torch::Tensor> labels) {
+    auto logits = lmfuse::skip_logits() && labels ? lmfuse::skipped_logits(h, lm_head->weight, "model.cpp:N") : lm_head(h);
+    torch::Tensor loss;
+    if (labels) loss = lmfuse::enabled()
+        ? lmfuse::linear_cross_entropy(h, lm_head->weight, lm_head->bias, (*labels).to(logits.device()), lmfuse::LossOptions()
+            .logits_as_passed({"model.cpp:N", logits, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits.view({-1, 32}); }, {}, labels->to(logits.device()), [&](const torch::Tensor &lmfuse_labels) { return lmfuse_labels.view(-1); }}))
+        : F::cross_entropy(logits.view({-1, 32}), labels->to(logits.device()).view(-1));
+    return loss;
+  }
+)"},
+    {"labels moved to a device type and cast, then shifted: the move and the cast stay on the labels passed", R"(
+  torch::Tensor forward(torch::Tensor h, torch::Tensor labels) {
+    auto logits = lm_head(h);
+    auto shift_logits = logits.slice(1, 0, -1);
+    return F::cross_entropy(shift_logits.reshape({-1, 32}), labels.to(torch::kCUDA).to(torch::kLong).slice(1, 1).reshape(-1));
+  }
+)", Verb::RewritesTo, R"(
+  torch::Tensor forward(torch::Tensor h, torch::Tensor labels) {
+    auto logits = lmfuse::skip_logits() ? lmfuse::skipped_logits(h, lm_head->weight, "model.cpp:N") : lm_head(h);
+    auto shift_logits = lmfuse::skip_logits() ? lmfuse::skipped_logits_after(logits, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits.slice(1, 0, -1); }) : logits.slice(1, 0, -1);
+    return lmfuse::enabled()
+        ? lmfuse::linear_cross_entropy(h, lm_head->weight, lm_head->bias, labels.to(torch::kCUDA).to(torch::kLong), lmfuse::LossOptions().shift(true)
+            .logits_as_passed({"model.cpp:N", shift_logits, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits.reshape({-1, 32}); }, lmfuse::ShiftDims{1, 1}, labels.to(torch::kCUDA), [&](const torch::Tensor &lmfuse_labels) { return lmfuse_labels.to(torch::kLong).slice(1, 1).reshape(-1); }}))
+        : F::cross_entropy(shift_logits.reshape({-1, 32}), labels.to(torch::kCUDA).to(torch::kLong).slice(1, 1).reshape(-1));
+  }
+)"},
     {"branch-local namespace alias, label smoothing and sum reduction", R"(
   torch::Tensor forward(torch::Tensor h, torch::Tensor labels) {
     auto logits = lm_head(h);
@@ -1192,6 +1250,26 @@ struct Child : Model::Base {
     torch::Tensor loss;
     if (labels.defined()) loss = F::cross_entropy(logits.view({-1, 32}), (labels + labels).view(-1));
     return loss;
+  }
+)", Verb::RefusesWith, "labels-mismatch"},
+
+    {"labels moved to a device after a view: the fused call's checks would run the view on other strides", R"(
+  torch::Tensor forward(torch::Tensor h, torch::Tensor labels) {
+    auto logits = lm_head(h);
+    return F::cross_entropy(logits.view({-1, 32}), labels.view(-1).to(logits.device()));
+  }
+)", Verb::RefusesWith, "labels-mismatch"},
+    {"labels moved twice", R"(
+  torch::Tensor forward(torch::Tensor h, torch::Tensor labels) {
+    auto logits = lm_head(h);
+    return F::cross_entropy(logits.view({-1, 32}), labels.to(torch::kCPU).to(logits.device()).view(-1));
+  }
+)", Verb::RefusesWith, "labels-mismatch"},
+    {"labels moved to a device the program's function picks (evaluated again, it may pick another)", R"(
+  c10::Device pick();
+  torch::Tensor forward(torch::Tensor h, torch::Tensor labels) {
+    auto logits = lm_head(h);
+    return F::cross_entropy(logits.view({-1, 32}), labels.to(pick()).view(-1));
   }
 )", Verb::RefusesWith, "labels-mismatch"},
 

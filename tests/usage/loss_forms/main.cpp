@@ -1,7 +1,9 @@
 // Models whose head or loss is written in the other accepted spellings: a tied head as
 // torch::matmul(h, wte->weight.t()) with a CrossEntropyLoss member (options from its construction), an
-// untied head parameter as h.mm(W.t()) with nll_loss over log_softmax, an NLLLoss module, and one
-// sequence ([T] tokens) shifted along dim 0. Each trains through the fused path with the original's losses.
+// untied head parameter as h.mm(W.t()) with nll_loss over log_softmax, an NLLLoss module, one sequence
+// ([T] tokens) shifted along dim 0, and the loss chosen by `?:` while training with the logits returned and
+// the labels moved to the logits' device.
+// Each trains through the fused path with the original's losses.
 #include <torch/torch.h>
 
 #include "train_check.h"
@@ -86,6 +88,41 @@ struct OneSequenceImpl : torch::nn::Module {
 };
 TORCH_MODULE(OneSequence);
 
+// The loss only while training, chosen by ?:, the logits returned, the labels moved to the logits' device
+// (as Hugging Face ports write it): the head repeats the condition, so in eval mode (or without targets)
+// the logits it returns are computed.
+struct TrainOnlyImpl : torch::nn::Module {
+  TrainOnlyImpl(int64_t vocab, int64_t dim)
+      : embed(register_module("embed", torch::nn::Embedding(vocab, dim))),
+        lm_head(register_module("lm_head", torch::nn::Linear(dim, vocab))) {}
+
+  std::pair<torch::Tensor, torch::Tensor> forward(const torch::Tensor& idx, const c10::optional<torch::Tensor>& targets) {
+    auto logits = lm_head(torch::tanh(embed(idx)));
+    auto loss = targets.has_value() && is_training()
+                    ? F::cross_entropy(logits.view({-1, logits.size(-1)}), targets->to(logits.device()).view(-1))
+                    : torch::Tensor();
+    return {logits, loss};
+  }
+
+  torch::nn::Embedding embed{nullptr};
+  torch::nn::Linear lm_head{nullptr};
+};
+TORCH_MODULE(TrainOnly);
+
+// In eval mode the patched model returns the original's logits (not skipped ones) and no loss.
+int evalLogitsComputed(int64_t vocab) {
+  TrainOnly model(vocab, 24);
+  model->eval();
+  const usage::Batch batch = usage::randomBatch(vocab, usage::freshSeed());
+  auto [logits, loss] = model->forward(batch.idx, batch.targets);
+  lmfuse::set_enabled(false);
+  auto original = model->forward(batch.idx, batch.targets).first;
+  lmfuse::set_enabled(true);
+  const bool ok = !loss.defined() && torch::equal(logits, original);
+  std::printf("eval mode: %s\n", ok ? "the logits are computed, no loss" : "FAILED");
+  return ok ? 0 : 1;
+}
+
 int main() {
   const int64_t vocab = 47;
   int failures = 0;
@@ -113,5 +150,12 @@ int main() {
                                        return model->forward(batch.idx.select(0, 0));
                                      }),
       vocab, 1e-5);
+  failures += usage::compareWithOriginal(
+      usage::sgdTrainer<TrainOnly>([&] { return TrainOnly(vocab, 24); },
+                                   [](TrainOnly& model, const usage::Batch& batch) {
+                                     return model->forward(batch.idx, batch.targets).second;
+                                   }),
+      vocab, 1e-5);
+  failures += evalLogitsComputed(vocab);
   return failures == 0 ? 0 : 1;
 }

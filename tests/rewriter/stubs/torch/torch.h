@@ -59,6 +59,17 @@ public:
   const T &operator[](size_t index) const;
 };
 using IntArrayRef = ArrayRef<int64_t>;
+enum class DeviceType { CPU, CUDA };
+constexpr auto kCPU = DeviceType::CPU;
+constexpr auto kCUDA = DeviceType::CUDA;
+struct Device {
+  Device(DeviceType type, int index = -1) {}
+};
+struct TensorOptions {
+  TensorOptions() = default;
+  TensorOptions(Device device) {}
+  TensorOptions(DeviceType type) {}
+};
 }  // namespace c10
 
 namespace at {
@@ -81,7 +92,9 @@ public:
   // A defaulted parameter, as LibTorch declares it: `contiguous()` is written without arguments.
   enum class MemoryFormat { Contiguous, Preserve };
   Tensor contiguous(MemoryFormat memory_format = MemoryFormat::Contiguous) const;
-  Tensor to(ScalarType type) const;
+  Tensor to(ScalarType type, bool non_blocking = false) const;
+  Tensor to(TensorOptions options = {}, bool non_blocking = false) const;
+  Device device() const;
   Tensor slice(int64_t dim = 0, optional<int64_t> start = nullopt, optional<int64_t> end = nullopt,
                int64_t step = 1) const;
   Tensor narrow(int64_t dim, int64_t start, int64_t length) const;
@@ -199,6 +212,7 @@ public:
   template <class M> M register_module(const char *name, M module) { return module; }
   void to(ScalarType type);
   void train(bool on = true);
+  virtual bool is_training() const noexcept;
 };
 
 template <class Contained> class ModuleHolder {
