@@ -163,8 +163,13 @@ std::vector<tooling::Replacement> planSiteEdits(const CapturedSite &Site, const 
       auto [HiddenBegin, HiddenEnd] = offsets(Hidden, Query);
       ValueText = Buffer.slice(ValueBegin, HiddenBegin).str() + HiddenName + Buffer.slice(HiddenEnd, ValueEnd).str();
       const Stmt *Statement = Query.enclosingStatement(Site.Producer);
+      // The head binds its input to a const reference and never moves from it: an input written as an
+      // xvalue (`std::move(h)`) is copied into the local, not moved, so `h` keeps its value as it did.
+      std::string Initial = Hidden->isXValue()
+                                ? "static_cast<const " + Replacement.TensorType + " &>(" + HiddenText + ")"
+                                : HiddenText;
       Edits.emplace_back(Query.sourceManager(), Statement->getBeginLoc(), 0,
-                         "auto " + HiddenName + " = " + HiddenText + ";\n" +
+                         "auto " + HiddenName + " = " + Initial + ";\n" +
                              Query.indentation(Statement->getBeginLoc()));
       HiddenText = HiddenName;
     }

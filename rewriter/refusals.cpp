@@ -241,7 +241,12 @@ bool reboundBefore(const CapturedSite &Site, const DeclRefExpr *Read, const AstQ
 /// `return {logits, loss};`, `return std::make_tuple(logits, loss);`) or the whole right-hand side
 /// of a store (`last_logits_ = logits;`). That is the model's output, undefined on the fused path
 /// unless lmfuse::return_logits().
-bool isHandedOutAsIs(const DeclRefExpr *Ref, const AstQuery &Query) {
+bool isHandedOutAsIs(const DeclRefExpr *Ref, const PatternSet &Patterns, const AstQuery &Query) {
+  // The program's own constructors and assignments may read the values (`predictions(l.argmax(-1))`);
+  // the compiler's and the library's only copy the handle.
+  auto copiesOnly = [&](const FunctionDecl *Function) {
+    return Function && (!Function->isUserProvided() || isLibraryDeclaration(Function, Patterns, Query));
+  };
   DynTypedNode Current = DynTypedNode::create(*static_cast<const Stmt *>(Ref));
   for (int Depth = 0; Depth < 16; ++Depth) {
     auto Parents = Query.context().getParents(Current);
@@ -256,14 +261,17 @@ bool isHandedOutAsIs(const DeclRefExpr *Ref, const AstQuery &Query) {
       return AstQuery::spelled(Assign->getRHS()) == Ref;
     if (const auto *Assign = dyn_cast<CXXOperatorCallExpr>(Parent);
         Assign && Assign->getOperator() == OO_Equal && Assign->getNumArgs() == 2)
-      return AstQuery::spelled(Assign->getArg(1)) == Ref;
+      return AstQuery::spelled(Assign->getArg(1)) == Ref && copiesOnly(Assign->getDirectCallee());
     bool Transparent = isa<ImplicitCastExpr>(Parent) || isa<MaterializeTemporaryExpr>(Parent) ||
                        isa<CXXBindTemporaryExpr>(Parent) || isa<ExprWithCleanups>(Parent) ||
-                       isa<InitListExpr>(Parent) || isa<CXXConstructExpr>(Parent) || isa<ParenExpr>(Parent);
+                       isa<InitListExpr>(Parent) || isa<ParenExpr>(Parent);
+    if (const auto *Construct = dyn_cast<CXXConstructExpr>(Parent))
+      Transparent = copiesOnly(Construct->getConstructor());
     if (const auto *Call = dyn_cast<CallExpr>(Parent)) {
       const FunctionDecl *Callee = Call->getDirectCallee();
       llvm::StringRef Name = Callee && Callee->getDeclName().isIdentifier() ? Callee->getName() : "";
-      Transparent = Name == "make_tuple" || Name == "make_pair" || Name == "forward_as_tuple" || Name == "tie";
+      Transparent = (Name == "make_tuple" || Name == "make_pair" || Name == "forward_as_tuple" || Name == "tie") &&
+                    isLibraryDeclaration(Callee, Patterns, Query);
     }
     if (!Transparent)
       return false;
@@ -293,14 +301,14 @@ std::optional<Refusal> logitsUsedElsewhere(const CapturedSite &Site, const Patte
       if (Site.Guard.Kind == GuardKind::EarlyReturn && Query.within(Read, Site.Guard.Construct))
         continue;
       if (Variable == Site.Logits && Query.before(Site.Loss->getBeginLoc(), Read->getBeginLoc()) &&
-          isHandedOutAsIs(Read, Query))
+          isHandedOutAsIs(Read, Patterns, Query))
         continue;
       // A shape read (`logits.size(-1)`) of the head's own variable answers the same on the fused path,
       // where the variable holds lmfuse::skipped_logits, as long as no rebinding came before it.
       if (Variable == Site.Logits && isShapeRead(Read, Patterns, Query) && !reboundBefore(Site, Read, Query))
         continue;
       const Stmt *Statement = Query.enclosingStatement(Read) ? Query.enclosingStatement(Read) : Read;
-      if (isHandedOutAsIs(Read, Query)) {
+      if (isHandedOutAsIs(Read, Patterns, Query)) {
         // Handed out before the loss: on the fused path it holds no values yet.
         for (const Stmt *At = Query.parentStmt(Read); At && !isa<CompoundStmt>(At); At = Query.parentStmt(At))
           if (isa<ReturnStmt>(At)) {

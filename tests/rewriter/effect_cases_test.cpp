@@ -270,6 +270,23 @@ const Case Cases[] = {
         : F::cross_entropy(logits.view({-1, 32}), labels.view(-1));
   }
 )"},
+    {"an input written as std::move(h): the hoisted local copies it, as the head's const reference did", R"(
+  std::pair<torch::Tensor, torch::Tensor> forward(torch::Tensor h, torch::Tensor labels) {
+    auto logits = lm_head(std::move(h));
+    auto loss = F::cross_entropy(logits.view({-1, 32}), labels.view(-1));
+    return {loss, h};
+  }
+)", Verb::RewritesTo, R"(
+  std::pair<torch::Tensor, torch::Tensor> forward(torch::Tensor h, torch::Tensor labels) {
+    auto lmfuse_hidden = static_cast<const torch::Tensor &>(std::move(h));
+    auto logits = lmfuse::skip_logits() ? lmfuse::skipped_logits(lmfuse_hidden, lm_head->weight, "model.cpp:N") : lm_head(lmfuse_hidden);
+    auto loss = lmfuse::enabled()
+        ? lmfuse::linear_cross_entropy(lmfuse_hidden, lm_head->weight, lm_head->bias, labels, lmfuse::LossOptions()
+            .logits_as_passed({"model.cpp:N", logits, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits.view({-1, 32}); }, {}, labels, [&](const torch::Tensor &lmfuse_labels) { return lmfuse_labels.view(-1); }}))
+        : F::cross_entropy(logits.view({-1, 32}), labels.view(-1));
+    return {loss, h};
+  }
+)"},
     {"head weight scaled in place", R"(
   torch::Tensor forward(torch::Tensor x, torch::Tensor labels) {
     auto logits = lm_head(x);

@@ -1185,6 +1185,31 @@ struct Child : Model::Base {
     return loss;
   }
 )", Verb::RefusesWith, "logits-used-elsewhere"},
+    {"logits returned into a class whose constructor reads them", R"(
+  struct Scored {
+    Scored(torch::Tensor logits, torch::Tensor loss) : best(logits.argmax(-1)), loss(loss) {}
+    torch::Tensor best, loss;
+  };
+  Scored forward(torch::Tensor h, torch::Tensor labels) {
+    auto logits = lm_head(h);
+    torch::Tensor loss;
+    if (labels.defined()) loss = F::cross_entropy(logits.view({-1, 32}), labels.view(-1));
+    return {logits, loss};
+  }
+)", Verb::RefusesWith, "logits-used-elsewhere"},
+    {"logits assigned to an object whose assignment reads them", R"(
+  struct Accumulator {
+    Accumulator &operator=(const torch::Tensor &logits) { sum = logits.tanh(); return *this; }
+    torch::Tensor sum;
+  };
+  Accumulator acc_;
+  torch::Tensor forward(torch::Tensor h, torch::Tensor labels) {
+    auto logits = lm_head(h);
+    auto loss = F::cross_entropy(logits.view({-1, 32}), labels.view(-1));
+    acc_ = logits;
+    return loss;
+  }
+)", Verb::RefusesWith, "logits-used-elsewhere"},
     {"two losses read the same logits", R"(
   torch::Tensor forward(torch::Tensor h, torch::Tensor labels) {
     auto logits = lm_head(h);
