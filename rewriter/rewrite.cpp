@@ -105,6 +105,68 @@ std::string describe(const Stmt *Node, const std::string &Why, const AstQuery &Q
   return "line " + std::to_string(Query.line(Node->getBeginLoc())) + ": " + Why + " (`" + Shown + "`).";
 }
 
+/// A file included more than once in the unit (no include guard: an X-macro template) has one text, so
+/// every inclusion must plan the same edits to it, as every unit that reads a file must: an inclusion whose
+/// site is refused, or that has no site, would otherwise compile the edits planned for another. Where they
+/// differ, the file's patched sites fail with edit-conflict and none of its edits are kept.
+void dropDisagreeingInclusions(const SourceManager &SM, const std::map<FileID, std::vector<tooling::Replacement>> &Plans,
+                               const std::vector<FileID> &SiteInclusion, std::set<FileID> &EditedFiles,
+                               TranslationUnitResult &Result) {
+  std::map<llvm::sys::fs::UniqueID, unsigned> Inclusions;  // per file, how often the unit enters it
+  for (unsigned I = 0; I < SM.local_sloc_entry_size(); ++I) {
+    const SrcMgr::SLocEntry &Entry = SM.getLocalSLocEntry(I);
+    if (Entry.isFile())
+      if (OptionalFileEntryRef File = Entry.getFile().getContentCache().OrigEntry)
+        ++Inclusions[File->getUniqueID()];
+  }
+  auto fileOf = [&](FileID Inclusion) { return SM.getFileEntryRefForID(Inclusion); };
+  auto samePlan = [](std::vector<tooling::Replacement> A, std::vector<tooling::Replacement> B) {
+    std::sort(A.begin(), A.end());
+    std::sort(B.begin(), B.end());
+    return A == B;
+  };
+  std::set<FileID> Dropped;
+  for (FileID Edited : EditedFiles) {
+    OptionalFileEntryRef File = fileOf(Edited);
+    if (!File || Inclusions[File->getUniqueID()] < 2)
+      continue;
+    unsigned Planned = 0;
+    bool Agree = true;
+    for (const auto &[Inclusion, Plan] : Plans)
+      if (OptionalFileEntryRef Other = fileOf(Inclusion); Other && Other->getUniqueID() == File->getUniqueID()) {
+        ++Planned;
+        Agree = Agree && samePlan(Plan, Plans.at(Edited));
+      }
+    if (Agree && Planned == Inclusions[File->getUniqueID()])
+      continue;
+    for (const auto &[Inclusion, Plan] : Plans)
+      if (OptionalFileEntryRef Other = fileOf(Inclusion); Other && Other->getUniqueID() == File->getUniqueID())
+        Dropped.insert(Inclusion);
+  }
+  if (Dropped.empty())
+    return;
+  std::set<std::string> DroppedPaths;
+  for (FileID Inclusion : Dropped) {
+    EditedFiles.erase(Inclusion);
+    DroppedPaths.insert(fileOf(Inclusion)->getName().str());
+  }
+  llvm::erase_if(Result.Edits, [&](const tooling::Replacement &Edit) {
+    return DroppedPaths.count(Edit.getFilePath().str()) > 0;
+  });
+  for (size_t I = 0; I < Result.Sites.size() && I < SiteInclusion.size(); ++I) {
+    SiteRecord &Site = Result.Sites[I];
+    if (!Dropped.count(SiteInclusion[I]) || Site.Status != SiteStatus::Patched)
+      continue;
+    Site.Status = SiteStatus::Failed;
+    Site.Reason = ReasonKind::EditConflict;
+    Site.Options.reset();
+    Site.Detail = "line " + std::to_string(Site.Line) + ": " + fileOf(SiteInclusion[I])->getName().str() +
+                  " is included " + std::to_string(Inclusions[fileOf(SiteInclusion[I])->getUniqueID()]) +
+                  " times in this unit, and its inclusions do not all patch the same sites (macros give them other "
+                  "heads or losses); nothing was written to it.";
+  }
+}
+
 }  // namespace
 
 TranslationUnitResult analyzeTranslationUnit(ASTContext &Context, const PatternSet &Patterns,
@@ -151,6 +213,9 @@ TranslationUnitResult analyzeTranslationUnit(ASTContext &Context, const PatternS
   std::map<const FunctionDecl *, std::unique_ptr<VariableUses>> UsesByFunction;
   std::map<const FunctionDecl *, int> HoistsByFunction;
   std::set<FileID> EditedFiles;
+  // Each inclusion of a file (a FileID) and the edits its sites plan, for files included more than once.
+  std::map<FileID, std::vector<tooling::Replacement>> PlansByInclusion;
+  std::vector<FileID> SiteInclusion;  // per entry of Result.Sites
   SuppressionIndex Suppressions(SM);
 
   for (const Candidate &Found : Candidates) {
@@ -237,10 +302,15 @@ TranslationUnitResult analyzeTranslationUnit(ASTContext &Context, const PatternS
       };
       const StandInNames StandIns{unusedName(Patterns.Replacement.StandIn),
                                   unusedName(Patterns.Replacement.LabelsStandIn)};
-      for (tooling::Replacement &Edit : planSiteEdits(Site, Patterns, Query, HiddenName, StandIns))
+      for (tooling::Replacement &Edit : planSiteEdits(Site, Patterns, Query, HiddenName, StandIns)) {
+        PlansByInclusion[SM.getFileID(Location)].push_back(Edit);
         Result.Edits.push_back(std::move(Edit));
+      }
       EditedFiles.insert(SM.getFileID(Location));
     }
+    PlansByInclusion[SM.getFileID(Location)];  // a site's inclusion plans its edits, or none
+    SiteInclusion.resize(Result.Sites.size() + 1);
+    SiteInclusion.back() = SM.getFileID(Location);
     Result.Sites.push_back(std::move(Record));
   }
 
@@ -258,6 +328,7 @@ TranslationUnitResult analyzeTranslationUnit(ASTContext &Context, const PatternS
     Result.Sites.push_back(std::move(Record));
   }
 
+  dropDisagreeingInclusions(SM, PlansByInclusion, SiteInclusion, EditedFiles, Result);
   for (FileID File : EditedFiles)
     if (auto Include = planIncludeEdit(File, Patterns, SM))
       Result.Edits.push_back(*Include);

@@ -37,7 +37,7 @@ constexpr ReasonEntry Reasons[] = {
     {ReasonKind::ParseError, "parse-error", "the translation unit did not compile"},
     {ReasonKind::ReparseFailed, "reparse-failed", "the rewritten source did not compile"},
     {ReasonKind::EditConflict, "edit-conflict",
-     "translation units asked for different edits to the same file"},
+     "translation units, or the inclusions of a file in one unit, asked for different edits to the same file"},
     {ReasonKind::WriteFailed, "write-failed", "the rewritten file could not be written"},
     {ReasonKind::NoCompileCommand, "no-compile-command", "the file was skipped: no compile command lists it"},
     {ReasonKind::Unreadable, "unreadable", "the file was skipped: it cannot be read as a source file"},

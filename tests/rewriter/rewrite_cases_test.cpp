@@ -1600,6 +1600,51 @@ TEST_CASE("sites in a user header are found and planned; the main file is left a
   CHECK(Result.Code == Main);
 }
 
+TEST_CASE("a header included twice in a unit is patched only where every inclusion plans the same edits",
+          "[rewriter]") {
+  // An X-macro template: each inclusion defines a model around the head module type LM_HEAD names.
+  const std::map<std::string, std::string> Headers = {{"/virtual/lm.inc", R"(
+struct LM_NAME : torch::nn::Module {
+  LM_HEAD lm_head{nullptr};
+  torch::Tensor forward(torch::Tensor h, torch::Tensor labels) {
+    auto logits = lm_head(h);
+    return torch::nn::functional::cross_entropy(logits.view({-1, 32}), labels.view(-1));
+  }
+};
+#undef LM_NAME
+#undef LM_HEAD
+)"}};
+  auto run = [&](const std::string &SecondHead) {
+    const std::string Main = "#include <torch/torch.h>\n"
+                             "struct ScaledImpl : torch::nn::Module { torch::Tensor forward(const torch::Tensor &x); };\n"
+                             "TORCH_MODULE(Scaled);\n"
+                             "#define LM_NAME Plain\n#define LM_HEAD torch::nn::Linear\n#include \"lm.inc\"\n"
+                             "#define LM_NAME Other\n#define LM_HEAD " + SecondHead + "\n#include \"lm.inc\"\n";
+    std::vector<std::string> Args = stubArgs();
+    Args.push_back("-I/virtual");
+    return rewriteSource(Main, Args, defaultPatterns(), "/virtual/main.cpp", Headers);
+  };
+  // The second inclusion's head is the program's module: refused there, so the file's one text may not
+  // change, or that model would run the fused loss too.
+  RewriteResult Differ = run("Scaled");
+  INFO(Differ.Diagnostics << describeSites(Differ));
+  REQUIRE(Differ.Parsed);
+  REQUIRE(Differ.Sites.size() == 2);
+  CHECK(std::count_if(Differ.Sites.begin(), Differ.Sites.end(), [](const SiteRecord &Site) {
+          return Site.Status == SiteStatus::Failed && Site.Reason == ReasonKind::EditConflict;
+        }) == 1);
+  CHECK(std::count_if(Differ.Sites.begin(), Differ.Sites.end(), [](const SiteRecord &Site) {
+          return Site.Status == SiteStatus::Unmatched && Site.Reason == ReasonKind::HeadNotLinear;
+        }) == 1);
+  // Both inclusions plan the same edits: both patched.
+  RewriteResult Agree = run("torch::nn::Linear");
+  INFO(Agree.Diagnostics << describeSites(Agree));
+  REQUIRE(Agree.Parsed);
+  REQUIRE(Agree.Sites.size() == 2);
+  for (const SiteRecord &Site : Agree.Sites)
+    CHECK(Site.Status == SiteStatus::Patched);
+}
+
 TEST_CASE("two hoisted sites in one function get two names", "[rewriter]") {
   RewriteResult Result = rewriteWithStubs(source(R"(
   torch::Tensor forward(torch::Tensor x, torch::Tensor labels) {
