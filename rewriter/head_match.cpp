@@ -124,6 +124,23 @@ std::optional<std::string> whyNotProductHead(const Expr *E, const PatternSet &Pa
   return std::nullopt;
 }
 
+/// Whether `object->weight` (or bias) on an object of class Record would name a member that a class
+/// derived from the rule's Impl declares, not the Impl's own that its forward reads (a subclass of
+/// `LinearImpl` with its own `weight`).
+bool hidesImplMembers(const CXXRecordDecl *Record, const ModuleHeadPattern &Rule) {
+  if (!Record || !Record->hasDefinition() || qualifiedName(Record) == Rule.Impl)
+    return false;
+  auto declares = [&](const std::string &Name) {
+    return !Record->lookup(&Record->getASTContext().Idents.get(Name)).empty();
+  };
+  if (declares(Rule.Weight) || declares(Rule.Bias))
+    return true;
+  for (const CXXBaseSpecifier &Base : Record->bases())
+    if (hidesImplMembers(Base.getType()->getAsCXXRecordDecl(), Rule))
+      return true;
+  return false;
+}
+
 std::optional<HeadCall> matchHead(const Expr *E, const PatternSet &Patterns, const AstQuery &Query) {
   E = AstQuery::spelled(E);
   auto Call = AstQuery::asCall(E);
@@ -140,6 +157,14 @@ std::optional<HeadCall> matchHead(const Expr *E, const PatternSet &Patterns, con
     std::optional<std::string> Access = HolderCall || MethodCall ? moduleAccess(*Call, Query) : std::nullopt;
     if (!Access)
       continue;
+    if (MethodCall) {
+      // The object forward is called on (through `->`, a smart pointer's or a holder's, its pointee).
+      QualType ObjectType = cast<CXXMemberCallExpr>(E)->getImplicitObjectArgument()->IgnoreParenImpCasts()->getType().getNonReferenceType();
+      if (ObjectType->isPointerType())
+        ObjectType = ObjectType->getPointeeType();
+      if (hidesImplMembers(ObjectType->getAsCXXRecordDecl(), Rule))
+        continue;  // the fused call would read the subclass's member where forward reads the Impl's
+    }
     const std::string &Object = *Access;
     HeadCall Head;
     Head.Kind = HeadKind::Module;

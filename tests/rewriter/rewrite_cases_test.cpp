@@ -837,6 +837,28 @@ const Case Cases[] = {
   }
 )"},
 
+    {"a Linear subclass that keeps LinearImpl's weight and bias: forward called through a pointer to it", R"(
+  struct TaggedLinearImpl : torch::nn::LinearImpl {
+    int tag = 0;
+  };
+  TaggedLinearImpl *tagged_head_ = nullptr;
+  torch::Tensor forward(torch::Tensor h, torch::Tensor labels) {
+    auto logits = tagged_head_->forward(h);
+    return F::cross_entropy(logits.view({-1, 32}), labels.view(-1));
+  }
+)", Verb::RewritesTo, R"(
+  struct TaggedLinearImpl : torch::nn::LinearImpl {
+    int tag = 0;
+  };
+  TaggedLinearImpl *tagged_head_ = nullptr;
+  torch::Tensor forward(torch::Tensor h, torch::Tensor labels) {
+    auto logits = lmfuse::skip_logits() ? lmfuse::skipped_logits(h, tagged_head_->weight, "model.cpp:N") : tagged_head_->forward(h);
+    return lmfuse::enabled()
+        ? lmfuse::linear_cross_entropy(h, tagged_head_->weight, tagged_head_->bias, labels, lmfuse::LossOptions()
+            .logits_as_passed({"model.cpp:N", logits, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits.view({-1, 32}); }, {}, labels, [&](const torch::Tensor &lmfuse_labels) { return lmfuse_labels.view(-1); }}))
+        : F::cross_entropy(logits.view({-1, 32}), labels.view(-1));
+  }
+)"},
     // ---- accepted: macros carried as written, introduced names that collide with nothing -----------
     {"an option value that is a whole macro invocation is carried as written", R"(
 #define PAD_ID (-1)
@@ -1092,6 +1114,16 @@ struct Child : Model::Base {
 )", Verb::RefusesWith, "head-wrapped"},
 
     // ---- refused: head-not-linear ---------------------------------------------------------------
+    {"a Linear subclass with its own weight: forward reads LinearImpl's, `->weight` would name the subclass's", R"(
+  struct ExportLinearImpl : torch::nn::LinearImpl {
+    torch::Tensor weight;  // an exported copy, under the same name
+  };
+  ExportLinearImpl *export_head_ = nullptr;
+  torch::Tensor forward(torch::Tensor h, torch::Tensor labels) {
+    auto logits = export_head_->forward(h);
+    return F::cross_entropy(logits.view({-1, 32}), labels.view(-1));
+  }
+)", Verb::RefusesWith, "head-not-linear"},
     {"Sequential head", R"(
   torch::Tensor forward(torch::Tensor h, torch::Tensor labels) {
     auto logits = mlp->forward(h);
