@@ -175,8 +175,9 @@ std::vector<tooling::Replacement> planSiteEdits(const CapturedSite &Site, const 
     }
     // The skipped head still answers shape questions (`logits.size(-1)`), and names this site when
     // anything reads its values; a head line that reshapes its output skips with the reshaped shape.
-    std::string Skipped =
-        Replacement.SkippedLogits + "(" + HiddenText + ", " + Head.Weight + ", " + siteName(Head.Call, Query) + ")";
+    std::string Skipped = Replacement.SkippedLogits + "(" + HiddenText + ", " + Head.Weight + ", " +
+                          siteName(Head.Call, Query) +
+                          (Head.HiddenRank ? ", " + std::to_string(Head.HiddenRank) : std::string()) + ")";
     if (!isBaseAlone(Value, Head.Call, Query))
       Skipped = Replacement.SkippedLogitsAfter + "(" + Skipped + ", " +
                 asCode(Value, Head.Call, Site, Patterns, Query, StandIn) + ")";

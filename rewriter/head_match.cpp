@@ -208,6 +208,7 @@ std::optional<HeadCall> matchHead(const Expr *E, const PatternSet &Patterns, con
     Head.Text = Query.text(E);
     Head.Weight = Query.text(Weight);
     Head.Copied = {Weight};
+    Head.HiddenRank = Rule.HiddenRank;
     return Head;
   }
   return std::nullopt;
@@ -223,10 +224,11 @@ bool moduleHasBias(const Expr *Object, const AstQuery &Query) {
   const ValueDecl *Holder = moduleDeclaration(Object);
   if (!Holder)
     return true;
-  for (const Expr *Value : constructionsOf(Holder, Query).Values)
-    if (disablesBias(Value, Query))
-      return false;
-  return true;
+  // Without a bias only where every construction the file shows disables it: one that keeps it (`head_bias ?
+  // Linear(D, V) : Linear(LinearOptions(D, V).bias(false))`) leaves it to the run, which the fused call follows.
+  const std::vector<const Expr *> &Values = constructionsOf(Holder, Query).Values;
+  return Values.empty() ||
+         std::any_of(Values.begin(), Values.end(), [&](const Expr *Value) { return !disablesBias(Value, Query); });
 }
 
 }  // namespace lmfuse::rewriter

@@ -29,6 +29,7 @@ struct HeadCall {
   /// What the rewrite copies into the fused call besides the input, evaluated again at the loss: the
   /// module expression, or the weight and bias arguments.
   std::vector<const clang::Expr *> Copied;
+  int HiddenRank = 0;  ///< the rank the head requires of its input (`mm`: 2), 0 for any
 };
 
 /// Whether E is a head under Patterns.
@@ -39,8 +40,8 @@ std::optional<std::string> whyNotProductHead(const clang::Expr *E, const Pattern
                                              const AstQuery &Query);
 /// Whether S contains a head call anywhere.
 bool containsHead(const clang::Stmt *S, const PatternSet &Patterns, const AstQuery &Query);
-/// Whether a module head has a bias: false only when its construction, visible in this
-/// translation unit, says `.bias(false)`.
+/// Whether a module head may have a bias: false only when every construction of it visible in this
+/// translation unit says `.bias(false)`.
 bool moduleHasBias(const clang::Expr *Object, const AstQuery &Query);
 
 }  // namespace lmfuse::rewriter

@@ -70,6 +70,7 @@ template <> struct MappingTraits<ProductHeadPattern> {
     Io.mapRequired("callee", P.Callee);
     Io.mapOptional("input", P.Input, -1);
     Io.mapRequired("operand", P.Operand);
+    Io.mapOptional("hidden_rank", P.HiddenRank, 0);
   }
   static std::string validate(IO &Io, ProductHeadPattern &P) {
     if (failedAlready(Io))

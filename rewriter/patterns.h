@@ -38,6 +38,9 @@ struct ProductHeadPattern {
   std::string Callee;  ///< qualified function or method name, e.g. at::matmul, at::Tensor::mm
   int Input = -1;
   unsigned Operand = 1;  ///< the argument that must be the weight's transpose
+  /// The rank the product requires of its input (`mm`: 2), 0 for any: the skipped head checks it as the
+  /// product would, since the fused call itself takes any rank.
+  int HiddenRank = 0;
 };
 
 /// One spelling of a 2-D weight's transpose: Method(Arguments...) on the weight.

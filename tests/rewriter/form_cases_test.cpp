@@ -63,7 +63,7 @@ const Case Accepted[] = {
 )", Verb::RewritesTo, R"(
   torch::Tensor step(const torch::Tensor &hidden, const torch::Tensor &y) {
     auto lmfuse_hidden = hidden.view({-1, 64});
-    auto logits = lmfuse::skip_logits() ? lmfuse::skipped_logits(lmfuse_hidden, wte->weight, "model.cpp:N") : torch::mm(lmfuse_hidden, wte->weight.transpose(-1, -2));
+    auto logits = lmfuse::skip_logits() ? lmfuse::skipped_logits(lmfuse_hidden, wte->weight, "model.cpp:N", 2) : torch::mm(lmfuse_hidden, wte->weight.transpose(-1, -2));
     return lmfuse::enabled()
         ? lmfuse::linear_cross_entropy(lmfuse_hidden, wte->weight, torch::Tensor(), y, lmfuse::LossOptions().ignore_index(pad_id_)
             .logits_as_passed({"model.cpp:N", logits, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits; }, {}, y, [&](const torch::Tensor &lmfuse_labels) { return lmfuse_labels.view(-1); }}))

@@ -1529,11 +1529,23 @@ TEST_CASE("patched sites record the effective options for the audit", "[rewriter
                                         F::CrossEntropyFuncOptions().ignore_index(pad_id_));
     return loss;
   }
+  torch::nn::Linear either{nullptr};
+  explicit Model(bool head_bias) {
+    either = head_bias ? torch::nn::Linear(64, 32) : torch::nn::Linear(torch::nn::LinearOptions(64, 32).bias(false));
+  }
+  torch::Tensor maybe_biased(torch::Tensor h, torch::Tensor labels) {
+    auto logits = either(h);
+    return F::cross_entropy(logits.view({-1, 32}), labels.view(-1));
+  }
 )";
   RewriteResult Result = rewriteWithStubs(source(Members.c_str(), false));
   INFO(Result.Diagnostics);
   REQUIRE(Result.Parsed);
-  REQUIRE(Result.Sites.size() == 2);
+  REQUIRE(Result.Sites.size() == 3);
+  // One construction keeps the bias and one drops it: known only when the model runs, so not `false`.
+  REQUIRE(Result.Sites[2].Options);
+  CHECK(Result.Sites[2].Function == "Model::maybe_biased");
+  CHECK(Result.Sites[2].Options->Bias);
   const SiteRecord &Smoothed = Result.Sites[0];
   const SiteRecord &Padded = Result.Sites[1];
   REQUIRE(Smoothed.Function == "Model::smoothed");

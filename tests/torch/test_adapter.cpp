@@ -418,6 +418,20 @@ TEST_CASE("autocast: fp32 weight and bias get fp32 gradients not rounded to bf16
   CHECK(relativeError(hidden.grad(), h64.grad()) < 2e-2);  // through hidden's own cast: bf16, as F::linear's
 }
 
+TEST_CASE("a skipped mm head throws where torch::mm throws on its input's rank", "[torch][adapter]") {
+  auto weight = torch::randn({kVocab, kDim});
+  for (const auto& hidden : {torch::randn({2, 5, kDim}), torch::randn({kDim})}) {
+    std::string original, skipped;
+    try { torch::mm(hidden, weight.t()); } catch (const c10::Error& e) { original = e.what_without_backtrace(); }
+    try { lmfuse::skipped_logits(hidden, weight, "model.h:9", 2); } catch (const c10::Error& e) { skipped = e.what_without_backtrace(); }
+    INFO(original << " | " << skipped);
+    REQUIRE_FALSE(original.empty());
+    CHECK(skipped.rfind(original.substr(0, original.find('\n')), 0) == 0);  // the same words first
+  }
+  CHECK(lmfuse::skipped_logits(torch::randn({10, kDim}), weight, "model.h:9", 2).sizes() ==
+        torch::IntArrayRef({10, kVocab}));
+}
+
 TEST_CASE("skipped logits answer shape questions and refuse their values, naming the site", "[torch][adapter]") {
   auto hidden = torch::randn({2, 5, kDim});
   auto weight = torch::randn({kVocab, kDim});

@@ -128,9 +128,13 @@ void refuseOperator(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
 
 }  // namespace
 
-torch::Tensor skipped_logits(const torch::Tensor& hidden, const torch::Tensor& weight, const char* site) {
+torch::Tensor skipped_logits(const torch::Tensor& hidden, const torch::Tensor& weight, const char* site,
+                             int64_t hidden_rank) {
   TORCH_CHECK(hidden.defined() && weight.defined() && hidden.dim() >= 1 && weight.dim() == 2,
               "lmfuse::skipped_logits(", site, "): needs hidden [..., D] and weight [V, D]");
+  // The words torch::mm uses, so a caller that matches on them sees the original's error.
+  TORCH_CHECK(hidden_rank == 0 || hidden.dim() == hidden_rank, "self must be a matrix (lmfuse::skipped_logits(",
+              site, "): the head's product takes a ", hidden_rank, "-D input, not ", hidden.dim(), "-D)");
   const torch::Tensor standIn = torch_detail::logitsStandIn(hidden, weight);
   return makeSkipped(standIn.sizes(), standIn.strides(), standIn.scalar_type(), hidden.device(),
                      std::string(site ? site : "?"));

@@ -187,8 +187,11 @@ void set_return_logits(bool on);
 /// included) and device, but no values. size, sizes, dim, numel, dtype, device, options and defined
 /// answer as they would for the logits; any operator on it (view, argmax, to, printing, ...) fails with
 /// an error that names lmfuse, `site` ("file:line") and the two ways out (LMFUSE_RETURN_LOGITS=1, or
-/// `// NOLINT(lmfuse)` on the site). See torch/src/skipped_logits.cpp for how.
-torch::Tensor skipped_logits(const torch::Tensor& hidden, const torch::Tensor& weight, const char* site);
+/// `// NOLINT(lmfuse)` on the site). See torch/src/skipped_logits.cpp for how. `hidden_rank` (0: any) is the
+/// rank the head's product requires (`torch::mm`: 2): another rank throws as the product would, since the
+/// fused call takes any.
+torch::Tensor skipped_logits(const torch::Tensor& hidden, const torch::Tensor& weight, const char* site,
+                             int64_t hidden_rank = 0);
 /// What a rewritten reshape of skipped logits returns on the fused path (`auto flat = logits.view(...)`,
 /// or a head line that reshapes its output): `code`, the original's reshape with the logits replaced by
 /// its parameter, run on a stand-in with the shape and strides of `skipped` and no values; the result is

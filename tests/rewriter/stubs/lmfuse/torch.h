@@ -32,6 +32,6 @@ LossOptions module_loss_options(const ModuleOptions &options, const torch::Tenso
 bool enabled();
 bool return_logits();
 bool skip_logits();
-torch::Tensor skipped_logits(const torch::Tensor &hidden, const torch::Tensor &weight, const char *site);
+torch::Tensor skipped_logits(const torch::Tensor &hidden, const torch::Tensor &weight, const char *site, int64_t hidden_rank = 0);
 template <class Code> torch::Tensor skipped_logits_after(const torch::Tensor &skipped, Code code);
 }  // namespace lmfuse
