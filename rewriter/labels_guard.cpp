@@ -141,15 +141,36 @@ LabelsGuard findGuard(const CallExpr *Loss, const Stmt *Body, const PatternSet &
 }
 
 bool repeatableCondition(const Expr *Condition, const PatternSet &Patterns, const AstQuery &Query) {
-  const Expr *E = Condition->IgnoreParenImpCasts();
-  if (!E->HasSideEffects(Query.context()) || parseGuard(E, Patterns, Query))
+  auto Repeatable = [&](const Expr *Part) { return repeatableCondition(Part, Patterns, Query); };
+  const Expr *E = Condition->IgnoreParens();
+  if (parseGuard(E, Patterns, Query))
     return true;
+  if (const auto *Full = dyn_cast<FullExpr>(E))
+    return Repeatable(Full->getSubExpr());
+  if (const auto *Temporary = dyn_cast<MaterializeTemporaryExpr>(E))
+    return Repeatable(Temporary->getSubExpr());
+  // Built-in operators and conversions only: an overloaded operator, a conversion operator or a converting
+  // constructor runs code that may write or throw, and clang's side-effect test trusts a function the
+  // program marks `pure`, which may read a global the program changes between head and loss.
+  if (const auto *Cast = dyn_cast<CastExpr>(E))
+    return !Cast->getConversionFunction() && Repeatable(Cast->getSubExpr());
   if (const auto *Binary = dyn_cast<BinaryOperator>(E))
     return !Binary->isAssignmentOp() && !Binary->isCompoundAssignmentOp() && Binary->getOpcode() != BO_Comma &&
-           repeatableCondition(Binary->getLHS(), Patterns, Query) &&
-           repeatableCondition(Binary->getRHS(), Patterns, Query);
+           Repeatable(Binary->getLHS()) && Repeatable(Binary->getRHS());
   if (const auto *Unary = dyn_cast<UnaryOperator>(E))
-    return !Unary->isIncrementDecrementOp() && repeatableCondition(Unary->getSubExpr(), Patterns, Query);
+    return !Unary->isIncrementDecrementOp() && Unary->getOpcode() != UO_Coawait && Repeatable(Unary->getSubExpr());
+  if (const auto *Choice = dyn_cast<ConditionalOperator>(E))
+    return Repeatable(Choice->getCond()) && Repeatable(Choice->getTrueExpr()) && Repeatable(Choice->getFalseExpr());
+  if (const auto *Subscript = dyn_cast<ArraySubscriptExpr>(E))
+    return Repeatable(Subscript->getBase()) && Repeatable(Subscript->getIdx());
+  if (isa<CXXThisExpr, IntegerLiteral, FloatingLiteral, CXXBoolLiteralExpr, CXXNullPtrLiteralExpr, CharacterLiteral>(E))
+    return true;
+  if (E->getType().isVolatileQualified())
+    return false;
+  if (const auto *Name = dyn_cast<DeclRefExpr>(E))
+    return isa<VarDecl, EnumConstantDecl>(Name->getDecl());
+  if (const auto *Member = dyn_cast<MemberExpr>(E))
+    return isa<FieldDecl>(Member->getMemberDecl()) && Repeatable(Member->getBase());
   if (const auto *Call = dyn_cast<CXXMemberCallExpr>(E)) {
     const CXXMethodDecl *Method = Call->getMethodDecl();
     if (!Method || !Method->getIdentifier() || !isLibraryDeclaration(Method, Patterns, Query))
@@ -160,12 +181,7 @@ bool repeatableCondition(const Expr *Condition, const PatternSet &Patterns, cons
     // A virtual method (`Module::is_training`) runs what the object's class makes of it.
     if (Method->isVirtual() && overriddenInUnit(Method, Query.context()))
       return false;
-    if (!repeatableCondition(Call->getImplicitObjectArgument(), Patterns, Query))
-      return false;
-    for (const Expr *Argument : Call->arguments())
-      if (!repeatableCondition(Argument, Patterns, Query))
-        return false;
-    return true;
+    return Repeatable(Call->getImplicitObjectArgument()) && llvm::all_of(Call->arguments(), Repeatable);
   }
   return false;
 }

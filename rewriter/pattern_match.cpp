@@ -50,8 +50,30 @@ bool inLibraryNamespace(const clang::Decl *D, const PatternSet &Patterns) {
   return Outermost && contains(Patterns.Effects.LibraryNamespaces, Outermost->getName());
 }
 
+/// The first call of the program's code (a conversion operator, a converting constructor) among the
+/// implicit nodes AstQuery::spelled looks through from E to what is written, or null.
+static const Expr *implicitProgramCall(const Expr *E, const PatternSet &Patterns, const AstQuery &Query) {
+  const Expr *Written = AstQuery::spelled(E);
+  for (const Stmt *Node = E; Node && Node != Written;) {
+    const FunctionDecl *Callee = nullptr;
+    if (const auto *Call = dyn_cast<CallExpr>(Node))
+      Callee = Call->getDirectCallee();
+    else if (const auto *Construct = dyn_cast<CXXConstructExpr>(Node))
+      Callee = Construct->getConstructor();
+    if (Callee && !Callee->isTrivial() && !isLibraryDeclaration(Callee, Patterns, Query))
+      return cast<Expr>(Node);
+    auto Children = Node->children();
+    Node = Children.empty() ? nullptr : *Children.begin();
+  }
+  return nullptr;
+}
+
 const Expr *notReevaluable(const Expr *E, const PatternSet &Patterns, const AstQuery &Query) {
+  if (const Expr *Hidden = implicitProgramCall(E, Patterns, Query))
+    return Hidden;
   E = AstQuery::spelled(E);
+  if (E->getType().isVolatileQualified())
+    return E;
   if (isa<DeclRefExpr, CXXThisExpr, IntegerLiteral, FloatingLiteral, CXXBoolLiteralExpr, CXXNullPtrLiteralExpr>(E))
     return nullptr;
   if (const auto *Member = dyn_cast<MemberExpr>(E))

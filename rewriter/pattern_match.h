@@ -38,7 +38,8 @@ bool isLibraryDeclaration(const clang::Decl *D, const PatternSet &Patterns, cons
 /// The first part of E that may give another value when E is evaluated a second time (null when none).
 /// E may hold names, members, `this`, literals, built-in `*`, `&`, `-` and `[]`, and the library's
 /// accessors (`->`, `*`, `[]` and the pattern set's `accessors`, on what may itself be evaluated again);
-/// anything else (a call of the program's, `k++`, an assignment) may not.
+/// anything else (a call of the program's, also one the source leaves implicit, such as a conversion
+/// operator of a class of the program's; `k++`; an assignment; a volatile read) may not.
 const clang::Expr *notReevaluable(const clang::Expr *E, const PatternSet &Patterns, const AstQuery &Query);
 /// Whether E is `nullptr` or one of the pattern set's null constants (`c10::nullopt`, ...).
 bool isNullConstant(const clang::Expr *E, const PatternSet &Patterns, const AstQuery &Query);

@@ -490,6 +490,28 @@ const Case Cases[] = {
     return {logits, loss};
   }
 )"},
+    {"a labels test beside built-in casts, subscripts and ?: over members: the head repeats them", R"(
+  bool flags_[2] = {true, false};
+  int mode_ = 0;
+  Output forward(torch::Tensor h, torch::Tensor labels) {
+    auto logits = lm_head(h);
+    torch::Tensor loss;
+    if (labels.defined() && static_cast<bool>(flags_[mode_ == 1 ? 1 : 0]) && !(int)mode_) loss = F::cross_entropy(logits.view({-1, 32}), labels.view(-1));
+    return {logits, loss};
+  }
+)", Verb::RewritesTo, R"(
+  bool flags_[2] = {true, false};
+  int mode_ = 0;
+  Output forward(torch::Tensor h, torch::Tensor labels) {
+    auto logits = lmfuse::skip_logits() && (labels.defined() && static_cast<bool>(flags_[mode_ == 1 ? 1 : 0]) && !(int)mode_) ? lmfuse::skipped_logits(h, lm_head->weight, "model.cpp:N") : lm_head(h);
+    torch::Tensor loss;
+    if (labels.defined() && static_cast<bool>(flags_[mode_ == 1 ? 1 : 0]) && !(int)mode_) loss = lmfuse::enabled()
+        ? lmfuse::linear_cross_entropy(h, lm_head->weight, lm_head->bias, labels, lmfuse::LossOptions()
+            .logits_as_passed({"model.cpp:N", logits, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits.view({-1, 32}); }, {}, labels, [&](const torch::Tensor &lmfuse_labels) { return lmfuse_labels.view(-1); }}))
+        : F::cross_entropy(logits.view({-1, 32}), labels.view(-1));
+    return {logits, loss};
+  }
+)"},
     {"a fresh tensor written between head and loss", R"(
   torch::Tensor forward(torch::Tensor x, torch::Tensor labels) {
     auto logits = lm_head(x);
@@ -569,6 +591,15 @@ const Case Cases[] = {
   torch::Tensor pop_weight() { return weights_[i_++]; }
   torch::Tensor forward(torch::Tensor h, torch::Tensor labels) {
     auto logits = F::linear(h, pop_weight());
+    return F::cross_entropy(logits.view({-1, 32}), labels.view(-1));
+  }
+)", Verb::RefusesWith, "inputs-modified"},
+    {"a weight picked by an index that converts through the program's operator: the conversion runs again at the loss", R"(
+  struct Pick { int n = 0; operator int() { return n++ % 2; } };
+  Pick pick_;
+  torch::Tensor weights_[2];
+  torch::Tensor forward(torch::Tensor h, torch::Tensor labels) {
+    auto logits = F::linear(h, weights_[pick_]);
     return F::cross_entropy(logits.view({-1, 32}), labels.view(-1));
   }
 )", Verb::RefusesWith, "inputs-modified"},
@@ -917,6 +948,25 @@ const Case Cases[] = {
     auto logits = lm_head(h);
     torch::Tensor loss;
     if (labels.has_value() && wants_loss()) loss = F::cross_entropy(logits.view({-1, 32}), labels->view(-1));
+    return {logits, loss};
+  }
+)", Verb::RefusesWith, "labels-mismatch"},
+    {"a labels test and a function of the program's marked pure, which may read what changes before the loss", R"(
+  bool wants_loss() const __attribute__((pure));
+  Output forward(torch::Tensor h, c10::optional<torch::Tensor> labels) {
+    auto logits = lm_head(h);
+    torch::Tensor loss;
+    if (labels.has_value() && wants_loss()) loss = F::cross_entropy(logits.view({-1, 32}), labels->view(-1));
+    return {logits, loss};
+  }
+)", Verb::RefusesWith, "labels-mismatch"},
+    {"a labels test and a flag read through the program's conversion operator, the logits handed out", R"(
+  struct Flag { int asked = 0; operator bool() { return ++asked > 1; } };
+  Flag train_;
+  Output forward(torch::Tensor h, c10::optional<torch::Tensor> labels) {
+    auto logits = lm_head(h);
+    torch::Tensor loss;
+    if (labels.has_value() && train_) loss = F::cross_entropy(logits.view({-1, 32}), labels->view(-1));
     return {logits, loss};
   }
 )", Verb::RefusesWith, "labels-mismatch"},
