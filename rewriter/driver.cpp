@@ -98,6 +98,7 @@ TranslationUnitOutcome analyse(const Job &Unit, const PatternSet &Patterns, cons
     Analysis = analyzeTranslationUnit(Context, Patterns, ProgramRoot);
   }, ProgramRoot, /*RecordMacros=*/true);
   Outcome.FilesRead = std::move(Parse.FilesRead);
+  Outcome.ReadDigests = std::move(Parse.ReadDigests);
   Outcome.PathsMissing = std::move(Parse.PathsMissing);
   Outcome.Macros = std::move(Parse.Macros);
   if (Parse.HadErrors) {
@@ -319,6 +320,35 @@ DriverResult runDriver(const clang::tooling::CompilationDatabase &Compilations,
       }
   }
 
+  // A file saved while the units were parsed (an editor, a checkout) makes their analysis describe other
+  // contents than the ones the edits would now apply to, or the copies would hold: no file such a unit
+  // edits is written. An edited file is compared as read above, the text its edits apply to.
+  std::map<std::string, std::string> NowOnDisk;
+  auto Digest = [&](const std::string &File) -> const std::string & {
+    auto [It, Inserted] = NowOnDisk.try_emplace(File);
+    if (Inserted) {
+      if (auto Held = Originals.find(File); Held != Originals.end())
+        It->second = contentsHash(Held->second);
+      else if (auto Buffer = llvm::MemoryBuffer::getFile(File, /*IsText=*/false, /*RequiresNullTerminator=*/false))
+        It->second = contentsHash((*Buffer)->getBuffer());
+    }
+    return It->second;
+  };
+  for (Job &Unit : Units) {
+    auto Changed = llvm::find_if(Unit.Outcome.ReadDigests, [&](const auto &Read) { return Digest(Read.first) != Read.second; });
+    if (Changed == Unit.Outcome.ReadDigests.end())
+      continue;
+    Unit.EditsDropped = true;
+    std::set<std::string> Edited;
+    for (const Replacement &Edit : Unit.Outcome.Edits)
+      Edited.insert(Edit.getFilePath().str());
+    for (const std::string &File : Edited)
+      if (llvm::is_contained(Edits.files(), File))
+        DropFile(File, ReasonKind::SourceChanged,
+                 "not written: " + Changed->first + " changed on disk while lmfuse analysed " + Unit.File +
+                     ", so its edits to " + File + " were planned for other contents; run lmfuse again");
+  }
+
   // 4. Apply in memory.
   std::map<std::string, std::string> Rewritten;
   for (const std::string &File : Edits.files()) {
@@ -387,6 +417,7 @@ DriverResult runDriver(const clang::tooling::CompilationDatabase &Compilations,
     if (llvm::any_of(Unit.Outcome.FilesRead, [&](const std::string &File) { return Rewritten.count(File) > 0; }))
       Result.Units.push_back({Unit.File, Unit.Outcome.Macros});
     AllRead.insert(Unit.Outcome.FilesRead.begin(), Unit.Outcome.FilesRead.end());
+    Result.ReadDigests.insert(Unit.Outcome.ReadDigests.begin(), Unit.Outcome.ReadDigests.end());
     if (Unit.Outcome.FromCache)
       ++Result.CachedTranslationUnits;
     else if (Options.Cache && !Unit.EditsDropped && !Unit.Outcome.ParseFailed)

@@ -4,6 +4,7 @@
 // decides between a diff, in-place writes and an output tree.
 #pragma once
 
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -25,6 +26,7 @@ struct TranslationUnitOutcome {
   std::vector<SiteRecord> Sites;
   std::vector<clang::tooling::Replacement> Edits;
   std::vector<std::string> FilesRead;  ///< every file the parse read, system headers included
+  std::map<std::string, std::string> ReadDigests;  ///< what the parse read (ParseOutcome)
   std::vector<std::string> PathsMissing;  ///< every path the parse looked for in vain (ParseOutcome)
   std::vector<MacroDependence> Macros;    ///< what the files under the edit root name (ParseOutcome)
   bool ParseFailed = false;
@@ -72,6 +74,7 @@ struct DriverResult {
   std::vector<std::string> Skipped;
   std::vector<std::string> Notes;     ///< things the user should know that changed nothing (dropped flags)
   std::vector<std::string> FilesRead; ///< union over all units, canonical, sorted
+  std::map<std::string, std::string> ReadDigests;  ///< what the units' parses read of them (ParseOutcome)
   std::vector<UnitMacros> Units;      ///< every unit that reads a rewritten file, in path order
   unsigned TranslationUnits = 0, CachedTranslationUnits = 0;
 };

@@ -39,6 +39,8 @@ constexpr ReasonEntry Reasons[] = {
     {ReasonKind::EditConflict, "edit-conflict",
      "translation units, or the inclusions of a file in one unit, asked for different edits to the same file"},
     {ReasonKind::WriteFailed, "write-failed", "the rewritten file could not be written"},
+    {ReasonKind::SourceChanged, "source-changed",
+     "a file the analysis read changed on disk while lmfuse ran, so nothing was written; run it again"},
     {ReasonKind::NoCompileCommand, "no-compile-command", "the file was skipped: no compile command lists it"},
     {ReasonKind::Unreadable, "unreadable", "the file was skipped: it cannot be read as a source file"},
 };

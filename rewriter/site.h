@@ -33,6 +33,7 @@ enum class ReasonKind {
   ReparseFailed,
   EditConflict,
   WriteFailed,
+  SourceChanged,     ///< a file the analysis read changed on disk before the rewrite was written
   NoCompileCommand,  ///< an input skipped: no compile command lists it
   Unreadable,        ///< an input skipped: missing, unreadable or not a regular file
 };

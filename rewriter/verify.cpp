@@ -16,6 +16,8 @@
 #include "llvm/Support/Path.h"
 #include "llvm/Support/VirtualFileSystem.h"
 #include "llvm/Support/raw_ostream.h"
+#include "llvm/Support/xxhash.h"
+#include "llvm/Support/FormatVariadic.h"
 
 #include <map>
 #include <set>
@@ -118,8 +120,12 @@ public:
 
   void HandleTranslationUnit(clang::ASTContext &Context) override {
     const clang::SourceManager &Sources = Context.getSourceManager();
-    for (auto It = Sources.fileinfo_begin(); It != Sources.fileinfo_end(); ++It)
-      Outcome.FilesRead.push_back(canonicalPath(It->first.getName(), Directory));
+    for (auto It = Sources.fileinfo_begin(); It != Sources.fileinfo_end(); ++It) {
+      std::string Path = canonicalPath(It->first.getName(), Directory);
+      if (std::optional<llvm::MemoryBufferRef> Contents = It->second->getBufferIfLoaded())
+        Outcome.ReadDigests[Path] = contentsHash(Contents->getBuffer());
+      Outcome.FilesRead.push_back(std::move(Path));
+    }
     if (Macros)
       Outcome.Macros = Macros->dependences();
     if (!Context.getDiagnostics().hasErrorOccurred() && OnParsed)
@@ -166,6 +172,8 @@ private:
 };
 
 }  // namespace
+
+std::string contentsHash(llvm::StringRef Contents) { return llvm::formatv("{0:x-16}", llvm::xxh3_64bits(Contents)).str(); }
 
 ParseOutcome parseTranslationUnit(const std::vector<std::string> &CommandLine, llvm::StringRef Directory,
                                   const llvm::StringMap<std::string> &Overlay,

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <functional>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -24,12 +25,18 @@ struct ParseOutcome {
   std::string FirstErrorFile;
   unsigned FirstErrorLine = 0;
   std::vector<std::string> FilesRead;  ///< canonical paths of every file the parse read
+  /// contentsHash() of the contents the parse read, per file of FilesRead whose contents it loaded: what is
+  /// written later is checked against them, so a file saved while lmfuse ran is never edited as analysed.
+  std::map<std::string, std::string> ReadDigests;
   /// Absolute paths the parse looked for and did not find (include search, sorted): a file that appears at
   /// one of them (a header that now shadows another) can change the outcome.
   std::vector<std::string> PathsMissing;
   /// With RecordMacros: the macros the program's files name, and their definitions (macro_dependence.h).
   std::vector<MacroDependence> Macros;
 };
+
+/// A fast digest of a file's contents (xxh3-64, hex): equal contents, equal digests.
+std::string contentsHash(llvm::StringRef Contents);
 
 /// Parses the translation unit of CommandLine (already adjusted to -fsyntax-only) from Directory, seeing
 /// Overlay (canonical path -> contents) in place of the files on disk. OnParsed runs on the AST when the

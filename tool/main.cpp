@@ -151,7 +151,7 @@ std::optional<AuditMirror> writeSources(DriverResult &Result, const std::vector<
   if (InPlace) {
     for (const FileRewrite &Rewrite : Result.Rewrites) {
       bool Changed = false;
-      if (Error Err = lmfuse::tool::writeIfChanged(Rewrite.Path, Rewrite.Rewritten, Changed)) {
+      if (Error Err = lmfuse::tool::writeIfChanged(Rewrite.Path, Rewrite.Rewritten, Changed, Rewrite.Original)) {
         std::string Message = toString(std::move(Err));
         errs() << "lmfuse: error: " << Message << "\n";
         failWrite(Result.Sites, Rewrite.Path, Message);
@@ -362,7 +362,11 @@ int main(int argc, const char **argv) {
     if (std::string Overlap = lmfuse::tool::overlapWithSources(Root, OutRoot); !Overlap.empty())
       return fail(ExitSkipped, Overlap + "; choose a folder outside " + Root);
     SmallString<256> CacheDir(OutRoot);
-    sys::path::append(CacheDir, ".lmfuse-cache");
+    sys::path::append(CacheDir, lmfuse::tool::kCacheFolder);
+    // One run at a time per output tree, from its analysis to its audit: two runs writing the same copies
+    // would leave an audit and a cache that describe the other run's copies. The lock goes with the process.
+    if (Error Err = lmfuse::tool::lockOutputTree(std::string(CacheDir), Quiet))
+      return fail(ExitSkipped, toString(std::move(Err)));
     std::string Executable = sys::fs::getMainExecutable(argv[0], reinterpret_cast<void *>(&executableDir));
     Cache.emplace(std::string(CacheDir), cacheFingerprint(PatternText, Options, Executable));
     Options.Cache = &*Cache;

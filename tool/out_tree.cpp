@@ -1,11 +1,13 @@
 // Mirroring sources into --out-dir.
 #include "out_tree.h"
 
+#include <chrono>
 #include <map>
 #include <set>
 
 #include "edit_set.h"
 #include "safe_write.h"
+#include "verify.h"
 
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/MemoryBuffer.h"
@@ -35,7 +37,8 @@ std::string mirroredPath(llvm::StringRef Source, llvm::StringRef Root, llvm::Str
   return std::string(Target);
 }
 
-llvm::Error writeIfChanged(llvm::StringRef Path, llvm::StringRef Contents, bool &Changed) {
+llvm::Error writeIfChanged(llvm::StringRef Path, llvm::StringRef Contents, bool &Changed,
+                           std::optional<llvm::StringRef> Replacing) {
   Changed = false;
   // Before reading it: a FIFO in its place would block the read.
   if (std::string Refusal = refusalToReplace(Path); !Refusal.empty())
@@ -45,10 +48,30 @@ llvm::Error writeIfChanged(llvm::StringRef Path, llvm::StringRef Contents, bool 
   if (std::error_code EC = llvm::sys::fs::create_directories(llvm::sys::path::parent_path(Path)))
     return llvm::createStringError(EC, "cannot create the folder of %s: %s", Path.str().c_str(),
                                    EC.message().c_str());
-  if (llvm::Error Err = writeFileAtomically(Path, Contents))
+  if (llvm::Error Err = writeFileAtomically(Path, Contents, Replacing))
     return Err;
   Changed = true;
   return llvm::Error::success();
+}
+
+llvm::Error lockOutputTree(const std::string &CacheDir, bool Quiet) {
+  llvm::SmallString<256> LockPath(CacheDir);
+  llvm::sys::path::append(LockPath, "lock");
+  int FD = -1;
+  std::error_code EC = llvm::sys::fs::create_directories(CacheDir);
+  if (!EC)
+    EC = llvm::sys::fs::openFileForWrite(LockPath, FD, llvm::sys::fs::CD_OpenAlways);
+  if (!EC)
+    EC = llvm::sys::fs::tryLockFile(FD);
+  if (EC == std::errc::no_lock_available) {
+    if (!Quiet)
+      llvm::errs() << "lmfuse: note: waiting for another lmfuse run that writes this output tree (" << LockPath << ")\n";
+    EC = llvm::sys::fs::tryLockFile(FD, std::chrono::minutes(30));
+  }
+  if (EC)
+    return llvm::createStringError(EC, "cannot lock the output tree through %s: %s", LockPath.c_str(),
+                                   EC.message().c_str());
+  return llvm::Error::success();  // FD stays open: the lock is released when the process exits
 }
 
 std::string overlapWithSources(llvm::StringRef Root, llvm::StringRef OutDir) {
@@ -64,20 +87,25 @@ namespace {
 
 // Every copy starts with a #line directive naming its original (after a byte-order mark, if the original
 // has one); an existing regular file that does not was not made by lmfuse.
-bool isForeignFile(const std::string &Path) {
-  if (!llvm::sys::fs::is_regular_file(Path))
-    return false;  // absent (fine), or refused on its own by writeIfChanged
+bool isCopy(const std::string &Path) {
   auto Existing = llvm::MemoryBuffer::getFile(Path, /*IsText=*/false, /*RequiresNullTerminator=*/false);
   if (!Existing)
     return false;
   llvm::StringRef Text = (*Existing)->getBuffer();
   Text.consume_front("\xEF\xBB\xBF");
-  return !Text.starts_with("#line 1 \"");
+  return Text.starts_with("#line 1 \"");
+}
+bool isForeignFile(const std::string &Path) {
+  return llvm::sys::fs::is_regular_file(Path) && !isCopy(Path);  // absent is fine; others are refused on their own
 }
 
-// The first folder between OutDir and Target (Target's own folder included, OutDir not) that is a link:
-// a copy written through it would land outside the output tree (in a source folder, say). "" if none.
-std::string linkedFolder(const std::string &Target, llvm::StringRef OutDir) {
+// Target itself, or else the first folder between OutDir and Target (Target's own folder included, OutDir
+// not), that is a link: a copy written through it would land outside the output tree (in a source folder,
+// another mirror, say). "" if none.
+std::string linkInTree(const std::string &Target, llvm::StringRef OutDir) {
+  llvm::sys::fs::file_status Own;
+  if (!llvm::sys::fs::status(Target, Own, /*follow=*/false) && llvm::sys::fs::is_symlink_file(Own))
+    return Target;
   llvm::SmallString<256> Folder(llvm::sys::path::parent_path(Target));
   std::string Found;
   while (Folder.size() > OutDir.size() && llvm::StringRef(Folder).starts_with(OutDir)) {
@@ -87,6 +115,28 @@ std::string linkedFolder(const std::string &Target, llvm::StringRef OutDir) {
     Folder = llvm::sys::path::parent_path(Folder);
   }
   return Found;
+}
+
+// Removes every copy lmfuse made under OutDir (outside its cache, not through links) that is not among
+// Targets: a copy an earlier run made of a header this run no longer reads would otherwise still be found
+// by `#include "..."` beside the rewritten files, in place of the header the analysis saw.
+void removeOtherCopies(llvm::StringRef OutDir, const std::set<std::string> &Targets, OutTreeResult &Out) {
+  std::error_code EC;
+  for (llvm::sys::fs::recursive_directory_iterator It(OutDir, EC, /*follow_symlinks=*/false), End; It != End && !EC;
+       It.increment(EC)) {
+    const std::string &Path = It->path();
+    if (llvm::sys::path::filename(Path) == kCacheFolder) {
+      It.no_push();
+      continue;
+    }
+    if (It->type() != llvm::sys::fs::file_type::regular_file || Targets.count(Path) || !isCopy(Path))
+      continue;
+    if (std::error_code Removing = llvm::sys::fs::remove(Path))
+      Out.Failures.push_back({Path, "cannot remove " + Path + ", a copy an earlier run made that this run does not: " +
+                                        Removing.message()});
+    else
+      ++Out.Removed;
+  }
 }
 
 }  // namespace
@@ -112,6 +162,12 @@ OutTreeResult writeOutTree(const rewriter::DriverResult &Result, const std::vect
     auto Buffer = llvm::MemoryBuffer::getFile(File);
     if (!Buffer)
       continue;  // a file the compiler read but that is gone now: the build will say so
+    if (auto Parsed = Result.ReadDigests.find(File);
+        Parsed != Result.ReadDigests.end() && rewriter::contentsHash((*Buffer)->getBuffer()) != Parsed->second) {
+      Out.Failures.push_back({File, "not written: " + File + " changed on disk while lmfuse ran, so the rewritten "
+                                    "copies beside it were made for other contents; run lmfuse again"});
+      continue;
+    }
     Copies[File] = rewriter::rewrittenWithLineDirectives(File, (*Buffer)->getBuffer(), {});
     Digests[File] = rewriter::contentDigest((*Buffer)->getBuffer());
   }
@@ -127,7 +183,7 @@ OutTreeResult writeOutTree(const rewriter::DriverResult &Result, const std::vect
                                           ", a file the translation units read"});
       continue;
     }
-    if (std::string Link = linkedFolder(Target, OutDir); !Link.empty()) {
+    if (std::string Link = linkInTree(Target, OutDir); !Link.empty()) {
       Out.Failures.push_back({Source, "not written: " + Link + " is a link, and the copy of " + Source +
                                           " would be written where it points; --out-dir writes only inside its own tree"});
       continue;
@@ -146,6 +202,10 @@ OutTreeResult writeOutTree(const rewriter::DriverResult &Result, const std::vect
     // "": relative to Root.
     Out.Mirrored.push_back({mirroredPath(Source, Root, ""), Digests[Source], rewriter::contentDigest(Contents)});
   }
+  std::set<std::string> Targets;
+  for (const auto &Copy : Copies)
+    Targets.insert(mirroredPath(Copy.first, Root, OutDir));
+  removeOtherCopies(OutDir, Targets, Out);
   return Out;
 }
 

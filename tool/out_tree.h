@@ -7,18 +7,27 @@
 // never replaced (its source gets a write-failed entry), nor is any file a translation unit read. Every copy
 // in place after the run is listed with the SHA-256 of the original contents it was made from (the audit's
 // `mirror`), so a build that compiles the mirror on another machine can refuse originals changed since.
+// Copies an earlier run made that this run does not are removed (a stale header copy would shadow the
+// header the analysis saw), and so is nothing else; no copy is written through a link, and none of a file
+// that changed on disk while lmfuse ran.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "audit.h"
 #include "driver.h"
+#include "llvm/ADT/StringRef.h"
 
 namespace lmfuse::tool {
 
+/// The folder under --out-dir that holds the outcome cache (outcome_cache.h): never a copy, never removed.
+inline constexpr llvm::StringLiteral kCacheFolder = ".lmfuse-cache";
+
 struct OutTreeResult {
   unsigned Written = 0, Unchanged = 0;
+  unsigned Removed = 0;  ///< copies an earlier run made that this run does not (removeOtherCopies)
   std::vector<std::pair<std::string, std::string>> Failures;  ///< source file -> message
   std::vector<rewriter::MirroredFile> Mirrored;               ///< every copy written or found unchanged
 };
@@ -36,8 +45,13 @@ OutTreeResult writeOutTree(const rewriter::DriverResult &Result, const std::vect
 /// it would not. Both canonical. A copy whose target is a file a unit read is refused on its own as well.
 std::string overlapWithSources(llvm::StringRef Root, llvm::StringRef OutDir);
 
-/// Writes Contents to Path with writeFileAtomically() (safe_write.h), creating its folder; skips the write
-/// when Path already holds Contents. Sets Changed accordingly.
-llvm::Error writeIfChanged(llvm::StringRef Path, llvm::StringRef Contents, bool &Changed);
+/// Waits until no other lmfuse run holds CacheDir's lock, then holds it until the process exits (a note on
+/// stderr while waiting, unless Quiet). An error when the lock cannot be made or is not given within 30 min.
+llvm::Error lockOutputTree(const std::string &CacheDir, bool Quiet);
+
+/// Writes Contents to Path with writeFileAtomically() (safe_write.h, Replacing passed on), creating its
+/// folder; skips the write when Path already holds Contents. Sets Changed accordingly.
+llvm::Error writeIfChanged(llvm::StringRef Path, llvm::StringRef Contents, bool &Changed,
+                           std::optional<llvm::StringRef> Replacing = std::nullopt);
 
 }  // namespace lmfuse::tool

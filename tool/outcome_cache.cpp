@@ -3,22 +3,19 @@
 
 #include "audit.h"
 #include "safe_write.h"
+#include "verify.h"
 
 #include "llvm/Support/FileSystem.h"
-#include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/JSON.h"
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/Path.h"
 #include "llvm/Support/raw_ostream.h"
-#include "llvm/Support/xxhash.h"
 
 namespace lmfuse::tool {
 
 using rewriter::TranslationUnitOutcome;
 
-std::string hashText(llvm::StringRef Text) {
-  return llvm::formatv("{0:x-16}", llvm::xxh3_64bits(Text)).str();
-}
+std::string hashText(llvm::StringRef Text) { return rewriter::contentsHash(Text); }
 
 std::string hashFile(llvm::StringRef Path) {
   auto Buffer = llvm::MemoryBuffer::getFile(Path, /*IsText=*/false, /*RequiresNullTerminator=*/false);
@@ -77,6 +74,7 @@ OutcomeCache::lookup(const clang::tooling::CompileCommand &Command) {
     if (!Path || !Hash || hashFile(*Path) != *Hash)
       return std::nullopt;
     Outcome.FilesRead.push_back(Path->str());
+    Outcome.ReadDigests[Path->str()] = Hash->str();
   }
   // A path the parse looked for in vain that exists now (a header added earlier on the include path)
   // could change what the unit includes.
@@ -124,7 +122,10 @@ void OutcomeCache::store(const clang::tooling::CompileCommand &Command, const Tr
   std::string Key = commandKey(Command);
   llvm::json::Array Inputs, Absent, Sites, Edits, Macros;
   for (const std::string &File : Outcome.FilesRead) {
-    std::string Hash = hashFile(File);
+    // What the parse read, not what the file holds now: an entry never pairs an outcome with contents it
+    // was not computed from.
+    auto Parsed = Outcome.ReadDigests.find(File);
+    std::string Hash = Parsed != Outcome.ReadDigests.end() ? Parsed->second : hashFile(File);
     if (Hash.empty())
       return;  // an input vanished: an entry would never hit
     Inputs.push_back(llvm::json::Array{File, Hash});

@@ -19,6 +19,7 @@
 #include "llvm/ADT/SmallString.h"
 #include "llvm/ADT/Twine.h"
 #include "llvm/Support/FileSystem.h"
+#include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/Path.h"
 #include "llvm/Support/Signals.h"
 
@@ -87,7 +88,8 @@ std::string refusalToReplace(llvm::StringRef PathRef) {
   return "";
 }
 
-llvm::Error writeFileAtomically(llvm::StringRef PathRef, llvm::StringRef Contents) {
+llvm::Error writeFileAtomically(llvm::StringRef PathRef, llvm::StringRef Contents,
+                                std::optional<llvm::StringRef> Replacing) {
   // A symlink is followed: the file it names is replaced, the link stays.
   llvm::SmallString<256> Path(PathRef);
   if (llvm::sys::fs::is_symlink_file(Path))
@@ -144,6 +146,12 @@ llvm::Error writeFileAtomically(llvm::StringRef PathRef, llvm::StringRef Content
   FD = -1;
   if (::close(Closing) != 0)
     return Discard(Errno());
+  if (Replacing) {
+    auto Now = llvm::MemoryBuffer::getFile(Path, /*IsText=*/false, /*RequiresNullTerminator=*/false);
+    if (!Now || (*Now)->getBuffer() != *Replacing)
+      return Discard("it changed on disk while lmfuse ran (its rewrite was made from the contents it held "
+                     "before); run lmfuse again");
+  }
   if (::rename(Temporary.c_str(), Path.c_str()) != 0)
     return Discard(Errno());
   llvm::sys::DontRemoveFileOnSignal(Temporary);

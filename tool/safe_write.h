@@ -14,6 +14,8 @@
 // error the caller can turn into a `write-failed` entry.
 #pragma once
 
+#include <optional>
+
 #include "llvm/ADT/StringRef.h"
 #include "llvm/Support/Error.h"
 
@@ -22,7 +24,10 @@ namespace lmfuse::tool {
 /// Why Path must not be replaced ("" when it may be, or does not exist yet): one sentence naming Path.
 std::string refusalToReplace(llvm::StringRef Path);
 
-/// Writes Contents to Path as described above; the error names Path and says it was left as it was.
-llvm::Error writeFileAtomically(llvm::StringRef Path, llvm::StringRef Contents);
+/// Writes Contents to Path as described above; the error names Path and says it was left as it was. With
+/// Replacing, Path must still hold exactly that when the temporary is complete (it is read again just before
+/// the rename): a source rewritten in place that someone saved while lmfuse ran keeps their change.
+llvm::Error writeFileAtomically(llvm::StringRef Path, llvm::StringRef Contents,
+                                std::optional<llvm::StringRef> Replacing = std::nullopt);
 
 }  // namespace lmfuse::tool

@@ -6,6 +6,9 @@
 
 #include "patterns.h"
 
+#include <chrono>
+#include <thread>
+
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -561,6 +564,18 @@ TEST_CASE("an --out-dir that would overwrite the sources is refused", "[cli][wri
     CHECK(!fileExists(Tree.path("src/b/model.cpp")));
     CHECK(Tree.read("src/a/model.cpp") == ModelSource);
   }
+  SECTION("a copy in the output tree that is a link to a file elsewhere") {
+    // out/model.cpp -> ../elsewhere/model.cpp (another mirror's copy, made with `cp -rs`): replacing the link's
+    // target would rewrite a file outside the output tree.
+    Tree.write("elsewhere/model.cpp", "#line 1 \"/another/model.cpp\"\nint elsewhere;\n");
+    llvm::sys::fs::create_directories(Tree.path("out"));
+    REQUIRE(!llvm::sys::fs::create_link("../elsewhere/model.cpp", Tree.path("out/model.cpp")));
+    ToolRun Run = runLmfuse(withFlags({"--out-dir", Tree.path("out"), Tree.path("src/model.cpp")}, Tree));
+    INFO(Run.Err);
+    CHECK(Run.ExitCode == 1);
+    CHECK(countOf(Run.Err, "lmfuse: error: not written: " + Tree.path("out/model.cpp") + " is a link") == 1);
+    CHECK(Tree.read("elsewhere/model.cpp") == "#line 1 \"/another/model.cpp\"\nint elsewhere;\n");
+  }
   SECTION("a folder that holds the sources' folder") {
     ToolRun Run = runLmfuse(withFlags({"--out-dir", Tree.Root, Tree.path("src/model.cpp")}, Tree));
     CHECK(Run.ExitCode == 2);
@@ -568,6 +583,63 @@ TEST_CASE("an --out-dir that would overwrite the sources is refused", "[cli][wri
     CHECK(!fileExists(Tree.path("model.cpp")));
   }
   CHECK(Tree.read("src/model.cpp") == ModelSource);
+}
+
+TEST_CASE("copies an earlier run made that this run does not are removed, and nothing else", "[cli][writes]") {
+  // Run 1 reads src/cfg.h; the header then moves to inc/cfg.h (another folder on the include path). Left in
+  // place, out/cfg.h would be found first by the copy's `#include "cfg.h"`, in place of the header run 2 saw.
+  SourceTree Tree({{"src/cfg.h", "#define FROM_SRC 1\n"}, {"src/inc/cfg.h", "#define FROM_INC 1\n"},
+                   {"out/notes.txt", "the user's own file\n"}});
+  Tree.write("src/model.cpp", std::string("#include \"cfg.h\"\n") + ModelSource);
+  auto Run = [&] {
+    return runLmfuse(withFlags({"--out-dir", Tree.path("out"), "--edit-root", Tree.path("src"), Tree.path("src/model.cpp")},
+                               Tree, {"-I" + Tree.path("src/inc")}));
+  };
+  ToolRun First = Run();
+  INFO(First.Err);
+  REQUIRE(First.ExitCode == 0);
+  REQUIRE(countOf(Tree.read("out/cfg.h"), "FROM_SRC") == 1);
+  REQUIRE(llvm::sys::fs::remove(Tree.path("src/cfg.h")) == std::error_code());
+  ToolRun Second = Run();
+  INFO(Second.Err);
+  CHECK(Second.ExitCode == 0);
+  CHECK(!fileExists(Tree.path("out/cfg.h")));
+  CHECK(countOf(Tree.read("out/inc/cfg.h"), "FROM_INC") == 1);
+  CHECK(countOf(Tree.read("out/model.cpp"), "lmfuse::linear_cross_entropy(") == 1);
+  CHECK(Tree.read("out/notes.txt") == "the user's own file\n");
+}
+
+TEST_CASE("a run waits while another holds its output tree, then writes", "[cli][writes]") {
+  SourceTree Tree({{"src/model.cpp", ModelSource}});
+  std::string LockPath = Tree.path("out/.lmfuse-cache/lock");
+  REQUIRE(!llvm::sys::fs::create_directories(Tree.path("out/.lmfuse-cache")));
+  int Held = -1;
+  REQUIRE(!llvm::sys::fs::openFileForWrite(LockPath, Held, llvm::sys::fs::CD_OpenAlways));
+  REQUIRE(!llvm::sys::fs::tryLockFile(Held));
+  llvm::SmallString<256> ErrPath;
+  REQUIRE(!llvm::sys::fs::createTemporaryFile("lmfuse-cli-err", "txt", ErrPath));
+  std::vector<std::string> Arguments = withFlags({"--out-dir", Tree.path("out"), Tree.path("src/model.cpp")}, Tree);
+  std::string Executable = lmfuseUnderTest();
+  std::vector<llvm::StringRef> Argv{Executable};
+  for (const std::string &Argument : Arguments)
+    Argv.push_back(Argument);
+  std::optional<llvm::StringRef> Redirects[] = {std::nullopt, llvm::StringRef("/dev/null"), llvm::StringRef(ErrPath)};
+  llvm::sys::ProcessInfo Child = llvm::sys::ExecuteNoWait(Executable, Argv, std::nullopt, Redirects);
+  REQUIRE(Child.Pid > 0);
+  bool Waiting = false;
+  for (int Tries = 0; Tries < 300 && !Waiting; ++Tries) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    Waiting = countOf(readFile(ErrPath), "waiting for another lmfuse run that writes this output tree") == 1;
+  }
+  CHECK(Waiting);
+  CHECK(!fileExists(Tree.path("out/model.cpp")));
+  llvm::sys::fs::unlockFile(Held);
+  ::close(Held);
+  llvm::sys::ProcessInfo Done = llvm::sys::Wait(Child, 120);
+  INFO(readFile(ErrPath));
+  CHECK(Done.ReturnCode == 0);
+  CHECK(countOf(readFile(Tree.path("out/model.cpp")), "lmfuse::linear_cross_entropy(") == 1);
+  llvm::sys::fs::remove(ErrPath);
 }
 
 TEST_CASE("an --out-dir copy of a file without patched sites that cannot be written is failed", "[cli][writes]") {

@@ -156,7 +156,7 @@ TEST_CASE("reason codes round-trip through their spelling", "[site]") {
        {ReasonKind::LogitsRebound, ReasonKind::LogitsSoftcapped, ReasonKind::HeadWrapped, ReasonKind::HeadNotLinear,
         ReasonKind::LogitsIndexed, ReasonKind::LogitsUsedElsewhere, ReasonKind::LabelsBranchNontrivial,
         ReasonKind::LabelsMismatch, ReasonKind::LossUnsupported, ReasonKind::InMacro, ReasonKind::ParseError,
-        ReasonKind::ReparseFailed, ReasonKind::EditConflict, ReasonKind::WriteFailed}) {
+        ReasonKind::ReparseFailed, ReasonKind::EditConflict, ReasonKind::WriteFailed, ReasonKind::SourceChanged}) {
     INFO(static_cast<int>(Reason));
     CHECK(!reasonCode(Reason).empty());
     CHECK(!reasonDescription(Reason).empty());
