@@ -13,7 +13,7 @@
 #   unit that includes a patched header compiles the rewritten one; the step checks that with each unit's
 #   own compile command and fails naming any unit that would still read an original patched header (a
 #   header among the target's precompiled headers is one: they are built from the originals), or whose
-#   copy would read other files of the project than its original;
+#   copy would read other files than its original;
 # - each copy compiles as its original would: it takes the original's source properties set before the
 #   call (COMPILE_DEFINITIONS, COMPILE_OPTIONS, COMPILE_FLAGS, INCLUDE_DIRECTORIES, ...), stays out of
 #   unity builds, and the tool parses each source with its copy's own compile command (from the compile
@@ -38,11 +38,21 @@
 # - EXTRA_ARGS are flags for the tool's parse only (like clang-tidy's --extra-arg); flags Clang does not
 #   know (GCC-only options) are dropped by the tool with a note;
 # - it reruns only when a source, a header they include (depfile, Ninja and Makefiles), the pattern set,
-#   the tool or the target's flags change;
+#   the tool (the in-tree target's file, or the installed executable) or the target's flags change;
+# - every file the step writes (copies, audit, depfile, stamps, lists) goes to a temporary beside it that
+#   is renamed into place once written whole and checked: a failed write (a full disk) fails the build
+#   naming the file and leaves the previous one intact;
+# - a copy searches the include folders in its original's order: a source's folder gets the -idirafter
+#   fallback only where the target's include directories do not hold it, and the step fails where a unit's
+#   command names a source's folder both ways, or where a copy reads any file its original does not (or
+#   the reverse);
+# - it needs a single-configuration generator: with a multi-config one (Ninja Multi-Config, Visual Studio,
+#   Xcode) configuring fails, since one analysis, mirror and audit would serve every configuration;
 # - EXPECT_PATCHED is the tool's --expect-patched (sites patched or already patched; exit 3): the build
 #   fails with the tool's list of every site and its reason;
 # - the audit JSON goes to AUDIT (default: lmfuse_rewritten/<target>/audit.json) and is always the last
-#   run's: a failed run leaves its own audit, or none;
+#   run's: a failed run leaves its own audit, or none (or, where its own cannot be written, the previous one,
+#   whole, and the failure says so);
 # - <target> links lmfuse::torch; the compile database (compile_commands.json) also lists the original
 #   sources with the target's flags (through the never-built object library <target>_lmfuse_originals),
 #   so `lmfuse -p <build dir> <source>` works on them.
@@ -71,6 +81,26 @@ include_guard(GLOBAL)
 set(LMFUSE_REWRITTEN_DIR "" CACHE PATH
     "Mirror made elsewhere (<dir>/<target>/<relative path>, <dir>/<target>/audit.json), compiled instead of running the lmfuse tool")
 set(_LMFUSE_REWRITE_STEP "${CMAKE_CURRENT_LIST_DIR}/LmfuseRewriteStep.cmake" CACHE INTERNAL "")
+
+# Writes <content> to <path> (on every configure, as file(WRITE) does: the step reruns after each, which
+# is how it sees a change of a source's own properties), through a temporary beside it renamed into place:
+# a write cut short (a full disk) leaves the previous file whole, and the failure names the file.
+function(_lmfuse_write_list path content)
+  set(temporary "${path}.lmfuse-tmp")
+  file(WRITE "${temporary}" "${content}")
+  string(SHA256 wanted "${content}")
+  file(SHA256 "${temporary}" written)
+  if(NOT written STREQUAL wanted)
+    file(REMOVE "${temporary}")
+    message(FATAL_ERROR "lmfuse_rewrite: cannot write ${path} (through ${temporary}): the file written is not "
+                        "the one meant (cut short?)")
+  endif()
+  file(RENAME "${temporary}" "${path}" RESULT renamed)
+  if(NOT renamed EQUAL 0)
+    file(REMOVE "${temporary}")
+    message(FATAL_ERROR "lmfuse_rewrite: cannot write ${path} (renaming ${temporary} into place): ${renamed}")
+  endif()
+endfunction()
 
 # The tool and the pattern set: the in-tree targets, or what lmfuse-config.cmake found.
 function(_lmfuse_rewrite_tool out_tool out_patterns)
@@ -337,6 +367,17 @@ function(lmfuse_rewrite)
     message(FATAL_ERROR "lmfuse_rewrite(TARGET ${ARG_TARGET}): EXPECT_PATCHED must be a count, got '${ARG_EXPECT_PATCHED}'")
   endif()
   set(target "${ARG_TARGET}")
+  # One mirror, one audit and one analysis per target: under a multi-config generator (Ninja Multi-Config,
+  # Visual Studio, Xcode) every configuration would compile the same copies, analysed under one
+  # configuration's flags (its NDEBUG, its definitions), whatever configuration is built.
+  get_property(multi_config GLOBAL PROPERTY GENERATOR_IS_MULTI_CONFIG)
+  if(multi_config)
+    message(FATAL_ERROR "lmfuse_rewrite(TARGET ${target}): the generator \"${CMAKE_GENERATOR}\" builds several "
+                        "configurations from one build folder, but the rewrite is analysed under one "
+                        "configuration's flags (NDEBUG, its definitions) and its mirror and audit would serve "
+                        "them all: configure with a single-configuration generator (-G Ninja or -G \"Unix "
+                        "Makefiles\") and CMAKE_BUILD_TYPE, one build folder per configuration")
+  endif()
   set(out_dir "${CMAKE_CURRENT_BINARY_DIR}/lmfuse_rewritten/${target}")
   set(edit_root "${ARG_EDIT_ROOT}")
   if(NOT edit_root)
@@ -426,7 +467,7 @@ $<JOIN:${global_flags},
 ")
   # Lists travel to the step in files: a list of paths can outgrow a command line.
   string(REPLACE ";" "\n" originals_lines "${originals}")
-  file(WRITE "${out_dir}/sources.txt" "${originals_lines}\n")
+  _lmfuse_write_list("${out_dir}/sources.txt" "${originals_lines}\n")
   # What both modes of the step check every unit with: the build's compiler, its compile commands (or the
   # flags file), the target's sources and the units it knows (units.txt, written below).
   set(unit_check_arguments
@@ -511,7 +552,7 @@ $<JOIN:${global_flags},
       set(depfile_arguments DEPFILE "${depfile}")
     endif()
     string(REPLACE ";" "\n" extra_lines "${ARG_EXTRA_ARGS}")
-    file(WRITE "${out_dir}/extra-args.txt" "${extra_lines}\n")
+    _lmfuse_write_list("${out_dir}/extra-args.txt" "${extra_lines}\n")
     add_custom_command(
       OUTPUT ${copies} "${audit}"
       COMMAND "${CMAKE_COMMAND}" "-DMODE=tool" "-DTARGET=${target}" "-DTOOL=${tool}"
@@ -521,7 +562,7 @@ $<JOIN:${global_flags},
               "-DDEPFILE=${depfile}" ${unit_check_arguments}
               -P "${_LMFUSE_REWRITE_STEP}"
       DEPENDS ${originals} "${patterns}" "${out_dir}/extra-args.txt" ${unit_check_inputs}
-              "${_LMFUSE_REWRITE_STEP}" $<$<TARGET_EXISTS:lmfuse>:lmfuse>
+              "${_LMFUSE_REWRITE_STEP}" "${tool}" $<$<TARGET_EXISTS:lmfuse>:lmfuse>
       ${depfile_arguments}
       COMMENT "lmfuse: rewriting the sources of ${target}"
       VERBATIM)
@@ -566,7 +607,7 @@ $<JOIN:${global_flags},
     endif()
   endforeach()
   string(REPLACE ";" "\n" known_lines "${known_units}")
-  file(WRITE "${out_dir}/units.txt" "${known_lines}\n")
+  _lmfuse_write_list("${out_dir}/units.txt" "${known_lines}\n")
   _lmfuse_include_dirs("${target}" include_dirs)
   set(mirror_dirs "")
   foreach(dir IN LISTS include_dirs)
@@ -586,9 +627,15 @@ $<JOIN:${global_flags},
   # the originals read), then the include folders. Only a relative include that leaves the mirror
   # (`"../third_party/x.h"` from a copy) falls through to its original's folder, searched last (-idirafter,
   # not -iquote, which would come before the target's own include folders: a `"config.h"` would then find
-  # another source's folder first). The step checks each unit reads the same files as its original.
+  # another source's folder first). A folder the target's include path already holds gets no -idirafter:
+  # GCC and Clang search a folder named both ways only in its -idirafter place, which would move it behind
+  # every other include folder (a `<head_type.h>` would then find another folder's first). The step checks
+  # that no unit's command names a fallback folder otherwise too, and that each unit reads the same files as
+  # its original.
+  set(include_path "$<TARGET_PROPERTY:${target},INCLUDE_DIRECTORIES>")
   foreach(folder IN LISTS quote_dirs)
-    target_compile_options("${target}" PRIVATE "SHELL:-idirafter \"${folder}\"")
+    set(listed "$<OR:$<IN_LIST:${folder},${include_path}>,$<IN_LIST:${folder}/,${include_path}>>")
+    target_compile_options("${target}" PRIVATE "$<$<NOT:${listed}>:SHELL:-idirafter \"${folder}\">")
   endforeach()
   target_link_libraries("${target}" PRIVATE lmfuse::torch)
   set_property(TARGET "${target}" PROPERTY EXPORT_COMPILE_COMMANDS ON)

@@ -3,12 +3,14 @@
 # (MODE=carried), checks every carried copy against its original (the SHA-256 the carried audit records) and
 # only then copies it into place. Then, in both modes, every unit of the target as the build compiles it
 # (its own command, the build's own compiler) must: read the rewritten copy of each patched header; read
-# the same files of the project as its original; see every macro the rewrite's analysis depended on as the
+# the same files as its original (no source folder named both as an include folder and as the -idirafter
+# fallback, which would move it last); see every macro the rewrite's analysis depended on as the
 # tool saw it (the audit's mirror.units: a flag, a compiler or a library header that defines one otherwise
 # compiles other code than was analysed); and no unit the call never saw may read a file under EDIT_ROOT.
-# Last, the audit and a depfile of what the units read. Nothing is half-written: on any failure the copies
-# are removed (so the next build runs the step again), the audit is the failed run's own (or none), and the
-# build stops with the reasons.
+# Last, a depfile of what the units read and the audit. Nothing is half-written: every file goes to a
+# temporary beside it, renamed into place once written whole; on any failure the copies are removed (so the
+# next build runs the step again), the audit is the failed run's own (or none; or the previous one, whole,
+# where this run's cannot be written), and the build stops with the reasons.
 #
 # Both modes: TARGET EDIT_ROOT OUT_DIR COPIES AUDIT EXPECT_PATCHED DEPFILE COMPILE_COMMANDS FLAGS_FILE
 #             SOURCES_FILE SOURCE_ROOT CXX UNITS_FILE BINARY_DIR PATTERNS (carried: where there is one)
@@ -26,20 +28,87 @@ set(bookkeeping "audit\\.json|\\.stage|\\.database|\\.lmfuse-cache|flags-[^/]*\\
 
 set(who "lmfuse_rewrite(${TARGET})")
 
-# The one error path: no copy survives a failure, and the audit is this run's (STAGE_AUDIT) or none. The
-# message may come in pieces, joined.
+# Every file the step produces (the mirror's copies, the audit, the stamp, the depfile, the lists it hands
+# the tool) is written beside its place first (<path>.lmfuse-tmp), checked against what was meant to be
+# written, and only then renamed over the old one: a write cut short (a full disk) leaves the old file whole,
+# never half a file that a later build would refuse. <out> is "" when <path> holds <from>'s contents (or
+# <content>), else why not, naming the file.
+function(try_place_copy from path out)
+  set(temporary "${path}.lmfuse-tmp")
+  set(why "")
+  file(COPY_FILE "${from}" "${temporary}" RESULT copied)
+  if(NOT copied EQUAL 0)
+    set(why "cannot write ${path} (through ${temporary}): ${copied}")
+  else()
+    file(SHA256 "${from}" wanted)
+    file(SHA256 "${temporary}" written)
+    if(NOT written STREQUAL wanted)
+      set(why "cannot write ${path} (through ${temporary}): the file written is not the one meant (cut short?)")
+    else()
+      file(RENAME "${temporary}" "${path}" RESULT renamed)
+      if(NOT renamed EQUAL 0)
+        set(why "cannot write ${path} (renaming ${temporary} into place): ${renamed}")
+      endif()
+    endif()
+  endif()
+  if(why)
+    file(REMOVE "${temporary}")
+  endif()
+  set(${out} "${why}" PARENT_SCOPE)
+endfunction()
+
+# The audit of a failed run, best effort: this run's (STAGE_AUDIT) replaces the previous one, or the previous
+# one goes. Where this run's cannot be written (a full disk), the previous one is left whole and the failure
+# says so.
+function(fail_audit out)
+  set(note "")
+  if(NOT AUDIT OR AUDIT_UNWRITABLE)
+  elseif(STAGE_AUDIT AND EXISTS "${STAGE_AUDIT}")
+    try_place_copy("${STAGE_AUDIT}" "${AUDIT}" why)
+    if(why)
+      set(note "\n(this run's audit could not replace the previous one, which is left as it was: ${why})")
+    endif()
+  else()
+    file(REMOVE "${AUDIT}")
+  endif()
+  set(${out} "${note}" PARENT_SCOPE)
+endfunction()
+
+# The one error path: no copy survives a failure, and the audit is this run's (STAGE_AUDIT) or none (or the
+# previous one, whole, where this run's cannot be written). The message may come in pieces, joined.
 function(fail)
   string(CONCAT message ${ARGV})
   foreach(copy IN LISTS COPIES)
     file(REMOVE "${copy}")
   endforeach()
-  if(NOT AUDIT)
-  elseif(STAGE_AUDIT AND EXISTS "${STAGE_AUDIT}")
-    file(COPY_FILE "${STAGE_AUDIT}" "${AUDIT}")
-  else()
-    file(REMOVE "${AUDIT}")
+  fail_audit(note)
+  message(FATAL_ERROR "${who}: ${message}${note}")
+endfunction()
+
+# <path> gets the contents <from> (a file), through a temporary beside it, or the step fails naming it.
+function(place_copy from path)
+  try_place_copy("${from}" "${path}" why)
+  if(why)
+    fail("${why}")
   endif()
-  message(FATAL_ERROR "${who}: ${message}")
+endfunction()
+
+# <path> gets <content>, through a temporary beside it, or the step fails naming it (a write CMake itself
+# cannot make ends the step with CMake's error, which names the temporary; <path> is left as it was).
+function(place_text path content)
+  set(temporary "${path}.lmfuse-tmp")
+  file(WRITE "${temporary}" "${content}")
+  string(SHA256 wanted "${content}")
+  file(SHA256 "${temporary}" written)
+  if(NOT written STREQUAL wanted)
+    file(REMOVE "${temporary}")
+    fail("cannot write ${path} (through ${temporary}): the file written is not the one meant (cut short?)")
+  endif()
+  file(RENAME "${temporary}" "${path}" RESULT renamed)
+  if(NOT renamed EQUAL 0)
+    file(REMOVE "${temporary}")
+    fail("cannot write ${path} (renaming ${temporary} into place): ${renamed}")
+  endif()
 endfunction()
 
 # Makes a folder of the mirror, or fails the step through fail() (file(MAKE_DIRECTORY) would end the script
@@ -88,6 +157,16 @@ if(AUDIT AND EXISTS "${AUDIT}")
     fail("AUDIT ${occupied} is a file that is not an lmfuse audit; it is left as it is: name another path")
   endif()
 endif()
+
+# The folders of the files the step writes outside the mirror (the depfile and its scratch file, the stamp,
+# the audit): the build tool makes those of a command's declared outputs at most (Ninja does, Makefiles do
+# not), never those of its depfile.
+foreach(path IN ITEMS "${DEPFILE}" "${STAMP}" "${AUDIT}")
+  if(path)
+    get_filename_component(folder "${path}" DIRECTORY)
+    make_folder("${folder}")
+  endif()
+endforeach()
 
 # The sites of an audit as "file:line: status reason: detail" lines, but those whose status is in `skip`.
 function(describe_sites audit_file skip out)
@@ -265,6 +344,7 @@ foreach(source IN LISTS SOURCES)
   get_filename_component(folder "${source}" DIRECTORY)
   list(APPEND source_folders "${folder}")
 endforeach()
+list(REMOVE_DUPLICATES source_folders)
 
 # <out> = the files an audit's patched sites lie in, by real path here (a carried audit names the files where
 # the tool ran: under its mirror.root, which stands for EDIT_ROOT).
@@ -357,8 +437,9 @@ if(MODE STREQUAL "consumer")
          "${TARGET}) too (its units then compile the rewritten header), or include the header only from "
          "${REWRITTEN}:${originals_read}")
   endif()
-  file(WRITE "${STAMP}" "checked against ${REWRITTEN_AUDIT}\n")
-  file(WRITE "${DEPFILE}" "${STAMP}:${dependencies}\n")
+  # The stamp last: it is what tells the build tool the check is done.
+  place_text("${DEPFILE}" "${STAMP}:${dependencies}\n")
+  place_text("${STAMP}" "checked against ${REWRITTEN_AUDIT}\n")
   return()
 endif()
 
@@ -464,10 +545,7 @@ if(MODE STREQUAL "carried")
   foreach(relative IN LISTS listed)
     get_filename_component(folder "${OUT_DIR}/${relative}" DIRECTORY)
     make_folder("${folder}")
-    file(COPY_FILE "${FROM_DIR}/${relative}" "${OUT_DIR}/${relative}" RESULT copied)
-    if(NOT copied EQUAL 0)
-      fail("cannot copy ${FROM_DIR}/${relative} into ${OUT_DIR}: ${copied}")
-    endif()
+    place_copy("${FROM_DIR}/${relative}" "${OUT_DIR}/${relative}")
   endforeach()
   set(result_audit "${CARRIED_AUDIT}")
 else()
@@ -505,7 +583,8 @@ else()
   endforeach()
   set(compile_flags -- ${flags})
   if(database_complete)
-    file(WRITE "${OUT_DIR}/.database/compile_commands.json" "${database_entries}\n")
+    make_folder("${OUT_DIR}/.database")
+    place_text("${OUT_DIR}/.database/compile_commands.json" "${database_entries}\n")
     set(compile_flags -p "${OUT_DIR}/.database")
   endif()
 
@@ -565,10 +644,7 @@ else()
   foreach(relative IN LISTS staged)
     get_filename_component(folder "${OUT_DIR}/${relative}" DIRECTORY)
     make_folder("${folder}")
-    file(COPY_FILE "${stage}/${relative}" "${OUT_DIR}/${relative}" RESULT copied)
-    if(NOT copied EQUAL 0)
-      fail("cannot copy ${stage}/${relative} into ${OUT_DIR}: ${copied}")
-    endif()
+    place_copy("${stage}/${relative}" "${OUT_DIR}/${relative}")
   endforeach()
   foreach(copy IN LISTS COPIES)
     if(NOT EXISTS "${copy}")
@@ -581,6 +657,53 @@ endif()
 # The files the tool rewrote: the patched sites' files, by real path here.
 file(READ "${result_audit}" audit)
 patched_files_of("${audit}" patched_files)
+
+# <out> = <files> by real path, with a mirrored file standing for its original: what a copy's reads are
+# compared with its original's by.
+function(resolved_files files out)
+  set(result "")
+  foreach(file IN LISTS files)
+    file(RELATIVE_PATH in_mirror "${OUT_DIR}" "${file}")
+    if(NOT in_mirror MATCHES "^\\.\\./")
+      set(file "${real_edit_root}/${in_mirror}")
+    endif()
+    get_filename_component(real "${file}" REALPATH)
+    list(APPEND result "${real}")
+  endforeach()
+  list(REMOVE_DUPLICATES result)
+  set(${out} "${result}" PARENT_SCOPE)
+endfunction()
+
+# <out> = the folders <arguments> (a unit's command, run in <directory>) names with -I, -isystem, -iquote
+# or -idirafter (<option> picks one; separate or joined), by real path.
+function(include_folders arguments directory option out)
+  set(result "")
+  set(previous "")
+  foreach(word IN LISTS arguments)
+    set(folder "")
+    if(previous)
+      if(previous MATCHES "^-(${option})$")
+        set(folder "${word}")
+      endif()
+      set(previous "")
+    elseif(word MATCHES "^-(I|isystem|iquote|idirafter)$")
+      set(previous "${word}")
+    elseif(word MATCHES "^-(I|isystem|iquote|idirafter)(.+)$")
+      set(joined "${CMAKE_MATCH_2}")
+      if(CMAKE_MATCH_1 MATCHES "^(${option})$")
+        set(folder "${joined}")
+      endif()
+    endif()
+    if(NOT folder STREQUAL "")
+      if(NOT directory)
+        set(directory "${SOURCE_ROOT}")
+      endif()
+      get_filename_component(folder "${folder}" REALPATH BASE_DIR "${directory}")
+      list(APPEND result "${folder}")
+    endif()
+  endforeach()
+  set(${out} "${result}" PARENT_SCOPE)
+endfunction()
 
 # <out> = the files among <files> that belong to the project: under EDIT_ROOT, by real path, with a mirrored
 # file standing for its original, and the build folder's files left out.
@@ -685,7 +808,7 @@ function(macro_mismatches source unit arguments directory index out)
   set(empty "${OUT_DIR}/.database/empty.cpp")
   if(NOT EXISTS "${empty}")
     make_folder("${OUT_DIR}/.database")
-    file(WRITE "${empty}" "")
+    place_text("${empty}" "")
   endif()
   foreach(probe IN ITEMS end start)
     set(input "${unit}")
@@ -779,7 +902,7 @@ function(macro_mismatches source unit arguments directory index out)
                                "#define LMFUSE_INCLUDE_TEST_${i} 0\n#endif\n")
     endforeach()
     set(probe "${OUT_DIR}/.database/include-tests-${key}.cpp")
-    file(WRITE "${probe}" "${probe_text}")
+    place_text("${probe}" "${probe_text}")
     execute_process(COMMAND "${CXX}" -iquote "${folder}" ${arguments} -dM -E "${probe}"
                     WORKING_DIRECTORY "${directory}" RESULT_VARIABLE status OUTPUT_VARIABLE defined ERROR_VARIABLE errors)
     if(NOT status EQUAL 0)
@@ -825,6 +948,7 @@ endfunction()
 set(dependencies "")
 set(bypassing "")
 set(elsewhere "")
+set(demoted "")
 set(macros_differ "")
 # <out> (and <out>_directory) = how the build compiles <unit>: its command, else the flags shared by all.
 function(unit_command unit out)
@@ -845,12 +969,13 @@ endif()
 string(REGEX MATCH "\nreplacement:[ \t]*\n([ \t]*#[^\n]*\n)*[ \t]+include:[ \t]*([^ \t\n#]+)" _ "${pattern_text}")
 set(runtime_reads "")
 if(CMAKE_MATCH_2)
-  file(WRITE "${OUT_DIR}/.database/rewrite-include.cpp" "#include <${CMAKE_MATCH_2}>\n")
+  make_folder("${OUT_DIR}/.database")
+  place_text("${OUT_DIR}/.database/rewrite-include.cpp" "#include <${CMAKE_MATCH_2}>\n")
   list(GET SOURCES 0 first_source)
   unit_of("${first_source}" first_unit)
   unit_command("${first_unit}" include_flags)
   files_read("${OUT_DIR}/.database/rewrite-include.cpp" "${include_flags}" "${include_flags_directory}" included)
-  project_files("${included}" runtime_reads)
+  resolved_files("${included}" runtime_reads)
 endif()
 foreach(source IN LISTS SOURCES)
   get_filename_component(real_source "${source}" REALPATH)
@@ -890,21 +1015,49 @@ foreach(source IN LISTS SOURCES)
     string(REPLACE " " "\\ " header "${header}")
     string(APPEND dependencies " \\\n  ${header}")
   endforeach()
+  # Each unit's command adds the mirror's folders in front and each source's folder last (-idirafter, the
+  # fallback of a relative include that leaves the mirror). A folder its command names both as a fallback
+  # and otherwise (-I, -isystem, -iquote) is searched only in its -idirafter place by GCC and Clang, behind
+  # every other include folder: the unit's includes could resolve elsewhere than its original's.
+  include_folders("${unit_flags}" "${unit_flags_directory}" "idirafter" fallbacks)
+  include_folders("${unit_flags}" "${unit_flags_directory}" "I|isystem|iquote" searched)
+  foreach(folder IN LISTS source_folders)
+    get_filename_component(real_folder "${folder}" REALPATH)
+    if(real_folder IN_LIST fallbacks AND real_folder IN_LIST searched)
+      list(APPEND demoted "\n  ${source}: ${folder}")
+    endif()
+  endforeach()
   if(NOT unit STREQUAL source AND unit_flags_directory)
     without_mirror("${unit_flags}" original_flags)
     files_read("${source}" "${original_flags}" "${unit_flags_directory}" original_headers)
-    project_files("${headers}" copy_reads)
-    project_files("${original_headers}" original_reads)
+    # Every file, the project's and the libraries': a library header resolved from another folder is other
+    # code as well.
+    resolved_files("${headers}" copy_reads)
+    resolved_files("${original_headers}" original_reads)
     set(only_copy ${copy_reads})
     list(REMOVE_ITEM only_copy ${original_reads} ${runtime_reads})
     set(only_original ${original_reads})
     list(REMOVE_ITEM only_original ${copy_reads})
+    # The first few of each: a header found elsewhere brings its own includes along.
+    set(shown 0)
     foreach(file IN LISTS only_copy)
-      list(APPEND elsewhere "\n  ${source}'s copy reads ${file}, which the original does not")
+      math(EXPR shown "${shown} + 1")
+      if(shown LESS_EQUAL 5)
+        list(APPEND elsewhere "\n  ${source}'s copy reads ${file}, which the original does not")
+      endif()
     endforeach()
+    set(shown 0)
     foreach(file IN LISTS only_original)
-      list(APPEND elsewhere "\n  ${source}'s copy does not read ${file}, which the original does")
+      math(EXPR shown "${shown} + 1")
+      if(shown LESS_EQUAL 5)
+        list(APPEND elsewhere "\n  ${source}'s copy does not read ${file}, which the original does")
+      endif()
     endforeach()
+    list(LENGTH only_copy more_copy)
+    list(LENGTH only_original more_original)
+    if(more_copy GREATER 5 OR more_original GREATER 5)
+      list(APPEND elsewhere "\n  (${more_copy} files read by ${source}'s copy only, ${more_original} by its original only)")
+    endif()
   endif()
   if(reads_rewritten)
     unit_key("${real_source}" key)
@@ -922,9 +1075,17 @@ if(bypassing)
        "original first: add the header's folder to the target's own include directories, or include it with "
        "quotes from a folder under EDIT_ROOT):${bypassing}")
 endif()
+if(demoted)
+  fail("a unit's compile command names the folder of one of the target's sources both as an include folder "
+       "(-I, -isystem, -iquote) and as the fallback lmfuse_rewrite adds for it (-idirafter, searched last): "
+       "the compiler then searches it only last, so the rewritten copy could include other files than its "
+       "original. lmfuse_rewrite adds no fallback for a folder among the target's INCLUDE_DIRECTORIES, spelt "
+       "as they are: give the folder with target_include_directories() (not as a flag in COMPILE_OPTIONS "
+       "or CMAKE_CXX_FLAGS, not through a link or `..`):${demoted}")
+endif()
 if(elsewhere)
-  fail("a rewritten copy would include other files of the project than its original (an include resolved "
-       "from the mirror finds another file first):${elsewhere}")
+  fail("a rewritten copy would include other files than its original (an include resolved from the mirror, "
+       "or through the fallback folders lmfuse_rewrite adds, finds another file first):${elsewhere}")
 endif()
 if(macros_differ)
   fail("this build compiles the rewritten code with macros or headers the rewrite was not analysed with (another "
@@ -967,10 +1128,6 @@ if(unseen)
        "EDIT_ROOT ${EDIT_ROOT}, which would compile as the originals: list each as a plain source of the target "
        "before calling lmfuse_rewrite() (not through a generator expression, not added after the call):${unseen}")
 endif()
-file(COPY_FILE "${result_audit}" "${AUDIT}" RESULT copied)
-if(NOT copied EQUAL 0)
-  fail("cannot copy the audit ${result_audit} to ${AUDIT}: ${copied}")
-endif()
 # The step runs again when a file a unit reads changes or goes; a carried mirror's copies count too.
 if(MODE STREQUAL "carried")
   foreach(relative IN LISTS listed)
@@ -978,4 +1135,11 @@ if(MODE STREQUAL "carried")
     string(APPEND dependencies " \\\n  ${path}")
   endforeach()
 endif()
-file(WRITE "${DEPFILE}" "${first_copy}: ${dependencies}\n")
+place_text("${DEPFILE}" "${first_copy}: ${dependencies}\n")
+# The audit last: until it is in place (renamed over the previous one), the step's outputs are older than
+# what made it run, so a step stopped before (a failed write) runs again.
+try_place_copy("${result_audit}" "${AUDIT}" why)
+if(why)
+  set(AUDIT_UNWRITABLE ON)  # fail() does not try again; the previous audit is left whole
+  fail("${why}")
+endif()

@@ -93,8 +93,13 @@ std::string canonicalPath(llvm::StringRef Path, llvm::StringRef BaseDirectory) {
     Absolute = BaseDirectory;
     llvm::sys::path::append(Absolute, Path);
   }
-  llvm::sys::path::remove_dots(Absolute, /*remove_dot_dot=*/true);
+  // The file system resolves `..` after the links before it (`/bin/../lib` is `/usr/lib` where /bin links
+  // to /usr/bin, as the paths Clang builds from its own location do); only a path that does not exist is
+  // reduced by its text.
   llvm::SmallString<256> Real;
+  if (!llvm::sys::fs::real_path(Absolute, Real))
+    return std::string(Real);
+  llvm::sys::path::remove_dots(Absolute, /*remove_dot_dot=*/true);
   if (!llvm::sys::fs::real_path(Absolute, Real))
     return std::string(Real);
   return std::string(Absolute);

@@ -10,6 +10,8 @@
 #include "edit_set.h"
 
 #include "llvm/ADT/StringRef.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/raw_ostream.h"
 
 using clang::tooling::Replacement;
 using clang::tooling::Replacements;
@@ -272,4 +274,23 @@ TEST_CASE("diff headers: plain names as they are, others C-quoted as GNU diff wr
     std::string Diff = lmfuse::rewriter::unifiedDiff(Name, "x;\n", Edits);
     CHECK(llvm::StringRef(Diff).starts_with(std::string("--- ") + Shown + "\n+++ " + Shown + "\n"));
   }
+}
+
+TEST_CASE("canonical paths resolve `..` after a linked folder as the file system does", "[edit_set]") {
+  // <tmp>/usr/bin/.. is <tmp>/usr; <tmp>/bin links to usr/bin, so <tmp>/bin/../include is <tmp>/usr/include,
+  // not <tmp>/include (Clang builds such paths from a compiler found through a linked /bin).
+  llvm::SmallString<256> Root;
+  REQUIRE(!llvm::sys::fs::createUniqueDirectory("lmfuse-canonical", Root));
+  llvm::SmallString<256> Real;
+  REQUIRE(!llvm::sys::fs::real_path(Root, Real));
+  std::string Base(Real);
+  REQUIRE(!llvm::sys::fs::create_directories(Base + "/usr/bin"));
+  REQUIRE(!llvm::sys::fs::create_directories(Base + "/usr/include"));
+  { std::error_code EC; llvm::raw_fd_ostream(Base + "/usr/include/x.h", EC) << "int x;\n"; REQUIRE(!EC); }
+  REQUIRE(!llvm::sys::fs::create_link("usr/bin", Base + "/bin"));
+  CHECK(lmfuse::rewriter::canonicalPath("bin/../include/x.h", Base) == Base + "/usr/include/x.h");
+  CHECK(lmfuse::rewriter::canonicalPath(Base + "/bin/../include/x.h", "/") == Base + "/usr/include/x.h");
+  // A path that does not exist is reduced by its text.
+  CHECK(lmfuse::rewriter::canonicalPath("gone/../y.h", Base) == Base + "/y.h");
+  llvm::sys::fs::remove_directories(Base);
 }

@@ -6,7 +6,7 @@
 #                  runtime_only) in WORK/build
 #   -DSTEP=<name>  builds and checks one scenario (header_two_units, include_src, logits_read,
 #                  autocast_cpu, already_patched, gcc_flag, loss_forms, build_guards, public_include,
-#                  stale_units, runtime_only);
+#                  stale_units, runtime_only, cmake_step);
 #                  stale_units configures a copy of its project of its own; include_src is also
 #                  built where Clang is not, from the mirror its first build made (LMFUSE_REWRITTEN_DIR)
 #   -DBUILD_DIR=<lmfuse build> -DUSAGE=<tests/usage> -DWORK=<scratch> -DGENERATOR=<gen> -DTORCH_PREFIX=<Torch_DIR>
@@ -216,6 +216,10 @@ elseif(STEP STREQUAL "logits_read")
     message(FATAL_ERROR "logits_rank: with LMFUSE_DISABLE=1 the original must run (exit ${STATUS}):\n${OUT}")
   endif()
 
+elseif(STEP STREQUAL "cmake_step")
+  # The build step's own checks on stub headers (tests/usage/cmake_step/check.cmake: the tool as a
+  # dependency, audits written whole, Makefiles, multi-config generators refused, include order kept).
+  step("${CMAKE_COMMAND}" --build "${build}" --target usage_cmake_step)
 elseif(STEP STREQUAL "build_guards")
   # Units lmfuse_rewrite never saw that read the model: the build fails naming them.
   foreach(target IN ITEMS guard_unseen guard_late)

@@ -1,0 +1,147 @@
+# The checks of the CMake integration (cmake -P; the target usage_cmake_step runs it): builds project/
+# against a copy of the installed lmfuse (WORK/prefix: the check replaces its executable) under each
+# single-configuration generator found, and requires what lmfuse_rewrite promises (see CMakeLists.txt).
+#   -DPREFIX=<installed lmfuse> -DPROJECT=<project/> -DSTUBS=<stub LibTorch headers> -DWORK=<scratch>
+#   -DCXX=<compiler> -DTorch_DIR=<LibTorch's CMake folder>
+cmake_minimum_required(VERSION 3.22)
+set(prefix "${WORK}/prefix")
+set(tree "${WORK}/project")
+file(REMOVE_RECURSE "${WORK}")
+file(COPY "${PREFIX}/" DESTINATION "${prefix}" USE_SOURCE_PERMISSIONS)
+file(COPY "${PROJECT}/" DESTINATION "${tree}")
+set(tool "${prefix}/bin/lmfuse")
+file(RENAME "${tool}" "${tool}.real")
+
+# The lmfuse the package names: the real one, or one that also logs its runs (an upgrade in place). It
+# lifts the file-size limit a check may put on the build: the tool's own writes are not what is tested.
+function(install_tool log)
+  set(logging "")
+  if(log)
+    set(logging "echo \"run: $*\" >> \"${log}\"\n")
+  endif()
+  file(WRITE "${tool}.new" "#!/bin/bash\nulimit -S -f unlimited\n${logging}exec \"${tool}.real\" \"$@\"\n")
+  file(CHMOD "${tool}.new" PERMISSIONS OWNER_READ OWNER_WRITE OWNER_EXECUTE GROUP_READ GROUP_EXECUTE
+                                       WORLD_READ WORLD_EXECUTE)
+  file(RENAME "${tool}.new" "${tool}")
+endfunction()
+install_tool("")
+
+function(step)
+  execute_process(COMMAND ${ARGN} RESULT_VARIABLE status OUTPUT_VARIABLE output ERROR_VARIABLE output)
+  if(NOT status EQUAL 0)
+    message(FATAL_ERROR "failed (${status}): ${ARGN}\n${output}")
+  endif()
+  set(OUT "${output}" PARENT_SCOPE)
+endfunction()
+
+function(configure build generator)
+  execute_process(COMMAND "${CMAKE_COMMAND}" -S "${tree}" -B "${build}" -G "${generator}"
+                          -DCMAKE_BUILD_TYPE=Release "-DCMAKE_PREFIX_PATH=${prefix}" "-DTorch_DIR=${Torch_DIR}"
+                          "-DCMAKE_CXX_COMPILER=${CXX}" "-DSTUBS=${STUBS}"
+                  RESULT_VARIABLE status OUTPUT_VARIABLE output ERROR_VARIABLE output)
+  set(OUT "${output}" PARENT_SCOPE)
+  set(STATUS "${status}" PARENT_SCOPE)
+endfunction()
+
+# The audit at <path> is a whole lmfuse audit with one patched site; <what> says when.
+function(audit_whole path what)
+  file(READ "${path}" text)
+  string(JSON schema ERROR_VARIABLE broken GET "${text}" schema)
+  string(JSON patched ERROR_VARIABLE no_count GET "${text}" summary patched)
+  if(broken OR no_count OR NOT schema MATCHES "^lmfuse-audit/" OR NOT patched EQUAL 1)
+    message(FATAL_ERROR "${what}: ${path} is not a whole lmfuse audit with one patched site (${broken}${no_count})")
+  endif()
+endfunction()
+
+# The program runs the head common/head_type.h defines (a Linear: HEAD), as the original and the tool's
+# parse do, then the fused call; never third/'s capped head.
+function(runs_fused build what)
+  execute_process(COMMAND "${build}/app" RESULT_VARIABLE status OUTPUT_VARIABLE output ERROR_VARIABLE output)
+  string(REGEX REPLACE "[\r\n]+" " " output "${output}")
+  if(NOT status EQUAL 0 OR NOT output STREQUAL "HEAD FUSED ")
+    message(FATAL_ERROR "${what}: the rewritten program prints '${output}' (exit ${status}), not 'HEAD FUSED': "
+                        "its copy does not read the headers the original and the tool read")
+  endif()
+endfunction()
+
+set(generators Ninja)
+find_program(MAKE_PROGRAM NAMES gmake make)
+if(MAKE_PROGRAM)
+  list(APPEND generators "Unix Makefiles")
+endif()
+set(first ON)
+foreach(generator IN LISTS generators)
+  string(MAKE_C_IDENTIFIER "${generator}" name)
+  set(build "${WORK}/build-${name}")
+  set(audit "${build}/audit/app.json")
+  configure("${build}" "${generator}")
+  if(NOT STATUS EQUAL 0)
+    message(FATAL_ERROR "${generator}: configuring failed:\n${OUT}")
+  endif()
+  # The whole build: the step, the check of stubimpl (linked with the rewritten app), the copies.
+  step("${CMAKE_COMMAND}" --build "${build}")
+  runs_fused("${build}" "${generator}")
+  audit_whole("${audit}" "${generator}")
+  step("${CMAKE_COMMAND}" --build "${build}")  # and again, with nothing to do
+
+  # An upgrade of the installed tool reruns the rewrite.
+  set(log "${WORK}/tool-${name}.log")
+  install_tool("${log}")
+  step("${CMAKE_COMMAND}" --build "${build}")
+  if(NOT EXISTS "${log}")
+    message(FATAL_ERROR "${generator}: replacing ${tool} did not rerun the rewrite")
+  endif()
+  install_tool("")
+  runs_fused("${build}" "${generator} (after the tool changed)")
+
+  if(first)
+    set(first OFF)
+    # A write of the step cut short (here a file-size limit below the new audit's size, SIGXFSZ ignored so
+    # the write fails, as on a full disk, rather than the process): the build fails naming the audit, the previous audit is left
+    # whole, and once the limit is gone the next build runs the step again and succeeds. Refused sites make
+    # the new audit large; the copies and everything else the step writes stay below the limit.
+    file(SIZE "${audit}" before)
+    set(many "")
+    foreach(i RANGE 1 150)
+      string(APPEND many "inline torch::Tensor r${i}(torch::nn::Linear&a,const torch::Tensor&b,c10::optional<"
+                         "torch::Tensor>c){torch::Tensor l;auto g=a(b);g=g*0.5;if(c.has_value()){l=torch::nn::"
+                         "functional::cross_entropy(g.view({-1,g.size(-1)}),c->view(-1));}return l;}\n")
+    endforeach()
+    file(WRITE "${tree}/model/many.h" "${many}")
+    string(LENGTH "${many}" copy_size)
+    math(EXPR limit "${copy_size} / 1024 + 12")  # in KiB: above the copy, below the audit
+    # The build tool itself, not `cmake --build`, which would give its children SIGXFSZ's default back.
+    file(STRINGS "${build}/CMakeCache.txt" make_program REGEX "^CMAKE_MAKE_PROGRAM:")
+    string(REGEX REPLACE "^[^=]*=" "" make_program "${make_program}")
+    execute_process(COMMAND bash -c "trap '' XFSZ; ulimit -S -f ${limit}; exec \"$0\" -C \"$1\" app_lmfuse_step"
+                            "${make_program}" "${build}"
+                    RESULT_VARIABLE status OUTPUT_VARIABLE output ERROR_VARIABLE output)
+    string(REGEX REPLACE "[ \t\r\n]+" " " flat "${output}")
+    if(status EQUAL 0)
+      message(FATAL_ERROR "the step's audit (${limit} KiB allowed) was written whole: the check cannot tell; "
+                          "make the refused sites more:\n${output}")
+    endif()
+    audit_whole("${audit}" "after a write cut short")
+    file(SIZE "${audit}" after)
+    if(NOT after EQUAL before)
+      message(FATAL_ERROR "after a write cut short, ${audit} is not the previous audit (${before} bytes, now ${after})")
+    endif()
+    string(FIND "${flat}" "cannot write ${audit}" named)
+    if(named EQUAL -1)
+      message(FATAL_ERROR "a write cut short does not fail the build naming ${audit}:\n${output}")
+    endif()
+    file(WRITE "${tree}/model/many.h" "")
+    step("${CMAKE_COMMAND}" --build "${build}")
+    runs_fused("${build}" "after a write cut short")
+    audit_whole("${audit}" "after a write cut short, the next build")
+  endif()
+endforeach()
+
+# A multi-configuration generator is refused when configuring, naming it and what to use instead.
+configure("${WORK}/build-multi" "Ninja Multi-Config")
+string(REGEX REPLACE "[ \t\r\n]+" " " flat "${OUT}")
+if(STATUS EQUAL 0 OR NOT flat MATCHES "the generator \"Ninja Multi-Config\" builds several configurations" OR
+   NOT flat MATCHES "single-configuration generator")
+  message(FATAL_ERROR "Ninja Multi-Config: configuring must fail naming the generator (exit ${STATUS}):\n${OUT}")
+endif()
+message(STATUS "cmake_step: all checks passed under ${generators} and refused Ninja Multi-Config")
