@@ -4,6 +4,8 @@
 
 #include "loss_option_table.h"
 
+#include <climits>
+
 #include "clang/AST/ParentMapContext.h"
 #include "clang/AST/RecursiveASTVisitor.h"
 #include "clang/Lex/Lexer.h"
@@ -242,7 +244,18 @@ std::optional<tooling::Replacement> planIncludeEdit(FileID File, const PatternSe
                                                    const SourceManager &SM) {
   llvm::StringRef Buffer = SM.getBufferData(File);
   const std::string &Header = Patterns.Replacement.Include;
+  // Where the preprocessor entered another file from this one: the offsets of the include directives it took.
+  std::vector<unsigned> Taken;
+  for (unsigned I = 0; I < SM.local_sloc_entry_size(); ++I) {
+    const SrcMgr::SLocEntry &Entry = SM.getLocalSLocEntry(I);
+    if (!Entry.isFile())
+      continue;
+    SourceLocation IncludedFrom = Entry.getFile().getIncludeLoc();
+    if (IncludedFrom.isValid() && IncludedFrom.isFileID() && SM.getFileID(IncludedFrom) == File)
+      Taken.push_back(SM.getFileOffset(IncludedFrom));
+  }
   size_t InsertAt = 0;
+  int Depth = 0, InsertDepth = INT_MAX;
   size_t LineStart = 0;
   while (LineStart < Buffer.size()) {
     size_t LineEnd = Buffer.find('\n', LineStart);
@@ -254,7 +267,15 @@ std::optional<tooling::Replacement> planIncludeEdit(FileID File, const PatternSe
         llvm::StringRef Target = Directive.trim();
         if (Target == "<" + Header + ">" || Target == "\"" + Header + "\"")
           return std::nullopt;
-        InsertAt = Next;
+        bool WasTaken = llvm::any_of(Taken, [&](unsigned Offset) { return Offset >= LineStart && Offset < Next; });
+        if (WasTaken && Depth <= InsertDepth) {
+          InsertAt = Next;
+          InsertDepth = Depth;
+        }
+      } else if (Directive.starts_with("if")) {
+        ++Depth;
+      } else if (Directive.starts_with("endif")) {
+        --Depth;
       }
     }
     LineStart = Next;

@@ -32,8 +32,9 @@ std::vector<clang::tooling::Replacement> planSiteEdits(const CapturedSite &Site,
 /// The fused call's options, e.g. `lmfuse::LossOptions().ignore_index(-1).shift(true)`.
 std::string lossOptionsText(const CapturedSite &Site, const PatternSet &Patterns);
 
-/// The insertion of `#include <...>` for the replacement call, after the last #include of the
-/// file; none when the file already includes it.
+/// The insertion of `#include <...>` for the replacement call, after the last #include of the file that the
+/// preprocessor took (never one in a block `#if` skipped) among those least deep in `#if` blocks (a header
+/// guard's included), so it lands where every unit reads it; none when the file already includes it.
 std::optional<clang::tooling::Replacement> planIncludeEdit(clang::FileID File, const PatternSet &Patterns,
                                                           const clang::SourceManager &SM);
 

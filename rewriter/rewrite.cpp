@@ -74,6 +74,60 @@ const CallExpr *fusedCallBeside(const Expr *Loss, const PatternSet &Patterns, co
   return Calls.FoundCall;
 }
 
+/// Collects the calls in templates whose callee is resolved only at instantiation (`cross_entropy(logits, y)`
+/// with `y` of a template parameter's type, found through a using-directive) where one of the functions it
+/// may resolve to is a rule's loss: sites the audit must list though no rule can match them yet.
+class DependentLossCollector : public MatchFinder::MatchCallback {
+public:
+  DependentLossCollector(const PatternSet &Patterns, std::vector<Candidate> &Out) : Patterns(Patterns), Out(Out) {}
+  void run(const MatchFinder::MatchResult &Result) override {
+    const auto *Call = Result.Nodes.getNodeAs<CallExpr>("call");
+    const auto *Lookup = Result.Nodes.getNodeAs<UnresolvedLookupExpr>("lookup");
+    if (!Call || !Lookup)
+      return;
+    for (const NamedDecl *Declared : Lookup->decls()) {
+      const FunctionDecl *Function = Declared->getUnderlyingDecl()->getAsFunction();
+      for (const LossPattern &Rule : Patterns.Losses)
+        if (Function && !Rule.isModule() && Function->getQualifiedNameAsString() == Rule.Callee) {
+          Out.push_back({Call, &Rule});
+          return;
+        }
+    }
+  }
+
+private:
+  const PatternSet &Patterns;
+  std::vector<Candidate> &Out;
+};
+
+/// The first expression or local of Function's body whose type only an instantiation decides, when Function
+/// is (in) a template: the site's head, labels or the code between may then take whatever types,
+/// conversions and overloads an instantiation gives them, which the analysis of the template cannot see,
+/// while the rewrite of its text applies to every instantiation. `this` in a class template does not count:
+/// the members of the current instantiation are known. Null otherwise.
+const Stmt *typeDependentPart(const FunctionDecl *Function) {
+  if (!Function->isDependentContext())
+    return nullptr;
+  struct Finder : RecursiveASTVisitor<Finder> {
+    const Stmt *Found = nullptr;
+    bool shouldVisitLambdaBody() const { return true; }
+    bool VisitExpr(Expr *E) {
+      if (E->isTypeDependent() && !isa<CXXThisExpr>(E))
+        Found = E;
+      return !Found;
+    }
+    // `Guard guard(true);`: a local of such a type, whatever its initialiser.
+    bool VisitDeclStmt(DeclStmt *Declaration) {
+      for (const Decl *Declared : Declaration->decls())
+        if (const auto *Value = dyn_cast<ValueDecl>(Declared); Value && Value->getType()->isDependentType())
+          Found = Declaration;
+      return !Found;
+    }
+  } Dependent;
+  Dependent.TraverseStmt(Function->getBody());
+  return Dependent.Found;
+}
+
 /// A record of a site of Function whose location is Anchor's (its expansion, for macros).
 SiteRecord recordAt(const Expr *Anchor, const FunctionDecl *Function, const std::string &Loss,
                     const SourceManager &SM) {
@@ -206,7 +260,13 @@ TranslationUnitResult analyzeTranslationUnit(ASTContext &Context, const PatternS
         Collectors.back().get());
   }
   Match(Patterns.Replacement.Call, nullptr, FusedCalls);
+  std::vector<Candidate> DependentLosses;
+  DependentLossCollector DependentCollector(Patterns, DependentLosses);
+  Finder.addMatcher(traverse(TK_IgnoreUnlessSpelledInSource,
+                             callExpr(callee(unresolvedLookupExpr().bind("lookup"))).bind("call")),
+                    &DependentCollector);
   Finder.matchAST(Context);
+  Candidates.insert(Candidates.end(), DependentLosses.begin(), DependentLosses.end());
   std::set<const FunctionDecl *> Recorded;  // functions with a site
 
   std::set<const CallExpr *> Seen;
@@ -229,6 +289,25 @@ TranslationUnitResult analyzeTranslationUnit(ASTContext &Context, const PatternS
     // site: only user code is analysed, whatever the include flags.
     if (inLibraryNamespace(Function, Patterns))
       continue;
+    // A site in a template whose types an instantiation decides is listed, never analysed.
+    const Stmt *Dependent = isa<UnresolvedLookupExpr>(Loss->getCallee()->IgnoreImplicit()) ? Loss : typeDependentPart(Function);
+    if (Dependent && !fusedCallBeside(Loss, Patterns, Query)) {
+      SiteRecord Record = recordAt(Loss, Function, Found.Rule->Callee, SM);
+      Recorded.insert(Function);
+      Record.Status = SiteStatus::Unmatched;
+      Record.Reason = ReasonKind::TemplateDependent;
+      Record.Detail = describe(Dependent, Dependent == Loss
+                                              ? "the loss call is resolved only when the template is instantiated"
+                                              : "its type is a template parameter's, known only at instantiation, "
+                                                "and the rewrite of the template's text would change every "
+                                                "instantiation",
+                               Query);
+      SourceLocation Offending = SM.getExpansionLoc(Dependent->getBeginLoc());
+      Record.DetailLine = SM.getExpansionLineNumber(Offending);
+      Record.DetailColumn = SM.getExpansionColumnNumber(Offending);
+      Result.Sites.push_back(std::move(Record));
+      continue;
+    }
     auto LossView = AstQuery::asCall(Loss);
     if (!LossView)
       continue;

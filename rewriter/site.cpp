@@ -34,6 +34,8 @@ constexpr ReasonEntry Reasons[] = {
     {ReasonKind::InMacro, "in-macro", "part of the site is inside a macro expansion"},
     {ReasonKind::InputsModified, "inputs-modified",
      "code between the head and the loss may change the head's input, weight, bias or module, or the guard's inputs"},
+    {ReasonKind::TemplateDependent, "template-dependent",
+     "the site is in a template and depends on its parameters' types, which only an instantiation decides"},
     {ReasonKind::ParseError, "parse-error", "the translation unit did not compile"},
     {ReasonKind::ReparseFailed, "reparse-failed", "the rewritten source did not compile"},
     {ReasonKind::EditConflict, "edit-conflict",

@@ -28,6 +28,7 @@ enum class ReasonKind {
   LossUnsupported,
   InMacro,
   InputsModified,
+  TemplateDependent,  ///< in a template, with types only an instantiation decides
   // failures (status Failed)
   ParseError,
   ReparseFailed,

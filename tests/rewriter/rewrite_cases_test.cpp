@@ -1467,6 +1467,67 @@ struct Child : Model::Base {
     return loss;
   }
 )", Verb::Suppresses, ""},
+    // ---- refused: template-dependent ------------------------------------------------------------
+    {"a weight of a template parameter's type (a class whose conversion draws a dropout mask, say)", R"(
+  template <class WT> torch::Tensor forward(torch::Tensor h, const WT &W, torch::Tensor labels) {
+    auto logits = F::linear(h, W);
+    return F::cross_entropy(logits.view({-1, 32}), labels.view(-1));
+  }
+)", Verb::RefusesWith, "template-dependent"},
+    {"a loss resolved only at instantiation (labels of a template parameter's type, a using-directive)", R"(
+  template <class Y> torch::Tensor forward(torch::Tensor h, const Y &labels) {
+    using namespace torch::nn::functional;
+    auto logits = lm_head(h);
+    return cross_entropy(logits, labels);
+  }
+)", Verb::RefusesWith, "template-dependent"},
+    {"a local of a template parameter's type between head and loss", R"(
+  template <class Guard> torch::Tensor forward(torch::Tensor h, torch::Tensor labels) {
+    auto logits = lm_head(h);
+    Guard guard(true);
+    return F::cross_entropy(logits.view({-1, 32}), labels.view(-1));
+  }
+)", Verb::RefusesWith, "template-dependent"},
+    {"the fused call's #include goes after the last include the preprocessor took, not into a block it skipped", R"(
+#ifdef LMFUSE_NEVER_DEFINED
+#include <vector>
+#endif
+  torch::Tensor forward(torch::Tensor h, torch::Tensor labels) {
+    auto logits = lm_head(h);
+    return F::cross_entropy(logits.view({-1, 32}), labels.view(-1));
+  }
+)", Verb::RewritesTo, R"(
+#ifdef LMFUSE_NEVER_DEFINED
+#include <vector>
+#endif
+  torch::Tensor forward(torch::Tensor h, torch::Tensor labels) {
+    auto logits = lmfuse::skip_logits() ? lmfuse::skipped_logits(h, lm_head->weight, "model.cpp:N") : lm_head(h);
+    return lmfuse::enabled()
+        ? lmfuse::linear_cross_entropy(h, lm_head->weight, lm_head->bias, labels, lmfuse::LossOptions()
+            .logits_as_passed({"model.cpp:N", logits, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits.view({-1, 32}); }, {}, labels, [&](const torch::Tensor &lmfuse_labels) { return lmfuse_labels.view(-1); }}))
+        : F::cross_entropy(logits.view({-1, 32}), labels.view(-1));
+  }
+)"},
+    {"a class template whose site names only members and concrete types is patched", R"(
+};
+template <int Width> struct Wide : torch::nn::Module {
+  torch::nn::Linear lm_head{nullptr};
+  torch::Tensor forward(torch::Tensor h, torch::Tensor labels) {
+    auto logits = this->lm_head(h);
+    return F::cross_entropy(logits.view({-1, Width}), labels.view(-1));
+  }
+)", Verb::RewritesTo, R"(
+};
+template <int Width> struct Wide : torch::nn::Module {
+  torch::nn::Linear lm_head{nullptr};
+  torch::Tensor forward(torch::Tensor h, torch::Tensor labels) {
+    auto logits = lmfuse::skip_logits() ? lmfuse::skipped_logits(h, this->lm_head->weight, "model.cpp:N") : this->lm_head(h);
+    return lmfuse::enabled()
+        ? lmfuse::linear_cross_entropy(h, this->lm_head->weight, this->lm_head->bias, labels, lmfuse::LossOptions()
+            .logits_as_passed({"model.cpp:N", logits, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits.view({-1, Width}); }, {}, labels, [&](const torch::Tensor &lmfuse_labels) { return lmfuse_labels.view(-1); }}))
+        : F::cross_entropy(logits.view({-1, Width}), labels.view(-1));
+  }
+)"},
     {"a bare NOLINT belongs to other tools and does not suppress", R"(
   torch::Tensor forward(torch::Tensor h, torch::Tensor labels) {
     auto logits = lm_head(h);  // NOLINT
@@ -1504,7 +1565,7 @@ TEST_CASE("every refusal reason has at least two cases", "[rewriter]") {
   for (ReasonKind Reason : {ReasonKind::LogitsRebound, ReasonKind::LogitsSoftcapped, ReasonKind::HeadWrapped,
                             ReasonKind::HeadNotLinear, ReasonKind::LogitsIndexed, ReasonKind::LogitsUsedElsewhere,
                             ReasonKind::LabelsBranchNontrivial, ReasonKind::LabelsMismatch,
-                            ReasonKind::LossUnsupported, ReasonKind::InMacro}) {
+                            ReasonKind::LossUnsupported, ReasonKind::InMacro, ReasonKind::TemplateDependent}) {
     INFO(reasonCode(Reason).str());
     CHECK(Counts[reasonCode(Reason).str()] >= 2);
   }
