@@ -648,7 +648,9 @@ TEST_CASE("a rewritten call throws where the replaced loss would have thrown on 
        labels.to(torch::kInt), "found Int"},
       {"cast to Long in the loss", labels.to(torch::kInt), [](const torch::Tensor& y) { return y.view(-1).to(torch::kLong); },
        labels, nullptr},
-      {"floating labels", labels.to(torch::kFloat), [](const torch::Tensor& y) { return y.view(-1); }, labels, "probabilities"},
+      // Floating labels are computed as the original computes them (class probabilities): one per row is
+      // no target it takes, and it throws its own error.
+      {"floating labels", labels.to(torch::kFloat), [](const torch::Tensor& y) { return y.view(-1); }, labels, "found Float"},
   };
   for (const Labelled& item : cases) {
     INFO(item.name);

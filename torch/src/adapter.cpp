@@ -14,8 +14,10 @@
 
 #include "autocast_rule.h"
 #include "distributed_mean.h"
+#include "errors.h"
 #include "fused_call.h"
 #include "logits_as_passed.h"
+#include "original_loss.h"
 
 namespace lmfuse {
 namespace {
@@ -114,7 +116,7 @@ public:
     // create_graph=true runs this pass in grad mode: the gradients handed back would have to be functions of
     // the inputs for a second derivative (a gradient penalty), and the runtime's are plain values, so that
     // derivative would silently miss this loss's terms. Refused instead.
-    TORCH_CHECK(!torch::GradMode::is_enabled(),
+    LMFUSE_TORCH_CHECK(torch_detail::Check::Unsupported, !torch::GradMode::is_enabled(),
                 "lmfuse::linear_cross_entropy: a backward pass with create_graph=true (double backward) is not "
                 "supported: the fused loss's gradients are not differentiable; run this loss unfused "
                 "(LMFUSE_DISABLE=1) to differentiate its gradients");
@@ -172,6 +174,9 @@ torch::Tensor asOriginalEmptyMean(const torch::Tensor& loss, const torch::Tensor
 torch::Tensor linear_cross_entropy(const torch::Tensor& hidden_, const torch::Tensor& weight_,
                                    const torch::Tensor& bias_, const torch::Tensor& labels,
                                    const LossOptions& options_) {
+  // Floating labels (class probabilities) to a rewritten call: cross_entropy's soft-target loss, which only the
+  // original computation gives; it runs here as the original ran it, throwing what that throws.
+  if (torch_detail::labelsNeedOriginal(options_)) return torch_detail::originalLoss(hidden_, weight_, bias_, options_);
   // A rewritten call first checks that the original computed the loss this call computes.
   torch_detail::checkLogitsAsPassed(hidden_, weight_, labels, options_);
   // Under autocast the operands and the loss dtype become what F::linear + F::cross_entropy would see
@@ -198,7 +203,8 @@ torch::Tensor linear_cross_entropy(const torch::Tensor& hidden_, const torch::Te
   }
   // LibTorch 1.13's Function::apply cannot take an undefined tensor: an absent bias or n_items travels
   // as an empty placeholder and is told apart by a flag in saved_data.
-  TORCH_CHECK(hidden.defined(), "lmfuse::linear_cross_entropy: hidden is an undefined tensor");
+  LMFUSE_TORCH_CHECK(torch_detail::Check::Argument, hidden.defined(),
+                     "lmfuse::linear_cross_entropy: hidden is an undefined tensor");
   const torch::Tensor placeholder = torch::empty({0}, hidden.options());
   const torch::Tensor biasOrEmpty = bias.defined() ? bias : placeholder;
   return asOriginalEmptyMean(

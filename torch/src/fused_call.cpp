@@ -1,6 +1,8 @@
 // Validation, flattening and the runtime call for the LibTorch adapter (see fused_call.h).
 #include "fused_call.h"
 
+#include "errors.h"
+
 #include <ATen/Parallel.h>
 #include <c10/core/DeviceGuard.h>
 
@@ -27,7 +29,7 @@ DType runtimeDType(torch::ScalarType type) {
     case torch::kHalf: return DType::Float16;
     case torch::kBFloat16: return DType::BFloat16;
     default:
-      TORCH_CHECK(false, kWho, "hidden has dtype ", type,
+      LMFUSE_TORCH_CHECK(Check::Argument, false, kWho, "hidden has dtype ", type,
                   "; supported are Float, Half and BFloat16 (the runtime computes in fp32)");
   }
   return DType::Float32;
@@ -61,24 +63,28 @@ Context contextFor(const torch::Device& device) {
     context.threads = at::get_num_threads();
     return context;
   }
-  TORCH_CHECK(device.is_cuda(), kWho, "tensors on ", device, " are not supported (CPU and CUDA are)");
+  LMFUSE_TORCH_CHECK(Check::Argument, device.is_cuda(), kWho, "tensors on ", device, " are not supported (CPU and CUDA are)");
 #ifdef LMFUSE_TORCH_CUDA
   context.device = DeviceKind::Cuda;
   context.stream = c10::cuda::getCurrentCUDAStream(device.index()).stream();
 #else
-  TORCH_CHECK(false, kWho, "hidden is a CUDA tensor, but lmfuse_torch was built against a LibTorch "
+  LMFUSE_TORCH_CHECK(Check::Argument, false, kWho, "hidden is a CUDA tensor, but lmfuse_torch was built against a LibTorch "
               "without CUDA");
 #endif
   return context;
 }
 
-// Runtime errors become LibTorch errors (RuntimeError in Python) with the runtime's message.
+// Runtime errors become LibTorch errors with the runtime's message, of the class errors.h gives the check:
+// `what` is Check::LabelOutOfRange for check() (out-of-range labels, c10::IndexError as nll_loss raises;
+// the only other errors check() raises are backend failures on CUDA, where the original's device-side
+// assertion is no class a program catches either), Check::Argument (c10::Error, RuntimeError in Python)
+// for the rest.
 template <typename Call>
-void callRuntime(Call&& call) {
+void callRuntime(Check what, Call&& call) {
   try {
     call();
   } catch (const Error& error) {
-    TORCH_CHECK(false, kWho, error.what());
+    raise(what, __func__, __FILE__, static_cast<uint32_t>(__LINE__), std::string(kWho) + error.what());
   }
 }
 
@@ -87,39 +93,39 @@ void callRuntime(Call&& call) {
 Operands prepareOperands(const torch::Tensor& hidden, const torch::Tensor& weight,
                          const torch::Tensor& bias, const torch::Tensor& labels,
                          const LossOptions& options, ParamGradKind param_grads) {
-  TORCH_CHECK(hidden.defined(), kWho, "hidden is an undefined tensor");
-  TORCH_CHECK(weight.defined(), kWho, "weight is an undefined tensor");
-  TORCH_CHECK(labels.defined(), kWho, "labels is an undefined tensor");
-  TORCH_CHECK(hidden.dim() >= 1, kWho, "hidden must have a last (hidden) dimension, got a scalar");
-  TORCH_CHECK(weight.dim() == 2, kWho, "weight must be [V, D], got shape ", weight.sizes());
+  LMFUSE_TORCH_CHECK(Check::Argument, hidden.defined(), kWho, "hidden is an undefined tensor");
+  LMFUSE_TORCH_CHECK(Check::Argument, weight.defined(), kWho, "weight is an undefined tensor");
+  LMFUSE_TORCH_CHECK(Check::Argument, labels.defined(), kWho, "labels is an undefined tensor");
+  LMFUSE_TORCH_CHECK(Check::Argument, hidden.dim() >= 1, kWho, "hidden must have a last (hidden) dimension, got a scalar");
+  LMFUSE_TORCH_CHECK(Check::Argument, weight.dim() == 2, kWho, "weight must be [V, D], got shape ", weight.sizes());
   const int64_t dim = hidden.size(-1);
   const int64_t vocab = weight.size(0);
-  TORCH_CHECK(weight.size(1) == dim, kWho, "weight is ", weight.sizes(), " but hidden's last dimension is ",
+  LMFUSE_TORCH_CHECK(Check::Argument, weight.size(1) == dim, kWho, "weight is ", weight.sizes(), " but hidden's last dimension is ",
               dim, " (F::linear needs weight [V, ", dim, "])");
-  TORCH_CHECK(vocab > 0 && dim > 0, kWho, "empty weight ", weight.sizes());
+  LMFUSE_TORCH_CHECK(Check::Argument, vocab > 0 && dim > 0, kWho, "empty weight ", weight.sizes());
   const torch::ScalarType dtype = hidden.scalar_type();
   const DType runtimeType = runtimeDType(dtype);
-  TORCH_CHECK(weight.scalar_type() == dtype, kWho, "weight has dtype ", weight.scalar_type(),
+  LMFUSE_TORCH_CHECK(Check::Argument, weight.scalar_type() == dtype, kWho, "weight has dtype ", weight.scalar_type(),
               " but hidden has dtype ", dtype, " (cast one of them, as F::linear requires)");
-  TORCH_CHECK(weight.device() == hidden.device(), kWho, "weight is on ", weight.device(),
+  LMFUSE_TORCH_CHECK(Check::Argument, weight.device() == hidden.device(), kWho, "weight is on ", weight.device(),
               " but hidden is on ", hidden.device());
   if (bias.defined()) {
-    TORCH_CHECK(bias.dim() == 1 && bias.size(0) == vocab, kWho, "bias must be [", vocab, "], got shape ",
+    LMFUSE_TORCH_CHECK(Check::Argument, bias.dim() == 1 && bias.size(0) == vocab, kWho, "bias must be [", vocab, "], got shape ",
                 bias.sizes());
-    TORCH_CHECK(bias.scalar_type() == dtype, kWho, "bias has dtype ", bias.scalar_type(),
+    LMFUSE_TORCH_CHECK(Check::Argument, bias.scalar_type() == dtype, kWho, "bias has dtype ", bias.scalar_type(),
                 " but hidden has dtype ", dtype);
-    TORCH_CHECK(bias.device() == hidden.device(), kWho, "bias is on ", bias.device(), " but hidden is on ",
+    LMFUSE_TORCH_CHECK(Check::Argument, bias.device() == hidden.device(), kWho, "bias is on ", bias.device(), " but hidden is on ",
                 hidden.device());
   }
-  TORCH_CHECK(labels.scalar_type() == torch::kLong || labels.scalar_type() == torch::kInt, kWho,
+  LMFUSE_TORCH_CHECK(Check::LabelType, labels.scalar_type() == torch::kLong || labels.scalar_type() == torch::kInt, kWho,
               "labels has dtype ", labels.scalar_type(), "; supported are Long and Int");
-  TORCH_CHECK(labels.device() == hidden.device(), kWho, "labels is on ", labels.device(),
+  LMFUSE_TORCH_CHECK(Check::Argument, labels.device() == hidden.device(), kWho, "labels is on ", labels.device(),
               " but hidden is on ", hidden.device());
 
   Operands operands;
   operands.leading_shape.assign(hidden.sizes().begin(), hidden.sizes().end() - 1);
   const int64_t tokens = hidden.numel() / dim;
-  TORCH_CHECK(labels.numel() == tokens, kWho, "labels has ", labels.numel(), " elements (shape ",
+  LMFUSE_TORCH_CHECK(Check::LabelCount, labels.numel() == tokens, kWho, "labels has ", labels.numel(), " elements (shape ",
               labels.sizes(), ") but hidden ", hidden.sizes(), " has ", tokens, " tokens");
 
   operands.hidden = runtimeMatrix(hidden, dim);
@@ -151,15 +157,15 @@ Operands prepareOperands(const torch::Tensor& hidden, const torch::Tensor& weigh
   runtimeOptions.chunk_tokens = options.chunk_tokens();
   if (options.n_items().defined()) {
     const torch::Tensor& count = options.n_items();
-    TORCH_CHECK(count.numel() == 1, kWho, "n_items must hold one element, got shape ", count.sizes());
-    TORCH_CHECK(count.device() == hidden.device(), kWho, "n_items is on ", count.device(),
+    LMFUSE_TORCH_CHECK(Check::Argument, count.numel() == 1, kWho, "n_items must hold one element, got shape ", count.sizes());
+    LMFUSE_TORCH_CHECK(Check::Argument, count.device() == hidden.device(), kWho, "n_items is on ", count.device(),
                 " but hidden is on ", hidden.device());
     // A device-side conversion: no synchronisation, whatever n_items' dtype.
     operands.n_items = count.reshape({1}).to(torch::kFloat).contiguous();
     runtimeOptions.n_items = operands.n_items.data_ptr<float>();
   }
   if (options.shift()) {
-    TORCH_CHECK(labels.dim() >= 1, kWho, "shift needs labels with a sequence dimension, got a scalar");
+    LMFUSE_TORCH_CHECK(Check::Argument, labels.dim() >= 1, kWho, "shift needs labels with a sequence dimension, got a scalar");
     runtimeOptions.shift.kind = ShiftKind::Rows;
     runtimeOptions.shift.seq_len = labels.size(-1);
   }
@@ -190,7 +196,7 @@ CallResult runFused(const Operands& operands, Gradients wanted, const torch::Ten
   torch::Tensor scale;
   if (grad_scale.defined()) {
     scale = grad_scale.to(torch::kFloat).contiguous();
-    TORCH_CHECK(scale.numel() == (perToken ? problem.tokens : 1), kWho, "upstream gradient has ",
+    LMFUSE_TORCH_CHECK(Check::Argument, scale.numel() == (perToken ? problem.tokens : 1), kWho, "upstream gradient has ",
                 scale.numel(), " elements");
     options.grad_scale = scale.data_ptr<float>();
   }
@@ -204,7 +210,7 @@ CallResult runFused(const Operands& operands, Gradients wanted, const torch::Ten
   const c10::DeviceGuard deviceGuard(operands.hidden.device());
   torch::Tensor workspace;
   Workspace space;
-  callRuntime([&] {
+  callRuntime(Check::Argument, [&] {
     // fp32 parameter gradients: sized for these outputs, which leaves out the [V, D] accumulator on CUDA
     // (the fp32 grad_weight accumulates in place).
     // Low memory: sized for these outputs too, which is the lean plan's few per-token arrays on CUDA.
@@ -217,9 +223,9 @@ CallResult runFused(const Operands& operands, Gradients wanted, const torch::Ten
                              operands.hidden.options().dtype(torch::kByte));
     space.data = workspace.data_ptr();
     linear_cross_entropy(problem, options, outputs, space, operands.context);
-    if (operands.context.device == DeviceKind::Cpu || environmentSays("LMFUSE_CHECK_LABELS"))
-      check(space, operands.context);
   });
+  if (operands.context.device == DeviceKind::Cpu || environmentSays("LMFUSE_CHECK_LABELS"))
+    callRuntime(Check::LabelOutOfRange, [&] { check(space, operands.context); });
   return result;
 }
 
@@ -232,9 +238,9 @@ void scaleGradients(const Operands& operands, CallResult& result, const torch::T
   if (result.grad_bias.defined()) outputs.grad_bias = result.grad_bias.data_ptr();
   if (!outputs.wants_gradients()) return;
   const torch::Tensor scale = upstream.to(torch::kFloat).contiguous();
-  TORCH_CHECK(scale.numel() == 1, kWho, "upstream gradient of a reduced loss has ", scale.numel(), " elements");
+  LMFUSE_TORCH_CHECK(Check::Argument, scale.numel() == 1, kWho, "upstream gradient of a reduced loss has ", scale.numel(), " elements");
   const c10::DeviceGuard deviceGuard(operands.hidden.device());
-  callRuntime([&] { scale_grads(operands.problem, outputs, scale.data_ptr<float>(), operands.context); });
+  callRuntime(Check::Argument, [&] { scale_grads(operands.problem, outputs, scale.data_ptr<float>(), operands.context); });
 }
 
 }  // namespace lmfuse::torch_detail

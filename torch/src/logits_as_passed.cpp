@@ -8,7 +8,9 @@
 // wherever the original would have (also inside a try block that catches it).
 #include "logits_as_passed.h"
 
+#include "errors.h"
 #include "logits_stand_in.h"
+#include "original_loss.h"
 
 namespace lmfuse::torch_detail {
 namespace {
@@ -34,7 +36,7 @@ void checkShift(const torch::Tensor& hidden, const torch::Tensor& labels, const 
   else if (passed.shift_dims && counted(passed.shift_dims->labels, rank - 1) != rank - 2)
     why = "the original shifts the labels along their dimension " + std::to_string(passed.shift_dims->labels) +
           ", which for labels of " + std::to_string(rank - 1) + " dimensions is not their last";
-  TORCH_CHECK(why.empty(), "lmfuse::linear_cross_entropy: the loss replaced at ", passed.site,
+  LMFUSE_TORCH_CHECK(Check::Argument, why.empty(), "lmfuse::linear_cross_entropy: the loss replaced at ", passed.site,
               " shifts the labels by one position; here hidden has shape ", hidden.sizes(), " and labels ",
               labels.defined() ? labels.sizes() : c10::IntArrayRef{}, ": ", why,
               ". Mark the site // NOLINT(lmfuse) to keep the original loss.");
@@ -43,34 +45,43 @@ void checkShift(const torch::Tensor& hidden, const torch::Tensor& labels, const 
 // What cross_entropy checks of its class-index target against the input it received (`input`, already
 // [rows, V] or [V]): Long class indices, one per row. The original's labels code runs on a stand-in of the
 // tensor it starts from, so a view it could not take of those labels fails here as it failed there.
-void checkLabelsAsPassed(const torch::Tensor& input, const LogitsAsPassed& passed) {
+void checkLabelsAsPassed(const torch::Tensor& hidden, const torch::Tensor& weight, const torch::Tensor& input,
+                         const LogitsAsPassed& passed) {
   const torch::Tensor from = passed.labels_from;
   torch::Tensor target;
   try {
     target = passed.labels(at::empty_strided(from.sizes(), from.strides(), from.options().device(at::kMeta)));
-  } catch (const c10::Error& error) {
-    TORCH_CHECK(false, "lmfuse::linear_cross_entropy: the loss replaced at ", passed.site,
-                " computes its labels with code that fails on labels of shape ", from.sizes(), " and strides ",
-                from.strides(), ", as the original does: ", error.what_without_backtrace());
+  } catch (c10::Error& error) {
+    // The original's own error, of its own class (an IndexError of a select stays one), with the site added.
+    error.add_context(c10::str("lmfuse::linear_cross_entropy: the loss replaced at ", passed.site,
+                               " computes its labels with code that fails on labels of shape ", from.sizes(),
+                               " and strides ", from.strides(), ", as the original does"));
+    throw;
   }
   std::string why;
-  if (target.is_floating_point() || target.is_complex())
+  Check check = Check::LabelShape;
+  if (target.is_floating_point() || target.is_complex()) {
     why = "floating labels are class probabilities to cross_entropy, and the fused loss takes class indices";
-  else if (target.scalar_type() != at::kLong)
+    check = Check::LabelType;
+  } else if (target.scalar_type() != at::kLong) {
     why = std::string("cross_entropy takes class indices as Long (it throws: expected scalar type Long but found ") +
           c10::toString(target.scalar_type()) + ")";
-  else if (input.dim() == 2 && target.dim() >= 1 && target.size(0) != input.size(0))
+    check = Check::LabelType;
+  } else if (input.dim() == 2 && target.dim() >= 1 && target.size(0) != input.size(0)) {
     why = "cross_entropy takes one label per row (it throws: Expected input batch_size (" + std::to_string(input.size(0)) +
           ") to match target batch_size (" + std::to_string(target.size(0)) + "))";
-  else if (input.dim() == 2 && target.dim() != 1)
+    // cross_entropy's batch check raises a ValueError, nll_loss's (called by the program itself) an Error.
+    check = inputIsLogSoftmax(hidden, weight, passed) ? Check::LabelCountNll : Check::LabelCount;
+  } else if (input.dim() == 2 && target.dim() != 1) {
     why = "cross_entropy takes one label per row of [" + std::to_string(input.size(0)) + ", " +
           std::to_string(input.size(1)) + "] logits (it throws: 0D or 1D target tensor expected, multi-target not "
           "supported)";
-  else if (input.dim() == 1 && target.dim() != 0)
+  } else if (input.dim() == 1 && target.dim() != 0) {
     why = "cross_entropy takes a single label for one row of logits";
-  TORCH_CHECK(why.empty(), "lmfuse::linear_cross_entropy: the loss replaced at ", passed.site, " received labels of shape ",
-              target.sizes(), " and dtype ", target.scalar_type(), " with logits of shape ", input.sizes(), ": ", why,
-              "; the original loss throws here as well.");
+  }
+  LMFUSE_TORCH_CHECK(check, why.empty(), "lmfuse::linear_cross_entropy: the loss replaced at ", passed.site,
+                     " received labels of shape ", target.sizes(), " and dtype ", target.scalar_type(),
+                     " with logits of shape ", input.sizes(), ": ", why, "; the original loss throws here as well.");
 }
 
 }  // namespace
@@ -90,7 +101,7 @@ void checkLogitsAsPassed(const torch::Tensor& hidden, const torch::Tensor& weigh
   const bool table = input.dim() == 2 && input.size(0) == rows && input.size(1) == classes;
   const bool single = input.dim() == 1 && input.size(0) == classes && rows == 1;
   if (table || single) {
-    if (passed.labels && passed.labels_from.defined()) checkLabelsAsPassed(input, passed);
+    if (passed.labels && passed.labels_from.defined()) checkLabelsAsPassed(hidden, weight, input, passed);
     return;
   }
   std::string why;
@@ -98,7 +109,7 @@ void checkLogitsAsPassed(const torch::Tensor& hidden, const torch::Tensor& weigh
     why = ": cross_entropy reads the classes of logits with more than two dimensions from dimension 1";
   else if (input.dim() == 2 && input.size(1) != classes)
     why = ": the reshape regroups the classes in rows of " + std::to_string(input.size(1));
-  TORCH_CHECK(false, "lmfuse::linear_cross_entropy: the loss replaced at ", passed.site, " received logits of shape ",
+  LMFUSE_TORCH_CHECK(Check::Argument, false, "lmfuse::linear_cross_entropy: the loss replaced at ", passed.site, " received logits of shape ",
               input.sizes(), ", not one row of the head's ", classes, " classes per token ([", rows, ", ", classes,
               "]), which is what the fused loss computes", why,
               ". Reshape the logits to [tokens, V] before the loss (logits.view({-1, logits.size(-1)})), or mark the "

@@ -19,10 +19,12 @@
 #include <c10/core/TensorImpl.h>
 #include <torch/library.h>
 
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "autocast_rule.h"
+#include "errors.h"
 #include "logits_stand_in.h"
 
 namespace lmfuse {
@@ -37,21 +39,31 @@ std::string refusal(const std::string& site, const std::string& what) {
          "// NOLINT(lmfuse) so that lmfuse leaves it alone.";
 }
 
+// Where a skipped tensor's values would come from: the meta stand-in of the head's output. A skipped tensor's
+// own stand-in shares its storage as long as every reshape since was a view, so a rewritten call that must
+// compute the original loss (floating labels) can read the values at its offset and strides. The reshapes'
+// code is never kept to be run again: it may read locals of a block that has ended by the loss.
+struct Lineage {
+  at::Tensor root;
+};
+
 class SkippedLogitsImpl final : public c10::TensorImpl {
 public:
-  // The strides are what the original's tensor would have (a slice's are not contiguous); they are kept
-  // for the stand-in of the next reshape and never answered (strides_custom refuses).
-  SkippedLogitsImpl(c10::IntArrayRef sizes, c10::IntArrayRef strides, caffe2::TypeMeta dtype, c10::Device device,
-                    std::string site)
-      : c10::TensorImpl(c10::DispatchKeySet(kSkippedKey), dtype, device),
-        recordedStrides_(strides.begin(), strides.end()),
-        site_(std::move(site)) {
-    set_sizes_contiguous(sizes);
+  // `standIn` is the meta tensor with what the original's tensor would have: sizes, strides (a slice's are not
+  // contiguous; never answered, strides_custom refuses), dtype and, through a chain of views, the storage of the
+  // head's stand-in; it is used for the next reshape and to compute the values when they are needed.
+  SkippedLogitsImpl(at::Tensor standIn, c10::Device device, std::string site, std::shared_ptr<const Lineage> lineage)
+      : c10::TensorImpl(c10::DispatchKeySet(kSkippedKey), standIn.dtype(), device),
+        standIn_(std::move(standIn)),
+        site_(std::move(site)),
+        lineage_(std::move(lineage)) {
+    set_sizes_contiguous(standIn_.sizes());
     set_custom_sizes_strides(SizesStridesPolicy::CustomStrides);  // after the sizes: the setter asserts
     set_storage_access_should_throw();  // LibTorch's own error, where storage() below is not virtual
   }
   const std::string& site() const { return site_; }
-  c10::IntArrayRef recordedStrides() const { return recordedStrides_; }
+  const at::Tensor& standIn() const { return standIn_; }
+  const std::shared_ptr<const Lineage>& lineage() const { return lineage_; }
 
   [[noreturn]] void refuse(const char* what) const { TORCH_CHECK(false, refusal(site_, what)); }
   c10::IntArrayRef strides_custom() const override { refuse("reading its strides"); }
@@ -79,14 +91,15 @@ public:
 
 private:
   c10::intrusive_ptr<c10::TensorImpl> copy(c10::VariableVersion&& version, bool allowMetadataChange) const {
-    auto impl = c10::make_intrusive<SkippedLogitsImpl>(sizes(), recordedStrides_, dtype(), device(), site_);
+    auto impl = c10::make_intrusive<SkippedLogitsImpl>(standIn_, device(), site_, lineage_);
     impl->set_version_counter(std::move(version));
     impl->set_allow_tensor_metadata_change(allowMetadataChange);
     return impl;
   }
 
-  std::vector<int64_t> recordedStrides_;
+  at::Tensor standIn_;
   std::string site_;
+  std::shared_ptr<const Lineage> lineage_;
 };
 
 const SkippedLogitsImpl* asSkipped(const torch::Tensor& tensor) {
@@ -97,14 +110,23 @@ const SkippedLogitsImpl* asSkipped(const c10::IValue& value) {
   return value.isTensor() ? asSkipped(value.toTensor()) : nullptr;
 }
 
-torch::Tensor makeSkipped(c10::IntArrayRef sizes, c10::IntArrayRef strides, torch::ScalarType dtype, c10::Device device,
-                          std::string site) {
-  return at::detail::make_tensor<SkippedLogitsImpl>(sizes, strides, caffe2::TypeMeta::fromScalarType(dtype), device,
-                                                    std::move(site));
+torch::Tensor makeSkipped(at::Tensor standIn, c10::Device device, std::string site,
+                          std::shared_ptr<const Lineage> lineage) {
+  return at::detail::make_tensor<SkippedLogitsImpl>(std::move(standIn), device, std::move(site), std::move(lineage));
+}
+
+// A new meta tensor with the stand-in's sizes, strides, offset and storage: code run on it cannot change the
+// recorded one, and its views keep the storage of the head's stand-in.
+at::Tensor aliasOf(const at::Tensor& standIn) {
+  return standIn.as_strided(standIn.sizes(), standIn.strides(), standIn.storage_offset());
 }
 
 torch::Tensor metaTensor(c10::IntArrayRef sizes, c10::IntArrayRef strides, torch::ScalarType dtype) {
   return at::empty_strided(sizes, strides, at::TensorOptions().dtype(dtype).device(at::kMeta));
+}
+
+bool sameStorage(const at::Tensor& a, const at::Tensor& b) {
+  return a.storage().unsafeGetStorageImpl() == b.storage().unsafeGetStorageImpl();
 }
 
 // The boxed fallback: the first skipped-logits argument of the operator names the site.
@@ -136,8 +158,9 @@ torch::Tensor skipped_logits(const torch::Tensor& hidden, const torch::Tensor& w
   TORCH_CHECK(hidden_rank == 0 || hidden.dim() == hidden_rank, "self must be a matrix (lmfuse::skipped_logits(",
               site, "): the head's product takes a ", hidden_rank, "-D input, not ", hidden.dim(), "-D)");
   const torch::Tensor standIn = torch_detail::logitsStandIn(hidden, weight);
-  return makeSkipped(standIn.sizes(), standIn.strides(), standIn.scalar_type(), hidden.device(),
-                     std::string(site ? site : "?"));
+  auto lineage = std::make_shared<Lineage>();
+  lineage->root = standIn;
+  return makeSkipped(standIn, hidden.device(), std::string(site ? site : "?"), std::move(lineage));
 }
 
 torch::Tensor skipped_logits_after(const torch::Tensor& skipped,
@@ -147,7 +170,7 @@ torch::Tensor skipped_logits_after(const torch::Tensor& skipped,
   const torch::Tensor result = code(torch_detail::logitsStandIn(skipped));
   TORCH_CHECK(result.defined() && result.is_meta(), "lmfuse::skipped_logits_after(", impl->site(),
               "): the reshape did not give a tensor of the logits' shape");
-  return makeSkipped(result.sizes(), result.strides(), result.scalar_type(), skipped.device(), impl->site());
+  return makeSkipped(result, skipped.device(), impl->site(), impl->lineage());
 }
 
 bool is_skipped_logits(const torch::Tensor& tensor) { return asSkipped(tensor) != nullptr; }
@@ -157,9 +180,26 @@ namespace torch_detail {
 torch::Tensor logitsStandIn(const torch::Tensor& logits) {
   TORCH_CHECK(logits.defined(), "lmfuse: the logits of a rewritten site are an undefined tensor");
   if (logits.is_meta()) return logits;
-  if (const SkippedLogitsImpl* impl = asSkipped(logits))
-    return metaTensor(logits.sizes(), impl->recordedStrides(), logits.scalar_type());
+  if (const SkippedLogitsImpl* impl = asSkipped(logits)) return aliasOf(impl->standIn());
   return metaTensor(logits.sizes(), logits.strides(), logits.scalar_type());
+}
+
+torch::Tensor skippedLogitsValues(const torch::Tensor& skipped, const torch::Tensor& headLogits) {
+  const SkippedLogitsImpl* impl = asSkipped(skipped);
+  TORCH_CHECK(impl, "lmfuse: skippedLogitsValues needs skipped logits");
+  const Lineage& lineage = *impl->lineage();
+  TORCH_CHECK(headLogits.sizes() == lineage.root.sizes(), "lmfuse: the logits of ", impl->site(), " are ",
+              lineage.root.sizes(), ", but the head computes ", headLogits.sizes());
+  const at::Tensor& standIn = impl->standIn();
+  // Views all the way (view, reshape of contiguous logits, flatten, slice, ...): the values are the head's
+  // logits at the stand-in's offset and strides, whatever code made them (no code is run again).
+  LMFUSE_TORCH_CHECK(Check::Unsupported,
+                     sameStorage(standIn, lineage.root) && standIn.scalar_type() == headLogits.scalar_type(),
+                     "lmfuse::linear_cross_entropy: the loss replaced at ", impl->site(),
+                     " takes floating labels (class probabilities), which only the original loss computes, and its "
+                     "logits were copied between the head and the loss (a contiguous() of a slice, a cast), which "
+                     "the rewritten call cannot make again; mark the site // NOLINT(lmfuse) to keep the original");
+  return headLogits.contiguous().as_strided(standIn.sizes(), standIn.strides(), standIn.storage_offset());
 }
 
 torch::Tensor logitsStandIn(const torch::Tensor& hidden, const torch::Tensor& weight) {

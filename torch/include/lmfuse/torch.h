@@ -25,8 +25,8 @@
 // CPU tensors run on the CPU backend with at::get_num_threads() threads; CUDA tensors on the current
 // CUDA stream, with the workspace taken from LibTorch's caching allocator and no host synchronisation
 // (capturable in a CUDA graph).
-// Out-of-range labels (not in [0, V) and not ignore_index) make the loss NaN; the adapter raises an
-// error naming the first offending token after every CPU call, and after every CUDA call only when
+// Out-of-range labels (not in [0, V) and not ignore_index) make the loss NaN; the adapter raises a
+// c10::IndexError (as nll_loss does) naming the first offending token after every CPU call, and after every CUDA call only when
 // the environment has LMFUSE_CHECK_LABELS=1 (the check synchronises the stream).
 //
 // Also registered as the operator torch.ops.lmfuse.linear_cross_entropy (see torch/src/op.cpp):
@@ -75,8 +75,10 @@ struct ShiftDims {
 /// loss's labels argument as code (`labels`, over `labels_from`), the call runs it on a stand-in of
 /// labels_from too (its shape, strides and dtype) and throws where the original's cross_entropy would
 /// have: a view the original could not take of those labels, labels that are not class indices as Long
-/// (int32, or floating class probabilities), or not one label per row of the input ([tokens], or a scalar
-/// for a single token). The fused call itself takes any integer labels of any shape with as many elements.
+/// (int32), or not one label per row of the input ([tokens], or a scalar for a single token), raising the c10
+/// exception class the original raises (c10::ValueError for a batch size cross_entropy rejects). Floating
+/// labels (class probabilities) make the call compute the original loss with LibTorch's operators instead
+/// (torch/src/original_loss.h). The fused call itself takes any integer labels of any shape with as many elements.
 /// Unset (`input` empty): no check.
 struct LogitsAsPassed {
   std::string site;  ///< "file:line" of the replaced loss call

@@ -1,0 +1,309 @@
+// A rewritten call against the original LibTorch computation it replaced, where the two must agree beyond the
+// loss's value: the c10 exception class of every error both raise (a `catch (const c10::IndexError&)` around
+// the loss takes the same path in both programs), and floating labels (class probabilities), which the fused
+// call computes as the original does, loss and gradients. The calls are built as the rewrite builds them
+// (LossOptions::logits_as_passed over skipped logits). Fresh random inputs each run (seed printed).
+#include <lmfuse/torch.h>
+#include <torch/torch.h>
+
+// c10's logging defines a glog-style CHECK that would shadow Catch's: LibTorch first, its CHECK dropped.
+#undef CHECK
+#include <catch2/catch.hpp>
+
+#include <functional>
+#include <random>
+#include <string>
+#include <typeinfo>
+#include <vector>
+
+namespace F = torch::nn::functional;
+using torch::Tensor;
+
+namespace {
+
+constexpr int64_t kDim = 12;
+constexpr int64_t kVocab = 11;
+using Code = std::function<Tensor(const Tensor&)>;
+
+uint64_t freshSeed() {
+  static const uint64_t seed = std::random_device{}();
+  return seed;
+}
+
+enum class Class { Error, IndexError, ValueError, StdRuntimeError };
+
+const char* nameOf(Class c) {
+  switch (c) {
+    case Class::Error: return "c10::Error";
+    case Class::IndexError: return "c10::IndexError";
+    case Class::ValueError: return "c10::ValueError";
+    case Class::StdRuntimeError: return "std::runtime_error";
+  }
+  return "?";
+}
+
+// The dynamic type of what `run` throws (nullptr: nothing), and its message.
+const std::type_info* thrown(const std::function<void()>& run, std::string& message) {
+  try {
+    run();
+  } catch (const c10::Error& error) {
+    message = error.what_without_backtrace();
+    return &typeid(error);
+  } catch (const std::exception& error) {
+    message = error.what();
+    return &typeid(error);
+  }
+  return nullptr;
+}
+
+// Whether a handler for exactly that class catches what `run` throws.
+bool caughtAs(Class c, const std::function<void()>& run) {
+  try {
+    run();
+  } catch (const c10::IndexError&) {
+    return c == Class::IndexError;
+  } catch (const c10::ValueError&) {
+    return c == Class::ValueError;
+  } catch (const c10::Error&) {
+    return c == Class::Error;
+  } catch (const std::runtime_error&) {
+    return c == Class::StdRuntimeError;
+  }
+  return false;
+}
+
+const std::type_info& typeOf(Class c) {
+  switch (c) {
+    case Class::Error: return typeid(c10::Error);
+    case Class::IndexError: return typeid(c10::IndexError);
+    case Class::ValueError: return typeid(c10::ValueError);
+    case Class::StdRuntimeError: return typeid(std::runtime_error);
+  }
+  return typeid(void);
+}
+
+// One loss site, as written and as the rewrite replaced it.
+struct Site {
+  Tensor hidden, weight, bias;  // bias may be undefined
+  Tensor labels;                // the variable the labels argument starts from
+  Code input = [](const Tensor& l) { return l.view({-1, l.size(-1)}); };
+  Code target = [](const Tensor& y) { return y.view(-1); };
+  bool withLabelsCode = true;  // false: a call written by hand, without the labels argument's code
+  bool nll = false;            // F::nll_loss(F::log_softmax(input, -1), target) instead of cross_entropy
+  bool skipped = true;         // the head's logits skipped, as on the fused path
+  int64_t ignoreIndex = -100;
+  double smoothing = 0.0;
+  lmfuse::Reduction reduction = lmfuse::Reduction::Mean;
+
+  Tensor original() const {
+    const Tensor logits = F::linear(hidden, weight, bias);
+    if (nll) {
+      auto options = F::NLLLossFuncOptions().ignore_index(ignoreIndex);
+      if (reduction == lmfuse::Reduction::Sum) options.reduction(torch::kSum);
+      if (reduction == lmfuse::Reduction::None) options.reduction(torch::kNone);
+      return F::nll_loss(F::log_softmax(input(logits), -1), target(labels), options);
+    }
+    auto options = F::CrossEntropyFuncOptions().ignore_index(ignoreIndex).label_smoothing(smoothing);
+    if (reduction == lmfuse::Reduction::Sum) options.reduction(torch::kSum);
+    if (reduction == lmfuse::Reduction::None) options.reduction(torch::kNone);
+    return F::cross_entropy(input(logits), target(labels), options);
+  }
+
+  Tensor fused() const {
+    const Tensor logits =
+        skipped ? lmfuse::skipped_logits(hidden, weight, "model.cpp:6") : F::linear(hidden, weight, bias);
+    const Code in = nll ? Code([this](const Tensor& l) { return F::log_softmax(input(l), -1); }) : input;
+    lmfuse::LogitsAsPassed passed{"model.cpp:7", logits, in};
+    if (withLabelsCode) {
+      passed.labels_from = labels;
+      passed.labels = target;
+    }
+    return lmfuse::linear_cross_entropy(hidden, weight, bias, labels,
+                                        lmfuse::LossOptions()
+                                            .ignore_index(ignoreIndex)
+                                            .label_smoothing(smoothing)
+                                            .reduction(reduction)
+                                            .logits_as_passed(passed));
+  }
+};
+
+Site randomSite(int64_t tokens, bool bias = true) {
+  Site site;
+  site.hidden = torch::randn({tokens, kDim});
+  site.weight = torch::randn({kVocab, kDim});
+  if (bias) site.bias = torch::randn({kVocab});
+  site.labels = torch::randint(0, kVocab, {tokens});
+  return site;
+}
+
+}  // namespace
+
+TEST_CASE("a rewritten call raises the c10 exception class the original raises", "[torch][adapter][errors]") {
+  const uint64_t seed = freshSeed();
+  INFO("seed " << seed);
+  torch::manual_seed(seed);
+  struct Bad {
+    const char* name;
+    Class expected;
+    std::function<Site()> make;
+  };
+  const std::vector<Bad> table = {
+      {"a label equal to V", Class::IndexError,
+       [] { auto s = randomSite(7); s.labels[3] = kVocab; return s; }},
+      {"a negative label, sum", Class::IndexError,
+       [] { auto s = randomSite(6); s.labels[0] = -3; s.reduction = lmfuse::Reduction::Sum; return s; }},
+      {"a label past V with label smoothing, reduction none", Class::IndexError,
+       [] { auto s = randomSite(5); s.labels[4] = kVocab + 7; s.smoothing = 0.1; s.reduction = lmfuse::Reduction::None; return s; }},
+      {"a label past V, the head's logits computed (LMFUSE_RETURN_LOGITS)", Class::IndexError,
+       [] { auto s = randomSite(5); s.labels[1] = kVocab; s.skipped = false; return s; }},
+      {"nll_loss: a label past V", Class::IndexError,
+       [] { auto s = randomSite(5); s.labels[2] = kVocab; s.nll = true; return s; }},
+      {"fewer labels than rows", Class::ValueError,
+       [] { auto s = randomSite(5); s.labels = s.labels.slice(0, 0, 3); return s; }},
+      {"more labels than rows, with label smoothing", Class::ValueError,
+       [] { auto s = randomSite(4); s.labels = torch::randint(0, kVocab, {6}); s.smoothing = 0.2; return s; }},
+      {"fewer labels than rows, a call without the labels code", Class::ValueError,
+       [] { auto s = randomSite(5); s.labels = s.labels.slice(0, 0, 2); s.withLabelsCode = false; return s; }},
+      {"nll_loss: fewer labels than rows (nll_loss's own check: Error)", Class::Error,
+       [] { auto s = randomSite(5); s.labels = s.labels.slice(0, 0, 3); s.nll = true; return s; }},
+      {"int32 labels", Class::Error,
+       [] { auto s = randomSite(5); s.labels = s.labels.to(torch::kInt); return s; }},
+      {"labels [N, 1] passed as they are", Class::Error,
+       [] { auto s = randomSite(5); s.labels = s.labels.view({5, 1}); s.target = [](const Tensor& y) { return y; }; return s; }},
+      {"Long labels shaped as the logits", Class::Error,
+       [] { auto s = randomSite(5); s.labels = torch::randint(0, kVocab, {5, kVocab}); s.target = [](const Tensor& y) { return y; }; return s; }},
+      {"labels code that selects past the end", Class::IndexError,
+       [] { auto s = randomSite(5); s.labels = torch::randint(0, kVocab, {2, 5}); s.target = [](const Tensor& y) { return y.select(0, 4); }; return s; }},
+      {"labels code whose view cannot be taken (strides)", Class::Error,
+       [] { auto s = randomSite(6); s.labels = torch::randint(0, kVocab, {3, 2}).t(); return s; }},
+      {"labels code with a view of another size", Class::StdRuntimeError,
+       [] { auto s = randomSite(5); s.target = [](const Tensor& y) { return y.view({2, -1}); }; return s; }},
+      {"label_smoothing above 1", Class::Error,
+       [] { auto s = randomSite(5); s.smoothing = 1.5; return s; }},
+      {"weight of another hidden size", Class::Error,
+       [] { auto s = randomSite(5); s.weight = torch::randn({kVocab, kDim + 1}); return s; }},
+      {"class probabilities of another class count", Class::Error,
+       [] { auto s = randomSite(5); s.labels = torch::softmax(torch::randn({5, kVocab + 1}), -1); s.target = [](const Tensor& y) { return y; }; return s; }},
+      {"class probabilities with an ignore_index of 0", Class::Error,
+       [] { auto s = randomSite(5); s.labels = torch::softmax(torch::randn({5, kVocab}), -1); s.target = [](const Tensor& y) { return y; }; s.ignoreIndex = 0; return s; }},
+      {"class probabilities flattened (one per row expected)", Class::ValueError,
+       [] { auto s = randomSite(5); s.labels = torch::softmax(torch::randn({5, kVocab}), -1); return s; }},
+      {"nll_loss: class probabilities", Class::Error,
+       [] { auto s = randomSite(5); s.labels = torch::softmax(torch::randn({5, kVocab}), -1); s.target = [](const Tensor& y) { return y; }; s.nll = true; return s; }},
+      {"one token's 1-D logits with labels [1]", Class::Error,
+       [] { auto s = randomSite(1); s.hidden = s.hidden.view({kDim}); s.input = [](const Tensor& l) { return l; }; return s; }},
+  };
+  for (const Bad& bad : table) {
+    DYNAMIC_SECTION(bad.name) {
+      const Site site = bad.make();
+      std::string originalMessage, fusedMessage;
+      const std::type_info* original = thrown([&] { site.original(); }, originalMessage);
+      const std::type_info* fused = thrown([&] { site.fused(); }, fusedMessage);
+      INFO("original: " << (original ? original->name() : "no exception") << ": " << originalMessage);
+      INFO("fused:    " << (fused ? fused->name() : "no exception") << ": " << fusedMessage);
+      REQUIRE(original != nullptr);
+      REQUIRE(*original == typeOf(bad.expected));  // the table says what LibTorch raises
+      REQUIRE(fused != nullptr);
+      CHECK(*fused == *original);
+      INFO("caught as " << nameOf(bad.expected));
+      CHECK(caughtAs(bad.expected, [&] { site.original(); }));
+      CHECK(caughtAs(bad.expected, [&] { site.fused(); }));
+    }
+  }
+}
+
+TEST_CASE("floating labels: a rewritten call computes the original's soft-target loss and gradients",
+          "[torch][adapter][soft]") {
+  const uint64_t seed = freshSeed();
+  INFO("seed " << seed);
+  torch::manual_seed(seed);
+  constexpr int64_t batch = 3, time = 5;
+  const auto opts = torch::TensorOptions().dtype(torch::kDouble);
+  struct Soft {
+    const char* name;
+    bool threeD;         // hidden [B, T, D] (else [B·T, D])
+    bool bias;
+    int from;  // 0: skipped logits, 1: skipped then sliced (a view), 2: computed logits, 3: head inline,
+               // 4: skipped then sliced and copied (the call throws: it keeps no code to make the copy again)
+    Code input;
+    Code target;
+    bool shift;
+    double smoothing;
+    lmfuse::Reduction reduction;
+  };
+  const Code same = [](const Tensor& t) { return t; };
+  const Code rows = [](const Tensor& t) { return t.reshape({-1, t.size(-1)}); };
+  const std::vector<Soft> cases = {
+      {"probabilities [N, V], mean", false, true, 0, same, same, false, 0.0, lmfuse::Reduction::Mean},
+      {"label smoothing 0.1", false, true, 0, same, same, false, 0.1, lmfuse::Reduction::Mean},
+      {"sum, no bias", false, false, 0, same, same, false, 0.0, lmfuse::Reduction::Sum},
+      {"none, with smoothing", false, true, 0, same, same, false, 0.25, lmfuse::Reduction::None},
+      {"[B, T, V] viewed to rows on both sides", true, true, 0, rows, rows, false, 0.0, lmfuse::Reduction::Mean},
+      {"[B, T, V] as they are: the classes from dimension 1, as the original reads them", true, false, 0, same, same,
+       false, 0.0, lmfuse::Reduction::Mean},
+      {"shifted: logits sliced into a local, labels sliced", true, true, 1, rows,
+       [](const Tensor& y) { return y.slice(1, 1).reshape({-1, y.size(-1)}); }, true, 0.1, lmfuse::Reduction::Sum},
+      {"shifted: logits sliced and copied into a local", true, true, 4, rows,
+       [](const Tensor& y) { return y.slice(1, 1).reshape({-1, y.size(-1)}); }, true, 0.0, lmfuse::Reduction::Mean},
+      {"computed logits (LMFUSE_RETURN_LOGITS)", true, true, 2, rows, rows, false, 0.05, lmfuse::Reduction::None},
+      {"the head inside the loss", false, false, 3, same, same, false, 0.0, lmfuse::Reduction::Mean},
+  };
+  for (const Soft& c : cases) {
+    DYNAMIC_SECTION(c.name) {
+      const std::vector<int64_t> lead = c.threeD ? std::vector<int64_t>{batch, time} : std::vector<int64_t>{batch * time};
+      std::vector<int64_t> hiddenShape = lead, probShape = lead;
+      hiddenShape.push_back(kDim);
+      probShape.push_back(kVocab);
+      const Tensor hidden = torch::randn(hiddenShape, opts);
+      const Tensor weight = torch::randn({kVocab, kDim}, opts) * 0.5;
+      const Tensor bias = c.bias ? torch::randn({kVocab}, opts) : Tensor();
+      const Tensor probs = torch::softmax(torch::randn(probShape, opts) * 2, -1);
+      auto leaves = [&] {
+        return std::vector<Tensor>{hidden.clone().requires_grad_(true), weight.clone().requires_grad_(true),
+                                   c.bias ? bias.clone().requires_grad_(true) : Tensor()};
+      };
+      const Code logitsCode = c.from == 1   ? Code([](const Tensor& l) { return l.slice(1, 0, -1); })
+                              : c.from == 4 ? Code([](const Tensor& l) { return l.slice(1, 0, -1).contiguous(); })
+                                            : same;
+      auto ceOptions = F::CrossEntropyFuncOptions().label_smoothing(c.smoothing);
+      if (c.reduction == lmfuse::Reduction::Sum) ceOptions.reduction(torch::kSum);
+      if (c.reduction == lmfuse::Reduction::None) ceOptions.reduction(torch::kNone);
+
+      // The original.
+      const auto o = leaves();
+      const Tensor originalLoss = F::cross_entropy(c.input(logitsCode(F::linear(o[0], o[1], o[2]))), c.target(probs), ceOptions);
+      // The rewritten call.
+      const auto f = leaves();
+      Tensor from;
+      if (c.from == 0) from = lmfuse::skipped_logits(f[0], f[1], "model.cpp:4");
+      if (c.from == 1 || c.from == 4)
+        from = lmfuse::skipped_logits_after(lmfuse::skipped_logits(f[0], f[1], "model.cpp:4"), logitsCode);
+      if (c.from == 2) from = F::linear(f[0], f[1], f[2]);
+      const auto options = lmfuse::LossOptions()
+                               .label_smoothing(c.smoothing)
+                               .reduction(c.reduction)
+                               .shift(c.shift)
+                               .logits_as_passed({"model.cpp:5", from, c.input, {}, probs, c.target});
+      if (c.from == 4) {
+        CHECK_THROWS_WITH(lmfuse::linear_cross_entropy(f[0], f[1], f[2], probs, options),
+                          Catch::Contains("copied between the head and the loss") && Catch::Contains("model.cpp:4"));
+        return;
+      }
+      const int64_t fusedCalls = lmfuse::fused_call_count();
+      const Tensor fusedLoss = lmfuse::linear_cross_entropy(f[0], f[1], f[2], probs, options);
+      CHECK(lmfuse::fused_call_count() == fusedCalls);  // the original computation, not the fused one
+      REQUIRE(fusedLoss.sizes() == originalLoss.sizes());
+      CHECK(fusedLoss.scalar_type() == originalLoss.scalar_type());
+      CHECK(torch::allclose(fusedLoss, originalLoss, 1e-12, 1e-12));
+      const Tensor upstream = torch::rand(originalLoss.sizes(), opts) + 0.5;
+      originalLoss.backward(upstream);
+      fusedLoss.backward(upstream);
+      for (int i = 0; i < 3; ++i) {
+        if (!o[i].defined()) continue;
+        INFO("gradient " << i);
+        REQUIRE(f[i].grad().defined());
+        CHECK(torch::allclose(f[i].grad(), o[i].grad(), 1e-12, 1e-12));
+      }
+    }
+  }
+}
