@@ -307,3 +307,58 @@ TEST_CASE("floating labels: a rewritten call computes the original's soft-target
     }
   }
 }
+
+TEST_CASE("Byte class indices and fp64 operands: a rewritten call computes what the original computes",
+          "[torch][adapter][original]") {
+  const uint64_t seed = freshSeed();
+  INFO("seed " << seed);
+  torch::manual_seed(seed);
+  constexpr int64_t rows = 9;
+  struct Input {
+    const char* name;
+    torch::ScalarType operands;  // hidden, weight and bias
+    torch::ScalarType labels;
+    bool skipped;                // the logits skipped at the head (else computed and passed)
+  };
+  const std::vector<Input> inputs = {
+      {"Byte labels, fp32, skipped logits", torch::kFloat, torch::kByte, true},
+      {"Byte labels, fp32, computed logits", torch::kFloat, torch::kByte, false},
+      {"fp64 operands, Long labels, skipped logits", torch::kDouble, torch::kLong, true},
+      {"fp64 operands, Byte labels", torch::kDouble, torch::kByte, true},
+  };
+  const Code same = [](const Tensor& t) { return t; };
+  for (const Input& in : inputs) {
+    DYNAMIC_SECTION(in.name) {
+      const auto opts = torch::TensorOptions().dtype(in.operands);
+      const Tensor hidden = torch::randn({rows, kDim}, opts), weight = torch::randn({kVocab, kDim}, opts) * 0.5,
+                   bias = torch::randn({kVocab}, opts);
+      Tensor labels = torch::randint(0, kVocab, {rows}, torch::kLong);
+      labels[2] = 3;
+      labels = labels.to(in.labels);
+      auto leaves = [&] {
+        return std::vector<Tensor>{hidden.clone().requires_grad_(true), weight.clone().requires_grad_(true),
+                                   bias.clone().requires_grad_(true)};
+      };
+      const auto ce = F::CrossEntropyFuncOptions().ignore_index(3).label_smoothing(0.1);
+      const auto o = leaves();
+      const Tensor originalLoss = F::cross_entropy(F::linear(o[0], o[1], o[2]), labels, ce);
+      const auto f = leaves();
+      const Tensor from = in.skipped ? lmfuse::skipped_logits(f[0], f[1], "model.cpp:4") : F::linear(f[0], f[1], f[2]);
+      const auto options = lmfuse::LossOptions().ignore_index(3).label_smoothing(0.1).logits_as_passed(
+          {"model.cpp:5", from, same, {}, labels, same});
+      const int64_t fusedCalls = lmfuse::fused_call_count();
+      const Tensor loss = lmfuse::linear_cross_entropy(f[0], f[1], f[2], labels, options);
+      CHECK(lmfuse::fused_call_count() == fusedCalls);
+      CHECK(loss.scalar_type() == originalLoss.scalar_type());
+      const double tolerance = in.operands == torch::kDouble ? 1e-12 : 1e-6;
+      CHECK(torch::allclose(loss, originalLoss, tolerance, tolerance));
+      originalLoss.backward();
+      loss.backward();
+      for (int i = 0; i < 3; ++i) {
+        INFO("gradient " << i);
+        REQUIRE(f[i].grad().defined());
+        CHECK(torch::allclose(f[i].grad(), o[i].grad(), tolerance, tolerance));
+      }
+    }
+  }
+}

@@ -174,9 +174,10 @@ torch::Tensor asOriginalEmptyMean(const torch::Tensor& loss, const torch::Tensor
 torch::Tensor linear_cross_entropy(const torch::Tensor& hidden_, const torch::Tensor& weight_,
                                    const torch::Tensor& bias_, const torch::Tensor& labels,
                                    const LossOptions& options_) {
-  // Floating labels (class probabilities) to a rewritten call: cross_entropy's soft-target loss, which only the
-  // original computation gives; it runs here as the original ran it, throwing what that throws.
-  if (torch_detail::labelsNeedOriginal(options_)) return torch_detail::originalLoss(hidden_, weight_, bias_, options_);
+  // What a rewritten call's original computes and the fused loss does not take (floating labels: cross_entropy's
+  // soft-target loss; Byte class indices; fp64): it runs here as the original ran it, throwing what that throws.
+  if (torch_detail::needsOriginal(hidden_, weight_, options_))
+    return torch_detail::originalLoss(hidden_, weight_, bias_, options_);
   // A rewritten call first checks that the original computed the loss this call computes.
   torch_detail::checkLogitsAsPassed(hidden_, weight_, labels, options_);
   // Under autocast the operands and the loss dtype become what F::linear + F::cross_entropy would see

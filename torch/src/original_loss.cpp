@@ -37,7 +37,7 @@ bool reachesLogSoftmax(const std::shared_ptr<torch::autograd::Node>& start) {
 
 }  // namespace
 
-bool labelsNeedOriginal(const LossOptions& options) {
+bool needsOriginal(const torch::Tensor& hidden, const torch::Tensor& weight, const LossOptions& options) {
   const LogitsAsPassed& passed = options.logits_as_passed();
   if (!passed.input || !passed.labels || !passed.labels_from.defined()) return false;
   const torch::Tensor& from = passed.labels_from;
@@ -47,7 +47,10 @@ bool labelsNeedOriginal(const LossOptions& options) {
   } catch (...) {
     return false;  // the check of the labels (logits_as_passed.cpp) throws what the original throws
   }
-  return target.defined() && (target.is_floating_point() || target.is_complex());
+  if (!target.defined()) return false;
+  return target.is_floating_point() || target.is_complex() || target.scalar_type() == at::kByte ||
+         (hidden.defined() && hidden.scalar_type() == at::kDouble) ||
+         (weight.defined() && weight.scalar_type() == at::kDouble);
 }
 
 bool inputIsLogSoftmax(const torch::Tensor& hidden, const torch::Tensor& weight, const LogitsAsPassed& passed) {
@@ -80,7 +83,8 @@ torch::Tensor computeOriginal(const torch::Tensor& hidden, const torch::Tensor& 
                      options.softcap() == 0 && options.logit_scale() == 1 && options.z_loss() == 0 &&
                          !options.n_items().defined() && !options.process_group(),
                      "lmfuse::linear_cross_entropy: the loss replaced at ", passed.site,
-                     " takes floating labels (class probabilities), which only the original loss computes, and the "
+                     " is computed as the original computes it (floating labels, Byte class indices or fp64 operands, "
+                     "which the fused loss does not take), and the "
                      "options set softcap, logit_scale, z_loss, n_items or a process group, which it has not");
   // The logits the loss input is made from, as the original computed them. Skipped logits hold no values:
   // theirs are made from the head's.
@@ -116,7 +120,7 @@ torch::Tensor originalLoss(const torch::Tensor& hidden, const torch::Tensor& wei
   } catch (c10::Error& error) {
     // LibTorch's own error, of its own class, with the site added.
     error.add_context(c10::str("lmfuse::linear_cross_entropy: the loss replaced at ", options.logits_as_passed().site,
-                               " computed as the original (floating labels), which throws here"));
+                               " computed as the original (floating labels, Byte class indices or fp64 operands), which throws here"));
     throw;
   }
 }

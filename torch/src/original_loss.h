@@ -1,15 +1,17 @@
-// The original computation of a rewritten call, for labels the fused loss does not take and the original does:
-// floating labels, class probabilities [rows, V] to cross_entropy (its soft-target loss).
+// The original computation of a rewritten call, for inputs the fused loss does not take and the original does:
+// floating labels (class probabilities [rows, V] to cross_entropy, its soft-target loss), Byte class indices,
+// fp64 hidden states or weight.
 #pragma once
 
 #include <lmfuse/torch.h>
 
 namespace lmfuse::torch_detail {
 
-/// True when `options` record the replaced loss's labels argument (LossOptions::logits_as_passed) and, run on
-/// a stand-in of the labels, it gives floating (or complex) labels: class probabilities to cross_entropy,
-/// which the fused loss does not compute. Such a call computes originalLoss instead.
-bool labelsNeedOriginal(const LossOptions& options);
+/// True when `options` record the replaced loss's labels argument (LossOptions::logits_as_passed) and the call
+/// holds what the original computes and the fused loss does not take: labels that, run on a stand-in, are
+/// floating (or complex: class probabilities to cross_entropy) or Byte class indices (which nll_loss takes),
+/// or fp64 hidden states or weight. Such a call computes originalLoss instead.
+bool needsOriginal(const torch::Tensor& hidden, const torch::Tensor& weight, const LossOptions& options);
 
 /// What the replaced call computed, with LibTorch's own operators: the head's logits F::linear(hidden, weight,
 /// bias) (never values of skipped logits: those are made from the head's logits as their stand-in records),

@@ -41,8 +41,8 @@ std::string refusal(const std::string& site, const std::string& what) {
 
 // Where a skipped tensor's values would come from: the meta stand-in of the head's output. A skipped tensor's
 // own stand-in shares its storage as long as every reshape since was a view, so a rewritten call that must
-// compute the original loss (floating labels) can read the values at its offset and strides. The reshapes'
-// code is never kept to be run again: it may read locals of a block that has ended by the loss.
+// compute the original loss (floating labels, Byte class indices, fp64) can read the values at its offset and
+// strides. The reshapes' code is never kept to be run again: it may read locals of a block that has ended.
 struct Lineage {
   at::Tensor root;
 };
@@ -196,7 +196,8 @@ torch::Tensor skippedLogitsValues(const torch::Tensor& skipped, const torch::Ten
   LMFUSE_TORCH_CHECK(Check::Unsupported,
                      sameStorage(standIn, lineage.root) && standIn.scalar_type() == headLogits.scalar_type(),
                      "lmfuse::linear_cross_entropy: the loss replaced at ", impl->site(),
-                     " takes floating labels (class probabilities), which only the original loss computes, and its "
+                     " is computed as the original computes it (floating labels, Byte class indices or fp64 operands, "
+                     "which the fused loss does not take), and its "
                      "logits were copied between the head and the loss (a contiguous() of a slice, a cast), which "
                      "the rewritten call cannot make again; mark the site // NOLINT(lmfuse) to keep the original");
   return headLogits.contiguous().as_strided(standIn.sizes(), standIn.strides(), standIn.storage_offset());
