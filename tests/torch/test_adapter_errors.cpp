@@ -5,6 +5,7 @@
 // (LossOptions::logits_as_passed over skipped logits). Fresh random inputs each run (seed printed).
 #include <lmfuse/torch.h>
 #include <torch/torch.h>
+#include <torch/version.h>
 
 // c10's logging defines a glog-style CHECK that would shadow Catch's: LibTorch first, its CHECK dropped.
 #undef CHECK
@@ -201,10 +202,20 @@ TEST_CASE("a rewritten call raises the c10 exception class the original raises",
       const std::type_info* fused = thrown([&] { site.fused(); }, fusedMessage);
       INFO("original: " << (original ? original->name() : "no exception") << ": " << originalMessage);
       INFO("fused:    " << (fused ? fused->name() : "no exception") << ": " << fusedMessage);
-      REQUIRE(original != nullptr);
-      REQUIRE(*original == typeOf(bad.expected));  // the table says what LibTorch raises
+      if (!original) {
+        // A LibTorch that computes it (2.x takes one label [1] for 1-D logits): the fused call computes the same.
+        REQUIRE(TORCH_VERSION_MAJOR >= 2);
+        REQUIRE(fused == nullptr);
+        const Tensor expected = site.original(), actual = site.fused();
+        CHECK(actual.sizes() == expected.sizes());
+        CHECK(torch::allclose(actual, expected, 1e-5, 1e-5));
+        return;
+      }
+      // The table says what LibTorch 1.13 raises; a later version may raise another class, the fused call with it.
+      if (TORCH_VERSION_MAJOR < 2) REQUIRE(*original == typeOf(bad.expected));
       REQUIRE(fused != nullptr);
       CHECK(*fused == *original);
+      if (*original != typeOf(bad.expected)) return;
       INFO("caught as " << nameOf(bad.expected));
       CHECK(caughtAs(bad.expected, [&] { site.original(); }));
       CHECK(caughtAs(bad.expected, [&] { site.fused(); }));

@@ -8,12 +8,28 @@
 // wherever the original would have (also inside a try block that catches it).
 #include "logits_as_passed.h"
 
+#include <torch/nn/functional/loss.h>
+
 #include "errors.h"
 #include "logits_stand_in.h"
 #include "original_loss.h"
 
 namespace lmfuse::torch_detail {
 namespace {
+
+// Whether this LibTorch's cross_entropy takes a label of shape [1] for one row of 1-D logits (2.x does, 1.13
+// throws): asked of the library itself, once, so the check follows whichever version the program links.
+bool takesOneLabelForOneRow() {
+  static const bool takes = [] {
+    try {
+      torch::nn::functional::cross_entropy(torch::zeros({2}), torch::zeros({1}, torch::kLong));
+      return true;
+    } catch (const std::exception&) {
+      return false;
+    }
+  }();
+  return takes;
+}
 
 /// A dim as written (negative: counted from the end) against a rank.
 int64_t counted(int64_t written, int64_t rank) { return written < 0 ? written + rank : written; }
@@ -76,7 +92,7 @@ void checkLabelsAsPassed(const torch::Tensor& hidden, const torch::Tensor& weigh
     why = "cross_entropy takes one label per row of [" + std::to_string(input.size(0)) + ", " +
           std::to_string(input.size(1)) + "] logits (it throws: 0D or 1D target tensor expected, multi-target not "
           "supported)";
-  } else if (input.dim() == 1 && target.dim() != 0) {
+  } else if (input.dim() == 1 && target.dim() != 0 && !(target.dim() == 1 && target.size(0) == 1 && takesOneLabelForOneRow())) {
     why = "cross_entropy takes a single label for one row of logits";
   }
   LMFUSE_TORCH_CHECK(check, why.empty(), "lmfuse::linear_cross_entropy: the loss replaced at ", passed.site,
