@@ -50,4 +50,5 @@ install(FILES
   "${PROJECT_BINARY_DIR}/lmfuse-config-version.cmake"
   "${CMAKE_CURRENT_LIST_DIR}/LmfuseRewrite.cmake"
   "${CMAKE_CURRENT_LIST_DIR}/LmfuseRewriteStep.cmake"
+  "${CMAKE_CURRENT_LIST_DIR}/LmfuseWriteFile.cmake"
   DESTINATION "${LMFUSE_INSTALL_CMAKEDIR}")

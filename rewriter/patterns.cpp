@@ -22,6 +22,7 @@ LLVM_YAML_IS_SEQUENCE_VECTOR(lmfuse::rewriter::LossPattern)
 LLVM_YAML_IS_SEQUENCE_VECTOR(lmfuse::rewriter::ProductHeadPattern)
 LLVM_YAML_IS_SEQUENCE_VECTOR(lmfuse::rewriter::TransposePattern)
 LLVM_YAML_IS_SEQUENCE_VECTOR(lmfuse::rewriter::ReductionPattern)
+LLVM_YAML_IS_SEQUENCE_VECTOR(lmfuse::rewriter::SecondOrderPattern)
 
 namespace llvm::yaml {
 
@@ -62,6 +63,13 @@ template <> struct MappingTraits<FunctionHeadPattern> {
     if (P.Input == P.Weight || P.Input == P.Bias || P.Weight == P.Bias)
       return "head '" + P.Callee + "': 'input', 'weight' and 'bias' must name three different arguments";
     return "";
+  }
+};
+
+template <> struct MappingTraits<SecondOrderPattern> {
+  static void mapping(IO &Io, SecondOrderPattern &P) {
+    Io.mapRequired("callee", P.Callee);
+    Io.mapRequired("create_graph", P.CreateGraph);
   }
 };
 
@@ -271,6 +279,7 @@ template <> struct MappingTraits<PatternSet> {
     Io.mapRequired("normalizers", P.Normalizers);
     Io.mapRequired("guards", P.Guards);
     Io.mapRequired("effects", P.Effects);
+    Io.mapOptional("second_order", P.SecondOrder);
     Io.mapRequired("replacement", P.Replacement);
   }
   static std::string validate(IO &Io, PatternSet &P) {
@@ -349,6 +358,8 @@ llvm::Expected<PatternSet> lmfuse::rewriter::parsePatterns(llvm::StringRef Yaml,
     Unqualify(Loss.Callee), Unqualify(Loss.Holder), Unqualify(Loss.Impl);
   for (std::string &Callee : Patterns.LogSoftmax.Callees)
     Unqualify(Callee);
+  for (SecondOrderPattern &Call : Patterns.SecondOrder)
+    Unqualify(Call.Callee);
   Unqualify(Patterns.ParameterOwner);
   for (ReductionPattern &Reduction : Patterns.Reductions)
     Unqualify(Reduction.Type);

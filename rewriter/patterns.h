@@ -151,6 +151,14 @@ struct EffectPatterns {
   std::vector<std::string> ModeSwitches;
 };
 
+/// A library call that differentiates with a graph of the gradient (double backward) unless its
+/// create_graph argument is `false`: Callee(..., create_graph, ...), or object.Callee(...) for a method
+/// (whose object is not counted).
+struct SecondOrderPattern {
+  std::string Callee;        ///< qualified function or method name, e.g. torch::autograd::grad
+  unsigned CreateGraph = 0;  ///< the index of the create_graph argument
+};
+
 struct ReplacementPattern {
   std::string Include;
   std::string Call;
@@ -205,6 +213,8 @@ struct PatternSet {
   std::vector<std::string> Normalizers;
   GuardPatterns Guards;
   EffectPatterns Effects;
+  /// Calls that differentiate the fused loss's gradients again: the site's function making one is refused.
+  std::vector<SecondOrderPattern> SecondOrder;
   ReplacementPattern Replacement;
 };
 

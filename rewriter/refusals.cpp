@@ -695,6 +695,47 @@ std::optional<Refusal> lossUnsupported(const CapturedSite &Site, const PatternSe
   return fromBreak(Site.OptionsBreak, {BreakKind::OptionUnsupported}, ReasonKind::LossUnsupported);
 }
 
+/// The site's function differentiates with a graph of the gradient (a second_order call whose create_graph
+/// argument is not the constant `false`): the fused loss's backward would throw where the original's runs.
+std::optional<Refusal> differentiatedTwice(const CapturedSite &Site, const PatternSet &Patterns,
+                                           const AstQuery &Query, const VariableUses &) {
+  if (Patterns.SecondOrder.empty() || !Site.Body)
+    return std::nullopt;
+  struct Finder : RecursiveASTVisitor<Finder> {
+    const PatternSet &Patterns;
+    const AstQuery &Query;
+    const CallExpr *Found = nullptr;
+    Finder(const PatternSet &P, const AstQuery &Q) : Patterns(P), Query(Q) {}
+    bool VisitCallExpr(CallExpr *Call) {
+      const FunctionDecl *Callee = Call->getDirectCallee();
+      if (!Callee || Found)
+        return !Found;
+      const std::string Name = qualifiedName(Callee);
+      for (const SecondOrderPattern &Rule : Patterns.SecondOrder) {
+        if (Name != Rule.Callee || Rule.CreateGraph >= Call->getNumArgs() ||
+            !isLibraryDeclaration(Callee, Patterns, Query))
+          continue;
+        const Expr *CreateGraph = Call->getArg(Rule.CreateGraph);
+        bool Value = true;
+        if (isa<CXXDefaultArgExpr>(CreateGraph) ||
+            (!CreateGraph->isValueDependent() &&
+             CreateGraph->EvaluateAsBooleanCondition(Value, Query.context()) && !Value))
+          continue;
+        Found = Call;
+        return false;
+      }
+      return true;
+    }
+  } Search(Patterns, Query);
+  Search.TraverseStmt(const_cast<Stmt *>(Site.Body));
+  if (!Search.Found)
+    return std::nullopt;
+  return Refusal{ReasonKind::LossUnsupported, Search.Found,
+                 "`" + Query.text(Search.Found) +
+                     "` differentiates with create_graph: the fused loss's gradients are values, not graphs "
+                     "(its backward throws under create_graph)"};
+}
+
 // The order is the precedence: a site in a macro is never analysed further, a loss the program declares
 // is not the library's whatever else holds, a softcap wins over every other change to the logits, and
 // option problems only matter for an otherwise good site.
@@ -702,7 +743,7 @@ constexpr Check Checks[] = {inMacro,        lossDeclaredByProgram, softcapped,  
                             headNotLinear,
                             logitsRebound,  logitsIndexed,        logitsUsedElsewhere,    labelsBranchNontrivial,
                             labelsMismatch, guardOutOfReach, lossConditionNotRepeated, headPartsReevaluated, inputsModified,
-                            lossUnsupported};
+                            differentiatedTwice, lossUnsupported};
 
 }  // namespace
 

@@ -62,12 +62,18 @@ public:
   const CallExpr *FoundCall = nullptr;
 };
 
-/// The fused call a loss call is the fallback of (`<switch> ? lmfuse::linear_cross_entropy(...) : <loss>`,
-/// as the rewrite writes it), or null. Only such a loss is already patched: a fused call elsewhere in the
-/// function (a cross-check, another head) leaves this loss computing the original.
+/// The fused call a loss call is the fallback of (`lmfuse::enabled() ? lmfuse::linear_cross_entropy(...) :
+/// <loss>`, as the rewrite writes it: the replacement's `enabled` switch, nothing else), or null. Only such a
+/// loss is already patched: a fused call elsewhere in the function (a cross-check, another head), or behind a
+/// condition of the program's (`cfg.fused ? ... : <loss>`, which may keep running the loss), leaves this loss
+/// a site of its own.
 const CallExpr *fusedCallBeside(const Expr *Loss, const PatternSet &Patterns, const AstQuery &Query) {
   const auto *Conditional = Query.spelledParent(Loss).get<ConditionalOperator>();
   if (!Conditional || AstQuery::spelled(Conditional->getFalseExpr()) != Loss)
+    return nullptr;
+  const auto *Switch = dyn_cast<CallExpr>(AstQuery::spelled(Conditional->getCond()));
+  const FunctionDecl *Callee = Switch ? Switch->getDirectCallee() : nullptr;
+  if (!Callee || Switch->getNumArgs() != 0 || qualifiedName(Callee) + "()" != Patterns.Replacement.Enabled)
     return nullptr;
   CallFinder Calls(Patterns.Replacement.Call);
   Calls.TraverseStmt(const_cast<Expr *>(Conditional->getTrueExpr()));

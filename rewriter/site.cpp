@@ -43,6 +43,9 @@ constexpr ReasonEntry Reasons[] = {
     {ReasonKind::WriteFailed, "write-failed", "the rewritten file could not be written"},
     {ReasonKind::SourceChanged, "source-changed",
      "a file the analysis read changed on disk while lmfuse ran, so nothing was written; run it again"},
+    {ReasonKind::BuildRefused, "build-refused",
+     "lmfuse_rewrite's build step stopped the build (it would compile other code than was analysed), so no "
+     "rewritten code is compiled"},
     {ReasonKind::NoCompileCommand, "no-compile-command", "the file was skipped: no compile command lists it"},
     {ReasonKind::Unreadable, "unreadable", "the file was skipped: it cannot be read as a source file"},
 };

@@ -35,6 +35,7 @@ enum class ReasonKind {
   EditConflict,
   WriteFailed,
   SourceChanged,     ///< a file the analysis read changed on disk before the rewrite was written
+  BuildRefused,      ///< lmfuse_rewrite's build step stopped the build after the tool patched (set by the step)
   NoCompileCommand,  ///< an input skipped: no compile command lists it
   Unreadable,        ///< an input skipped: missing, unreadable or not a regular file
 };

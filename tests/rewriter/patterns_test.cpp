@@ -156,7 +156,8 @@ TEST_CASE("reason codes round-trip through their spelling", "[site]") {
        {ReasonKind::LogitsRebound, ReasonKind::LogitsSoftcapped, ReasonKind::HeadWrapped, ReasonKind::HeadNotLinear,
         ReasonKind::LogitsIndexed, ReasonKind::LogitsUsedElsewhere, ReasonKind::LabelsBranchNontrivial,
         ReasonKind::LabelsMismatch, ReasonKind::LossUnsupported, ReasonKind::InMacro, ReasonKind::ParseError,
-        ReasonKind::ReparseFailed, ReasonKind::EditConflict, ReasonKind::WriteFailed, ReasonKind::SourceChanged}) {
+        ReasonKind::ReparseFailed, ReasonKind::EditConflict, ReasonKind::WriteFailed, ReasonKind::SourceChanged,
+        ReasonKind::BuildRefused}) {
     INFO(static_cast<int>(Reason));
     CHECK(!reasonCode(Reason).empty());
     CHECK(!reasonDescription(Reason).empty());
@@ -164,6 +165,7 @@ TEST_CASE("reason codes round-trip through their spelling", "[site]") {
   }
   CHECK(reasonCode(ReasonKind::LogitsUsedElsewhere) == "logits-used-elsewhere");
   CHECK(reasonCode(ReasonKind::ReparseFailed) == "reparse-failed");
+  CHECK(reasonCode(ReasonKind::BuildRefused) == "build-refused");  // the spelling lmfuse_rewrite's step writes
   CHECK(!reasonFromCode("no-such-reason"));
   CHECK(!reasonFromCode(""));
   CHECK(statusName(SiteStatus::AlreadyPatched) == "already_patched");

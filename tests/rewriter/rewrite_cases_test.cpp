@@ -1008,6 +1008,25 @@ struct Child : Model::Base {
         : F::cross_entropy(shift_logits.reshape({-1, 32}), shift_labels);
   }
 )"},
+    {"a gradient taken without create_graph stays patched", R"(
+  torch::Tensor forward(torch::Tensor h, torch::Tensor labels) {
+    auto logits = lm_head(h);
+    auto loss = F::cross_entropy(logits, labels);
+    torch::autograd::backward({loss}, {}, true, false);
+    return loss;
+  }
+)", Verb::RewritesTo, R"(
+  torch::Tensor forward(torch::Tensor h, torch::Tensor labels) {
+    auto logits = lmfuse::skip_logits() ? lmfuse::skipped_logits(h, lm_head->weight, "model.cpp:N") : lm_head(h);
+    auto loss = lmfuse::enabled()
+          ? lmfuse::linear_cross_entropy(h, lm_head->weight, lm_head->bias, labels, lmfuse::LossOptions()
+              .logits_as_passed({"model.cpp:N", logits, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits; }, {}, labels, [&](const torch::Tensor &lmfuse_labels) { return lmfuse_labels; }}))
+          : F::cross_entropy(logits, labels);
+    torch::autograd::backward({loss}, {}, true, false);
+    return loss;
+  }
+)"},
+
     // ---- refused: logits-rebound ----------------------------------------------------------------
     {"logits scaled after the head", R"(
   torch::Tensor forward(torch::Tensor h, torch::Tensor labels) {
@@ -1374,6 +1393,24 @@ struct Child : Model::Base {
     auto logits = lm_head(h);
     torch::Tensor loss;
     if (labels.defined()) loss = at::cross_entropy_loss(logits.view({-1, 32}), labels.view(-1), class_weights);
+    return loss;
+  }
+)", Verb::RefusesWith, "loss-unsupported"},
+
+    {"a gradient penalty on the loss in the same function (create_graph)", R"(
+  torch::Tensor forward(torch::Tensor h, torch::Tensor labels) {
+    auto logits = lm_head(h);
+    auto loss = F::cross_entropy(logits, labels);
+    auto g = torch::autograd::grad({loss}, {h}, {}, true, /*create_graph=*/true)[0];
+    return loss + g.pow(2).sum();
+  }
+)", Verb::RefusesWith, "loss-unsupported"},
+    {"a backward with create_graph from a flag, in a lambda of the function", R"(
+  torch::Tensor forward(torch::Tensor h, torch::Tensor labels, bool second_order) {
+    auto logits = lm_head(h);
+    auto loss = F::cross_entropy(logits, labels);
+    auto step = [&] { loss.backward({}, true, second_order); };
+    step();
     return loss;
   }
 )", Verb::RefusesWith, "loss-unsupported"},
@@ -1809,6 +1846,24 @@ TEST_CASE("a loss beside a fused call elsewhere in its function is a site of its
   CHECK(Again.Sites[0].Status == SiteStatus::AlreadyPatched);
   CHECK_THAT(Again.Sites[0].Detail, Catch::Matchers::Contains("which is its fallback"));
   CHECK(Again.Code == Result.Code);
+}
+
+TEST_CASE("a loss behind the program's own switch to a fused call is not already patched", "[rewriter]") {
+  // `cfg ? fused : loss` written by hand may keep running the loss (the switch off): only the rewrite's own
+  // switch (the replacement's `enabled`) makes its fallback already patched. The loss is analysed as a site.
+  RewriteResult Result = rewriteWithStubs(std::string(PatchedPrelude) + ModelOpen + R"(
+  torch::Tensor forward(torch::Tensor x, torch::Tensor labels) {
+    auto logits = lm_head(x);
+    auto loss = use_fused ? lmfuse::linear_cross_entropy(x, lm_head->weight, lm_head->bias, labels, lmfuse::LossOptions())
+                          : F::cross_entropy(logits.view({-1, 32}), labels.view(-1));
+    return loss;
+  }
+  bool use_fused = false;
+)" + ModelClose);
+  INFO(Result.Diagnostics << describeSites(Result));
+  REQUIRE(Result.Parsed);
+  REQUIRE(Result.Sites.size() == 1);
+  CHECK(Result.Sites[0].Status == SiteStatus::Patched);  // its fallback, as any other loss
 }
 
 TEST_CASE("run-time options round-trip through the audit and the cache", "[rewriter][audit]") {

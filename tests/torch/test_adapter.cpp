@@ -195,6 +195,27 @@ TEST_CASE("gradients only where asked, none without grad mode", "[torch][adapter
     auto grads = torch::autograd::grad({loss}, {hidden});
     CHECK(grads[0].defined());
   }
+  SECTION("an in-place update of the bias before backward, as F::linear allows (it keeps no bias)") {
+    hidden.requires_grad_(true);
+    bias.requires_grad_(true);
+    auto h64 = hidden.detach().to(torch::kDouble).requires_grad_(true);
+    auto w64 = weight.detach().to(torch::kDouble).requires_grad_(true);
+    auto b64 = bias.detach().to(torch::kDouble).requires_grad_(true);
+    auto reference = referenceLoss(h64, w64, b64, labels, {}, {});
+    auto loss = lmfuse::linear_cross_entropy(hidden, weight, bias, labels);
+    {
+      torch::NoGradGuard noGrad;
+      bias.clamp_(-0.1, 0.1);
+      b64.clamp_(-0.1, 0.1);
+    }
+    reference.backward({}, /*retain_graph=*/true);
+    REQUIRE_NOTHROW(loss.backward({}, /*retain_graph=*/true));
+    CHECK(relativeError(hidden.grad(), h64.grad()) < 1e-5);
+    CHECK(relativeError(weight.grad(), w64.grad()) < 1e-5);
+    CHECK(relativeError(bias.grad(), b64.grad()) < 1e-5);
+    // A second pass recomputes from the bias as it is now: refused, as autograd refuses a changed saved input.
+    CHECK_THROWS_WITH(loss.backward(), Catch::Contains("modified by an inplace operation"));
+  }
   SECTION("a second backward pass through a retained graph accumulates the same gradient") {
     auto loss = lmfuse::linear_cross_entropy(hidden, weight, bias, labels);
     loss.backward({}, /*retain_graph=*/true);

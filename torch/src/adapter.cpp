@@ -89,8 +89,13 @@ public:
     const torch::Tensor gemmBias = hasBias ? gemmBiasOrEmpty : torch::Tensor();
     const Operands operands =
         torch_detail::prepareOperands(hidden, gemmWeight, gemmBias, labels, options, paramGrads(fp32Params));
-    // Only the GEMM operands are kept: the fp32 parameters are not needed to recompute.
-    ctx->save_for_backward({hidden, gemmWeight, gemmBiasOrEmpty, labels, n_itemsOrEmpty});
+    // Only the GEMM operands are kept: the fp32 parameters are not needed to recompute. The bias is not a
+    // saved variable: F::linear keeps none (its gradient does not read it), so the original's backward runs
+    // after an in-place update of the bias (an optimiser step under NoGradGuard) and this one must too. Its
+    // version is kept instead, checked only where backward computes with it (a recompute).
+    ctx->save_for_backward({hidden, gemmWeight, torch::Tensor(), labels, n_itemsOrEmpty});
+    ctx->saved_data["gemm_bias"] = gemmBiasOrEmpty;
+    ctx->saved_data["gemm_bias_version"] = gemmBias.defined() ? static_cast<int64_t>(gemmBias._version()) : 0;
     ctx->saved_data["has_bias"] = bias.defined();
     ctx->saved_data["fp32_params"] = fp32Params;
     ctx->saved_data["has_n_items"] = options.n_items().defined();
@@ -122,7 +127,8 @@ public:
                 "(LMFUSE_DISABLE=1) to differentiate its gradients");
     const variable_list saved = ctx->get_saved_variables();
     const torch::Tensor &hidden = saved[0], &gemmWeight = saved[1], &labels = saved[3];
-    const torch::Tensor gemmBias = ctx->saved_data["has_bias"].toBool() ? saved[2] : torch::Tensor();
+    const torch::Tensor gemmBias =
+        ctx->saved_data["has_bias"].toBool() ? ctx->saved_data["gemm_bias"].toTensor() : torch::Tensor();
     const LossOptions options =
         loadOptions(ctx, ctx->saved_data["has_n_items"].toBool() ? saved[4] : torch::Tensor());
     const Operands operands = torch_detail::prepareOperands(hidden, gemmWeight, gemmBias, labels, options,
@@ -141,6 +147,14 @@ public:
       torch_detail::scaleGradients(operands, result, upstream);
       return inputGradients(result, hidden);
     }
+    // A recompute reads the bias as it is now, where the original's backward reads the logits the forward
+    // made: a bias changed in place since would give other gradients, so it fails as autograd's check does.
+    LMFUSE_TORCH_CHECK(torch_detail::Check::Argument,
+                       !gemmBias.defined() ||
+                           static_cast<int64_t>(gemmBias._version()) == ctx->saved_data["gemm_bias_version"].toInt(),
+                       "lmfuse::linear_cross_entropy: the bias needed to recompute the gradients has been modified by "
+                       "an inplace operation (version ", gemmBias.defined() ? gemmBias._version() : 0, ", expected ",
+                       ctx->saved_data["gemm_bias_version"].toInt(), ")");
     Gradients wanted;
     wanted.hidden = ctx->needs_input_grad(0);
     wanted.weight = ctx->needs_input_grad(1);

@@ -37,7 +37,7 @@ endfunction()
 function(configure build generator)
   execute_process(COMMAND "${CMAKE_COMMAND}" -S "${tree}" -B "${build}" -G "${generator}"
                           -DCMAKE_BUILD_TYPE=Release "-DCMAKE_PREFIX_PATH=${prefix}" "-DTorch_DIR=${Torch_DIR}"
-                          "-DCMAKE_CXX_COMPILER=${CXX}" "-DSTUBS=${STUBS}"
+                          "-DCMAKE_CXX_COMPILER=${CXX}" "-DSTUBS=${STUBS}" ${ARGN}
                   RESULT_VARIABLE status OUTPUT_VARIABLE output ERROR_VARIABLE output)
   set(OUT "${output}" PARENT_SCOPE)
   set(STATUS "${status}" PARENT_SCOPE)
@@ -54,14 +54,16 @@ function(audit_whole path what)
 endfunction()
 
 # The program runs the head common/head_type.h defines (a Linear: HEAD), as the original and the tool's
-# parse do, then the fused call; never third/'s capped head.
+# parse do, then the fused call; never third/'s capped head. app_upper (an upper-case extension) too.
 function(runs_fused build what)
-  execute_process(COMMAND "${build}/app" RESULT_VARIABLE status OUTPUT_VARIABLE output ERROR_VARIABLE output)
-  string(REGEX REPLACE "[\r\n]+" " " output "${output}")
-  if(NOT status EQUAL 0 OR NOT output STREQUAL "HEAD FUSED ")
-    message(FATAL_ERROR "${what}: the rewritten program prints '${output}' (exit ${status}), not 'HEAD FUSED': "
-                        "its copy does not read the headers the original and the tool read")
-  endif()
+  foreach(program IN ITEMS app app_upper)
+    execute_process(COMMAND "${build}/${program}" RESULT_VARIABLE status OUTPUT_VARIABLE output ERROR_VARIABLE output)
+    string(REGEX REPLACE "[\r\n]+" " " output "${output}")
+    if(NOT status EQUAL 0 OR NOT output STREQUAL "HEAD FUSED ")
+      message(FATAL_ERROR "${what}: the rewritten ${program} prints '${output}' (exit ${status}), not 'HEAD FUSED': "
+                          "its copy does not read the headers the original and the tool read")
+    endif()
+  endforeach()
 endfunction()
 
 set(generators Ninja)
@@ -137,6 +139,62 @@ foreach(generator IN LISTS generators)
   endif()
 endforeach()
 
+# A header the build generates, made by a target app depends on (declared after the call), caps the logits:
+# the step waits for it and reads it as the compile of the copy does, so the site is refused and the program
+# runs the original's capped loss, as the project without lmfuse does.
+set(build "${WORK}/build-generated")
+configure("${build}" Ninja -DVARIANT=generated)
+if(NOT STATUS EQUAL 0)
+  message(FATAL_ERROR "VARIANT generated: configuring failed:\n${OUT}")
+endif()
+step("${CMAKE_COMMAND}" --build "${build}" --target app)
+execute_process(COMMAND "${build}/app" RESULT_VARIABLE status OUTPUT_VARIABLE output ERROR_VARIABLE output)
+string(REGEX REPLACE "[\r\n]+" " " output "${output}")
+file(READ "${build}/audit/app.json" text)
+string(JSON reason ERROR_VARIABLE no_site GET "${text}" sites 0 reason)
+if(NOT status EQUAL 0 OR NOT output STREQUAL "HEAD TANH ORIGINAL " OR NOT reason STREQUAL "logits-softcapped")
+  message(FATAL_ERROR "a generated header that caps the logits: the program prints '${output}' (exit ${status}), "
+                      "not 'HEAD TANH ORIGINAL', and the site's reason is '${reason}${no_site}', not "
+                      "logits-softcapped: the rewrite did not read the header the compile read")
+endif()
+
+# A step that stops the build (the tool parsed without the CAPPED the build defines) leaves an audit that
+# records no site as patched: no rewritten code is compiled.
+set(build "${WORK}/build-refused")
+configure("${build}" Ninja -DVARIANT=refused)
+if(NOT STATUS EQUAL 0)
+  message(FATAL_ERROR "VARIANT refused: configuring failed:\n${OUT}")
+endif()
+execute_process(COMMAND "${CMAKE_COMMAND}" --build "${build}" --target app RESULT_VARIABLE status
+                OUTPUT_VARIABLE output ERROR_VARIABLE output)
+file(READ "${build}/audit/app.json" text)
+string(JSON status_0 ERROR_VARIABLE no_site GET "${text}" sites 0 status)
+string(JSON reason_0 ERROR_VARIABLE no_site GET "${text}" sites 0 reason)
+string(JSON patched ERROR_VARIABLE no_count GET "${text}" summary patched)
+if(status EQUAL 0 OR NOT status_0 STREQUAL "failed" OR NOT reason_0 STREQUAL "build-refused" OR NOT patched EQUAL 0)
+  message(FATAL_ERROR "a build the step stopped (exit ${status}) left an audit whose site is '${status_0}' "
+                      "'${reason_0}' with ${patched} patched${no_site}${no_count}, not failed build-refused:\n${output}")
+endif()
+
+# What the call read, changed after it, or a call that cannot be right: configuring stops, naming it.
+foreach(case IN ITEMS
+        "late_property|the source property COMPILE_DEFINITIONS of [^ ]*model\\.cpp was set after the call"
+        "database_off|EXPORT_COMPILE_COMMANDS was turned off after the call"
+        "twice|is called a second time for this target"
+        "audit_on_source|AUDIT [^ ]*model\\.cpp is a file that is not an lmfuse audit")
+  string(REPLACE "|" ";" case "${case}")
+  list(GET case 0 variant)
+  list(GET case 1 expected)
+  configure("${WORK}/build-${variant}" Ninja -DVARIANT=${variant})
+  string(REGEX REPLACE "[ \t\r\n]+" " " flat "${OUT}")
+  if(STATUS EQUAL 0 OR NOT flat MATCHES "${expected}")
+    message(FATAL_ERROR "VARIANT ${variant}: configuring must fail saying '${expected}' (exit ${STATUS}):\n${OUT}")
+  endif()
+endforeach()
+if(NOT EXISTS "${tree}/model/model.cpp")
+  message(FATAL_ERROR "an AUDIT naming a source: the source is gone")
+endif()
+
 # A multi-configuration generator is refused when configuring, naming it and what to use instead.
 configure("${WORK}/build-multi" "Ninja Multi-Config")
 string(REGEX REPLACE "[ \t\r\n]+" " " flat "${OUT}")
@@ -144,4 +202,4 @@ if(STATUS EQUAL 0 OR NOT flat MATCHES "the generator \"Ninja Multi-Config\" buil
    NOT flat MATCHES "single-configuration generator")
   message(FATAL_ERROR "Ninja Multi-Config: configuring must fail naming the generator (exit ${STATUS}):\n${OUT}")
 endif()
-message(STATUS "cmake_step: all checks passed under ${generators} and refused Ninja Multi-Config")
+message(STATUS "cmake_step: all checks passed under ${generators}, refused Ninja Multi-Config and the changes after the call")

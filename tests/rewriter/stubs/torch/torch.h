@@ -129,6 +129,9 @@ public:
   Tensor mm(const Tensor &mat2) const;
   Tensor t() const;
   Tensor transpose(int64_t dim0, int64_t dim1) const;
+  Tensor pow(double exponent) const;
+  Tensor sum() const;
+  void backward(const Tensor &gradient = {}, optional<bool> retain_graph = nullopt, bool create_graph = false) const;
 };
 namespace Reduction {
 enum Reduction { None, Mean, Sum, END };
@@ -195,6 +198,14 @@ namespace torch {
 using namespace at;
 using c10::nullopt;
 using c10::optional;
+
+namespace autograd {
+using variable_list = std::vector<Tensor>;
+variable_list grad(const variable_list &outputs, const variable_list &inputs, const variable_list &grad_outputs = {},
+                   optional<bool> retain_graph = nullopt, bool create_graph = false, bool allow_unused = false);
+void backward(const variable_list &tensors, const variable_list &grad_tensors = {},
+              optional<bool> retain_graph = nullopt, bool create_graph = false);
+}  // namespace autograd
 
 namespace enumtype {
 struct kNone {};
