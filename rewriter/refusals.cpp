@@ -89,11 +89,21 @@ std::optional<Refusal> hoistChangesOrder(const CapturedSite &Site, const Stmt *S
   class Temporaries : public RecursiveASTVisitor<Temporaries> {
   public:
     Temporaries(const PatternSet &Patterns, const AstQuery &Query) : Patterns(Patterns), Query(Query) {}
+    // A destructor of the program's may do anything; a library's matters where it restores the thread's
+    // autograd or autocast mode (a temporary `NoGradGuard()` keeps the head out of the graph).
     bool VisitCXXBindTemporaryExpr(CXXBindTemporaryExpr *Bound) {
       const CXXDestructorDecl *Destructor = Bound->getTemporary()->getDestructor();
-      if (Destructor && !isLibraryDeclaration(Destructor, Patterns, Query))
+      if (Destructor && (!isLibraryDeclaration(Destructor, Patterns, Query) || isModeGuard(Destructor->getParent())))
         Found = Bound;
       return !Found;
+    }
+    bool isModeGuard(const CXXRecordDecl *Record) const {
+      auto Listed = [&](const CXXRecordDecl *Class) {
+        return llvm::is_contained(Patterns.Effects.ModeGuards, Class->getName().str());
+      };
+      return Listed(Record) || (Record->hasDefinition() && !Record->forallBases([&](const CXXRecordDecl *Base) {
+                                  return !Listed(Base);
+                                }));
     }
     const PatternSet &Patterns;
     const AstQuery &Query;
@@ -103,8 +113,8 @@ std::optional<Refusal> hoistChangesOrder(const CapturedSite &Site, const Stmt *S
   if (Finder.Found)
     return Refusal{ReasonKind::HeadWrapped, Finder.Found,
                    "computing the head's input in a statement of its own would destroy the temporary `" +
-                       Finder.Found->getType().getAsString() + "` before the head runs, by a destructor of the "
-                       "program's"};
+                       Finder.Found->getType().getAsString() + "` before the head runs (a destructor of the "
+                       "program's, or one that restores the autograd or autocast mode)"};
   return std::nullopt;
 }
 

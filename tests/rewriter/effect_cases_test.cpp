@@ -854,6 +854,13 @@ const Case Cases[] = {
     return F::cross_entropy(logits.view({-1, 32}), labels.view(-1));
   }
 )", Verb::RefusesWith, "head-wrapped"},
+    {"the hoisted input ends the life of a temporary mode guard that keeps the head out of the graph", R"(
+  static const torch::Tensor &under(const torch::Tensor &t, const torch::NoGradGuard &) { return t; }
+  torch::Tensor forward(torch::Tensor x, torch::Tensor labels) {
+    auto logits = lm_head(under(x, torch::NoGradGuard()).view({-1, 16}));
+    return F::cross_entropy(logits.view({-1, 32}), labels.view(-1));
+  }
+)", Verb::RefusesWith, "head-wrapped"},
     {"the logits assigned a new value after the loss, in the loop that computes it again", R"(
   torch::Tensor forward(torch::Tensor x, torch::Tensor labels) {
     auto logits = lm_head(x);
