@@ -216,6 +216,19 @@ TEST_CASE("gradients only where asked, none without grad mode", "[torch][adapter
     // A second pass recomputes from the bias as it is now: refused, as autograd refuses a changed saved input.
     CHECK_THROWS_WITH(loss.backward(), Catch::Contains("modified by an inplace operation"));
   }
+  SECTION("a linear probe's weight updated in place before backward (F::linear keeps it only for hidden's gradient)") {
+    auto w64 = weight.detach().to(torch::kDouble).requires_grad_(true);
+    auto reference = referenceLoss(hidden.to(torch::kDouble), w64, bias.to(torch::kDouble), labels, {}, {});
+    auto loss = lmfuse::linear_cross_entropy(hidden, weight, bias, labels);
+    {
+      torch::NoGradGuard noGrad;
+      weight.mul_(0.5);
+      w64.mul_(0.5);
+    }
+    reference.backward();
+    REQUIRE_NOTHROW(loss.backward());
+    CHECK(relativeError(weight.grad(), w64.grad()) < 1e-5);
+  }
   SECTION("a second backward pass through a retained graph accumulates the same gradient") {
     auto loss = lmfuse::linear_cross_entropy(hidden, weight, bias, labels);
     loss.backward({}, /*retain_graph=*/true);
@@ -451,6 +464,27 @@ TEST_CASE("a skipped mm head throws where torch::mm throws on its input's rank",
   }
   CHECK(lmfuse::skipped_logits(torch::randn({10, kDim}), weight, "model.h:9", 2).sizes() ==
         torch::IntArrayRef({10, kVocab}));
+}
+
+TEST_CASE("a skipped head throws where F::linear throws on its operands, at the head", "[torch][adapter]") {
+  // The original's head raises these at its own line: a `try` around the loss alone must not see them.
+  const auto weight = torch::randn({kVocab, kDim});
+  const std::vector<torch::Tensor> wrong = {torch::randn({5, kDim + 2}), torch::randn({5, kDim}, torch::kDouble)};
+  for (const auto& hidden : wrong) {
+    bool original = false;
+    try { F::linear(hidden, weight); } catch (const c10::Error&) { original = true; }
+    REQUIRE(original);
+    CHECK_THROWS_AS(lmfuse::skipped_logits(hidden, weight, "model.h:7"), c10::Error);
+  }
+  // Under autocast the operands meet in the lower precision: what F::linear computes, the head allows.
+  {
+    at::autocast::set_cpu_enabled(true);
+    const auto hidden = torch::randn({5, kDim}).to(torch::kBFloat16);
+    CHECK_NOTHROW(F::linear(hidden, weight));
+    CHECK_NOTHROW(lmfuse::skipped_logits(hidden, weight, "model.h:7"));
+    at::autocast::set_cpu_enabled(false);
+  }
+  CHECK_NOTHROW(lmfuse::skipped_logits(torch::randn({5, kDim}), weight, "model.h:7"));
 }
 
 TEST_CASE("skipped logits answer shape questions and refuse their values, naming the site", "[torch][adapter]") {
@@ -711,6 +745,7 @@ TEST_CASE("a shifted loss is checked against the dims its shift is written on", 
     std::vector<int64_t> hidden;  // the labels are its shape without the last dimension
     lmfuse::ShiftDims dims;
     const char* refusal;  // nullptr: accepted, and the fused loss is the original's
+    bool originalThrows = false;  // the refusal is the original's own error, raised by its code as it is
   };
   const std::vector<Shifted> cases = {
       {"[B, T, D], slice(1, ...) and slice(1, ...)", {2, 5, kDim}, {1, 1}, nullptr},
@@ -720,7 +755,8 @@ TEST_CASE("a shifted loss is checked against the dims its shift is written on", 
       {"one sequence [T, D], slice(-2, ...) and slice(-1, ...)", {6, kDim}, {-2, -1}, nullptr},
       {"[A, B, T, D] with B == T, slice(-2, ...) and slice(-1, ...)", {2, 3, 3, kDim}, {-2, -1}, nullptr},
       {"[A, B, T, D] with B == T, slice(1, ...) and slice(1, ...)", {2, 3, 3, kDim}, {1, 1}, "along their dimension 1"},
-      {"one sequence [T, D], slice(1, ...): the classes", {6, kDim}, {1, -1}, "along their dimension 1"},
+      // The original's reshape of [T, V - 1] into rows of V fails: the fused call raises that error first.
+      {"one sequence [T, D], slice(1, ...): the classes", {6, kDim}, {1, -1}, "is invalid for input of size", true},
       {"[B, T, D] with B == T, labels slice(0, ...)", {3, 3, kDim}, {1, 0}, "labels along their dimension 0"},
   };
   for (const Shifted& item : cases) {
@@ -736,6 +772,11 @@ TEST_CASE("a shifted loss is checked against the dims its shift is written on", 
     const auto hiddenFloat = hidden.to(torch::kFloat).detach().requires_grad_(true);
     torch::Tensor fused;
     const std::string error = errorOf([&] { fused = lmfuse::linear_cross_entropy(hiddenFloat, weight.to(torch::kFloat), {}, labels, options); });
+    if (item.originalThrows) {
+      CHECK_THAT(error, Catch::Matchers::Contains(item.refusal));
+      CHECK_THAT(errorOf([&] { input(F::linear(hidden, weight)); }), Catch::Matchers::Contains(item.refusal));
+      continue;
+    }
     if (item.refusal) {
       CHECK_THAT(error, Catch::Matchers::Contains("model.cpp:12") && Catch::Matchers::Contains(item.refusal) &&
                             Catch::Matchers::Contains("NOLINT(lmfuse)"));
@@ -821,6 +862,14 @@ TEST_CASE("a loss module's options give the module's loss", "[torch][adapter]") 
     nllAssigned->weight = torch::rand({kVocab}) + 0.5;
     CHECK_THAT(message([&] { lmfuse::module_loss_options(nllAssigned->options, nllAssigned->weight); }),
                Catch::Contains("class weights (its `weight`)"));
+  }
+  // Weights set in the options after construction (no reset()): the module's forward does not apply them,
+  // so neither does the fused call; it computes the module's unweighted loss.
+  {
+    torch::nn::CrossEntropyLoss criterion;
+    criterion->options.weight(torch::rand({kVocab}) + 0.5);
+    CHECK(torch::allclose(fused(lmfuse::module_loss_options(criterion->options, criterion->weight)),
+                          criterion(logits, labels.view(-1)), 1e-5, 1e-5));
   }
   torch::nn::CrossEntropyLoss perToken(torch::nn::CrossEntropyLossOptions().reduction(torch::kNone));
   CHECK_THAT(message([&] { lmfuse::module_loss_options(perToken->options); }), Catch::Contains("reduction is None"));

@@ -92,6 +92,7 @@ struct Site {
   bool withLabelsCode = true;  // false: a call written by hand, without the labels argument's code
   bool nll = false;            // F::nll_loss(F::log_softmax(input, -1), target) instead of cross_entropy
   bool skipped = true;         // the head's logits skipped, as on the fused path
+  bool shift = false;          // the causal shift, written on dims 1 and -1 (input and target slice them)
   int64_t ignoreIndex = -100;
   double smoothing = 0.0;
   lmfuse::Reduction reduction = lmfuse::Reduction::Mean;
@@ -115,6 +116,7 @@ struct Site {
         skipped ? lmfuse::skipped_logits(hidden, weight, "model.cpp:6") : F::linear(hidden, weight, bias);
     const Code in = nll ? Code([this](const Tensor& l) { return F::log_softmax(input(l), -1); }) : input;
     lmfuse::LogitsAsPassed passed{"model.cpp:7", logits, in};
+    if (shift) passed.shift_dims = lmfuse::ShiftDims{1, -1};
     if (withLabelsCode) {
       passed.labels_from = labels;
       passed.labels = target;
@@ -124,6 +126,7 @@ struct Site {
                                             .ignore_index(ignoreIndex)
                                             .label_smoothing(smoothing)
                                             .reduction(reduction)
+                                            .shift(shift)
                                             .logits_as_passed(passed));
   }
 };
@@ -165,6 +168,16 @@ TEST_CASE("a rewritten call raises the c10 exception class the original raises",
        [] { auto s = randomSite(4); s.labels = torch::randint(0, kVocab, {6}); s.smoothing = 0.2; return s; }},
       {"fewer labels than rows, a call without the labels code", Class::ValueError,
        [] { auto s = randomSite(5); s.labels = s.labels.slice(0, 0, 2); s.withLabelsCode = false; return s; }},
+      {"shifted, labels one position too long", Class::ValueError,
+       [] {
+         auto s = randomSite(8);
+         s.hidden = s.hidden.view({2, 4, kDim});
+         s.labels = torch::randint(0, kVocab, {2, 5});
+         s.shift = true;
+         s.input = [](const Tensor& l) { return l.slice(1, 0, -1).reshape({-1, l.size(-1)}); };
+         s.target = [](const Tensor& y) { return y.slice(1, 1).reshape(-1); };
+         return s;
+       }},
       {"nll_loss: fewer labels than rows (nll_loss's own check: Error)", Class::Error,
        [] { auto s = randomSite(5); s.labels = s.labels.slice(0, 0, 3); s.nll = true; return s; }},
       {"int32 labels", Class::Error,
@@ -319,7 +332,7 @@ TEST_CASE("floating labels: a rewritten call computes the original's soft-target
   }
 }
 
-TEST_CASE("Byte class indices and fp64 operands: a rewritten call computes what the original computes",
+TEST_CASE("Byte class indices, fp64 and sparse operands: a rewritten call computes what the original computes",
           "[torch][adapter][original]") {
   const uint64_t seed = freshSeed();
   INFO("seed " << seed);
@@ -330,12 +343,14 @@ TEST_CASE("Byte class indices and fp64 operands: a rewritten call computes what 
     torch::ScalarType operands;  // hidden, weight and bias
     torch::ScalarType labels;
     bool skipped;                // the logits skipped at the head (else computed and passed)
+    bool sparse = false;         // hidden as a sparse COO tensor (a bag-of-words input)
   };
   const std::vector<Input> inputs = {
       {"Byte labels, fp32, skipped logits", torch::kFloat, torch::kByte, true},
       {"Byte labels, fp32, computed logits", torch::kFloat, torch::kByte, false},
       {"fp64 operands, Long labels, skipped logits", torch::kDouble, torch::kLong, true},
       {"fp64 operands, Byte labels", torch::kDouble, torch::kByte, true},
+      {"sparse hidden, Long labels, skipped logits", torch::kFloat, torch::kLong, true, true},
   };
   const Code same = [](const Tensor& t) { return t; };
   for (const Input& in : inputs) {
@@ -347,8 +362,9 @@ TEST_CASE("Byte class indices and fp64 operands: a rewritten call computes what 
       labels[2] = 3;
       labels = labels.to(in.labels);
       auto leaves = [&] {
-        return std::vector<Tensor>{hidden.clone().requires_grad_(true), weight.clone().requires_grad_(true),
-                                   bias.clone().requires_grad_(true)};
+        // A sparse input (features) wants no gradient: F::linear's backward takes none for it.
+        return std::vector<Tensor>{in.sparse ? hidden.to_sparse() : hidden.clone().requires_grad_(true),
+                                   weight.clone().requires_grad_(true), bias.clone().requires_grad_(true)};
       };
       const auto ce = F::CrossEntropyFuncOptions().ignore_index(3).label_smoothing(0.1);
       const auto o = leaves();
@@ -365,7 +381,7 @@ TEST_CASE("Byte class indices and fp64 operands: a rewritten call computes what 
       CHECK(torch::allclose(loss, originalLoss, tolerance, tolerance));
       originalLoss.backward();
       loss.backward();
-      for (int i = 0; i < 3; ++i) {
+      for (int i = in.sparse ? 1 : 0; i < 3; ++i) {
         INFO("gradient " << i);
         REQUIRE(f[i].grad().defined());
         CHECK(torch::allclose(f[i].grad(), o[i].grad(), tolerance, tolerance));

@@ -33,6 +33,9 @@ torch::Tensor shapedLoss(const Operands& operands, const torch::Tensor& loss, to
   return loss.reshape(std::vector<int64_t>{}).to(dtype);  // 0-d, like a reduced F::cross_entropy
 }
 
+// The names, in saved_data, of the GEMM operands kept aside rather than saved (see forward): hidden, weight, bias.
+constexpr const char* kAside[] = {"hidden", "weight", "bias"};
+
 // The options travel to the backward pass in saved_data, field by field (an IValue holds no struct).
 void saveOptions(AutogradContext* ctx, const LossOptions& options) {
   ctx->saved_data["ignore_index"] = options.ignore_index();
@@ -89,13 +92,23 @@ public:
     const torch::Tensor gemmBias = hasBias ? gemmBiasOrEmpty : torch::Tensor();
     const Operands operands =
         torch_detail::prepareOperands(hidden, gemmWeight, gemmBias, labels, options, paramGrads(fp32Params));
-    // Only the GEMM operands are kept: the fp32 parameters are not needed to recompute. The bias is not a
-    // saved variable: F::linear keeps none (its gradient does not read it), so the original's backward runs
-    // after an in-place update of the bias (an optimiser step under NoGradGuard) and this one must too. Its
-    // version is kept instead, checked only where backward computes with it (a recompute).
-    ctx->save_for_backward({hidden, gemmWeight, torch::Tensor(), labels, n_itemsOrEmpty});
-    ctx->saved_data["gemm_bias"] = gemmBiasOrEmpty;
-    ctx->saved_data["gemm_bias_version"] = gemmBias.defined() ? static_cast<int64_t>(gemmBias._version()) : 0;
+    // Only the GEMM operands are kept: the fp32 parameters are not needed to recompute. Of those, what
+    // F::linear's backward keeps is kept as a saved variable (autograd then refuses a backward after it
+    // changed in place, in both programs): the weight where the input wants a gradient, the input where the
+    // weight does, never the bias (its gradient does not read it). An update in place between forward and
+    // backward of anything else (a bias clamped under NoGradGuard, a linear probe's weight) leaves the
+    // original's backward running, so it leaves this one's too: such an operand is kept aside with its
+    // version, which only a backward that computes with it (a recompute) checks.
+    const torch::Tensor operandsKept[] = {hidden, gemmWeight, gemmBiasOrEmpty};
+    const bool asVariable[] = {weight.requires_grad(), hidden.requires_grad(), false};
+    ctx->save_for_backward({asVariable[0] ? hidden : torch::Tensor(), asVariable[1] ? gemmWeight : torch::Tensor(),
+                            torch::Tensor(), labels, n_itemsOrEmpty});
+    for (int i = 0; i < 3; ++i)
+      if (!asVariable[i]) {
+        ctx->saved_data[kAside[i]] = operandsKept[i];
+        ctx->saved_data[std::string(kAside[i]) + "_version"] =
+            operandsKept[i].defined() ? static_cast<int64_t>(operandsKept[i]._version()) : int64_t{0};
+      }
     ctx->saved_data["has_bias"] = bias.defined();
     ctx->saved_data["fp32_params"] = fp32Params;
     ctx->saved_data["has_n_items"] = options.n_items().defined();
@@ -126,9 +139,11 @@ public:
                 "supported: the fused loss's gradients are not differentiable; run this loss unfused "
                 "(LMFUSE_DISABLE=1) to differentiate its gradients");
     const variable_list saved = ctx->get_saved_variables();
-    const torch::Tensor &hidden = saved[0], &gemmWeight = saved[1], &labels = saved[3];
-    const torch::Tensor gemmBias =
-        ctx->saved_data["has_bias"].toBool() ? ctx->saved_data["gemm_bias"].toTensor() : torch::Tensor();
+    torch::Tensor operandsKept[3];
+    for (int i = 0; i < 3; ++i)
+      operandsKept[i] = ctx->saved_data.count(kAside[i]) ? ctx->saved_data[kAside[i]].toTensor() : saved[i];
+    const torch::Tensor &hidden = operandsKept[0], &gemmWeight = operandsKept[1], &labels = saved[3];
+    const torch::Tensor gemmBias = ctx->saved_data["has_bias"].toBool() ? operandsKept[2] : torch::Tensor();
     const LossOptions options =
         loadOptions(ctx, ctx->saved_data["has_n_items"].toBool() ? saved[4] : torch::Tensor());
     const Operands operands = torch_detail::prepareOperands(hidden, gemmWeight, gemmBias, labels, options,
@@ -147,14 +162,17 @@ public:
       torch_detail::scaleGradients(operands, result, upstream);
       return inputGradients(result, hidden);
     }
-    // A recompute reads the bias as it is now, where the original's backward reads the logits the forward
-    // made: a bias changed in place since would give other gradients, so it fails as autograd's check does.
-    LMFUSE_TORCH_CHECK(torch_detail::Check::Argument,
-                       !gemmBias.defined() ||
-                           static_cast<int64_t>(gemmBias._version()) == ctx->saved_data["gemm_bias_version"].toInt(),
-                       "lmfuse::linear_cross_entropy: the bias needed to recompute the gradients has been modified by "
-                       "an inplace operation (version ", gemmBias.defined() ? gemmBias._version() : 0, ", expected ",
-                       ctx->saved_data["gemm_bias_version"].toInt(), ")");
+    // A recompute reads the operands kept aside as they are now, where the original's backward reads what
+    // its forward saved: one changed in place since would give other gradients, so the backward fails as
+    // autograd's check of a saved variable does.
+    for (int i = 0; i < 3; ++i) {
+      if (!ctx->saved_data.count(kAside[i]) || !operandsKept[i].defined()) continue;
+      const int64_t expected = ctx->saved_data[std::string(kAside[i]) + "_version"].toInt();
+      LMFUSE_TORCH_CHECK(torch_detail::Check::Argument, static_cast<int64_t>(operandsKept[i]._version()) == expected,
+                         "lmfuse::linear_cross_entropy: one of the variables needed for gradient computation has "
+                         "been modified by an inplace operation: its ", kAside[i], " is at version ",
+                         operandsKept[i]._version(), "; expected version ", expected, " instead");
+    }
     Gradients wanted;
     wanted.hidden = ctx->needs_input_grad(0);
     wanted.weight = ctx->needs_input_grad(1);

@@ -106,7 +106,6 @@ void checkLogitsAsPassed(const torch::Tensor& hidden, const torch::Tensor& weigh
                          const LossOptions& options) {
   const LogitsAsPassed& passed = options.logits_as_passed();
   if (!passed.input || !hidden.defined() || !weight.defined() || hidden.dim() < 1 || weight.dim() != 2) return;
-  if (options.shift()) checkShift(hidden, labels, passed);
   const torch::Tensor input = passed.input(passed.from.defined() ? logitsStandIn(passed.from)
                                                                   : logitsStandIn(hidden, weight));
   const int64_t classes = weight.size(0);
@@ -117,9 +116,13 @@ void checkLogitsAsPassed(const torch::Tensor& hidden, const torch::Tensor& weigh
   const bool table = input.dim() == 2 && input.size(0) == rows && input.size(1) == classes;
   const bool single = input.dim() == 1 && input.size(0) == classes && rows == 1;
   if (table || single) {
+    // The original's own errors first, of their own classes (labels one position too long for the shifted
+    // logits: cross_entropy's ValueError), then what only the fused call cannot follow.
     if (passed.labels && passed.labels_from.defined()) checkLabelsAsPassed(hidden, weight, input, passed);
+    if (options.shift()) checkShift(hidden, labels, passed);
     return;
   }
+  if (options.shift()) checkShift(hidden, labels, passed);
   std::string why;
   if (input.dim() > 2)
     why = ": cross_entropy reads the classes of logits with more than two dimensions from dimension 1";

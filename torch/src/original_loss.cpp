@@ -48,9 +48,11 @@ bool needsOriginal(const torch::Tensor& hidden, const torch::Tensor& weight, con
     return false;  // the check of the labels (logits_as_passed.cpp) throws what the original throws
   }
   if (!target.defined()) return false;
+  const auto notTaken = [](const torch::Tensor& operand) {  // fp64, or not a dense tensor (a sparse input)
+    return operand.defined() && (operand.scalar_type() == at::kDouble || operand.layout() != at::kStrided);
+  };
   return target.is_floating_point() || target.is_complex() || target.scalar_type() == at::kByte ||
-         (hidden.defined() && hidden.scalar_type() == at::kDouble) ||
-         (weight.defined() && weight.scalar_type() == at::kDouble);
+         notTaken(hidden) || notTaken(weight);
 }
 
 bool inputIsLogSoftmax(const torch::Tensor& hidden, const torch::Tensor& weight, const LogitsAsPassed& passed) {
@@ -83,7 +85,7 @@ torch::Tensor computeOriginal(const torch::Tensor& hidden, const torch::Tensor& 
                      options.softcap() == 0 && options.logit_scale() == 1 && options.z_loss() == 0 &&
                          !options.n_items().defined() && !options.process_group(),
                      "lmfuse::linear_cross_entropy: the loss replaced at ", passed.site,
-                     " is computed as the original computes it (floating labels, Byte class indices or fp64 operands, "
+                     " is computed as the original computes it (floating labels, Byte class indices, fp64 or sparse operands, "
                      "which the fused loss does not take), and the "
                      "options set softcap, logit_scale, z_loss, n_items or a process group, which it has not");
   // The logits the loss input is made from, as the original computed them. Skipped logits hold no values:
@@ -120,7 +122,7 @@ torch::Tensor originalLoss(const torch::Tensor& hidden, const torch::Tensor& wei
   } catch (c10::Error& error) {
     // LibTorch's own error, of its own class, with the site added.
     error.add_context(c10::str("lmfuse::linear_cross_entropy: the loss replaced at ", options.logits_as_passed().site,
-                               " computed as the original (floating labels, Byte class indices or fp64 operands), which throws here"));
+                               " computed as the original (floating labels, Byte class indices, fp64 or sparse operands), which throws here"));
     throw;
   }
 }

@@ -1,6 +1,6 @@
 // The original computation of a rewritten call, for inputs the fused loss does not take and the original does:
 // floating labels (class probabilities [rows, V] to cross_entropy, its soft-target loss), Byte class indices,
-// fp64 hidden states or weight.
+// fp64 or sparse hidden states or weight.
 #pragma once
 
 #include <lmfuse/torch.h>
@@ -10,7 +10,7 @@ namespace lmfuse::torch_detail {
 /// True when `options` record the replaced loss's labels argument (LossOptions::logits_as_passed) and the call
 /// holds what the original computes and the fused loss does not take: labels that, run on a stand-in, are
 /// floating (or complex: class probabilities to cross_entropy) or Byte class indices (which nll_loss takes),
-/// or fp64 hidden states or weight. Such a call computes originalLoss instead.
+/// or fp64 or sparse (not strided) hidden states or weight. Such a call computes originalLoss instead.
 bool needsOriginal(const torch::Tensor& hidden, const torch::Tensor& weight, const LossOptions& options);
 
 /// What the replaced call computed, with LibTorch's own operators: the head's logits F::linear(hidden, weight,

@@ -15,6 +15,7 @@
 // the sizes and the strides this tensor records (logits_stand_in.h) and wrap the result the same way.
 #include <lmfuse/torch.h>
 
+#include <ATen/autocast_mode.h>
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <c10/core/TensorImpl.h>
 #include <torch/library.h>
@@ -157,6 +158,25 @@ torch::Tensor skipped_logits(const torch::Tensor& hidden, const torch::Tensor& w
   // The words torch::mm uses, so a caller that matches on them sees the original's error.
   TORCH_CHECK(hidden_rank == 0 || hidden.dim() == hidden_rank, "self must be a matrix (lmfuse::skipped_logits(",
               site, "): the head's product takes a ", hidden_rank, "-D input, not ", hidden.dim(), "-D)");
+  // F::linear's own checks of the operands' devices, shapes and dtypes, made where the original makes them
+  // (on stand-ins without values, in the dtypes autocast would give them): a head that throws in the
+  // original throws here, at the head, not first at the loss, where a `try` around the loss alone would
+  // catch it. (A function head's bias is checked by the fused call, at the loss.)
+  TORCH_CHECK(hidden.device() == weight.device(),
+              "Expected all tensors to be on the same device, but found at least two devices, ", hidden.device(),
+              " and ", weight.device(), "! (lmfuse::skipped_logits(", site, "): the head's input and weight)");
+  const auto valueless = [](const torch::Tensor& tensor) {
+    const torch::ScalarType type =
+        torch_detail::autocastCasts(tensor)
+            ? at::autocast::get_lower_precision_fp_from_device_type(tensor.device().type())
+            : tensor.scalar_type();
+    return at::empty(tensor.sizes(), at::TensorOptions().dtype(type).device(at::kMeta));
+  };
+  const torch::Tensor hiddenStandIn = valueless(hidden), weightStandIn = valueless(weight);
+  TORCH_CHECK(hiddenStandIn.scalar_type() == weightStandIn.scalar_type(),
+              "expected mat1 and mat2 to have the same dtype, but got: ", hiddenStandIn.scalar_type(), " != ",
+              weightStandIn.scalar_type(), " (lmfuse::skipped_logits(", site, "): the head's input and weight)");
+  at::linear(hiddenStandIn, weightStandIn);
   const torch::Tensor standIn = torch_detail::logitsStandIn(hidden, weight);
   auto lineage = std::make_shared<Lineage>();
   lineage->root = standIn;
@@ -196,7 +216,7 @@ torch::Tensor skippedLogitsValues(const torch::Tensor& skipped, const torch::Ten
   LMFUSE_TORCH_CHECK(Check::Unsupported,
                      sameStorage(standIn, lineage.root) && standIn.scalar_type() == headLogits.scalar_type(),
                      "lmfuse::linear_cross_entropy: the loss replaced at ", impl->site(),
-                     " is computed as the original computes it (floating labels, Byte class indices or fp64 operands, "
+                     " is computed as the original computes it (floating labels, Byte class indices, fp64 or sparse operands, "
                      "which the fused loss does not take), and its "
                      "logits were copied between the head and the loss (a contiguous() of a slice, a cast), which "
                      "the rewritten call cannot make again; mark the site // NOLINT(lmfuse) to keep the original");

@@ -141,6 +141,22 @@ template <class T>
 struct HasLabelSmoothing<T, std::void_t<decltype(std::declval<const T&>().label_smoothing())>> : std::true_type {};
 }  // namespace detail
 
+namespace detail {
+// Reduction, ignore_index and label smoothing of a loss module's options (the class weights are the callers').
+template <class ModuleOptions>
+LossOptions moduleLossOptionsBesidesWeight(const ModuleOptions& options) {
+  // reduction_t is a variant of (kNone, kMean, kSum), in that order, in every LibTorch.
+  const auto reduction = options.reduction().index();
+  TORCH_CHECK(reduction == 1 || reduction == 2,
+              "lmfuse::module_loss_options: the loss module's reduction is None, which the fused loss returns in "
+              "another shape; mark the site `// NOLINT(lmfuse)` to keep the original loss");
+  LossOptions result;
+  result.ignore_index(options.ignore_index()).reduction(reduction == 2 ? Reduction::Sum : Reduction::Mean);
+  if constexpr (HasLabelSmoothing<ModuleOptions>::value) result.label_smoothing(options.label_smoothing());
+  return result;
+}
+}  // namespace detail
+
 /// The loss options a torch::nn::CrossEntropyLoss or NLLLoss module holds (`criterion->options`), as a
 /// rewritten `criterion(logits, y)` passes them: read when the loss runs, so options changed after the
 /// module was constructed are honoured. Class weights and reduction None have no fused equivalent with
@@ -151,26 +167,19 @@ LossOptions module_loss_options(const ModuleOptions& options) {
   TORCH_CHECK(!options.weight().defined(),
               "lmfuse::module_loss_options: the loss module has class weights (options.weight), which the fused "
               "loss does not support; mark the site `// NOLINT(lmfuse)` to keep the original loss");
-  // reduction_t is a variant of (kNone, kMean, kSum), in that order, in every LibTorch.
-  const auto reduction = options.reduction().index();
-  TORCH_CHECK(reduction == 1 || reduction == 2,
-              "lmfuse::module_loss_options: the loss module's reduction is None, which the fused loss returns in "
-              "another shape; mark the site `// NOLINT(lmfuse)` to keep the original loss");
-  LossOptions result;
-  result.ignore_index(options.ignore_index()).reduction(reduction == 2 ? Reduction::Sum : Reduction::Mean);
-  if constexpr (detail::HasLabelSmoothing<ModuleOptions>::value) result.label_smoothing(options.label_smoothing());
-  return result;
+  return detail::moduleLossOptionsBesidesWeight(options);
 }
 
 /// The same, with the class weights the module's forward applies (`criterion->weight`: filled from
 /// options.weight() when the module is constructed, and assignable after it), as the rewrite passes them:
-/// defined weights are an error naming them, never a loss without them.
+/// defined weights are an error naming them, never a loss without them. options.weight() set after the
+/// module was constructed (without reset()) is not what its forward applies, so it is not checked here.
 template <class ModuleOptions>
 LossOptions module_loss_options(const ModuleOptions& options, const torch::Tensor& weight) {
   TORCH_CHECK(!weight.defined(),
               "lmfuse::module_loss_options: the loss module has class weights (its `weight`), which the fused "
               "loss does not support; mark the site `// NOLINT(lmfuse)` to keep the original loss");
-  return module_loss_options(options);
+  return detail::moduleLossOptionsBesidesWeight(options);
 }
 
 /// False when the environment has LMFUSE_DISABLE=1 (read once, at the first call) or after
