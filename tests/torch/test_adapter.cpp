@@ -229,6 +229,19 @@ TEST_CASE("gradients only where asked, none without grad mode", "[torch][adapter
     REQUIRE_NOTHROW(loss.backward());
     CHECK(relativeError(weight.grad(), w64.grad()) < 1e-5);
   }
+  SECTION("a bias made under InferenceMode, as F::linear allows (it saves no bias)") {
+    hidden.requires_grad_(true);
+    torch::Tensor frozen;
+    {
+      c10::InferenceMode inference;
+      frozen = torch::randn({kVocab});
+    }
+    auto h64 = hidden.detach().to(torch::kDouble).requires_grad_(true);
+    referenceLoss(h64, weight.detach().to(torch::kDouble), frozen.to(torch::kDouble), labels, {}, {}).backward();
+    auto loss = lmfuse::linear_cross_entropy(hidden, weight, frozen, labels);
+    REQUIRE_NOTHROW(loss.backward());
+    CHECK(relativeError(hidden.grad(), h64.grad()) < 1e-5);
+  }
   SECTION("a second backward pass through a retained graph accumulates the same gradient") {
     auto loss = lmfuse::linear_cross_entropy(hidden, weight, bias, labels);
     loss.backward({}, /*retain_graph=*/true);

@@ -106,8 +106,10 @@ public:
     for (int i = 0; i < 3; ++i)
       if (!asVariable[i]) {
         ctx->saved_data[kAside[i]] = operandsKept[i];
+        // An inference tensor has no version (nor can it change in place outside InferenceMode): -1.
         ctx->saved_data[std::string(kAside[i]) + "_version"] =
-            operandsKept[i].defined() ? static_cast<int64_t>(operandsKept[i]._version()) : int64_t{0};
+            operandsKept[i].defined() && !operandsKept[i].is_inference() ? static_cast<int64_t>(operandsKept[i]._version())
+                                                                          : int64_t{-1};
       }
     ctx->saved_data["has_bias"] = bias.defined();
     ctx->saved_data["fp32_params"] = fp32Params;
@@ -168,6 +170,7 @@ public:
     for (int i = 0; i < 3; ++i) {
       if (!ctx->saved_data.count(kAside[i]) || !operandsKept[i].defined()) continue;
       const int64_t expected = ctx->saved_data[std::string(kAside[i]) + "_version"].toInt();
+      if (expected < 0) continue;
       LMFUSE_TORCH_CHECK(torch_detail::Check::Argument, static_cast<int64_t>(operandsKept[i]._version()) == expected,
                          "lmfuse::linear_cross_entropy: one of the variables needed for gradient computation has "
                          "been modified by an inplace operation: its ", kAside[i], " is at version ",
