@@ -28,7 +28,9 @@
 #   into the target (a source given as a generator expression, or added after this call) that reads a
 #   file under EDIT_ROOT, since it would compile the originals;
 # - every other target linked into one binary with <target> (it links <target>, or an executable or shared
-#   library links both) gets a build-time check, made at the end of configuring, that none of its units
+#   library links both; a target named anywhere in a link item's generator expression, or whose library
+#   file a path or -l<name> may name, counts as linked, since the expression's value is not known when
+#   configuring) gets a build-time check, made at the end of configuring, that none of its units
 #   compiles the original of a header <target>'s rewrite patched, nor, rewritten itself, another copy of it
 #   (its own rewrite under other flags): the binary would hold two definitions of the header's inline
 #   functions, and the linker keeps either. Its build fails naming the unit (call lmfuse_rewrite on it
@@ -226,15 +228,77 @@ function(_lmfuse_targets_under dir out)
   set(${out} "${targets}" PARENT_SCOPE)
 endfunction()
 
+# <files> = "<name>|<target>" for every library target of <targets>: the names its file may be linked by
+# (`-l<name>`, or a path whose file name is lib<name>.<suffix>): the target's name and its OUTPUT_NAMEs.
+function(_lmfuse_library_files targets files)
+  set(pairs "")
+  foreach(target IN LISTS targets)
+    get_target_property(type "${target}" TYPE)
+    get_target_property(exports "${target}" ENABLE_EXPORTS)
+    if(NOT type MATCHES "^(STATIC_LIBRARY|SHARED_LIBRARY|MODULE_LIBRARY)$" AND NOT (type STREQUAL "EXECUTABLE" AND exports))
+      continue()
+    endif()
+    set(names "${target}")
+    foreach(property IN ITEMS OUTPUT_NAME ARCHIVE_OUTPUT_NAME LIBRARY_OUTPUT_NAME RUNTIME_OUTPUT_NAME)
+      get_target_property(name "${target}" ${property})
+      if(name)
+        list(APPEND names "${name}")
+      endif()
+    endforeach()
+    list(REMOVE_DUPLICATES names)
+    foreach(name IN LISTS names)
+      list(APPEND pairs "${name}|${target}")
+    endforeach()
+  endforeach()
+  set(${files} "${pairs}" PARENT_SCOPE)
+endfunction()
+
+# <out> = the targets of <library_files> (see _lmfuse_library_files) a link item that is a file path or a
+# linker flag (-l<name>, -l:<file>, -Wl,<...>) may link.
+function(_lmfuse_linked_by_file item library_files out)
+  set(found "")
+  string(REPLACE "," ";" pieces "${item}")
+  foreach(piece IN LISTS pieces)
+    if(piece MATCHES "^-l:(.+)$" OR piece MATCHES "^-l(.+)$")
+      set(piece "${CMAKE_MATCH_1}")
+    elseif(NOT piece MATCHES "[/\\\\]|\\.(a|so|lib|dylib|dll|tbd)([.0-9]*)$")
+      continue()
+    endif()
+    get_filename_component(file "${piece}" NAME)
+    string(REGEX REPLACE "\\..*$" "" base "${file}")  # the name before every suffix (libm.so.6: libm)
+    set(names "${base}")
+    if(base MATCHES "^lib(.+)$")
+      list(APPEND names "${CMAKE_MATCH_1}")
+    endif()
+    foreach(pair IN LISTS library_files)
+      string(REPLACE "|" ";" pair "${pair}")
+      list(GET pair 0 name)
+      list(GET pair 1 target)
+      if(name IN_LIST names)
+        list(APPEND found "${target}")
+      endif()
+    endforeach()
+  endforeach()
+  set(${out} "${found}" PARENT_SCOPE)
+endfunction()
+
 # <out> = <target> and every target of this build it links, directly or through others (LINK_LIBRARIES, and
-# INTERFACE_LINK_LIBRARIES of those it reaches; $<LINK_ONLY:> and $<BUILD_INTERFACE:> looked through, other
-# generator expressions and imported targets left out) or compiles in ($<TARGET_OBJECTS:> among its
-# sources): what ends up in one binary with it.
-function(_lmfuse_link_closure target out)
+# INTERFACE_LINK_LIBRARIES of those it reaches) or compiles in ($<TARGET_OBJECTS:> among its sources): what
+# may end up in one binary with it. What a generator expression evaluates to is not known when configuring,
+# so every target a link item's expression names counts as linked (and so does every target named by a
+# property it reads with $<TARGET_PROPERTY:>), as does every library target whose file a path or a linker
+# flag (-l<name>) may name: the check this serves must not miss a binary, and checking one too many only
+# fails a build whose unit compiles an original header. Imported targets are left out.
+# <notes> = "<member>|<item>" for each member reached only that way, with the link item that named it.
+function(_lmfuse_link_closure target library_files out notes)
   set(closure "")
+  set(indirect "")
+  set(properties_read "")
   set(pending "${target}")
+  set(pending_items "-")  # the link item that named each pending target, "-" where it was a target's name
   while(pending)
     list(POP_FRONT pending current)
+    list(POP_FRONT pending_items through)
     if(NOT TARGET "${current}")
       continue()
     endif()
@@ -247,6 +311,9 @@ function(_lmfuse_link_closure target out)
       continue()
     endif()
     list(APPEND closure "${current}")
+    if(NOT through STREQUAL "-")
+      list(APPEND indirect "${current}|${through}")
+    endif()
     get_target_property(type "${current}" TYPE)
     set(links "")
     foreach(property IN ITEMS LINK_LIBRARIES INTERFACE_LINK_LIBRARIES)
@@ -267,16 +334,50 @@ function(_lmfuse_link_closure target out)
         list(APPEND links "${object}")
       endforeach()
     endif()
-    foreach(link IN LISTS links)
-      if(link MATCHES "^\\$<(LINK_ONLY|BUILD_INTERFACE):([^$<>]+)>$")
-        set(link "${CMAKE_MATCH_2}")
-      endif()
-      if(NOT link MATCHES "\\$<" AND TARGET "${link}")
+    while(links)
+      list(POP_FRONT links link)
+      if(TARGET "${link}")
         list(APPEND pending "${link}")
+        list(APPEND pending_items "-")
+        continue()
       endif()
-    endforeach()
+      set(named "")
+      if(link MATCHES "\\$<|>")  # a generator expression, or a piece of one the list split at a ';'
+        string(REGEX MATCHALL "\\$<TARGET_PROPERTY:[^<>]+>" reads "${link}")
+        foreach(read IN LISTS reads)
+          if(read MATCHES "^\\$<TARGET_PROPERTY:([^,]+),(.+)>$")
+            set(owner "${CMAKE_MATCH_1}")
+            set(property "${CMAKE_MATCH_2}")
+          elseif(read MATCHES "^\\$<TARGET_PROPERTY:(.+)>$")
+            set(owner "${current}")
+            set(property "${CMAKE_MATCH_1}")
+          endif()
+          if(TARGET "${owner}" AND NOT "${owner}|${property}" IN_LIST properties_read)
+            list(APPEND properties_read "${owner}|${property}")
+            get_target_property(value "${owner}" "${property}")
+            if(value)
+              list(APPEND links ${value})
+            endif()
+          endif()
+        endforeach()
+        string(REGEX MATCHALL "[A-Za-z0-9_.+/-]+(::[A-Za-z0-9_.+/-]+)*" words "${link}")
+        foreach(word IN LISTS words)
+          if(TARGET "${word}")
+            list(APPEND named "${word}")
+          endif()
+        endforeach()
+      else()
+        _lmfuse_linked_by_file("${link}" "${library_files}" named)
+      endif()
+      foreach(member IN LISTS named)
+        list(APPEND pending "${member}")
+        string(REPLACE ";" "," item "${link}")
+        list(APPEND pending_items "${item}")
+      endforeach()
+    endwhile()
   endwhile()
   set(${out} "${closure}" PARENT_SCOPE)
+  set(${notes} "${indirect}" PARENT_SCOPE)
 endfunction()
 
 # Run once, at the end of configuring (deferred by the first lmfuse_rewrite call): every target that ends
@@ -288,13 +389,14 @@ endfunction()
 function(_lmfuse_check_linked_targets)
   get_property(rewritten GLOBAL PROPERTY LMFUSE_REWRITTEN_TARGETS)
   _lmfuse_targets_under("${CMAKE_SOURCE_DIR}" all_targets)
+  _lmfuse_library_files("${all_targets}" library_files)
   set(pairs "")
   foreach(binary IN LISTS all_targets)
     get_target_property(type "${binary}" TYPE)
     if(NOT type MATCHES "^(EXECUTABLE|SHARED_LIBRARY|MODULE_LIBRARY)$")
       continue()
     endif()
-    _lmfuse_link_closure("${binary}" closure)
+    _lmfuse_link_closure("${binary}" "${library_files}" closure notes)
     set(found "")
     foreach(member IN LISTS closure)
       if(member IN_LIST rewritten)
@@ -310,6 +412,21 @@ function(_lmfuse_check_linked_targets)
       foreach(target IN LISTS found)
         if(NOT member STREQUAL target AND NOT "${member}|${target}" IN_LIST pairs)
           list(APPEND pairs "${member}|${target}")
+          # Where the pair was found through a link item that may not link (a generator expression, a
+          # file name), the check's failure names that item.
+          set(how "")
+          foreach(note IN LISTS notes)
+            string(FIND "${note}" "|" bar)
+            string(SUBSTRING "${note}" 0 ${bar} named)
+            math(EXPR bar "${bar} + 1")
+            string(SUBSTRING "${note}" ${bar} -1 item)
+            if(named STREQUAL target OR named STREQUAL member)
+              set(how "${binary} links `${item}`, which may name ${named}")
+              break()
+            endif()
+          endforeach()
+          string(MAKE_C_IDENTIFIER "${member}|${target}" key)
+          set(_lmfuse_how_${key} "${how}")
         endif()
       endforeach()
     endforeach()
@@ -337,9 +454,14 @@ function(_lmfuse_check_linked_targets)
     if(CMAKE_GENERATOR MATCHES "Ninja|Makefiles")
       set(depfile_arguments DEPFILE "${stamp}.d")
     endif()
+    # How the two were found in one binary, where a link item only may have linked them (empty otherwise):
+    # written to a file, since the item may hold a generator expression the command would evaluate.
+    string(MAKE_C_IDENTIFIER "${member}|${target}" key)
+    _lmfuse_write_list("${stamp}.how" "${_lmfuse_how_${key}}")
     add_custom_command(
       OUTPUT "${stamp}"
       COMMAND "${CMAKE_COMMAND}" "-DMODE=consumer" "-DTARGET=${member}" "-DREWRITTEN=${target}"
+              "-DLINKED_HOW=${stamp}.how"
               "-DREWRITTEN_AUDIT=${audit}" "-DREWRITTEN_OUT_DIR=${out_dir}" ${member_arguments}
               "-DEDIT_ROOT=${edit_root}" "-DSOURCE_ROOT=${edit_root}"
               "-DCOMPILE_COMMANDS=${CMAKE_BINARY_DIR}/compile_commands.json" "-DCXX=${CMAKE_CXX_COMPILER}"

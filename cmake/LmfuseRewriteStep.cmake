@@ -20,6 +20,7 @@
 #               the original of a header REWRITTEN's rewrite patched, nor, when it is rewritten too
 #               (MEMBER_OUT_DIR, MEMBER_EDIT_ROOT), a copy of it other than REWRITTEN's): TARGET REWRITTEN
 #               REWRITTEN_AUDIT REWRITTEN_OUT_DIR EDIT_ROOT SOURCE_ROOT COMPILE_COMMANDS CXX STAMP DEPFILE
+#               LINKED_HOW (a file: the link item that may have put the two in one binary, or empty)
 cmake_minimum_required(VERSION 3.22)
 
 # The files of lmfuse_rewritten/<target>/ that are no copies: the audit, the step's inputs, its stage (the
@@ -90,6 +91,41 @@ function(fail)
   endforeach()
   fail_audit("${message}" note)
   message(FATAL_ERROR "${who}: ${message}${note}")
+endfunction()
+
+# <out> = the shell words of <text> (a compile command, a depfile's list of files) as a CMake list, or the
+# step fails naming <what>. CMake's lists do not split at a ';' inside '[' ... ']', so a word holding an
+# unbalanced bracket would join the words after it into one element, and a ';' inside a word would split
+# it: the step would then check other flags or files than the build uses.
+function(words_of text what out)
+  string(FIND "${text}" ";" semicolon)
+  if(NOT semicolon EQUAL -1)
+    string(REPLACE ";" "<semicolon>" text "${text}")
+    fail("${what} holds a semicolon, which CMake's lists cannot carry inside a word, so the step cannot read "
+         "it as the build does: ${text}")
+  endif()
+  separate_arguments(words UNIX_COMMAND "${text}")
+  foreach(word IN LISTS words)
+    if(word MATCHES ";")
+      string(REPLACE ";" " " word "${word}")
+      fail("${what} holds a '[' or ']' that joins its words into one in CMake's lists, so the step cannot read "
+           "it as the build does: ${word}")
+    endif()
+  endforeach()
+  set(${out} "${words}" PARENT_SCOPE)
+endfunction()
+
+# <out> = the lines of the file <path> (one of the lists lmfuse_rewrite hands the step) as a CMake list, or
+# the step fails naming the line a bracket would join to the next ones (see words_of).
+function(lines_of path out)
+  file(STRINGS "${path}" lines ENCODING UTF-8)  # every byte of a path kept (by default only ASCII)
+  foreach(line IN LISTS lines)
+    if(line MATCHES ";")
+      string(REPLACE ";" "<line break>" line "${line}")
+      fail("${path} has a line holding a '[' or ']' that joins it to the next ones in CMake's lists: ${line}")
+    endif()
+  endforeach()
+  set(${out} "${lines}" PARENT_SCOPE)
 endfunction()
 
 # <path> gets the contents <from> (a file), or the step fails naming it.
@@ -195,7 +231,7 @@ endif()
 
 set(SOURCES "")
 if(SOURCES_FILE)
-  file(STRINGS "${SOURCES_FILE}" SOURCES)
+  lines_of("${SOURCES_FILE}" SOURCES)
 endif()
 
 # The target's name as a regular expression (a name may hold `+` or `.`): its object folder is
@@ -229,7 +265,7 @@ function(command_of file out)
         continue()
       endif()
       string(JSON directory GET "${database}" ${i} directory)
-      separate_arguments(words UNIX_COMMAND "${command}")
+      words_of("${command}" "the compile command of ${file}" words)
       list(POP_FRONT words)  # the compiler
       set(skip_next OFF)
       foreach(word IN LISTS words)
@@ -307,7 +343,7 @@ function(files_read unit arguments directory out)
   file(READ "${DEPFILE}.part" part)
   string(REGEX REPLACE "^[^:]*:" "" part "${part}")
   string(REPLACE "\\\n" " " part "${part}")
-  separate_arguments(headers UNIX_COMMAND "${part}")
+  words_of("${part}" "the list of files ${unit} reads" headers)
   set(files "")
   foreach(header IN LISTS headers)
     get_filename_component(header "${header}" ABSOLUTE BASE_DIR "${directory}")
@@ -421,14 +457,23 @@ if(MODE STREQUAL "consumer")
     endforeach()
   endforeach()
   file(REMOVE "${DEPFILE}.part")
+  # Where only a link item that may not link put the two in one binary (a generator expression, whose
+  # value is not known when configuring, or a file name), the failure names it.
+  set(how "")
+  if(LINKED_HOW AND EXISTS "${LINKED_HOW}")
+    file(READ "${LINKED_HOW}" how)
+  endif()
+  if(how)
+    set(how " (${how}, and every target a link item may name counts as linked)")
+  endif()
   if(copies_differ)
-    fail("${TARGET} and ${REWRITTEN} are linked into one binary, and their rewrites of a header differ (one "
+    fail("${TARGET} and ${REWRITTEN} are linked into one binary${how}, and their rewrites of a header differ (one "
          "was analysed under other flags, or refused a site the other patched): the binary would hold two "
          "definitions of its inline functions, and the linker keeps either. Give both targets the same "
          "flags for the header, or include it from one of them only:${copies_differ}")
   endif()
   if(originals_read)
-    fail("${TARGET} is linked into one binary with ${REWRITTEN}, and compiles the original of a header whose "
+    fail("${TARGET} is linked into one binary with ${REWRITTEN}${how}, and compiles the original of a header whose "
          "loss site ${REWRITTEN}'s rewrite patched: the binary would hold two definitions of its inline "
          "functions, the fused one and the original, and the linker keeps either. Call lmfuse_rewrite(TARGET "
          "${TARGET}) too (its units then compile the rewritten header), or include the header only from "
@@ -446,12 +491,12 @@ command_of("${first_copy}" copy_flags)
 if(copy_flags)
   without_mirror("${copy_flags}" flags)
 else()
-  file(STRINGS "${FLAGS_FILE}" flag_lines)
+  lines_of("${FLAGS_FILE}" flag_lines)
   foreach(line IN LISTS flag_lines)
     if(line STREQUAL "")
       continue()
     elseif(line MATCHES "^SHELL:(.*)$")
-      separate_arguments(parts UNIX_COMMAND "${CMAKE_MATCH_1}")
+      words_of("${CMAKE_MATCH_1}" "the flag ${line}" parts)
       list(APPEND flags ${parts})
     else()
       list(APPEND flags "${line}")
@@ -546,7 +591,7 @@ if(MODE STREQUAL "carried")
   endforeach()
   set(result_audit "${CARRIED_AUDIT}")
 else()
-  file(STRINGS "${EXTRA_ARGS_FILE}" EXTRA_ARGS)
+  lines_of("${EXTRA_ARGS_FILE}" EXTRA_ARGS)
 
   # Each source is parsed with the command its unit is compiled with (the copy's, without the mirror's
   # folders: the tool reads the originals), through a compile database of this step's own; each unit
@@ -1089,7 +1134,7 @@ endif()
 # Every other unit the build compiles into the target (a source given as a generator expression, or added
 # after lmfuse_rewrite(): the compile database lists it, the call never saw it) must read nothing of the
 # project: a model it includes would compile as the original, or beside a rewritten copy of itself.
-file(STRINGS "${UNITS_FILE}" known_units)
+lines_of("${UNITS_FILE}" known_units)
 set(unseen "")
 target_units(units)
 foreach(entry_file IN LISTS units)

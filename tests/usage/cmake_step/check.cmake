@@ -5,7 +5,7 @@
 #   -DCXX=<compiler> -DTorch_DIR=<LibTorch's CMake folder>
 cmake_minimum_required(VERSION 3.22)
 set(prefix "${WORK}/prefix")
-set(tree "${WORK}/project")
+set(tree "${WORK}/pröject")  # a path with a non-ASCII character
 file(REMOVE_RECURSE "${WORK}")
 file(COPY "${PREFIX}/" DESTINATION "${prefix}" USE_SOURCE_PERMISSIONS)
 file(COPY "${PROJECT}/" DESTINATION "${tree}")
@@ -41,6 +41,28 @@ function(configure build generator)
                   RESULT_VARIABLE status OUTPUT_VARIABLE output ERROR_VARIABLE output)
   set(OUT "${output}" PARENT_SCOPE)
   set(STATUS "${status}" PARENT_SCOPE)
+endfunction()
+
+# Configures project/ with -DVARIANT=<variant> in WORK/build-<variant> (Ninja), which BUILD names; a failed
+# configure stops the check.
+function(configure_variant variant)
+  set(build "${WORK}/build-${variant}")
+  configure("${build}" Ninja -DVARIANT=${variant})
+  if(NOT STATUS EQUAL 0)
+    message(FATAL_ERROR "VARIANT ${variant}: configuring failed:\n${OUT}")
+  endif()
+  set(BUILD "${build}" PARENT_SCOPE)
+endfunction()
+
+# Builds <target> in <build>, which may fail: STATUS, OUT, and FLAT (OUT with its runs of white space as one
+# space, as CMake wraps a message's lines).
+function(build_target build target)
+  execute_process(COMMAND "${CMAKE_COMMAND}" --build "${build}" --target ${target} RESULT_VARIABLE status
+                  OUTPUT_VARIABLE output ERROR_VARIABLE output)
+  string(REGEX REPLACE "[ \t\r\n]+" " " flat "${output}")
+  set(STATUS "${status}" PARENT_SCOPE)
+  set(OUT "${output}" PARENT_SCOPE)
+  set(FLAT "${flat}" PARENT_SCOPE)
 endfunction()
 
 # The audit at <path> is a whole lmfuse audit with one patched site; <what> says when.
@@ -142,15 +164,11 @@ endforeach()
 # A header the build generates, made by a target app depends on (declared after the call), caps the logits:
 # the step waits for it and reads it as the compile of the copy does, so the site is refused and the program
 # runs the original's capped loss, as the project without lmfuse does.
-set(build "${WORK}/build-generated")
-configure("${build}" Ninja -DVARIANT=generated)
-if(NOT STATUS EQUAL 0)
-  message(FATAL_ERROR "VARIANT generated: configuring failed:\n${OUT}")
-endif()
-step("${CMAKE_COMMAND}" --build "${build}" --target app)
-execute_process(COMMAND "${build}/app" RESULT_VARIABLE status OUTPUT_VARIABLE output ERROR_VARIABLE output)
+configure_variant(generated)
+step("${CMAKE_COMMAND}" --build "${BUILD}" --target app)
+execute_process(COMMAND "${BUILD}/app" RESULT_VARIABLE status OUTPUT_VARIABLE output ERROR_VARIABLE output)
 string(REGEX REPLACE "[\r\n]+" " " output "${output}")
-file(READ "${build}/audit/app.json" text)
+file(READ "${BUILD}/audit/app.json" text)
 string(JSON reason ERROR_VARIABLE no_site GET "${text}" sites 0 reason)
 if(NOT status EQUAL 0 OR NOT output STREQUAL "HEAD TANH ORIGINAL " OR NOT reason STREQUAL "logits-softcapped")
   message(FATAL_ERROR "a generated header that caps the logits: the program prints '${output}' (exit ${status}), "
@@ -160,21 +178,40 @@ endif()
 
 # A step that stops the build (the tool parsed without the CAPPED the build defines) leaves an audit that
 # records no site as patched: no rewritten code is compiled.
-set(build "${WORK}/build-refused")
-configure("${build}" Ninja -DVARIANT=refused)
-if(NOT STATUS EQUAL 0)
-  message(FATAL_ERROR "VARIANT refused: configuring failed:\n${OUT}")
-endif()
-execute_process(COMMAND "${CMAKE_COMMAND}" --build "${build}" --target app RESULT_VARIABLE status
-                OUTPUT_VARIABLE output ERROR_VARIABLE output)
-file(READ "${build}/audit/app.json" text)
+configure_variant(refused)
+build_target("${BUILD}" app)
+file(READ "${BUILD}/audit/app.json" text)
 string(JSON status_0 ERROR_VARIABLE no_site GET "${text}" sites 0 status)
 string(JSON reason_0 ERROR_VARIABLE no_site GET "${text}" sites 0 reason)
 string(JSON patched ERROR_VARIABLE no_count GET "${text}" summary patched)
-if(status EQUAL 0 OR NOT status_0 STREQUAL "failed" OR NOT reason_0 STREQUAL "build-refused" OR NOT patched EQUAL 0)
-  message(FATAL_ERROR "a build the step stopped (exit ${status}) left an audit whose site is '${status_0}' "
-                      "'${reason_0}' with ${patched} patched${no_site}${no_count}, not failed build-refused:\n${output}")
+if(STATUS EQUAL 0 OR NOT status_0 STREQUAL "failed" OR NOT reason_0 STREQUAL "build-refused" OR NOT patched EQUAL 0)
+  message(FATAL_ERROR "a build the step stopped (exit ${STATUS}) left an audit whose site is '${status_0}' "
+                      "'${reason_0}' with ${patched} patched${no_site}${no_count}, not failed build-refused:\n${OUT}")
 endif()
+
+# The same, with the capping flag after one holding an unbalanced '[': the step fails naming the flag it
+# cannot read as the build does, rather than check a command without the flags after it.
+configure_variant(bracket)
+build_target("${BUILD}" app)
+if(STATUS EQUAL 0 OR NOT FLAT MATCHES "holds a '\\[' or '\\]' that joins its words")
+  message(FATAL_ERROR "a flag holding '[' before the flag that caps the logits: the build (exit ${STATUS}) must "
+                      "fail naming the bracket:\n${OUT}")
+endif()
+
+# A rewritten library whose site is defined in its header, linked by programs that compile the original
+# header: linked through a generator expression or by the library's file, each still gets the check of the
+# targets sharing a binary with a rewritten one, whose failure names the unit and the link item. A program
+# linking it so without including the header builds.
+configure_variant(link_forms)
+foreach(form IN ITEMS genex file path flag)
+  build_target("${BUILD}" via_${form})
+  if(STATUS EQUAL 0 OR NOT FLAT MATCHES "via_${form} is linked into one binary with headlib \\(via_${form} links `[^`]+`, which may name headlib" OR
+     NOT FLAT MATCHES "uses\\.cpp includes the original [^ ]*head_model\\.h")
+    message(FATAL_ERROR "via_${form} compiles the original of headlib's patched header and links headlib: its build "
+                        "(exit ${STATUS}) must fail naming the link item and the unit:\n${OUT}")
+  endif()
+endforeach()
+step("${CMAKE_COMMAND}" --build "${BUILD}" --target via_other)
 
 # What the call read, changed after it, or a call that cannot be right: configuring stops, naming it.
 foreach(case IN ITEMS
