@@ -20,7 +20,8 @@
 // product (tile_gemm.h: tileGemmWeight), into each sink: bf16, fp32, fp32 += (cuBLASLt's beta 1, the copy
 // engine's reduction), and the last chunk's fp32 accumulator plus product to bf16 (cuBLASLt then the
 // conversion kernel, against the fused epilogue), with the largest difference of each bf16 pair.
-// Environment: LMFUSE_GEMM_BENCH_REPEATS; LMFUSE_GEMM_BENCH_ONLY=weight prints the fifth table alone.
+// Environment: LMFUSE_GEMM_BENCH_REPEATS; LMFUSE_GEMM_BENCH_ONLY=weight prints the fifth table alone,
+// LMFUSE_GEMM_BENCH_ONLY=logits the first, third and fourth (the full-vocabulary products and steps).
 #include <cublasLt.h>
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
@@ -211,8 +212,9 @@ int main() {
   BENCH_CHECK(cudaMalloc(&workspace, workspaceBytes));
   unsigned* compare = nullptr;
   BENCH_CHECK(cudaMalloc(&compare, 8));
-  weightTable(handle, workspace, workspaceBytes, compare, repeats, stream);
   const char* only = std::getenv("LMFUSE_GEMM_BENCH_ONLY");
+  const bool logitsOnly = only && std::string(only) == "logits";
+  if (!logitsOnly) weightTable(handle, workspace, workspaceBytes, compare, repeats, stream);
   if (only && std::string(only) == "weight") return 0;
   std::printf("| product (M tokens, N columns, K) | cuBLASLt ms | tile ms | cuBLASLt TFLOP/s | tile TFLOP/s | tile / cuBLASLt | max diff / max value |\n");
   std::printf("|---|---|---|---|---|---|---|\n");
@@ -255,11 +257,14 @@ int main() {
                           {"Llama-3 gathered slice", 4096, 512, 4096}, {"Gemma-2 lean slice", 8192, 4608, 2304},
                           {"Gemma-2 lean slice", 8192, 1024, 2304}, {"Gemma-2 lean slice", 8192, 512, 2304},
                           {"Gemma-2 lean slice", 8192, 256, 2304},  {"Gemma-2 lean slice", 8192, 128, 2304}};
-  std::printf("\n| dx of a slice (M tokens, N columns, K) | product ms | product + slice kernel ms | fused ms | "
-              "fused / unfused | epilogue ms | cuBLASLt + slice kernel ms | fused / cuBLASLt | backend runs | "
-              "max diff / max value |\n");
-  std::printf("|---|---|---|---|---|---|---|---|---|---|\n");
+  if (!logitsOnly) {
+    std::printf("\n| dx of a slice (M tokens, N columns, K) | product ms | product + slice kernel ms | fused ms | "
+                "fused / unfused | epilogue ms | cuBLASLt + slice kernel ms | fused / cuBLASLt | backend runs | "
+                "max diff / max value |\n");
+    std::printf("|---|---|---|---|---|---|---|---|---|---|\n");
+  }
   for (const Shape& s : slices) {
+    if (logitsOnly) break;
     const int64_t ldc = (s.n + 7) / 8 * 8;
     __nv_bfloat16 *h, *w, *c1, *c2;
     float* lse;

@@ -492,6 +492,7 @@ TEST_CASE("the numerators epilogue: exp(scale·z − shift) of the fp32 sums, ca
   };
   const NumeratorsCase cases[] = {
       {2100, 5003, 576, 1.0f},  // several tiles per consumer, a last block of 139 columns
+      {2100, 3003, 128, 1.0f},  // two k-blocks (fewer than the ring's stages), a last block of 187 columns
       {129, 257, 64, 2.0f},     // a last block of one column, a row past a tile, a logit scale
   };
   const DType bf16 = DType::BFloat16;
