@@ -137,7 +137,8 @@ function(_lmfuse_cxx_sources target out)
   set(${out} "${result}" PARENT_SCOPE)
 endfunction()
 
-# The include directories of the target and of the targets it links directly (as set so far), absolute.
+# The include directories of the target and of the targets of this build it links directly (as set so far;
+# not lmfuse's own), absolute.
 function(_lmfuse_include_dirs target out)
   get_target_property(source_dir "${target}" SOURCE_DIR)
   get_target_property(dirs "${target}" INCLUDE_DIRECTORIES)
@@ -145,7 +146,8 @@ function(_lmfuse_include_dirs target out)
   foreach(link IN LISTS links)
     if(TARGET "${link}")
       get_target_property(imported "${link}" IMPORTED)
-      if(NOT imported)
+      get_target_property(runtime "${link}" LMFUSE_RUNTIME)  # lmfuse's own (the call links lmfuse::torch)
+      if(NOT imported AND NOT runtime)
         get_target_property(interface "${link}" INTERFACE_INCLUDE_DIRECTORIES)
         if(interface)
           list(APPEND dirs ${interface})
@@ -165,6 +167,28 @@ function(_lmfuse_include_dirs target out)
   endforeach()
   list(REMOVE_DUPLICATES result)
   set(${out} "${result}" PARENT_SCOPE)
+endfunction()
+
+# <out> = the mirror's counterpart (under <out_dir>) of each of the target's include folders (see
+# _lmfuse_include_dirs) that lies under <real_root>: the folders a copy's includes search before the originals'.
+# <out>_originals = those include folders, in the same order.
+function(_lmfuse_mirror_dirs target real_root out_dir out)
+  _lmfuse_include_dirs("${target}" include_dirs)
+  set(mirror_dirs "")
+  set(originals "")
+  foreach(dir IN LISTS include_dirs)
+    string(FIND "${dir}/" "${out_dir}/" in_mirror)
+    if(in_mirror EQUAL 0)  # the mirror's own folders, once the call has added them
+      continue()
+    endif()
+    _lmfuse_under_root("${dir}" "${real_root}" relative)
+    if(relative)
+      list(APPEND mirror_dirs "${out_dir}/${relative}")
+      list(APPEND originals "${dir}")
+    endif()
+  endforeach()
+  set(${out} "${mirror_dirs}" PARENT_SCOPE)
+  set(${out}_originals "${originals}" PARENT_SCOPE)
 endfunction()
 
 # <out> = the path of <path> relative to <real_root> (an EDIT_ROOT with links resolved), by real paths as
@@ -509,6 +533,20 @@ function(_lmfuse_check_after_call target)
       endif()
     endforeach()
   endforeach()
+  # An include folder under EDIT_ROOT (the target's, or one a library linked to it brings) added after the
+  # call has no mirror folder in front of it: a copy's include would reach the original header.
+  get_target_property(real_root "${target}" LMFUSE_EDIT_ROOT)
+  get_target_property(out_dir "${target}" LMFUSE_OUT_DIR)
+  get_target_property(mirrored "${target}" LMFUSE_MIRROR_DIRS)
+  _lmfuse_mirror_dirs("${target}" "${real_root}" "${out_dir}" mirror_dirs)
+  foreach(dir original IN ZIP_LISTS mirror_dirs mirror_dirs_originals)
+    if(NOT dir IN_LIST mirrored)
+      message(FATAL_ERROR "${who}: the include folder ${original} was added to the target (or to a "
+                          "library it links) after the call, which gives each include folder under EDIT_ROOT its "
+                          "rewritten counterpart: the target's units would include the original headers there. "
+                          "Add it before lmfuse_rewrite().")
+    endif()
+  endforeach()
   get_target_property(exported "${target}" EXPORT_COMPILE_COMMANDS)
   if(NOT exported)
     message(FATAL_ERROR "${who}: EXPORT_COMPILE_COMMANDS was turned off after the call; the rewrite step reads "
@@ -809,17 +847,11 @@ $<JOIN:${global_flags},
   endforeach()
   string(REPLACE ";" "\n" known_lines "${known_units}")
   _lmfuse_write_list("${out_dir}/units.txt" "${known_lines}\n")
-  _lmfuse_include_dirs("${target}" include_dirs)
-  set(mirror_dirs "")
-  foreach(dir IN LISTS include_dirs)
-    _lmfuse_under_root("${dir}" "${real_root}" relative)
-    if(relative)
-      list(APPEND mirror_dirs "${out_dir}/${relative}")
-    endif()
-  endforeach()
+  _lmfuse_mirror_dirs("${target}" "${real_root}" "${out_dir}" mirror_dirs)
   if(mirror_dirs)
     target_include_directories("${target}" BEFORE PRIVATE ${mirror_dirs})
   endif()
+  set_property(TARGET "${target}" PROPERTY LMFUSE_MIRROR_DIRS "${mirror_dirs}")
   # The mirror serves this target's own units only: a target linked into one binary with this one that
   # includes a rewritten header compiles its original (two definitions of its inline functions, the fused one
   # and the original). The check deferred to the end of configuring (_lmfuse_check_linked_targets) stops

@@ -47,6 +47,27 @@ std::optional<Refusal> inMacro(const CapturedSite &Site, const PatternSet &, con
   return std::nullopt;
 }
 
+/// The copy says where its lines come from with `#line <n> "<file>"` after each edited block, counting the
+/// file's own lines. Where the program's own `#line` directive (or a linemarker) maps the function's lines to
+/// another file or line, those directives would replace that mapping from the first edit on: __FILE__ and
+/// __LINE__ (an assertion's message, a log line) and diagnostics would name other places than the original.
+std::optional<Refusal> lineDirectiveInEffect(const CapturedSite &Site, const PatternSet &, const AstQuery &Query,
+                                             const VariableUses &) {
+  if (!Site.Body)
+    return std::nullopt;
+  const SourceManager &SM = Query.sourceManager();
+  SourceLocation End = SM.getExpansionLoc(Site.Body->getEndLoc());
+  PresumedLoc Mapped = SM.getPresumedLoc(End);
+  PresumedLoc Physical = SM.getPresumedLoc(End, /*UseLineDirectives=*/false);
+  if (Mapped.isInvalid() || Physical.isInvalid() ||
+      (Mapped.getLine() == Physical.getLine() && llvm::StringRef(Mapped.getFilename()) == Physical.getFilename()))
+    return std::nullopt;
+  return Refusal{ReasonKind::LineDirective, Site.Loss,
+                 "a #line directive maps the end of this function (line " + std::to_string(Physical.getLine()) +
+                     ") to " + Mapped.getFilename() + ":" + std::to_string(Mapped.getLine()) +
+                     ", which the rewritten copy's own #line directives would change (__FILE__, __LINE__)"};
+}
+
 /// The loss is the rule's by name only: the program declares the function called (an overload it added to
 /// the library's namespace), which computes whatever the program wrote.
 std::optional<Refusal> lossDeclaredByProgram(const CapturedSite &Site, const PatternSet &Patterns,
@@ -746,10 +767,10 @@ std::optional<Refusal> differentiatedTwice(const CapturedSite &Site, const Patte
                      "(its backward throws under create_graph)"};
 }
 
-// The order is the precedence: a site in a macro is never analysed further, a loss the program declares
+// The order is the precedence: a site in a macro, or under a #line mapping, is never analysed further, a loss the program declares
 // is not the library's whatever else holds, a softcap wins over every other change to the logits, and
 // option problems only matter for an otherwise good site.
-constexpr Check Checks[] = {inMacro,        lossDeclaredByProgram, softcapped,           headWrapped,            notLogProbabilities,
+constexpr Check Checks[] = {inMacro,        lineDirectiveInEffect, lossDeclaredByProgram, softcapped,           headWrapped,            notLogProbabilities,
                             headNotLinear,
                             logitsRebound,  logitsIndexed,        logitsUsedElsewhere,    labelsBranchNontrivial,
                             labelsMismatch, guardOutOfReach, lossConditionNotRepeated, headPartsReevaluated, inputsModified,

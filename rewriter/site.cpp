@@ -36,6 +36,9 @@ constexpr ReasonEntry Reasons[] = {
      "code between the head and the loss may change the head's input, weight, bias or module, or the guard's inputs"},
     {ReasonKind::TemplateDependent, "template-dependent",
      "the site is in a template and depends on its parameters' types, which only an instantiation decides"},
+    {ReasonKind::LineDirective, "line-directive",
+     "a #line directive of the program maps the site's lines to another file or line, which the rewritten "
+     "copy's own #line directives would change"},
     {ReasonKind::ParseError, "parse-error", "the translation unit did not compile"},
     {ReasonKind::ReparseFailed, "reparse-failed", "the rewritten source did not compile"},
     {ReasonKind::EditConflict, "edit-conflict",

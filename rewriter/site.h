@@ -29,6 +29,7 @@ enum class ReasonKind {
   InMacro,
   InputsModified,
   TemplateDependent,  ///< in a template, with types only an instantiation decides
+  LineDirective,      ///< the program's own #line maps the site's lines, which the copy's #line would change
   // failures (status Failed)
   ParseError,
   ReparseFailed,

@@ -271,8 +271,22 @@ int main(int argc, const char **argv) {
   // the whole line); the parse of each unit drops the same from database commands (command_line.h).
   std::vector<const char *> Arguments(argv, argv + argc);
   std::vector<std::string> DroppedFlags;
+  BumpPtrAllocator ResponseFileText;  // the expanded flags point into it
   if (auto Separator = std::find(Arguments.begin(), Arguments.end(), StringRef("--")); Separator != Arguments.end()) {
     size_t First = Separator - Arguments.begin() + 1;
+    // A response file among them (`@file`, which the compilers read) is expanded first, so its flags are
+    // filtered and used like the others; one that cannot be read is an error naming it.
+    SmallVector<const char *, 32> Expanded(Arguments.begin() + First, Arguments.end());
+    cl::ExpansionContext Expansion(ResponseFileText, cl::TokenizeGNUCommandLine);
+    if (Error Failed = Expansion.expandResponseFiles(Expanded))
+      return fail(ExitSkipped, "the flags after -- name a response file that cannot be read: " +
+                                   toString(std::move(Failed)));
+    for (const char *Flag : Expanded)
+      if (Flag[0] == '@')  // left as it was: no such file
+        return fail(ExitSkipped, "the flags after -- name the response file " + StringRef(Flag + 1) +
+                                     ", which does not exist");
+    Arguments.erase(Arguments.begin() + First, Arguments.end());
+    Arguments.insert(Arguments.end(), Expanded.begin(), Expanded.end());
     std::vector<std::string> Flags(Arguments.begin() + First, Arguments.end());
     std::vector<size_t> Unknown = unknownFlags(Flags);
     for (auto It = Unknown.rbegin(); It != Unknown.rend(); ++It) {

@@ -209,6 +209,19 @@ TEST_CASE("a flag Clang does not know is dropped with a note naming it", "[cli][
   }
 }
 
+TEST_CASE("a response file after -- is expanded as the compilers expand it; a missing one is named", "[cli][options]") {
+  SourceTree Tree({{"model.cpp", needsDefine().c_str()}});
+  Tree.write("flags.rsp", "-std=c++17 -DNEEDED\n-fconcepts-diagnostics-depth=2 -I" LMFUSE_CLI_STUBS "\n");
+  ToolRun Run = runLmfuse({Tree.path("model.cpp"), "--", "@" + Tree.path("flags.rsp")});
+  INFO(Run.Err);
+  CHECK(Run.ExitCode == 0);  // NEEDED and the stubs' folder come from the file
+  CHECK(countOf(Run.Out, "lmfuse::linear_cross_entropy(") == 1);
+  CHECK(countOf(Run.Err, "note: dropped flags Clang does not know: -fconcepts-diagnostics-depth=2") == 1);
+  ToolRun Missing = runLmfuse({Tree.path("model.cpp"), "--", "@" + Tree.path("none.rsp")});
+  CHECK(Missing.ExitCode == 2);
+  CHECK(countOf(Missing.Err, "the response file " + Tree.path("none.rsp") + ", which does not exist") == 1);
+}
+
 TEST_CASE("--expect-patched not met lists every site with its status and reason", "[cli][options]") {
   SourceTree Tree({{"model.cpp", ModelSource}, {"refused.cpp", RefusedSource}, {"plain.cpp", "int f() { return 1; }\n"}});
   ToolRun Short = runLmfuse(withFlags({"--expect-patched", "2", Tree.path("model.cpp"), Tree.path("refused.cpp")}, Tree));

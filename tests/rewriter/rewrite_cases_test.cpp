@@ -1456,6 +1456,21 @@ struct Child : Model::Base {
     return WITH_IGNORE(logits.view({-1, 32}), labels.view(-1));
   }
 )", Verb::RefusesWith, "in-macro"},
+    // ---- refused: line-directive ----------------------------------------------------------------
+    {"a #line directive of the program maps the function's lines (generated code)", R"(
+#line 500 "generated_model.y"
+  torch::Tensor forward(torch::Tensor h, torch::Tensor labels) {
+    auto logits = lm_head(h);
+    return F::cross_entropy(logits.view({-1, 32}), labels.view(-1));
+  }
+)", Verb::RefusesWith, "line-directive"},
+    {"a GNU linemarker of the program renumbers the function's lines", R"(
+# 40 "model.cpp"
+  torch::Tensor forward(torch::Tensor h, torch::Tensor labels) {
+    auto logits = lm_head(h);
+    return F::cross_entropy(logits.view({-1, 32}), labels.view(-1));
+  }
+)", Verb::RefusesWith, "line-directive"},
     {"an option value expanded inside a macro's body", R"(
 #define IGNORING(opts) opts.ignore_index(-1)
   torch::Tensor forward(torch::Tensor h, torch::Tensor labels) {

@@ -216,6 +216,7 @@ step("${CMAKE_COMMAND}" --build "${BUILD}" --target via_other)
 # What the call read, changed after it, or a call that cannot be right: configuring stops, naming it.
 foreach(case IN ITEMS
         "late_property|the source property COMPILE_DEFINITIONS of [^ ]*model\\.cpp was set after the call"
+        "late_include|the include folder [^ ]*/model was added to the target \\(or to a library it links\\) after the call"
         "database_off|EXPORT_COMPILE_COMMANDS was turned off after the call"
         "twice|is called a second time for this target"
         "audit_on_source|AUDIT [^ ]*model\\.cpp is a file that is not an lmfuse audit")
