@@ -25,11 +25,13 @@ bool autocastCasts(const torch::Tensor& tensor) {
          tensor.scalar_type() != torch::kDouble;
 }
 
-torch::ScalarType linearResultType(const torch::Tensor& hidden, const torch::Tensor& weight) {
-  if (autocastCasts(hidden))
-    return at::autocast::get_lower_precision_fp_from_device_type(hidden.device().type());
-  return hidden.scalar_type();
+torch::ScalarType autocastType(const torch::Tensor& tensor) {
+  if (autocastCasts(tensor))
+    return at::autocast::get_lower_precision_fp_from_device_type(tensor.device().type());
+  return tensor.scalar_type();
 }
+
+torch::ScalarType linearResultType(const torch::Tensor& hidden, const torch::Tensor&) { return autocastType(hidden); }
 
 AutocastOperands applyAutocast(const torch::Tensor& hidden, const torch::Tensor& weight, const torch::Tensor& bias,
                                c10::optional<torch::ScalarType> requested) {

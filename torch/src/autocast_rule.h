@@ -18,6 +18,10 @@ namespace lmfuse::torch_detail {
 /// True when autocast is on for `tensor`'s device type in this thread and would cast `tensor`.
 bool autocastCasts(const torch::Tensor& tensor);
 
+/// The dtype an op of autocast's lower-precision list (F::linear) takes `tensor` in, in the current autocast
+/// state: the autocast dtype of its device where autocastCasts(tensor), else its own.
+torch::ScalarType autocastType(const torch::Tensor& tensor);
+
 /// The dtype F::linear(hidden, weight) returns in the current autocast state.
 torch::ScalarType linearResultType(const torch::Tensor& hidden, const torch::Tensor& weight);
 

@@ -15,7 +15,6 @@
 // the sizes and the strides this tensor records (logits_stand_in.h) and wrap the result the same way.
 #include <lmfuse/torch.h>
 
-#include <ATen/autocast_mode.h>
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <c10/core/TensorImpl.h>
 #include <torch/library.h>
@@ -166,11 +165,7 @@ torch::Tensor skipped_logits(const torch::Tensor& hidden, const torch::Tensor& w
               "Expected all tensors to be on the same device, but found at least two devices, ", hidden.device(),
               " and ", weight.device(), "! (lmfuse::skipped_logits(", site, "): the head's input and weight)");
   const auto valueless = [](const torch::Tensor& tensor) {
-    const torch::ScalarType type =
-        torch_detail::autocastCasts(tensor)
-            ? at::autocast::get_lower_precision_fp_from_device_type(tensor.device().type())
-            : tensor.scalar_type();
-    return at::empty(tensor.sizes(), at::TensorOptions().dtype(type).device(at::kMeta));
+    return at::empty(tensor.sizes(), at::TensorOptions().dtype(torch_detail::autocastType(tensor)).device(at::kMeta));
   };
   const torch::Tensor hiddenStandIn = valueless(hidden), weightStandIn = valueless(weight);
   TORCH_CHECK(hiddenStandIn.scalar_type() == weightStandIn.scalar_type(),
