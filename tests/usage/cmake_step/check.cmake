@@ -203,7 +203,7 @@ endif()
 # targets sharing a binary with a rewritten one, whose failure names the unit and the link item. A program
 # linking it so without including the header builds.
 configure_variant(link_forms)
-foreach(form IN ITEMS genex file path flag)
+foreach(form IN ITEMS genex file path flag genex_path)
   build_target("${BUILD}" via_${form})
   if(STATUS EQUAL 0 OR NOT FLAT MATCHES "via_${form} is linked into one binary with headlib \\(via_${form} links `[^`]+`, which may name headlib" OR
      NOT FLAT MATCHES "uses\\.cpp includes the original [^ ]*head_model\\.h")
