@@ -78,6 +78,27 @@ std::string AstQuery::indentation(SourceLocation Location) const {
   return Buffer.slice(LineStart, End).str();
 }
 
+std::string AstQuery::argumentText(const Expr *E) const {
+  const Expr *Spelled = spelled(E);
+  bool Comma = false;
+  if (const auto *Binary = dyn_cast<BinaryOperator>(Spelled))
+    Comma = Binary->getOpcode() == BO_Comma;
+  else if (const auto *Operator = dyn_cast<CXXOperatorCallExpr>(Spelled))
+    Comma = Operator->getOperator() == OO_Comma;
+  std::string Text = text(Spelled);
+  return Comma ? "(" + Text + ")" : Text;
+}
+
+std::string AstQuery::objectText(const Expr *E) const {
+  const Expr *Spelled = spelled(E);
+  bool Postfix = isa<DeclRefExpr, MemberExpr, CallExpr, ArraySubscriptExpr, CXXThisExpr>(Spelled);
+  if (const auto *Operator = dyn_cast<CXXOperatorCallExpr>(Spelled))
+    Postfix = Operator->getOperator() == OO_Call || Operator->getOperator() == OO_Subscript ||
+              Operator->getOperator() == OO_Arrow;
+  std::string Text = text(Spelled);
+  return Postfix ? Text : "(" + Text + ")";
+}
+
 const Expr *AstQuery::spelled(const Expr *E) {
   while (E) {
     const Expr *Next = E->IgnoreUnlessSpelledInSource()->IgnoreParens();

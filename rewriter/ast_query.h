@@ -42,6 +42,12 @@ public:
   /// The source text of a node as written (empty when it is only part of a macro expansion).
   std::string text(clang::SourceRange Range) const;
   std::string text(const clang::Stmt *Node) const { return text(Node->getSourceRange()); }
+  /// The text of E as spelled, as the rewrite pastes it where an argument or an initializer goes: a comma
+  /// expression is parenthesised, which would otherwise split into two arguments or two declarators.
+  std::string argumentText(const clang::Expr *E) const;
+  /// The text of E as spelled, as the rewrite pastes it before `->` or `.`: parenthesised unless it is a
+  /// name, a member, a call or a subscript (`(*hp)->` must not become `*hp->`).
+  std::string objectText(const clang::Expr *E) const;
   /// The 1-based line of a location (expansion location for macros).
   unsigned line(clang::SourceLocation Location) const;
   /// The whitespace that starts the line holding Location.

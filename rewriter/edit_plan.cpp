@@ -154,7 +154,7 @@ std::vector<tooling::Replacement> planSiteEdits(const CapturedSite &Site, const 
   llvm::StringRef Buffer = Query.sourceManager().getBufferData(
       Query.sourceManager().getFileID(Site.Loss->getBeginLoc()));
   const Expr *Hidden = AstQuery::spelled(Head.Hidden);
-  std::string HiddenText = Query.text(Hidden);
+  std::string HiddenText = Query.argumentText(Hidden);
 
   if (Site.Producer) {
     // The logits statement: skip the head where the fused path will compute the loss.
@@ -191,7 +191,7 @@ std::vector<tooling::Replacement> planSiteEdits(const CapturedSite &Site, const 
       const Expr *StepValue = AstQuery::spelled(Step.Value);
       if (isBaseAlone(StepValue, Step.Base, Query))
         continue;  // a plain alias (`auto &flat = logits;`) computes nothing
-      std::string Reshaped = Replacement.SkippedLogitsAfter + "(" + Query.text(AstQuery::spelled(Step.Base)) + ", " +
+      std::string Reshaped = Replacement.SkippedLogitsAfter + "(" + Query.argumentText(Step.Base) + ", " +
                              asCode(StepValue, Step.Base, Site, Patterns, Query, StandIn) + ")";
       Edits.push_back(replace(StepValue, skipCondition(Step.Statement, Site, Patterns, Query) + " ? " + Reshaped +
                                              " : " + Query.text(StepValue),
@@ -203,7 +203,7 @@ std::vector<tooling::Replacement> planSiteEdits(const CapturedSite &Site, const 
   // variable holding the logits, or from the head call inside the loss (the fused call then knows the
   // logits' shape from hidden and weight, and the head is not evaluated).
   std::string From =
-      isBaseAlone(Site.InputBase, Head.Call, Query) ? "{}" : Query.text(AstQuery::spelled(Site.InputBase));
+      isBaseAlone(Site.InputBase, Head.Call, Query) ? "{}" : Query.argumentText(Site.InputBase);
   // A shifted site adds the dims its shift is written on: which dimension they are depends on ranks the
   // fused call sees and the rewrite does not.
   std::string ShiftDims = Site.Options.Effective.Shift ? Replacement.ShiftDims + "{" +
@@ -215,7 +215,7 @@ std::vector<tooling::Replacement> planSiteEdits(const CapturedSite &Site, const 
   // received), and a view the original could not take of those labels fails there too.
   std::string Labels;
   if (Site.TargetBase) {
-    std::string LabelsFrom = Query.text(AstQuery::spelled(Site.TargetBase));
+    std::string LabelsFrom = Query.argumentText(Site.TargetBase);
     if (Site.TargetBaseArrow)
       LabelsFrom = "*" + LabelsFrom;
     Labels = ", " + LabelsFrom + ", " +

@@ -405,8 +405,32 @@ private:
     return "";
   }
 
+  /// Whether Type is an options class with one of the rule set's writing options (a setter of that name).
+  bool hasWritingOption(QualType Type) const {
+    const CXXRecordDecl *Record = Type.getNonReferenceType()->getAsCXXRecordDecl();
+    if (!Record || !Record->hasDefinition())
+      return false;
+    for (const CXXMethodDecl *Method : Record->methods())
+      if (Method->getIdentifier() && contains(Effects.WritingOptions, Method->getName().str()))
+        return true;
+    return false;
+  }
+
+  /// Whether an options value is made where it is passed: a construction, a default argument, or a chain of
+  /// setters on one (whose writing options the visitor below reads). Anything else (a variable, a parameter,
+  /// a call's result) holds options whose values the analysis does not know.
+  static bool madeAtCall(const Expr *Value) {
+    Value = AstQuery::spelled(Value);
+    while (const auto *Setter = dyn_cast<CXXMemberCallExpr>(Value))
+      Value = AstQuery::spelled(Setter->getImplicitObjectArgument());
+    if (const auto *Bound = dyn_cast<MaterializeTemporaryExpr>(Value))
+      Value = AstQuery::spelled(Bound->getSubExpr());
+    return isa<CXXConstructExpr, CXXDefaultArgExpr, InitListExpr, CXXFunctionalCastExpr>(Value);
+  }
+
   /// Whether an argument of Call sets one of the rule set's writing options (`.inplace(true)`,
-  /// `ReLUFuncOptions(true)`, `.max_norm(1.0)`) to anything but a literal `false`.
+  /// `ReLUFuncOptions(true)`, `.max_norm(1.0)`) to anything but a literal `false`, or is options of a class
+  /// that has one, made elsewhere (`F::embedding(ids, w, options)`): their value is not known here.
   bool setsWritingOption(const CallExpr *Call) const {
     class Finder : public RecursiveASTVisitor<Finder> {
     public:
@@ -436,8 +460,12 @@ private:
       const EffectPatterns &Effects;
       bool Found = false;
     } Visitor(Effects);
-    for (unsigned I = 0; I < Call->getNumArgs() && !Visitor.Found; ++I)
-      Visitor.TraverseStmt(const_cast<Expr *>(Call->getArg(I)));
+    for (unsigned I = 0; I < Call->getNumArgs() && !Visitor.Found; ++I) {
+      const Expr *Argument = Call->getArg(I);
+      if (hasWritingOption(Argument->getType()) && !madeAtCall(Argument))
+        return true;
+      Visitor.TraverseStmt(const_cast<Expr *>(Argument));
+    }
     return Visitor.Found;
   }
 
@@ -610,8 +638,33 @@ private:
     return std::nullopt;
   }
 
-  /// Arguments a callee may change: bound to a non-const reference or pointer parameter, or any
-  /// argument of code that is not the library's (which may do anything with a tensor handle).
+  /// Whether a value of Type gives write access to what it refers to, as a non-const pointer does: an
+  /// iterator (a class that names an `iterator_category`) whose `operator*` or `operator->` yields a
+  /// non-const reference or pointer (`std::fill(ws.begin(), ws.end(), t)` writes `ws`). A class that holds
+  /// its value (an optional) is copied with it, and writes nothing of the caller's through the copy.
+  static bool isWritingHandle(QualType Type, int Depth = 0) {
+    const CXXRecordDecl *Record = Type.getNonReferenceType()->getAsCXXRecordDecl();
+    if (!Record || !Record->hasDefinition() || Depth > 4)
+      return false;
+    if (Record->lookup(&Record->getASTContext().Idents.get("iterator_category")).empty()) {
+      for (const CXXBaseSpecifier &Base : Record->bases())
+        if (isWritingHandle(Base.getType(), Depth + 1))
+          return true;
+      return false;
+    }
+    for (const CXXMethodDecl *Method : Record->methods()) {
+      OverloadedOperatorKind Operator = Method->getOverloadedOperator();
+      QualType Result = Method->getReturnType();
+      if ((Operator == OO_Star || Operator == OO_Arrow) && (Result->isReferenceType() || Result->isPointerType()) &&
+          !Result->getPointeeType().isConstQualified())
+        return true;
+    }
+    return false;
+  }
+
+  /// Arguments a callee may change: bound to a non-const reference or pointer parameter or to a handle that
+  /// writes through (an iterator), or any argument of code that is not the library's (which may do
+  /// anything with a tensor handle).
   std::vector<const Expr *> changeableArguments(const CallExpr *Call) {
     std::vector<const Expr *> Found;
     const FunctionDecl *Callee = Call->getDirectCallee();
@@ -626,7 +679,7 @@ private:
       QualType Type = Index < Callee->getNumParams() ? Callee->getParamDecl(Index)->getType() : QualType();
       bool Changeable = Type.isNull() || (Type->isReferenceType() && !Type->getPointeeType().isConstQualified()) ||
                         (Type->isPointerType() && !Type->getPointeeType().isConstQualified()) ||
-                        isCallable(Argument->getType());
+                        isCallable(Argument->getType()) || isWritingHandle(Type);
       if (Changeable)
         Found.push_back(Argument);
     }

@@ -187,11 +187,11 @@ std::optional<HeadCall> matchHead(const Expr *E, const PatternSet &Patterns, con
     Head.Call = E;
     Head.Hidden = Call->Args[Rule.Input];
     Head.Text = Query.text(E);
-    Head.Weight = Query.text(AstQuery::spelled(Call->Args[Rule.Weight]));
+    Head.Weight = Query.argumentText(Call->Args[Rule.Weight]);
     Head.Copied = {Call->Args[Rule.Weight]};
     if (Rule.Bias < Call->Args.size() && !isDefaultArgument(Call->Args[Rule.Bias]) &&
         !isNullConstant(Call->Args[Rule.Bias], Patterns, Query)) {
-      Head.Bias = Query.text(AstQuery::spelled(Call->Args[Rule.Bias]));
+      Head.Bias = Query.argumentText(Call->Args[Rule.Bias]);
       Head.Copied.push_back(Call->Args[Rule.Bias]);
     }
     return Head;
@@ -206,7 +206,7 @@ std::optional<HeadCall> matchHead(const Expr *E, const PatternSet &Patterns, con
     Head.Call = E;
     Head.Hidden = Operands->first;
     Head.Text = Query.text(E);
-    Head.Weight = Query.text(Weight);
+    Head.Weight = Query.argumentText(Weight);
     Head.Copied = {Weight};
     Head.HiddenRank = Rule.HiddenRank;
     return Head;

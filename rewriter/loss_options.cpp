@@ -190,7 +190,7 @@ void captureModuleOptions(CapturedSite &Site, const PatternSet &Patterns, const 
   const LossPattern &Rule = *Site.LossRule;
   auto View = AstQuery::asCall(Site.Loss);
   // The candidate matchers bind only m(x, y) on a holder and m->forward / m.forward: both have an access.
-  const std::string Access = moduleAccess(*View, Query).value_or(Query.text(AstQuery::spelled(View->Object)) + "->");
+  const std::string Access = moduleAccess(*View, Query).value_or(Query.objectText(View->Object) + "->");
   const std::string Module = llvm::StringRef(Access).drop_back(Access.back() == '.' ? 1 : 2).str();
   Site.ModuleOptions = Patterns.Replacement.ModuleOptions + "(" + Access + Rule.OptionsMember +
                        (Rule.WeightMember.empty() ? "" : ", " + Access + Rule.WeightMember) + ")";

@@ -50,14 +50,14 @@ const ValueDecl *moduleDeclaration(const Expr *Module) {
 std::optional<std::string> moduleAccess(const CallView &Call, const AstQuery &Query) {
   const auto *Member = dyn_cast<CXXMemberCallExpr>(Call.Call);
   if (!Member)  // the holder's call operator
-    return Call.Object ? std::optional(Query.text(AstQuery::spelled(Call.Object)) + "->") : std::nullopt;
+    return Call.Object ? std::optional(Query.objectText(Call.Object) + "->") : std::nullopt;
   const auto *Callee = dyn_cast<MemberExpr>(Member->getCallee()->IgnoreParens());
   if (!Callee)
     return std::nullopt;
   const Expr *Base = Callee->getBase()->IgnoreImplicit();
   if (const auto *Arrow = dyn_cast<CXXOperatorCallExpr>(Base); Arrow && Arrow->getOperator() == OO_Arrow)
-    return Query.text(AstQuery::spelled(Arrow->getArg(0))) + "->";  // m->forward(x) through the holder
-  return Query.text(AstQuery::spelled(Base)) + (Callee->isArrow() ? "->" : ".");
+    return Query.objectText(Arrow->getArg(0)) + "->";  // m->forward(x) through the holder
+  return Query.objectText(Base) + (Callee->isArrow() ? "->" : ".");
 }
 
 ModuleConstructions constructionsOf(const ValueDecl *Holder, const AstQuery &Query) {

@@ -181,6 +181,31 @@ const Case Cases[] = {
     return F::cross_entropy(logits.view({-1, 32}), labels.view(-1));
   }
 )", Verb::RefusesWith, "inputs-modified"},
+    {"an embedding given max_norm through an options parameter renormalises the tied weight", R"(
+  torch::Tensor forward(torch::Tensor x, torch::Tensor ids, const F::EmbeddingFuncOptions &options,
+                        torch::Tensor labels) {
+    auto logits = lm_head(x);
+    auto embedded = F::embedding(ids, lm_head->weight, options);
+    return F::cross_entropy(logits.view({-1, 32}), labels.view(-1));
+  }
+)", Verb::RefusesWith, "inputs-modified"},
+    {"an activation given inplace through an options variable set before the head", R"(
+  torch::Tensor forward(torch::Tensor x, torch::Tensor labels) {
+    F::ReLUFuncOptions options;
+    options.inplace(true);
+    auto logits = lm_head(x);
+    auto value = F::relu(x, options);
+    return F::cross_entropy(logits.view({-1, 32}), labels.view(-1));
+  }
+)", Verb::RefusesWith, "inputs-modified"},
+    // ---- a container of weights written through iterators a library algorithm takes by value ------
+    {"the weights reordered through iterators after a function head read one of them", R"(
+  torch::Tensor forward(torch::Tensor x, std::vector<torch::Tensor> &ws, torch::Tensor other, torch::Tensor labels) {
+    auto logits = F::linear(x, ws[0]);
+    std::fill(ws.begin(), ws.end(), other);
+    return F::cross_entropy(logits.view({-1, 32}), labels.view(-1));
+  }
+)", Verb::RefusesWith, "inputs-modified"},
     // ---- the thread's mode held in a value: an optional, a pointer, a container of a guard --------
     {"a no-grad guard held in an optional and reset between the head and the loss", R"(
   torch::Tensor forward(torch::Tensor x, torch::Tensor labels) {
@@ -225,6 +250,14 @@ const Case Cases[] = {
     at::GradMode::set_enabled(false);
     auto logits = lm_head(x);
     at::GradMode::set_enabled(true);
+    return F::cross_entropy(logits.view({-1, 32}), labels.view(-1));
+  }
+)", Verb::RefusesWith, "inputs-modified"},
+    {"the thread's dispatch keys forced back between the head and the loss", R"(
+  torch::Tensor forward(torch::Tensor x, torch::Tensor labels) {
+    auto saved = c10::impl::tls_local_dispatch_key_set();
+    auto logits = lm_head(x);
+    c10::impl::_force_tls_local_dispatch_key_set(saved);
     return F::cross_entropy(logits.view({-1, 32}), labels.view(-1));
   }
 )", Verb::RefusesWith, "inputs-modified"},

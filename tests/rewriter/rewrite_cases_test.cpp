@@ -1456,6 +1456,38 @@ struct Child : Model::Base {
     return WITH_IGNORE(logits.view({-1, 32}), labels.view(-1));
   }
 )", Verb::RefusesWith, "in-macro"},
+    // ---- pasted operands keep their grouping ----------------------------------------------------
+    {"a comma expression as the hoisted input stays one initializer", R"(
+  torch::Tensor prev_, cur_;
+  torch::Tensor forward(torch::Tensor h, torch::Tensor labels) {
+    auto logits = lm_head((prev_ = h * 3, cur_ = h * 2));
+    return F::cross_entropy(logits.view({-1, 32}), labels.view(-1));
+  }
+)", Verb::RewritesTo, R"(
+  torch::Tensor prev_, cur_;
+  torch::Tensor forward(torch::Tensor h, torch::Tensor labels) {
+    auto lmfuse_hidden = (prev_ = h * 3, cur_ = h * 2);
+    auto logits = lmfuse::skip_logits() ? lmfuse::skipped_logits(lmfuse_hidden, lm_head->weight, "model.cpp:N") : lm_head((lmfuse_hidden));
+    return lmfuse::enabled()
+        ? lmfuse::linear_cross_entropy(lmfuse_hidden, lm_head->weight, lm_head->bias, labels, lmfuse::LossOptions()
+            .logits_as_passed({"model.cpp:N", logits, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits.view({-1, 32}); }, {}, labels, [&](const torch::Tensor &lmfuse_labels) { return lmfuse_labels.view(-1); }}))
+        : F::cross_entropy(logits.view({-1, 32}), labels.view(-1));
+  }
+)"},
+    {"a head reached through a dereferenced pointer keeps the dereference grouped", R"(
+  torch::Tensor forward(torch::nn::Linear *hp, torch::Tensor h, torch::Tensor labels) {
+    auto logits = (*hp)->forward(h);
+    return F::cross_entropy(logits.view({-1, 32}), labels.view(-1));
+  }
+)", Verb::RewritesTo, R"(
+  torch::Tensor forward(torch::nn::Linear *hp, torch::Tensor h, torch::Tensor labels) {
+    auto logits = lmfuse::skip_logits() ? lmfuse::skipped_logits(h, (*hp)->weight, "model.cpp:N") : (*hp)->forward(h);
+    return lmfuse::enabled()
+        ? lmfuse::linear_cross_entropy(h, (*hp)->weight, (*hp)->bias, labels, lmfuse::LossOptions()
+            .logits_as_passed({"model.cpp:N", logits, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits.view({-1, 32}); }, {}, labels, [&](const torch::Tensor &lmfuse_labels) { return lmfuse_labels.view(-1); }}))
+        : F::cross_entropy(logits.view({-1, 32}), labels.view(-1));
+  }
+)"},
     // ---- refused: line-directive ----------------------------------------------------------------
     {"a #line directive of the program maps the function's lines (generated code)", R"(
 #line 500 "generated_model.y"

@@ -4,6 +4,7 @@
 // call computes as the original does, loss and gradients. The calls are built as the rewrite builds them
 // (LossOptions::logits_as_passed over skipped logits). Fresh random inputs each run (seed printed).
 #include <lmfuse/torch.h>
+#include <torch/csrc/autograd/forward_grad.h>
 #include <torch/torch.h>
 #include <torch/version.h>
 
@@ -332,7 +333,7 @@ TEST_CASE("floating labels: a rewritten call computes the original's soft-target
   }
 }
 
-TEST_CASE("Byte class indices, fp64 and sparse operands: a rewritten call computes what the original computes",
+TEST_CASE("Byte class indices, fp64, sparse and featureless operands: a rewritten call computes what the original computes",
           "[torch][adapter][original]") {
   const uint64_t seed = freshSeed();
   INFO("seed " << seed);
@@ -344,6 +345,7 @@ TEST_CASE("Byte class indices, fp64 and sparse operands: a rewritten call comput
     torch::ScalarType labels;
     bool skipped;                // the logits skipped at the head (else computed and passed)
     bool sparse = false;         // hidden as a sparse COO tensor (a bag-of-words input)
+    int64_t features = kDim;     // 0: the logits are the bias alone
   };
   const std::vector<Input> inputs = {
       {"Byte labels, fp32, skipped logits", torch::kFloat, torch::kByte, true},
@@ -351,12 +353,14 @@ TEST_CASE("Byte class indices, fp64 and sparse operands: a rewritten call comput
       {"fp64 operands, Long labels, skipped logits", torch::kDouble, torch::kLong, true},
       {"fp64 operands, Byte labels", torch::kDouble, torch::kByte, true},
       {"sparse hidden, Long labels, skipped logits", torch::kFloat, torch::kLong, true, true},
+      {"no features (the bias alone), Long labels, skipped logits", torch::kFloat, torch::kLong, true, false, 0},
   };
   const Code same = [](const Tensor& t) { return t; };
   for (const Input& in : inputs) {
     DYNAMIC_SECTION(in.name) {
       const auto opts = torch::TensorOptions().dtype(in.operands);
-      const Tensor hidden = torch::randn({rows, kDim}, opts), weight = torch::randn({kVocab, kDim}, opts) * 0.5,
+      const Tensor hidden = torch::randn({rows, in.features}, opts),
+                   weight = torch::randn({kVocab, in.features}, opts) * 0.5,
                    bias = torch::randn({kVocab}, opts);
       Tensor labels = torch::randint(0, kVocab, {rows}, torch::kLong);
       labels[2] = 3;
@@ -388,4 +392,29 @@ TEST_CASE("Byte class indices, fp64 and sparse operands: a rewritten call comput
       }
     }
   }
+}
+
+TEST_CASE("a forward-mode tangent on the hidden states: a rewritten call gives the original's loss and JVP",
+          "[torch][adapter][original]") {
+  const uint64_t seed = freshSeed();
+  INFO("seed " << seed);
+  torch::manual_seed(seed);
+  const auto opts = torch::TensorOptions().dtype(torch::kDouble);
+  const Tensor hidden = torch::randn({6, kDim}, opts), direction = torch::randn({6, kDim}, opts),
+               weight = torch::randn({kVocab, kDim}, opts) * 0.5, bias = torch::randn({kVocab}, opts);
+  const Tensor labels = torch::randint(0, kVocab, {6}, torch::kLong);
+  const Code same = [](const Tensor& t) { return t; };
+  const uint64_t level = torch::autograd::ForwardADLevel::get_next_idx();
+  const Tensor original = F::cross_entropy(F::linear(at::_make_dual(hidden, direction, level), weight, bias), labels);
+  const Tensor dual = at::_make_dual(hidden, direction, level);
+  const auto options = lmfuse::LossOptions().logits_as_passed(
+      {"model.cpp:5", lmfuse::skipped_logits(dual, weight, "model.cpp:4"), same, {}, labels, same});
+  const Tensor fused = lmfuse::linear_cross_entropy(dual, weight, bias, labels, options);
+  const auto [originalValue, originalTangent] = at::_unpack_dual(original, level);
+  const auto [fusedValue, fusedTangent] = at::_unpack_dual(fused, level);
+  torch::autograd::ForwardADLevel::release_idx(level);
+  REQUIRE(originalTangent.defined());
+  REQUIRE(fusedTangent.defined());
+  CHECK(torch::allclose(fusedValue, originalValue, 1e-12, 1e-12));
+  CHECK(torch::allclose(fusedTangent, originalTangent, 1e-12, 1e-12));
 }

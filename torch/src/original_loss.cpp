@@ -48,11 +48,16 @@ bool needsOriginal(const torch::Tensor& hidden, const torch::Tensor& weight, con
     return false;  // the check of the labels (logits_as_passed.cpp) throws what the original throws
   }
   if (!target.defined()) return false;
-  const auto notTaken = [](const torch::Tensor& operand) {  // fp64, or not a dense tensor (a sparse input)
-    return operand.defined() && (operand.scalar_type() == at::kDouble || operand.layout() != at::kStrided);
+  // fp64, not a dense tensor (a sparse input), or carrying a forward-mode tangent (LibTorch's C++ custom
+  // Functions have no forward derivative: the original's ops do).
+  const auto notTaken = [](const torch::Tensor& operand) {
+    return operand.defined() && (operand.scalar_type() == at::kDouble || operand.layout() != at::kStrided ||
+                                 operand._fw_grad(/*level=*/0).defined());
   };
+  // Zero input features: the logits are the bias alone, and the runtime takes no empty weight.
+  const bool noFeatures = weight.defined() && weight.dim() == 2 && weight.size(1) == 0;
   return target.is_floating_point() || target.is_complex() || target.scalar_type() == at::kByte ||
-         notTaken(hidden) || notTaken(weight);
+         notTaken(hidden) || notTaken(weight) || noFeatures;
 }
 
 bool inputIsLogSoftmax(const torch::Tensor& hidden, const torch::Tensor& weight, const LogitsAsPassed& passed) {

@@ -193,6 +193,11 @@ bool is_cpu_enabled();
 void set_cpu_enabled(bool enabled);
 }  // namespace autocast
 }  // namespace at
+namespace c10 { namespace impl {  // c10/core/impl/LocalDispatchKeySet.h
+struct PODLocalDispatchKeySet {};
+void _force_tls_local_dispatch_key_set(PODLocalDispatchKeySet key_set);
+PODLocalDispatchKeySet tls_local_dispatch_key_set();
+}}  // namespace c10::impl
 
 namespace torch {
 using namespace at;
