@@ -134,6 +134,8 @@ public:
     collectProtected();
     collectTaint();
     buildRegion();
+    if (auto Hidden = modeGuardHidden())
+      return Hidden;
     if (auto Scope = modeGuardScopeEndsBetween())
       return Scope;
     return scanRegion();
@@ -385,24 +387,116 @@ private:
     return contains(Effects.ModeGuards, Record->getName().str()) ? Record->getName().str() : "";
   }
 
-  /// The mode guard's class a value of Type is or holds: through pointers, arrays and template arguments
-  /// (`c10::optional<NoGradGuard>`, `std::unique_ptr<InferenceMode>`, `std::vector<AutoGradMode>`), or "".
-  std::string modeGuardHeld(QualType Type, int Depth = 0) const {
-    if (Type.isNull() || Depth > 4)
-      return "";
+  /// What a value of Type holds of the thread's mode: one of the rule set's guards, through references,
+  /// pointers, arrays, a library template's arguments (`c10::optional<NoGradGuard>`,
+  /// `std::unique_ptr<InferenceMode>`, `std::vector<AutoGradMode>`) and the members and bases of the
+  /// program's classes and closures; or, through the same but the program's classes, a library holder that
+  /// hides the type of what it holds (`std::shared_ptr<void>`, `std::any`, `std::function`), which may be
+  /// a guard. Either switches the mode when reset, reassigned or destroyed.
+  struct HeldMode {
+    std::string Guard;   ///< the guard's class
+    std::string Hider;   ///< the hiding holder's type, when no guard is seen
+    bool none() const { return Guard.empty() && Hider.empty(); }
+    /// As a refusal names it, after "holds".
+    std::string phrase() const {
+      return !Guard.empty() ? "the mode guard `" + Guard + "`"
+                            : "a `" + Hider + "` (which hides the type of what it holds: a mode guard, perhaps)";
+    }
+  };
+
+  HeldMode modeGuardHeld(QualType Type) const {
+    if (Type.isNull())
+      return {};
     Type = Type.getNonReferenceType();
     if (std::string Guard = modeGuard(Type); !Guard.empty())
-      return Guard;
+      return {Guard, ""};
     if (Type->isPointerType())
-      return modeGuardHeld(Type->getPointeeType(), Depth + 1);
+      return modeGuardHeld(Type->getPointeeType());
     if (const clang::Type *Element = Type->getArrayElementTypeNoTypeQual(); Element && Type->isArrayType())
-      return modeGuardHeld(QualType(Element, 0), Depth + 1);
-    if (const auto *Specialization = dyn_cast_or_null<ClassTemplateSpecializationDecl>(Type->getAsCXXRecordDecl()))
+      return modeGuardHeld(QualType(Element, 0));
+    const CXXRecordDecl *Record = Type->getAsCXXRecordDecl();
+    if (!Record || !(Record = Record->getDefinition()))
+      return {};
+    if (auto Known = GuardMemo.find(Record); Known != GuardMemo.end())
+      return Known->second;
+    GuardMemo[Record] = {};  // a class that holds itself through a pointer is decided by its other members
+    HeldMode Held = modeHeldBy(Record, Type);
+    GuardMemo[Record] = Held;
+    return Held;
+  }
+
+  HeldMode modeHeldBy(const CXXRecordDecl *Record, QualType Type) const {
+    bool Library = isLibrary(Record);
+    if (Library && hidesItsType(Record))
+      return {"", Type.getCanonicalType().getUnqualifiedType().getAsString(Query.context().getPrintingPolicy())};
+    if (const auto *Specialization = dyn_cast<ClassTemplateSpecializationDecl>(Record))
       for (const TemplateArgument &Argument : Specialization->getTemplateArgs().asArray())
         if (Argument.getKind() == TemplateArgument::Type)
-          if (std::string Guard = modeGuardHeld(Argument.getAsType(), Depth + 1); !Guard.empty())
-            return Guard;
-    return "";
+          if (HeldMode Held = modeGuardHeld(Argument.getAsType()); !Held.none())
+            return Held;
+    if (Library)
+      return {};
+    // A class of the program (a closure too): its members and bases are destroyed with it. Only guards
+    // count here: a model's `std::function` activation member does not make every use of the model one.
+    for (const FieldDecl *Field : Record->fields())
+      if (HeldMode Held = modeGuardHeld(Field->getType()); !Held.Guard.empty())
+        return {Held.Guard, ""};
+    for (const CXXBaseSpecifier &Base : Record->bases())
+      if (HeldMode Held = modeGuardHeld(Base.getType()); !Held.Guard.empty())
+        return {Held.Guard, ""};
+    // A base of a class of the program that holds one: a value of it may be that class (made elsewhere and
+    // handed over as a `std::unique_ptr<Base>`).
+    if (auto Derived = guardHoldingDerived().find(Record); Derived != guardHoldingDerived().end())
+      return {Derived->second, ""};
+    return {};
+  }
+
+  /// The program's classes that a class of the program derived from them holds a mode guard in, each with
+  /// the guard's class. Computed once per finder, over the declarations outside the library's namespaces and headers.
+  const llvm::DenseMap<const CXXRecordDecl *, std::string> &guardHoldingDerived() const {
+    if (DerivedComputed)
+      return DerivedHolders;
+    DerivedComputed = true;  // while it is computed, classes are judged by their own members and bases
+    std::vector<const CXXRecordDecl *> Holders;
+    std::vector<const DeclContext *> Pending{Query.context().getTranslationUnitDecl()};
+    while (!Pending.empty()) {
+      const DeclContext *Context = Pending.back();
+      Pending.pop_back();
+      for (const Decl *Member : Context->decls()) {
+        if (isa<NamespaceDecl, LinkageSpecDecl>(Member) && isLibrary(Member))
+          continue;
+        if (const auto *Template = dyn_cast<ClassTemplateDecl>(Member))
+          for (const ClassTemplateSpecializationDecl *Specialization : Template->specializations())
+            Pending.push_back(Specialization);
+        if (const auto *Record = dyn_cast<CXXRecordDecl>(Member);
+            Record && Record->isThisDeclarationADefinition() && !Record->isDependentType() &&
+            !Record->bases().empty() && !modeGuardHeld(Query.context().getRecordType(Record)).Guard.empty())
+          Holders.push_back(Record);
+        if (const auto *Inner = dyn_cast<DeclContext>(Member); Inner && !isa<ClassTemplateDecl>(Member))
+          Pending.push_back(Inner);
+      }
+    }
+    for (const CXXRecordDecl *Holder : Holders) {
+      std::string Guard = modeGuardHeld(Query.context().getRecordType(Holder)).Guard;
+      Holder->forallBases([&](const CXXRecordDecl *Base) {
+        DerivedHolders.try_emplace(Base, Guard);
+        return true;
+      });
+    }
+    GuardMemo.clear();  // judged before the bases were known
+    return DerivedHolders;
+  }
+
+  /// Whether a library class hides the type of what it holds: one the rule set lists (`std::any`,
+  /// `std::function`), or a class template given `void` (`std::shared_ptr<void>`).
+  bool hidesItsType(const CXXRecordDecl *Record) const {
+    if (Record->getIdentifier() && contains(Effects.TypeHidingHolders, Record->getName().str()))
+      return true;
+    if (const auto *Specialization = dyn_cast<ClassTemplateSpecializationDecl>(Record))
+      for (const TemplateArgument &Argument : Specialization->getTemplateArgs().asArray())
+        if (Argument.getKind() == TemplateArgument::Type && Argument.getAsType()->isVoidType())
+          return true;
+    return false;
   }
 
   /// Whether Type is an options class with one of the rule set's writing options (a setter of that name).
@@ -469,6 +563,41 @@ private:
     return Visitor.Found;
   }
 
+  /// A value holding a mode guard converted, anywhere in the site's function, to a type that holds none
+  /// (`std::unique_ptr<Base> p = std::make_unique<Frozen>()`, a `void *`): the guard lives on where the
+  /// analysis cannot follow it, and its release may fall between the head and the loss.
+  std::optional<InputChange> modeGuardHidden() {
+    class Finder : public RecursiveASTVisitor<Finder> {
+    public:
+      explicit Finder(InputChangeFinder &Outer) : Outer(Outer) {}
+      bool VisitCastExpr(CastExpr *Cast) {
+        check(Cast, Cast->getSubExpr());
+        return !Found;
+      }
+      bool VisitCXXConstructExpr(CXXConstructExpr *Construct) {
+        for (const Expr *Argument : Construct->arguments())
+          check(Construct, Argument);
+        return !Found;
+      }
+      void check(const Expr *Converted, const Expr *From) {
+        QualType To = Converted->getType().getNonReferenceType();
+        if (Found || !(To->isRecordType() || To->isPointerType()) || To->isDependentType())
+          return;
+        HeldMode Held = Outer.modeGuardHeld(From->getType());
+        if (Held.Guard.empty() || !Outer.modeGuardHeld(To).none())
+          return;
+        Found = Outer.change(Converted, "`" + Outer.Query.text(AstQuery::spelled(From)) + "` holds " + Held.phrase() +
+                                            " and is converted to a `" + To.getAsString() +
+                                            "`, which hides it: its release may fall between the head and the "
+                                            "loss, where the fused call would run under another mode");
+      }
+      InputChangeFinder &Outer;
+      std::optional<InputChange> Found;
+    } Visitor(*this);
+    Visitor.TraverseStmt(const_cast<Stmt *>(Site.Body));
+    return Visitor.Found;
+  }
+
   /// A mode guard that lives at the head but ends before the loss (declared in a block that holds the head
   /// and not the loss): the head ran under its mode and the fused call at the loss would not.
   std::optional<InputChange> modeGuardScopeEndsBetween() {
@@ -478,15 +607,15 @@ private:
       bool VisitDeclStmt(DeclStmt *Statement) {
         for (const Decl *Declared : Statement->decls())
           if (const auto *Variable = dyn_cast<VarDecl>(Declared); Variable && !Found) {
-            std::string Guard = Outer.modeGuardHeld(Variable->getType());
+            HeldMode Held = Outer.modeGuardHeld(Variable->getType());
             const Stmt *Block = Outer.Query.parentStmt(Statement);
             bool EndsBetween = Block && Outer.Query.within(Outer.Site.Head->Call, Block) &&
                                !Outer.Query.within(Outer.Site.Loss, Block);
-            if (!Guard.empty() && EndsBetween &&
+            if (!Held.none() && EndsBetween &&
                 Outer.Query.before(Variable->getLocation(), Outer.Site.Head->Call->getBeginLoc()))
-              Found = Outer.change(Statement, "the `" + Guard + "` `" + Variable->getNameAsString() +
-                                                  "` sets the autograd or autocast mode of the head, and its "
-                                                  "block ends before the loss, where the fused call would run");
+              Found = Outer.change(Statement, "`" + Variable->getNameAsString() + "` holds " + Held.phrase() +
+                                                  ", which may set the autograd or autocast mode of the head, and "
+                                                  "its block ends before the loss, where the fused call would run");
             // Its block ends between the head and the loss (it holds the head, or lies between them), so its
             // destructor runs there: the program's code, not looked into.
             const CXXRecordDecl *Record = Variable->getType()->getAsCXXRecordDecl();
@@ -519,15 +648,17 @@ private:
                               "` is destroyed between the head and the loss, by a destructor of the program's");
     // A value that holds a guard (an optional, a pointer, a container), used between the two: its reset(),
     // emplace() or destruction switches the mode, and the analysis does not follow it.
-    if (const auto *Value = dyn_cast<Expr>(Node); Value && !isa<CXXConstructExpr>(Node) &&
+    // (Not an implicit conversion: the value it converts is visited too, and named as written.)
+    if (const auto *Value = dyn_cast<Expr>(Node); Value && !isa<CXXConstructExpr, ImplicitCastExpr>(Node) &&
                                                   modeGuard(Value->getType()).empty())
-      if (std::string Guard = modeGuardHeld(Value->getType()); !Guard.empty())
-        return change(Node, "`" + Query.text(Value) + "` holds a mode guard `" + Guard + "`: used between the head "
+      if (HeldMode Held = modeGuardHeld(Value->getType()); !Held.none())
+        return change(Node, "`" + Query.text(Value) + "` holds " + Held.phrase() + ": used between the head "
                                 "and the loss, it may switch the autograd or autocast mode the fused call would run under");
     if (const auto *Construct = dyn_cast<CXXConstructExpr>(Node)) {
-      if (std::string Guard = modeGuardHeld(Construct->getType()); !Guard.empty())
-        return change(Node, "the mode guard `" + Guard + "` made between the head and the loss changes the autograd or "
-                                "autocast mode the fused call would run under");
+      if (HeldMode Held = modeGuardHeld(Construct->getType()); !Held.none())
+        return change(Node, "a `" + Construct->getType().getAsString() + "` made between the head and the loss holds " +
+                                Held.phrase() + ", which may change the autograd or autocast mode the fused call "
+                                "would run under");
       if (const CXXConstructorDecl *Constructor = Construct->getConstructor();
           Constructor && Constructor->isUserProvided() && !isLibrary(Constructor))
         return change(Node, "it constructs a `" + Construct->getType().getAsString() +
@@ -865,6 +996,9 @@ private:
   const SourceManager &SM;
   Root This = nullptr;
   StorageTypes Types;
+  mutable llvm::DenseMap<const CXXRecordDecl *, HeldMode> GuardMemo;
+  mutable llvm::DenseMap<const CXXRecordDecl *, std::string> DerivedHolders;
+  mutable bool DerivedComputed = false;
   std::set<Root> Protected;
   std::set<Root> HoistedRoots;
   mutable std::set<Root> WeightRoots;

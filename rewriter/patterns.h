@@ -149,6 +149,9 @@ struct EffectPatterns {
   /// the head, the fused call under the mode at the loss, so either between them refuses the site.
   std::vector<std::string> ModeGuards;
   std::vector<std::string> ModeSwitches;
+  /// Library classes that hide the type of what they hold (`any`, `function`): a value of one may hold a
+  /// mode guard. A library class template given `void` (`std::shared_ptr<void>`) hides it too.
+  std::vector<std::string> TypeHidingHolders;
 };
 
 /// A library call that differentiates with a graph of the gradient (double backward) unless its

@@ -1,6 +1,6 @@
 // The JSON database is wrapped the way clang's own JSON plugin wraps it (response files expanded, target
 // and driver mode inferred, commands of unlisted files interpolated and marked Heuristic), so the driver
-// can tell a listed file from a guessed one.
+// can tell a listed file from a guessed one. A compile_flags.txt gets its response files expanded too.
 #include "compile_database.h"
 
 #include "clang/Tooling/JSONCompilationDatabase.h"
@@ -39,9 +39,11 @@ llvm::Expected<LoadedDatabase> loadIn(llvm::StringRef Dir) {
   }
   if (llvm::sys::fs::exists(Flags)) {
     Loaded.Path = std::string(Flags);
-    Loaded.Database = FixedCompilationDatabase::loadFromFile(Flags, Error);
-    if (!Loaded.Database)
+    std::unique_ptr<CompilationDatabase> Database = FixedCompilationDatabase::loadFromFile(Flags, Error);
+    if (!Database)
       return failure("the compile flags file " + Flags + " cannot be read: " + Error);
+    // A response file among the flags is expanded as in a JSON database (relative to the file's folder).
+    Loaded.Database = expandResponseFiles(std::move(Database), llvm::vfs::getRealFileSystem());
     return Loaded;
   }
   return Loaded;

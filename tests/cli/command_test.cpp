@@ -220,6 +220,12 @@ TEST_CASE("a response file after -- is expanded as the compilers expand it; a mi
   ToolRun Missing = runLmfuse({Tree.path("model.cpp"), "--", "@" + Tree.path("none.rsp")});
   CHECK(Missing.ExitCode == 2);
   CHECK(countOf(Missing.Err, "the response file " + Tree.path("none.rsp") + ", which does not exist") == 1);
+  // Named, relative to its folder, by the compile_flags.txt found above the source.
+  Tree.write("compile_flags.txt", "@flags.rsp\n");
+  ToolRun FromFlagsFile = runLmfuse({Tree.path("model.cpp")});
+  INFO(FromFlagsFile.Err);
+  CHECK(FromFlagsFile.ExitCode == 0);
+  CHECK(countOf(FromFlagsFile.Out, "lmfuse::linear_cross_entropy(") == 1);
 }
 
 TEST_CASE("--expect-patched not met lists every site with its status and reason", "[cli][options]") {

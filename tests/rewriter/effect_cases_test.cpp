@@ -227,6 +227,91 @@ const Case Cases[] = {
     return F::cross_entropy(logits.view({-1, 32}), labels.view(-1));
   }
 )", Verb::RefusesWith, "inputs-modified"},
+    // ---- the thread's mode held where its type is hidden: a holder that hides what it holds, a class of
+    // the program holding a guard, a guard converted to a type that holds none ----------------------
+    {"a no-grad guard held in a shared_ptr<void> and reset between the head and the loss", R"(
+#include <memory>
+  torch::Tensor forward(torch::Tensor x, torch::Tensor labels) {
+    std::shared_ptr<void> frozen = std::make_shared<torch::NoGradGuard>();
+    auto logits = lm_head(x);
+    frozen.reset();
+    return F::cross_entropy(logits.view({-1, 32}), labels.view(-1));
+  }
+)", Verb::RefusesWith, "inputs-modified"},
+    {"no-grad guards held in a vector of shared_ptr<void> cleared between the head and the loss", R"(
+#include <memory>
+  torch::Tensor forward(torch::Tensor x, torch::Tensor labels) {
+    std::vector<std::shared_ptr<void>> held;
+    held.push_back(std::make_shared<torch::NoGradGuard>());
+    auto logits = lm_head(x);
+    held.clear();
+    return F::cross_entropy(logits.view({-1, 32}), labels.view(-1));
+  }
+)", Verb::RefusesWith, "inputs-modified"},
+    {"a no-grad guard captured by a std::function reassigned between the head and the loss", R"(
+#include <functional>
+#include <memory>
+  torch::Tensor forward(torch::Tensor x, torch::Tensor labels) {
+    std::function<void()> keep = [frozen = std::make_shared<torch::NoGradGuard>()] {};
+    auto logits = lm_head(x);
+    keep = nullptr;
+    return F::cross_entropy(logits.view({-1, 32}), labels.view(-1));
+  }
+)", Verb::RefusesWith, "inputs-modified"},
+    {"a no-grad guard held in a std::any whose block ends before the loss", R"(
+#include <any>
+#include <memory>
+  torch::Tensor forward(torch::Tensor x, torch::Tensor labels) {
+    torch::Tensor logits;
+    {
+      std::any frozen = std::make_shared<torch::NoGradGuard>();
+      logits = lm_head(x);
+    }
+    return F::cross_entropy(logits.view({-1, 32}), labels.view(-1));
+  }
+)", Verb::RefusesWith, "inputs-modified"},
+    {"a no-grad guard as the member of a class of the program held in an optional", R"(
+  struct Frozen { torch::NoGradGuard guard; int depth = 0; };
+  torch::Tensor forward(torch::Tensor x, torch::Tensor labels) {
+    c10::optional<Frozen> frozen;
+    frozen.emplace();
+    auto logits = lm_head(x);
+    frozen.reset();
+    return F::cross_entropy(logits.view({-1, 32}), labels.view(-1));
+  }
+)", Verb::RefusesWith, "inputs-modified"},
+    {"a no-grad guard in a class of the program held through a pointer to its base", R"(
+#include <memory>
+  struct Scope { virtual ~Scope() = default; };
+  struct FrozenScope : Scope { torch::NoGradGuard guard; };
+  torch::Tensor forward(torch::Tensor x, torch::Tensor labels) {
+    std::unique_ptr<Scope> scope = std::make_unique<FrozenScope>();
+    auto logits = lm_head(x);
+    scope.reset();
+    return F::cross_entropy(logits.view({-1, 32}), labels.view(-1));
+  }
+)", Verb::RefusesWith, "inputs-modified"},
+    {"a no-grad guard in a class of the program handed over by the caller through its base", R"(
+#include <memory>
+  struct Scope { virtual ~Scope() = default; };
+  struct FrozenScope : Scope { torch::NoGradGuard guard; };
+  torch::Tensor forward(torch::Tensor x, std::unique_ptr<Scope> scope, torch::Tensor labels) {
+    torch::Tensor logits;
+    {
+      std::unique_ptr<Scope> held = std::move(scope);
+      logits = lm_head(x);
+    }
+    return F::cross_entropy(logits.view({-1, 32}), labels.view(-1));
+  }
+)", Verb::RefusesWith, "inputs-modified"},
+    {"a no-grad guard made with new and kept as a void pointer", R"(
+  void *frozen_ = nullptr;
+  torch::Tensor forward(torch::Tensor x, torch::Tensor labels) {
+    frozen_ = new torch::NoGradGuard();
+    auto logits = lm_head(x);
+    return F::cross_entropy(logits.view({-1, 32}), labels.view(-1));
+  }
+)", Verb::RefusesWith, "inputs-modified"},
     // ---- the thread's mode: the head runs under the mode at the head, the fused call at the loss ----
     {"the head under a no-grad guard whose block ends before the loss", R"(
   torch::Tensor forward(torch::Tensor x, torch::Tensor labels) {
@@ -280,6 +365,47 @@ const Case Cases[] = {
     auto logits = lmfuse::skip_logits() ? lmfuse::skipped_logits(x, lm_head->weight, "model.cpp:N") : lm_head(x);
     return lmfuse::enabled()
         ? lmfuse::linear_cross_entropy(x, lm_head->weight, lm_head->bias, labels, lmfuse::LossOptions()
+            .logits_as_passed({"model.cpp:N", logits, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits.view({-1, 32}); }, {}, labels, [&](const torch::Tensor &lmfuse_labels) { return lmfuse_labels.view(-1); }}))
+        : F::cross_entropy(logits.view({-1, 32}), labels.view(-1));
+  }
+)"},
+    {"a shared_ptr<void> holding a no-grad guard over both the head and the loss", R"(
+#include <memory>
+  torch::Tensor forward(torch::Tensor x, torch::Tensor labels) {
+    std::shared_ptr<void> frozen = std::make_shared<torch::NoGradGuard>();
+    auto logits = lm_head(x);
+    return F::cross_entropy(logits.view({-1, 32}), labels.view(-1));
+  }
+)", Verb::RewritesTo, R"(
+#include <memory>
+  torch::Tensor forward(torch::Tensor x, torch::Tensor labels) {
+    std::shared_ptr<void> frozen = std::make_shared<torch::NoGradGuard>();
+    auto logits = lmfuse::skip_logits() ? lmfuse::skipped_logits(x, lm_head->weight, "model.cpp:N") : lm_head(x);
+    return lmfuse::enabled()
+        ? lmfuse::linear_cross_entropy(x, lm_head->weight, lm_head->bias, labels, lmfuse::LossOptions()
+            .logits_as_passed({"model.cpp:N", logits, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits.view({-1, 32}); }, {}, labels, [&](const torch::Tensor &lmfuse_labels) { return lmfuse_labels.view(-1); }}))
+        : F::cross_entropy(logits.view({-1, 32}), labels.view(-1));
+  }
+)"},
+    {"a model with a std::function member: its members used between the head and the loss", R"(
+#include <functional>
+  std::function<torch::Tensor(const torch::Tensor &)> activation_;
+  torch::Tensor hidden_;
+  torch::Tensor forward(torch::Tensor other, torch::Tensor labels) {
+    auto logits = lm_head(hidden_);
+    hidden_ = other;
+    return F::cross_entropy(logits.view({-1, 32}), labels.view(-1));
+  }
+)", Verb::RewritesTo, R"(
+#include <functional>
+  std::function<torch::Tensor(const torch::Tensor &)> activation_;
+  torch::Tensor hidden_;
+  torch::Tensor forward(torch::Tensor other, torch::Tensor labels) {
+    auto lmfuse_hidden = hidden_;
+    auto logits = lmfuse::skip_logits() ? lmfuse::skipped_logits(lmfuse_hidden, lm_head->weight, "model.cpp:N") : lm_head(lmfuse_hidden);
+    hidden_ = other;
+    return lmfuse::enabled()
+        ? lmfuse::linear_cross_entropy(lmfuse_hidden, lm_head->weight, lm_head->bias, labels, lmfuse::LossOptions()
             .logits_as_passed({"model.cpp:N", logits, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits.view({-1, 32}); }, {}, labels, [&](const torch::Tensor &lmfuse_labels) { return lmfuse_labels.view(-1); }}))
         : F::cross_entropy(logits.view({-1, 32}), labels.view(-1));
   }

@@ -33,7 +33,20 @@ struct Model : torch::nn::Module {
 const char *const ModelClose = "};\n";
 
 std::string source(const char *Members, bool Patched) {
-  return std::string(Patched ? PatchedPrelude : Prelude) + ModelOpen + Members + ModelClose;
+  // A case's leading #include lines (standard headers only its code needs, kept out of the stubs that
+  // every case parses) go to the top of the file.
+  std::string Rest = Members, Includes;
+  while (true) {
+    size_t Start = Rest.find_first_not_of('\n');
+    if (Start == std::string::npos || Rest.compare(Start, 8, "#include") != 0)
+      break;
+    size_t End = Rest.find('\n', Start);
+    Includes += Rest.substr(Start, End == std::string::npos ? std::string::npos : End + 1 - Start);
+    Rest = End == std::string::npos ? "" : "\n" + Rest.substr(End + 1);
+  }
+  // The rewrite includes lmfuse's header after the file's last #include.
+  return std::string(Prelude) + Includes + (Patched ? "#include <lmfuse/torch.h>\n" : "") + ModelOpen + Rest +
+         ModelClose;
 }
 
 
