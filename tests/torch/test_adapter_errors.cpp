@@ -418,3 +418,72 @@ TEST_CASE("a forward-mode tangent on the hidden states: a rewritten call gives t
   CHECK(torch::allclose(fusedValue, originalValue, 1e-12, 1e-12));
   CHECK(torch::allclose(fusedTangent, originalTangent, 1e-12, 1e-12));
 }
+
+TEST_CASE("the replaced loss's labels and input code run once per call, as the original ran them",
+          "[torch][adapter][original]") {
+  // The rewrite moves the loss's input and labels arguments into lambdas; whatever else their code does (a
+  // counter, a print, a draw) must happen as often as in the original: once per call, on the fused path and
+  // on the original computation alike.
+  const uint64_t seed = freshSeed();
+  INFO("seed " << seed);
+  torch::manual_seed(seed);
+  constexpr int64_t rows = 10;
+  struct Path {
+    const char* name;
+    torch::ScalarType operands;
+    bool probabilities;  // floating labels: class probabilities [rows, V]
+    bool skipped;        // the logits skipped at the head (else computed and passed)
+    bool logSoftmax;     // the input code is a log_softmax (an nll_loss site)
+    bool grad;           // grad mode on and the operands requiring gradients
+  };
+  const std::vector<Path> paths = {
+      {"fused: Long labels, skipped logits", torch::kFloat, false, true, false, true},
+      {"fused: Long labels, computed logits", torch::kFloat, false, false, false, true},
+      {"fused: a log_softmax input", torch::kFloat, false, true, true, true},
+      {"fused: no grad mode", torch::kFloat, false, true, false, false},
+      {"original: fp64 operands", torch::kDouble, false, true, false, true},
+      {"original: fp64, a log_softmax input of computed logits", torch::kDouble, false, false, true, true},
+      {"original: fp64, a log_softmax input, no grad mode", torch::kDouble, false, false, true, false},
+      {"original: floating labels", torch::kFloat, true, true, false, true},
+  };
+  for (const Path& path : paths) {
+    DYNAMIC_SECTION(path.name) {
+      const auto opts = torch::TensorOptions().dtype(path.operands);
+      const Tensor hidden = torch::randn({rows, kDim}, opts), weight = torch::randn({kVocab, kDim}, opts) * 0.5;
+      const Tensor labels = path.probabilities ? torch::softmax(torch::randn({rows, kVocab}), -1)
+                                               : torch::randint(0, kVocab, {rows}, torch::kLong);
+      const Code inputCode = [&](const Tensor& l) {
+        const Tensor flat = l.view({-1, kVocab});
+        return path.logSoftmax ? torch::log_softmax(flat, -1) : flat;
+      };
+      const Code labelsCode = [](const Tensor& y) { return y.view({y.size(0), -1}).squeeze(-1); };
+      const auto lossOf = [&](const Tensor& input, const Tensor& target) {
+        return path.logSoftmax ? F::nll_loss(input, target) : F::cross_entropy(input, target);
+      };
+      const auto leaves = [&] {
+        return std::vector<Tensor>{hidden.clone().requires_grad_(path.grad), weight.clone().requires_grad_(path.grad)};
+      };
+      const at::AutoGradMode gradMode(path.grad);
+      const auto o = leaves();
+      const Tensor originalLoss = lossOf(inputCode(F::linear(o[0], o[1])), labelsCode(labels));
+      const auto f = leaves();
+      int inputRuns = 0, labelsRuns = 0;
+      const Tensor from = path.skipped ? lmfuse::skipped_logits(f[0], f[1], "model.cpp:4") : F::linear(f[0], f[1]);
+      const auto options = lmfuse::LossOptions().logits_as_passed(
+          {"model.cpp:5", from, [&](const Tensor& l) { ++inputRuns; return inputCode(l); }, {}, labels,
+           [&](const Tensor& y) { ++labelsRuns; return labelsCode(y); }});
+      const Tensor loss = lmfuse::linear_cross_entropy(f[0], f[1], {}, labels, options);
+      CHECK(inputRuns == 1);
+      CHECK(labelsRuns == 1);
+      const double tolerance = path.operands == torch::kDouble ? 1e-12 : 1e-5;
+      CHECK(torch::allclose(loss, originalLoss, tolerance, tolerance));
+      CHECK(loss.requires_grad() == originalLoss.requires_grad());
+      if (path.grad) {
+        originalLoss.backward();
+        loss.backward();
+        CHECK(torch::allclose(f[0].grad(), o[0].grad(), tolerance, tolerance));
+        CHECK(torch::allclose(f[1].grad(), o[1].grad(), tolerance, tolerance));
+      }
+    }
+  }
+}

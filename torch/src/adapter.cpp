@@ -18,6 +18,7 @@
 #include "fused_call.h"
 #include "logits_as_passed.h"
 #include "original_loss.h"
+#include "passed_code.h"
 
 namespace lmfuse {
 namespace {
@@ -211,10 +212,12 @@ torch::Tensor linear_cross_entropy(const torch::Tensor& hidden_, const torch::Te
                                    const LossOptions& options_) {
   // What a rewritten call's original computes and the fused loss does not take (floating labels: cross_entropy's
   // soft-target loss; Byte class indices; fp64): it runs here as the original ran it, throwing what that throws.
-  if (torch_detail::needsOriginal(hidden_, weight_, options_))
-    return torch_detail::originalLoss(hidden_, weight_, bias_, options_);
+  // The labels code the rewrite carries runs here once, on the real labels, as the original ran it.
+  const torch::Tensor target = torch_detail::labelsAsPassed(options_);
+  if (torch_detail::needsOriginal(hidden_, weight_, target, options_))
+    return torch_detail::originalLoss(hidden_, weight_, bias_, target, options_);
   // A rewritten call first checks that the original computed the loss this call computes.
-  torch_detail::checkLogitsAsPassed(hidden_, weight_, labels, options_);
+  torch_detail::checkLogitsAsPassed(hidden_, weight_, labels, target, options_);
   // Under autocast the operands and the loss dtype become what F::linear + F::cross_entropy would see
   // (autocast_rule.h); hidden's cast is recorded by autograd, and fp32 weight and bias get fp32
   // gradients from the runtime (cast.fp32Params) or, otherwise, through their recorded casts.

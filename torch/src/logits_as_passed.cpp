@@ -3,16 +3,16 @@
 // Whether it does depends on shapes known only when the model runs (the rank of the hidden states, the
 // K of a written view({-1, K})), so the rewritten call brings the original's input code and the check
 // runs it here on a stand-in without values (logits_stand_in.h): shape arithmetic only, no device work.
-// The same for its labels argument: the fused call takes any integer labels with one per token, the
-// original's cross_entropy only Long class indices shaped as its input's rows, so a rewritten call throws
-// wherever the original would have (also inside a try block that catches it).
+// Its labels argument's code runs once, on the real labels (passed_code.h): the fused call takes any
+// integer labels with one per token, the original's cross_entropy only Long class indices shaped as its
+// input's rows, so a rewritten call throws wherever the original would have (also inside a try block that
+// catches it).
 #include "logits_as_passed.h"
 
 #include <torch/nn/functional/loss.h>
 
 #include "errors.h"
-#include "logits_stand_in.h"
-#include "original_loss.h"
+#include "passed_code.h"
 
 namespace lmfuse::torch_detail {
 namespace {
@@ -58,22 +58,10 @@ void checkShift(const torch::Tensor& hidden, const torch::Tensor& labels, const 
               ". Mark the site // NOLINT(lmfuse) to keep the original loss.");
 }
 
-// What cross_entropy checks of its class-index target against the input it received (`input`, already
-// [rows, V] or [V]): Long class indices, one per row. The original's labels code runs on a stand-in of the
-// tensor it starts from, so a view it could not take of those labels fails here as it failed there.
-void checkLabelsAsPassed(const torch::Tensor& hidden, const torch::Tensor& weight, const torch::Tensor& input,
-                         const LogitsAsPassed& passed) {
-  const torch::Tensor from = passed.labels_from;
-  torch::Tensor target;
-  try {
-    target = passed.labels(at::empty_strided(from.sizes(), from.strides(), from.options().device(at::kMeta)));
-  } catch (c10::Error& error) {
-    // The original's own error, of its own class (an IndexError of a select stays one), with the site added.
-    error.add_context(c10::str("lmfuse::linear_cross_entropy: the loss replaced at ", passed.site,
-                               " computes its labels with code that fails on labels of shape ", from.sizes(),
-                               " and strides ", from.strides(), ", as the original does"));
-    throw;
-  }
+// What cross_entropy checks of its class-index target (`target`: the labels as the original passed them)
+// against the input it received (`input`, already [rows, V] or [V]): Long class indices, one per row.
+void checkLabelsAsPassed(const torch::Tensor& target, const InputAsPassed& computed, const LogitsAsPassed& passed) {
+  const torch::Tensor& input = computed.input;
   std::string why;
   Check check = Check::LabelShape;
   if (target.is_floating_point() || target.is_complex()) {
@@ -87,7 +75,7 @@ void checkLabelsAsPassed(const torch::Tensor& hidden, const torch::Tensor& weigh
     why = "cross_entropy takes one label per row (it throws: Expected input batch_size (" + std::to_string(input.size(0)) +
           ") to match target batch_size (" + std::to_string(target.size(0)) + "))";
     // cross_entropy's batch check raises a ValueError, nll_loss's (called by the program itself) an Error.
-    check = inputIsLogSoftmax(hidden, weight, passed) ? Check::LabelCountNll : Check::LabelCount;
+    check = computed.logSoftmax ? Check::LabelCountNll : Check::LabelCount;
   } else if (input.dim() == 2 && target.dim() != 1) {
     why = "cross_entropy takes one label per row of [" + std::to_string(input.size(0)) + ", " +
           std::to_string(input.size(1)) + "] logits (it throws: 0D or 1D target tensor expected, multi-target not "
@@ -103,11 +91,11 @@ void checkLabelsAsPassed(const torch::Tensor& hidden, const torch::Tensor& weigh
 }  // namespace
 
 void checkLogitsAsPassed(const torch::Tensor& hidden, const torch::Tensor& weight, const torch::Tensor& labels,
-                         const LossOptions& options) {
+                         const torch::Tensor& target, const LossOptions& options) {
   const LogitsAsPassed& passed = options.logits_as_passed();
   if (!passed.input || !hidden.defined() || !weight.defined() || hidden.dim() < 1 || weight.dim() != 2) return;
-  const torch::Tensor input = passed.input(passed.from.defined() ? logitsStandIn(passed.from)
-                                                                  : logitsStandIn(hidden, weight));
+  const InputAsPassed computed = inputOnStandIn(hidden, weight, passed);
+  const torch::Tensor& input = computed.input;
   const int64_t classes = weight.size(0);
   int64_t rows = 1;
   for (int64_t d = 0; d + 1 < hidden.dim(); ++d) rows *= hidden.size(d);
@@ -118,7 +106,7 @@ void checkLogitsAsPassed(const torch::Tensor& hidden, const torch::Tensor& weigh
   if (table || single) {
     // The original's own errors first, of their own classes (labels one position too long for the shifted
     // logits: cross_entropy's ValueError), then what only the fused call cannot follow.
-    if (passed.labels && passed.labels_from.defined()) checkLabelsAsPassed(hidden, weight, input, passed);
+    if (target.defined()) checkLabelsAsPassed(target, computed, passed);
     if (options.shift()) checkShift(hidden, labels, passed);
     return;
   }

@@ -6,13 +6,13 @@
 
 namespace lmfuse::torch_detail {
 
-/// Runs the original's loss input code on a stand-in of the logits and throws, naming the site and the
-/// shape, when its result is not [tokens, V] (tokens less one per row under the causal shift) or [V] for a
-/// single token, or when a shifted loss's hidden and labels are not [B, T, D] and [B, T]; and, where the
-/// options record the labels argument's code, when the labels as the original passed them are not Long
-/// class indices, one per row of that input (or when the original's view of them fails). Does nothing when the options record no input, or when hidden and weight are not shaped
-/// as the fused call takes them (the operand checks name those).
+/// Runs the original's loss input code on a stand-in of the logits (inputOnStandIn, passed_code.h) and
+/// throws, naming the site and the shape, when its result is not [tokens, V] (tokens less one per row under
+/// the causal shift) or [V] for a single token, or when a shifted loss's hidden and labels are not [B, T, D]
+/// and [B, T]; and, given `target` (the labels as the original passed them: labelsAsPassed), when those are
+/// not Long class indices, one per row of that input. Does nothing when the options record no input, or when
+/// hidden and weight are not shaped as the fused call takes them (the operand checks name those).
 void checkLogitsAsPassed(const torch::Tensor& hidden, const torch::Tensor& weight, const torch::Tensor& labels,
-                         const LossOptions& options);
+                         const torch::Tensor& target, const LossOptions& options);
 
 }  // namespace lmfuse::torch_detail

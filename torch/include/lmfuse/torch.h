@@ -65,16 +65,15 @@ struct ShiftDims {
 };
 
 /// How a replaced loss call received its logits, recorded by the rewrite (never needed by hand): the
-/// loss input's code as the original wrote it, which the fused call runs on a stand-in with the logits'
-/// shape and no values (a meta tensor). The fused loss computes one row of the head's V classes per
+/// loss input's code as the original wrote it, which the fused call runs once, on a stand-in with the
+/// logits' shape and no values (a meta tensor). The fused loss computes one row of the head's V classes per
 /// token; the call checks that the original's input was exactly that — [tokens, V], or [V] for a single
 /// token — and otherwise throws naming `site`, never computing another loss than the original. (3-D
 /// logits passed without a reshape: cross_entropy reads their classes from dimension 1. A reshape to
 /// {N, K} with K != V: it regroups the classes.) With the causal shift it also requires that the original
 /// shifted along the dimension the fused loss does (see ShiftDims). Where the rewrite also recorded the
-/// loss's labels argument as code (`labels`, over `labels_from`), the call runs it on a stand-in of
-/// labels_from too (its shape, strides and dtype) and throws where the original's cross_entropy would
-/// have: a view the original could not take of those labels, labels that are not class indices as Long
+/// loss's labels argument as code (`labels`, over `labels_from`), the call runs it once on labels_from, as
+/// the original ran it once, and throws where the original's cross_entropy would have: a view the original could not take of those labels, labels that are not class indices as Long
 /// (int32), or not one label per row of the input ([tokens], or a scalar for a single token), raising the c10
 /// exception class the original raises (c10::ValueError for a batch size cross_entropy rejects). Floating
 /// labels (class probabilities) make the call compute the original loss with LibTorch's operators instead
