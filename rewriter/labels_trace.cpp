@@ -75,8 +75,9 @@ std::optional<LabelsTrace> traceLabelsFrom(const Expr *E, CapturedSite &Site, co
   const BenignPatterns &Benign = Patterns.Benign;
   LabelsTrace Trace;
   std::string Cast;
-  const Expr *Move = nullptr;  // the device move, which must be the chain's first step
-  std::string MoveTo;          // its argument
+  const Expr *Move = nullptr;       // the device move, which the labels passed make first
+  std::string MoveTo;               // its argument
+  const Expr *Innermost = nullptr;  // the step applied to the labels themselves
   bool ThroughPointer = false;
   while (true) {
     E = AstQuery::spelled(E);
@@ -112,10 +113,15 @@ std::optional<LabelsTrace> traceLabelsFrom(const Expr *E, CapturedSite &Site, co
         break;
       }
     } else if (auto Device = deviceMove(*Call, Patterns, Query)) {
-      if (!Move) {  // a second move is a step before the first: refused below
-        Move = E;
-        MoveTo = *Device;
+      if (Move) {
+        if (!Site.LabelsBreak)
+          Site.LabelsBreak = TraceBreak{BreakKind::LabelsNotTraced, E,
+                                        "the labels are moved twice (`.to(" + *Device + ")`, then `.to(" + MoveTo +
+                                            ")`): the fused call would keep only one move"};
+        return std::nullopt;
       }
+      Move = E;
+      MoveTo = *Device;
     } else if (auto Shift = matchCausalShift(E, ShiftRole::Labels, Patterns, Query, Uses)) {
       if (!Shift->Shift || Trace.Shift) {
         // Sliced labels next to shifted logits: name what keeps the slice from being the shift.
@@ -131,15 +137,7 @@ std::optional<LabelsTrace> traceLabelsFrom(const Expr *E, CapturedSite &Site, co
     } else {
       break;
     }
-    if (Move && Move != E) {
-      // The fused call runs the code after a move on the moved labels (a view is checked against their
-      // strides) and none before it: it takes a move only as the first step on the labels.
-      if (!Site.LabelsBreak)
-        Site.LabelsBreak = TraceBreak{BreakKind::LabelsNotTraced, Move,
-                                      "the labels are moved to a device (`.to(" + MoveTo + ")`) after `" + Call->Name +
-                                          "`: the fused call takes a move only as the first step on the labels"};
-      return std::nullopt;
-    }
+    Innermost = E;
     E = Call->Object;
     ThroughPointer = Arrow;
   }
@@ -216,9 +214,11 @@ std::optional<LabelsTrace> traceLabelsFrom(const Expr *E, CapturedSite &Site, co
   std::string Steps = (Move ? ".to(" + MoveTo + ")" : "") + Cast;
   if (!Steps.empty())
     Trace.Text = (Trace.Text[0] == '*' ? "(" + Trace.Text + ")" : Trace.Text) + Steps;
-  if (Move) {
-    // The labels code the fused call runs on a stand-in starts after the move (a stand-in holds no values
-    // to move), from the moved labels, so a view is checked against the strides it saw.
+  if (Move && Move == Innermost) {
+    // The labels passed are moved first, as the original moved them: the labels code the fused call runs
+    // (once, on the labels) starts from those, not moving them again. A move after other steps stays in
+    // that code, which runs from the labels themselves: a move keeps the order of the elements, so the
+    // labels passed, moved first, hold what the original's hold.
     Trace.Base = Move;
     Trace.Arrow = false;
   }

@@ -211,6 +211,20 @@ const Case Cases[] = {
     return loss;
   }
 )"},
+    {"labels moved to a device after a view: the labels passed are moved first, the labels code runs as written", R"(
+  torch::Tensor forward(torch::Tensor h, torch::Tensor labels) {
+    auto logits = lm_head(h);
+    return F::cross_entropy(logits.view({-1, 32}), labels.view(-1).to(logits.device()));
+  }
+)", Verb::RewritesTo, R"(
+  torch::Tensor forward(torch::Tensor h, torch::Tensor labels) {
+    auto logits = lmfuse::skip_logits() ? lmfuse::skipped_logits(h, lm_head->weight, "model.cpp:N") : lm_head(h);
+    return lmfuse::enabled()
+        ? lmfuse::linear_cross_entropy(h, lm_head->weight, lm_head->bias, labels.to(logits.device()), lmfuse::LossOptions()
+            .logits_as_passed({"model.cpp:N", logits, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits.view({-1, 32}); }, {}, labels, [&](const torch::Tensor &lmfuse_labels) { return lmfuse_labels.view(-1).to(logits.device()); }}))
+        : F::cross_entropy(logits.view({-1, 32}), labels.view(-1).to(logits.device()));
+  }
+)"},
     {"labels moved to a device type and cast, then shifted: the move and the cast stay on the labels passed", R"(
   torch::Tensor forward(torch::Tensor h, torch::Tensor labels) {
     auto logits = lm_head(h);
@@ -1329,12 +1343,6 @@ struct Child : Model::Base {
   }
 )", Verb::RefusesWith, "labels-mismatch"},
 
-    {"labels moved to a device after a view: the fused call's checks would run the view on other strides", R"(
-  torch::Tensor forward(torch::Tensor h, torch::Tensor labels) {
-    auto logits = lm_head(h);
-    return F::cross_entropy(logits.view({-1, 32}), labels.view(-1).to(logits.device()));
-  }
-)", Verb::RefusesWith, "labels-mismatch"},
     {"labels moved twice", R"(
   torch::Tensor forward(torch::Tensor h, torch::Tensor labels) {
     auto logits = lm_head(h);
