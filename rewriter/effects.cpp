@@ -362,6 +362,9 @@ private:
     public:
       explicit Scanner(InputChangeFinder &Finder) : Finder(Finder) {}
       bool shouldVisitLambdaBody() const { return true; }
+      // The semantic form too: a brace list's implicit conversions call the program's conversion operators
+      // (`torch::zeros({width})`).
+      bool shouldVisitImplicitCode() const { return true; }
       bool VisitStmt(Stmt *Node) {
         if (!Found && Finder.inRegion(Node) && !Finder.Query.within(Site().Loss, Node))
           Found = Finder.changeAt(Node);
@@ -628,6 +631,10 @@ private:
               Found = Outer.change(Statement, "the destructor of `" + Variable->getNameAsString() +
                                                   "` runs between the head and the loss, and may change what the "
                                                   "fused call reads or the mode it runs under");
+            if (!Found && DestroyedBetween && Outer.carriesProgramCode(Variable))
+              Found = Outer.change(Statement, "`" + Variable->getNameAsString() +
+                                                  "` is destroyed between the head and the loss, and it holds code of "
+                                                  "the program (a deleter or callback) that its destruction may run");
           }
         return !Found;
       }
@@ -636,6 +643,99 @@ private:
     } Visitor(*this);
     Visitor.TraverseStmt(const_cast<Stmt *>(Site.Body));
     return Visitor.Found;
+  }
+
+  /// The object or argument of a library call through which the library may call code of the program: a
+  /// function pointer, a class of the program that can be called (a closure, a comparator: `std::is_sorted(b,
+  /// e, Cmp{})`), or a library object whose type names one among its template arguments
+  /// (`std::map<int, int, Cmp>::count`). Null when none.
+  const Expr *programCallableGiven(const CallExpr *Call, const Expr *Object) const {
+    std::vector<const Expr *> Given;
+    if (Object)
+      Given.push_back(Object);
+    for (const Expr *Argument : Call->arguments())
+      if (Argument != Object)
+        Given.push_back(Argument);
+    for (const Expr *Value : Given)
+      if (callableOfProgram(Value->getType(), 0))
+        return Value;
+    return nullptr;
+  }
+  bool callableOfProgram(QualType Type, int Depth) const {
+    if (Type.isNull() || Depth > 4)
+      return false;
+    Type = Type.getNonReferenceType();
+    if (Type->isFunctionPointerType() || Type->isFunctionType())
+      return true;
+    if (Type->isPointerType())
+      return callableOfProgram(Type->getPointeeType(), Depth + 1);
+    const CXXRecordDecl *Record = Type->getAsCXXRecordDecl();
+    if (!Record || !(Record = Record->getDefinition()))
+      return false;
+    if (!isLibrary(Record))
+      return isCallable(QualType(Record->getTypeForDecl(), 0));
+    if (const auto *Specialization = dyn_cast<ClassTemplateSpecializationDecl>(Record))
+      for (const TemplateArgument &Argument : Specialization->getTemplateArgs().asArray())
+        if (Argument.getKind() == TemplateArgument::Type && callableOfProgram(Argument.getAsType(), Depth + 1))
+          return true;
+    return false;
+  }
+
+  /// Whether a variable holds code of the program that the library may run when it is destroyed: its type
+  /// names a closure or a function pointer among its template arguments (`std::unique_ptr<T,
+  /// decltype(restore)>`), or its initialiser hands the library a lambda, a closure or a function of the
+  /// program (`std::shared_ptr<T>(p, restore)`, `torch::from_blob(data, sizes, deleter)`).
+  bool carriesProgramCode(const VarDecl *Variable) const {
+    // Only an object of a class runs code when destroyed; a closure runs its captures' destructors, not
+    // its body.
+    const CXXRecordDecl *Own = Variable->getType()->getAsCXXRecordDecl();
+    if (!Own || Own->isLambda() || Variable->getType()->isReferenceType())
+      return false;
+    if (typeCarriesCode(Variable->getType(), 0))
+      return true;
+    class Finder : public RecursiveASTVisitor<Finder> {
+    public:
+      explicit Finder(const InputChangeFinder &Outer) : Outer(Outer) {}
+      // A function called is not handed over: its callee expression is not looked at.
+      bool VisitCallExpr(CallExpr *Call) {
+        Callees.insert(Call->getCallee());
+        Callees.insert(Call->getCallee()->IgnoreParenImpCasts());
+        return true;
+      }
+      bool VisitExpr(Expr *Value) {
+        if (Callees.count(Value))
+          return true;
+        if (isa<LambdaExpr>(Value) || Outer.typeCarriesCode(Value->getType(), 0))
+          Found = true;
+        if (const auto *Ref = dyn_cast<DeclRefExpr>(Value))
+          if (const auto *Function = dyn_cast<FunctionDecl>(Ref->getDecl()); Function && !Outer.isLibrary(Function))
+            Found = true;
+        return !Found;
+      }
+      const InputChangeFinder &Outer;
+      llvm::DenseSet<const Expr *> Callees;
+      bool Found = false;
+    } Visitor(*this);
+    if (const Expr *Init = Variable->getInit())
+      Visitor.TraverseStmt(const_cast<Expr *>(Init));
+    return Visitor.Found;
+  }
+  bool typeCarriesCode(QualType Type, int Depth) const {
+    if (Type.isNull() || Depth > 4)
+      return false;
+    Type = Type.getNonReferenceType();
+    if (Type->isFunctionPointerType() || Type->isFunctionType())
+      return true;
+    const CXXRecordDecl *Record = Type->getAsCXXRecordDecl();
+    if (!Record)
+      return false;
+    if (Record->isLambda())
+      return true;
+    if (const auto *Specialization = dyn_cast<ClassTemplateSpecializationDecl>(Record))
+      for (const TemplateArgument &Argument : Specialization->getTemplateArgs().asArray())
+        if (Argument.getKind() == TemplateArgument::Type && typeCarriesCode(Argument.getAsType(), Depth + 1))
+          return true;
+    return false;
   }
 
   /// Whether Node itself (not its children) may change an input.
@@ -731,6 +831,15 @@ private:
     };
 
     bool Library = Callee && isLibrary(Callee) && !(Name == "operator()" && !isLambdaCall(Call));
+    if (Library && contains(Effects.ProgramCodeCalls, qualifiedName(Callee)))
+      return change(Call, "`" + qualifiedName(Callee) + "` runs code of the program (hooks, autograd Functions or "
+                              "kernels it registered), which may change " + inputs() + " or switch the autograd or "
+                              "autocast mode the fused call would run under (the analysis does not look into it)");
+    if (Library)
+      if (const Expr *Given = programCallableGiven(Call, Object))
+        return change(Call, "`" + Name + "` is given `" + Query.text(AstQuery::spelled(Given)) +
+                                "`, whose calls (a comparator, a callback) run code of the program, which may change " +
+                                inputs() + " or switch the autograd or autocast mode the fused call would run under");
     if (!Library) {
       if (isLambdaCall(Call) || !Callee || !isa<CXXMethodDecl>(Callee) || !Object ||
           !isa<CXXThisExpr>(Object->IgnoreParenImpCasts())) {
@@ -964,6 +1073,18 @@ private:
     return false;
   }
 
+  /// A callee's qualified name, a method of a class template's specialization by the template's
+  /// (`torch::autograd::Function::apply`, `c10::TypedOperatorHandle::call`).
+  static std::string qualifiedName(const FunctionDecl *Callee) {
+    if (const auto *Method = dyn_cast<CXXMethodDecl>(Callee)) {
+      const CXXRecordDecl *Record = Method->getParent();
+      std::string Class = Record->getQualifiedNameAsString();
+      if (const auto *Specialization = dyn_cast<ClassTemplateSpecializationDecl>(Record))
+        Class = Specialization->getSpecializedTemplate()->getQualifiedNameAsString();
+      return Class + "::" + calleeName(Callee);
+    }
+    return Callee->getQualifiedNameAsString();
+  }
   static std::string calleeName(const FunctionDecl *Callee) {
     if (Callee->getOverloadedOperator() != OO_None)
       return std::string("operator") + getOperatorSpelling(Callee->getOverloadedOperator());

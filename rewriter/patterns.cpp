@@ -223,6 +223,7 @@ template <> struct MappingTraits<EffectPatterns> {
   static void mapping(IO &Io, EffectPatterns &P) {
     Io.mapRequired("library_namespaces", P.LibraryNamespaces);
     Io.mapOptional("writers", P.Writers);
+    Io.mapOptional("program_code_calls", P.ProgramCodeCalls);
     Io.mapOptional("writing_options", P.WritingOptions);
     Io.mapOptional("accessors", P.Accessors);
     Io.mapOptional("fresh_results", P.FreshResults);

@@ -140,6 +140,10 @@ struct EffectPatterns {
   /// .inplace(true))`, `F::embedding(ids, w, ....max_norm(1.0))`): set by a method of that name or a
   /// constructor parameter of that name, to anything but a literal `false`, anywhere in its arguments.
   std::vector<std::string> WritingOptions;
+  /// Library calls that run code of the program (a backward's hooks, a custom autograd Function's forward,
+  /// an operator whose kernel the program registered), by qualified name, a class template's methods by
+  /// the template's: between the head and the loss, each counts as a call of the program's code.
+  std::vector<std::string> ProgramCodeCalls;
   /// Non-const methods that only hand out access to what an object holds (`operator->`, `value`).
   std::vector<std::string> Accessors;
   /// Library calls whose result never shares storage with their tensor arguments.

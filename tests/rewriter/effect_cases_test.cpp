@@ -312,6 +312,88 @@ const Case Cases[] = {
     return F::cross_entropy(logits.view({-1, 32}), labels.view(-1));
   }
 )", Verb::RefusesWith, "inputs-modified"},
+    // ---- library calls that run the program's code or write what their name does not say ----------
+    {"a backward of another objective between the head and the loss runs the program's hooks", R"(
+  torch::Tensor forward(torch::Tensor x, torch::Tensor aux, torch::Tensor labels) {
+    auto logits = lm_head(x);
+    aux.sum().backward();
+    return F::cross_entropy(logits.view({-1, 32}), labels.view(-1));
+  }
+)", Verb::RefusesWith, "inputs-modified"},
+    {"torch::autograd::grad between the head and the loss runs the program's hooks", R"(
+  torch::Tensor forward(torch::Tensor x, torch::Tensor aux, torch::Tensor labels) {
+    auto logits = lm_head(x);
+    auto grads = torch::autograd::grad({aux.sum()}, {aux});
+    return F::cross_entropy(logits.view({-1, 32}), labels.view(-1));
+  }
+)", Verb::RefusesWith, "inputs-modified"},
+    {"a conversion operator of the program called inside a brace list between the head and the loss", R"(
+  struct Width { int64_t v; operator int64_t() const; };
+  torch::Tensor forward(torch::Tensor x, Width w, torch::Tensor labels) {
+    auto logits = lm_head(x);
+    auto z = torch::zeros({w});
+    return F::cross_entropy(logits.view({-1, 32}), labels.view(-1));
+  }
+)", Verb::RefusesWith, "inputs-modified"},
+    {"a comparator of the program given to a library algorithm between the head and the loss", R"(
+#include <algorithm>
+  struct Before { bool operator()(int a, int b) const; };
+  torch::Tensor forward(torch::Tensor x, const std::vector<int> &order, torch::Tensor labels) {
+    auto logits = lm_head(x);
+    bool sorted = std::is_sorted(order.begin(), order.end(), Before{});
+    return F::cross_entropy(logits.view({-1, 32}), labels.view(-1));
+  }
+)", Verb::RefusesWith, "inputs-modified"},
+    {"a map whose comparator is the program's, looked up between the head and the loss", R"(
+#include <map>
+  struct Before { bool operator()(int a, int b) const; };
+  std::map<int, int, Before> slots_;
+  torch::Tensor forward(torch::Tensor x, torch::Tensor labels) {
+    auto logits = lm_head(x);
+    auto found = slots_.count(2);
+    return F::cross_entropy(logits.view({-1, 32}), labels.view(-1));
+  }
+)", Verb::RefusesWith, "inputs-modified"},
+    {"a batch norm in training updates the running statistics it is given: the head's bias", R"(
+  torch::Tensor forward(torch::Tensor x, torch::Tensor other, torch::Tensor var, torch::Tensor labels) {
+    auto logits = lm_head(x);
+    auto normed = torch::batch_norm(other, {}, {}, lm_head->bias, var, true, 0.1, 1e-5, false);
+    return F::cross_entropy(logits.view({-1, 32}), labels.view(-1));
+  }
+)", Verb::RefusesWith, "inputs-modified"},
+    {"a scope guard whose deleter writes the head's input ends its block before the loss", R"(
+#include <memory>
+  torch::Tensor forward(torch::Tensor x, torch::Tensor labels) {
+    torch::Tensor logits;
+    {
+      auto restore = [&](double *p) { x.mul_(2.0); delete p; };
+      std::unique_ptr<double, decltype(restore)> guard(new double(0.5), restore);
+      logits = lm_head(x);
+    }
+    return F::cross_entropy(logits.view({-1, 32}), labels.view(-1));
+  }
+)", Verb::RefusesWith, "inputs-modified"},
+    {"a shared_ptr given a deleter of the program ends its block before the loss", R"(
+#include <memory>
+  torch::Tensor forward(torch::Tensor x, torch::Tensor labels) {
+    torch::Tensor logits;
+    {
+      std::shared_ptr<double> guard(new double(0.5), [&](double *p) { x.mul_(2.0); delete p; });
+      logits = lm_head(x);
+    }
+    return F::cross_entropy(logits.view({-1, 32}), labels.view(-1));
+  }
+)", Verb::RefusesWith, "inputs-modified"},
+    {"the thread's dispatch keys forced by a guard around the head only", R"(
+  torch::Tensor forward(torch::Tensor x, torch::Tensor labels) {
+    torch::Tensor logits;
+    {
+      c10::impl::ForceDispatchKeyGuard below(c10::impl::tls_local_dispatch_key_set());
+      logits = lm_head(x);
+    }
+    return F::cross_entropy(logits.view({-1, 32}), labels.view(-1));
+  }
+)", Verb::RefusesWith, "inputs-modified"},
     // ---- the thread's mode: the head runs under the mode at the head, the fused call at the loss ----
     {"the head under a no-grad guard whose block ends before the loss", R"(
   torch::Tensor forward(torch::Tensor x, torch::Tensor labels) {

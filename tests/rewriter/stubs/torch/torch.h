@@ -197,7 +197,15 @@ namespace c10 { namespace impl {  // c10/core/impl/LocalDispatchKeySet.h
 struct PODLocalDispatchKeySet {};
 void _force_tls_local_dispatch_key_set(PODLocalDispatchKeySet key_set);
 PODLocalDispatchKeySet tls_local_dispatch_key_set();
+struct ForceDispatchKeyGuard {
+  explicit ForceDispatchKeyGuard(PODLocalDispatchKeySet key_set);
+  ~ForceDispatchKeyGuard();
+};
 }}  // namespace c10::impl
+namespace at {  // ATen ops that write an argument their name does not say
+Tensor batch_norm(const Tensor &input, const Tensor &weight, const Tensor &bias, const Tensor &running_mean,
+                  const Tensor &running_var, bool training, double momentum, double eps, bool cudnn_enabled);
+}  // namespace at
 
 namespace torch {
 using namespace at;
