@@ -1,6 +1,7 @@
 // Effect analysis between a site's head and its loss (see effects.h for what counts as a change).
 #include "effects.h"
 
+#include <functional>
 #include <set>
 
 #include "clang/AST/ParentMapContext.h"
@@ -455,30 +456,15 @@ private:
   }
 
   /// The program's classes that a class of the program derived from them holds a mode guard in, each with
-  /// the guard's class. Computed once per finder, over the declarations outside the library's namespaces and headers.
+  /// the guard's class. Computed once per finder, over the program's classes.
   const llvm::DenseMap<const CXXRecordDecl *, std::string> &guardHoldingDerived() const {
     if (DerivedComputed)
       return DerivedHolders;
     DerivedComputed = true;  // while it is computed, classes are judged by their own members and bases
     std::vector<const CXXRecordDecl *> Holders;
-    std::vector<const DeclContext *> Pending{Query.context().getTranslationUnitDecl()};
-    while (!Pending.empty()) {
-      const DeclContext *Context = Pending.back();
-      Pending.pop_back();
-      for (const Decl *Member : Context->decls()) {
-        if (isa<NamespaceDecl, LinkageSpecDecl>(Member) && isLibrary(Member))
-          continue;
-        if (const auto *Template = dyn_cast<ClassTemplateDecl>(Member))
-          for (const ClassTemplateSpecializationDecl *Specialization : Template->specializations())
-            Pending.push_back(Specialization);
-        if (const auto *Record = dyn_cast<CXXRecordDecl>(Member);
-            Record && Record->isThisDeclarationADefinition() && !Record->isDependentType() &&
-            !Record->bases().empty() && !modeGuardHeld(Query.context().getRecordType(Record)).Guard.empty())
-          Holders.push_back(Record);
-        if (const auto *Inner = dyn_cast<DeclContext>(Member); Inner && !isa<ClassTemplateDecl>(Member))
-          Pending.push_back(Inner);
-      }
-    }
+    for (const CXXRecordDecl *Record : programIndex().Classes)
+      if (!Record->bases().empty() && !modeGuardHeld(Query.context().getRecordType(Record)).Guard.empty())
+        Holders.push_back(Record);
     for (const CXXRecordDecl *Holder : Holders) {
       std::string Guard = modeGuardHeld(Query.context().getRecordType(Holder)).Guard;
       Holder->forallBases([&](const CXXRecordDecl *Base) {
@@ -631,10 +617,10 @@ private:
               Found = Outer.change(Statement, "the destructor of `" + Variable->getNameAsString() +
                                                   "` runs between the head and the loss, and may change what the "
                                                   "fused call reads or the mode it runs under");
-            if (!Found && DestroyedBetween && Outer.carriesProgramCode(Variable))
+            if (std::string Code = !Found && DestroyedBetween ? Outer.programCodeCarried(Variable) : "";
+                !Code.empty())
               Found = Outer.change(Statement, "`" + Variable->getNameAsString() +
-                                                  "` is destroyed between the head and the loss, and it holds code of "
-                                                  "the program (a deleter or callback) that its destruction may run");
+                                                  "` is destroyed between the head and the loss, which may run " + Code);
           }
         return !Found;
       }
@@ -645,54 +631,254 @@ private:
     return Visitor.Found;
   }
 
-  /// The object or argument of a library call through which the library may call code of the program: a
-  /// function pointer, a class of the program that can be called (a closure, a comparator: `std::is_sorted(b,
-  /// e, Cmp{})`), or a library object whose type names one among its template arguments
-  /// (`std::map<int, int, Cmp>::count`). Null when none.
-  const Expr *programCallableGiven(const CallExpr *Call, const Expr *Object) const {
-    std::vector<const Expr *> Given;
-    if (Object)
-      Given.push_back(Object);
-    for (const Expr *Argument : Call->arguments())
-      if (Argument != Object)
-        Given.push_back(Argument);
-    for (const Expr *Value : Given)
-      if (callableOfProgram(Value->getType(), 0))
-        return Value;
-    return nullptr;
-  }
-  bool callableOfProgram(QualType Type, int Depth) const {
-    if (Type.isNull() || Depth > 4)
-      return false;
+  // ---- code of the program that library code runs --------------------------------------------------
+
+  /// How library code comes by a value, which decides what of the program's code it may run through it.
+  enum class Reach {
+    Given,         ///< handed the value, perhaps as a library base: it calls what can be called (a callable,
+                   ///< a function pointer, an override of a library virtual function)
+    Instantiated,  ///< its code is instantiated for the value's type (a template argument of the callee or of
+                   ///< a library class): it may also construct, assign, compare, hash, swap and destroy it
+    Destroyed,     ///< the value is destroyed: what its destruction runs (destructors)
+    Held,          ///< kept by a library object, which destroys it and may call it (a deleter, a callback)
+  };
+
+  /// The code of the program that library code may run through a value of Type, named for a refusal ("the
+  /// callable `Cmp`", "`Config`'s copy constructor"), or "" when none. Followed through references,
+  /// pointers, arrays, a library class's template arguments (`std::vector<Config>`, `std::map<K, V, Cmp>`,
+  /// `std::unique_ptr<T, decltype(restore)>`) and, where the library copies or destroys a class of the
+  /// program, its members and bases.
+  std::string programCodeIn(QualType Type, Reach How, int Depth = 0) const {
+    if (Type.isNull() || Type->isDependentType() || Depth > 6)
+      return "";
     Type = Type.getNonReferenceType();
     if (Type->isFunctionPointerType() || Type->isFunctionType())
-      return true;
-    if (Type->isPointerType())
-      return callableOfProgram(Type->getPointeeType(), Depth + 1);
+      return How == Reach::Destroyed ? "" : "a function of the program";
+    if (Type->isPointerType() || Type->isMemberPointerType())
+      return Type->isMemberFunctionPointerType() ? "a member function of the program"
+                                                 : programCodeIn(Type->getPointeeType(), How, Depth + 1);
+    if (const clang::Type *Element = Type->getArrayElementTypeNoTypeQual(); Element && Type->isArrayType())
+      return programCodeIn(QualType(Element, 0), How, Depth + 1);
     const CXXRecordDecl *Record = Type->getAsCXXRecordDecl();
     if (!Record || !(Record = Record->getDefinition()))
-      return false;
-    if (!isLibrary(Record))
-      return isCallable(QualType(Record->getTypeForDecl(), 0));
-    if (const auto *Specialization = dyn_cast<ClassTemplateSpecializationDecl>(Record))
-      for (const TemplateArgument &Argument : Specialization->getTemplateArgs().asArray())
-        if (Argument.getKind() == TemplateArgument::Type && callableOfProgram(Argument.getAsType(), Depth + 1))
-          return true;
-    return false;
+      return "";
+    if (isLibrary(Record)) {
+      // A library class is instantiated for its template arguments; its own code is the library's, but a
+      // class of the program derived from it may override what it calls (`torch::nn::Module` handed over).
+      if (How == Reach::Given)
+        if (auto Overrider = programOverriders().find(Record); Overrider != programOverriders().end())
+          return Overrider->second;
+      if (const auto *Specialization = dyn_cast<ClassTemplateSpecializationDecl>(Record))
+        for (const TemplateArgument &Argument : Specialization->getTemplateArgs().asArray())
+          if (Argument.getKind() == TemplateArgument::Type)
+            if (std::string Code = programCodeIn(Argument.getAsType(), kept(How), Depth + 1); !Code.empty())
+              return Code;
+      return "";
+    }
+    auto Key = std::make_pair(Record, static_cast<int>(How));
+    if (auto Known = CodeMemo.find(Key); Known != CodeMemo.end())
+      return Known->second;
+    CodeMemo[Key] = "";  // a class that holds itself through a pointer is decided by its other members
+    std::string Code = programCodeOfClass(Record, How, Depth);
+    CodeMemo[Key] = Code;
+    return Code;
   }
 
-  /// Whether a variable holds code of the program that the library may run when it is destroyed: its type
-  /// names a closure or a function pointer among its template arguments (`std::unique_ptr<T,
-  /// decltype(restore)>`), or its initialiser hands the library a lambda, a closure or a function of the
-  /// program (`std::shared_ptr<T>(p, restore)`, `torch::from_blob(data, sizes, deleter)`).
-  bool carriesProgramCode(const VarDecl *Variable) const {
-    // Only an object of a class runs code when destroyed; a closure runs its captures' destructors, not
-    // its body.
-    const CXXRecordDecl *Own = Variable->getType()->getAsCXXRecordDecl();
-    if (!Own || Own->isLambda() || Variable->getType()->isReferenceType())
-      return false;
-    if (typeCarriesCode(Variable->getType(), 0))
+  /// How a library class reaches its template arguments: instantiated for them, or, when it is only
+  /// destroyed, keeping them (a deleter it holds is called).
+  static Reach kept(Reach How) {
+    return How == Reach::Given || How == Reach::Instantiated ? Reach::Instantiated : Reach::Held;
+  }
+
+  std::string programCodeOfClass(const CXXRecordDecl *Record, Reach How, int Depth) const {
+    std::string Name = Record->isLambda() ? "a lambda" : "`" + Record->getNameAsString() + "`";
+    // Destroying a callable does not call it; a deleter or callback a library class holds is called.
+    if (How != Reach::Destroyed && isCallable(QualType(Record->getTypeForDecl(), 0)))
+      return Record->isLambda() ? "a lambda" : "the callable " + Name;
+    if (How == Reach::Given || How == Reach::Instantiated)
+      if (auto Override = overrideOfLibrary(Record); !Override.empty())
+        return Override;
+    if (How == Reach::Given)
+      return "";
+    if (const CXXDestructorDecl *Destructor = Record->getDestructor(); programDestructor(Destructor))
+      return Name + "'s destructor";
+    if (How == Reach::Instantiated) {
+      for (const CXXConstructorDecl *Constructor : Record->ctors())
+        if (Constructor->isUserProvided())
+          return Name + "'s constructor";
+      for (const CXXMethodDecl *Method : Record->methods())
+        if (Method->getOverloadedOperator() != OO_None && Method->isUserProvided())
+          return Name + "'s `" + calleeName(Method) + "`";
+      if (auto Operated = programIndex().Operated.find(Record); Operated != programIndex().Operated.end())
+        return Operated->second;
+    }
+    // Copying, comparing or destroying a value copies, compares or destroys its members and bases. A pointer
+    // member is copied, not what it points to.
+    Reach Members = How == Reach::Held ? Reach::Destroyed : How;
+    for (const FieldDecl *Field : Record->fields())
+      if (!Field->getType()->isPointerType() && !Field->getType()->isReferenceType())
+        if (std::string Code = programCodeIn(Field->getType(), Members, Depth + 1); !Code.empty())
+          return Code;
+    for (const CXXBaseSpecifier &Base : Record->bases())
+      if (std::string Code = programCodeIn(Base.getType(), Members, Depth + 1); !Code.empty())
+        return Code;
+    return "";
+  }
+
+  /// A virtual method of the library that Record (a class of the program) or one of its bases of the program
+  /// overrides, named for a refusal; "" when none. (A destructor is not counted: it runs where the value is
+  /// destroyed, which is looked at there.)
+  std::string overrideOfLibrary(const CXXRecordDecl *Record) const {
+    std::function<const CXXMethodDecl *(const CXXMethodDecl *)> Overridden = [&](const CXXMethodDecl *Method) {
+      for (const CXXMethodDecl *Base : Method->overridden_methods())
+        if (isLibrary(Base))
+          return Base;
+        else if (const CXXMethodDecl *Found = Overridden(Base))
+          return Found;
+      return static_cast<const CXXMethodDecl *>(nullptr);
+    };
+    std::string Found;
+    auto Search = [&](const CXXRecordDecl *Class) {
+      if (isLibrary(Class))
+        return true;
+      for (const CXXMethodDecl *Method : Class->methods())
+        if (Method->isUserProvided() && !isa<CXXDestructorDecl>(Method))
+          if (const CXXMethodDecl *Base = Overridden(Method)) {
+            Found = "`" + Method->getQualifiedNameAsString() + "`, which overrides the library's `" +
+                    Base->getQualifiedNameAsString() + "`";
+            return false;
+          }
       return true;
+    };
+    if (Search(Record))
+      Record->forallBases(Search);
+    return Found;
+  }
+
+  /// What the analysis needs of the program's declarations in the translation unit, gathered in one walk:
+  /// its classes, and the code of the program that library code finds for a class by name rather than
+  /// through the class: an `operator<` or `swap` found by argument-dependent lookup. (A specialisation
+  /// `std::hash<Config>` is a callable class of the program named in the container's type.)
+  struct ProgramIndex {
+    std::vector<const CXXRecordDecl *> Classes;
+    llvm::DenseMap<const CXXRecordDecl *, std::string> Operated;
+  };
+  const ProgramIndex &programIndex() const {
+    if (IndexBuilt)
+      return Index;
+    IndexBuilt = true;
+    auto Operate = [&](const CXXRecordDecl *Class, std::string What) {
+      if (Class && (Class = Class->getDefinition()) && !isLibrary(Class))
+        Index.Operated.try_emplace(Class, std::move(What));
+    };
+    auto NoteFunction = [&](const FunctionDecl *Function) {
+      if (isa<CXXMethodDecl>(Function) || isLibrary(Function))
+        return;
+      bool ByName = Function->getOverloadedOperator() != OO_None ||
+                    (Function->getIdentifier() && Function->getName() == "swap");
+      for (const ParmVarDecl *Parameter : Function->parameters())
+        if (ByName)
+          Operate(Parameter->getType().getNonReferenceType()->getAsCXXRecordDecl(),
+                  "the program's `" + calleeName(Function) + "` for `" +
+                      Parameter->getType().getNonReferenceType().getUnqualifiedType().getAsString() + "`");
+    };
+    std::vector<const DeclContext *> Pending{Query.context().getTranslationUnitDecl()};
+    while (!Pending.empty()) {
+      const DeclContext *Context = Pending.back();
+      Pending.pop_back();
+      for (const Decl *Member : Context->decls()) {
+        if (isa<NamespaceDecl, LinkageSpecDecl>(Member) && isLibrary(Member))
+          continue;
+        if (const auto *Friend = dyn_cast<FriendDecl>(Member))
+          if (const auto *Function = dyn_cast_or_null<FunctionDecl>(Friend->getFriendDecl()))
+            NoteFunction(Function);
+        if (const auto *Function = dyn_cast<FunctionDecl>(Member))
+          NoteFunction(Function);
+        if (const auto *Template = dyn_cast<ClassTemplateDecl>(Member))
+          for (const ClassTemplateSpecializationDecl *Specialization : Template->specializations())
+            Pending.push_back(Specialization);
+        if (const auto *Record = dyn_cast<CXXRecordDecl>(Member);
+            Record && Record->isThisDeclarationADefinition() && !Record->isDependentType() && !isLibrary(Record))
+          Index.Classes.push_back(Record);
+        if (const auto *Inner = dyn_cast<DeclContext>(Member); Inner && !isa<ClassTemplateDecl>(Member))
+          Pending.push_back(Inner);
+      }
+    }
+    return Index;
+  }
+
+  /// Each library class that a class of the program derives from and overrides a virtual method of, with
+  /// the override: a value of the library class handed to the library may be the program's.
+  const llvm::DenseMap<const CXXRecordDecl *, std::string> &programOverriders() const {
+    if (OverridersBuilt)
+      return Overriders;
+    OverridersBuilt = true;
+    for (const CXXRecordDecl *Class : programIndex().Classes)
+      if (std::string Override = overrideOfLibrary(Class); !Override.empty())
+        Class->forallBases([&](const CXXRecordDecl *Base) {
+          if (isLibrary(Base))
+            Overriders.try_emplace(Base->getCanonicalDecl()->getDefinition(), Override);
+          return true;
+        });
+    return Overriders;
+  }
+
+  /// The code of the program that a library call or construction may run (through its object, its
+  /// arguments, or the types it is instantiated for), named for a refusal with what brings it; "" when none.
+  std::string programCodeRunBy(const Expr *Node) const {
+    const FunctionDecl *Callee = nullptr;
+    std::vector<const Expr *> Given;
+    std::vector<QualType> Instantiated;
+    if (const auto *Call = dyn_cast<CallExpr>(Node)) {
+      Callee = Call->getDirectCallee();
+      if (!Callee || !isLibrary(Callee) || isLambdaCall(Call) || contains(Effects.Accessors, calleeName(Callee)))
+        return "";
+      if (const auto *Member = dyn_cast<CXXMemberCallExpr>(Call))
+        Given.push_back(Member->getImplicitObjectArgument());
+      for (const Expr *Argument : Call->arguments())
+        Given.push_back(Argument);
+    } else if (const auto *Construct = dyn_cast<CXXConstructExpr>(Node)) {
+      Callee = Construct->getConstructor();
+      if (!Callee || !isLibrary(Callee))
+        return "";
+      Instantiated.push_back(Construct->getType());
+      for (const Expr *Argument : Construct->arguments())
+        Given.push_back(Argument);
+    } else {
+      return "";
+    }
+    if (const TemplateArgumentList *Arguments = Callee->getTemplateSpecializationArgs())
+      for (const TemplateArgument &Argument : Arguments->asArray())
+        if (Argument.getKind() == TemplateArgument::Type)
+          Instantiated.push_back(Argument.getAsType());
+    if (const auto *Method = dyn_cast<CXXMethodDecl>(Callee))
+      Instantiated.push_back(Query.context().getRecordType(Method->getParent()));
+    for (QualType Type : Instantiated)
+      if (std::string Code = programCodeIn(Type, Reach::Instantiated); !Code.empty())
+        return "`" + calleeName(Callee) + "` is instantiated for `" + Type.getAsString() + "`, through which it may run " + Code;
+    for (const Expr *Value : Given)
+      for (const Expr *Seen : {Value, Value->IgnoreParenImpCasts()})  // the object's own class, not the base it is converted to
+        if (std::string Code = programCodeIn(Seen->getType(), Reach::Given); !Code.empty())
+          return "`" + calleeName(Callee) + "` is given `" + Query.text(AstQuery::spelled(Value)) +
+                 "`, through which it may run " + Code;
+    return "";
+  }
+
+  /// The code of the program that a value of Type, kept by a library object, may bring to it: what
+  /// destroying it runs, and a callable or function it is (a deleter, a callback), which the keeper calls.
+  std::string heldCode(QualType Type) const { return programCodeIn(Type, Reach::Held); }
+
+  /// The code of the program that destroying a variable may run, named for a refusal, or "": a destructor of
+  /// the program's classes among what it holds (`std::vector<Config>`), a deleter or callback named in its
+  /// type (`std::unique_ptr<T, decltype(restore)>`), or one its initialiser hands the library
+  /// (`std::shared_ptr<T>(p, restore)`, `torch::from_blob(data, sizes, deleter)`).
+  std::string programCodeCarried(const VarDecl *Variable) const {
+    if (Variable->getType()->isReferenceType())
+      return "";
+    if (std::string Code = programCodeIn(Variable->getType(), Reach::Destroyed); !Code.empty())
+      return Code;
+    if (!Variable->getType()->getAsCXXRecordDecl() || Variable->getType()->getAsCXXRecordDecl()->isLambda())
+      return "";  // only an object of a class keeps what its making was handed
     class Finder : public RecursiveASTVisitor<Finder> {
     public:
       explicit Finder(const InputChangeFinder &Outer) : Outer(Outer) {}
@@ -705,47 +891,32 @@ private:
       bool VisitExpr(Expr *Value) {
         if (Callees.count(Value))
           return true;
-        if (isa<LambdaExpr>(Value) || Outer.typeCarriesCode(Value->getType(), 0))
-          Found = true;
-        if (const auto *Ref = dyn_cast<DeclRefExpr>(Value))
+        if (isa<LambdaExpr>(Value))
+          Found = "a lambda it was made with";
+        else if (std::string Code = Outer.heldCode(Value->getType()); !Code.empty())
+          Found = Code + " it was made with";
+        else if (const auto *Ref = dyn_cast<DeclRefExpr>(Value))
           if (const auto *Function = dyn_cast<FunctionDecl>(Ref->getDecl()); Function && !Outer.isLibrary(Function))
-            Found = true;
-        return !Found;
+            Found = "the program's `" + Function->getNameAsString() + "`, which it was made with";
+        return Found.empty();
       }
       const InputChangeFinder &Outer;
       llvm::DenseSet<const Expr *> Callees;
-      bool Found = false;
+      std::string Found;
     } Visitor(*this);
     if (const Expr *Init = Variable->getInit())
       Visitor.TraverseStmt(const_cast<Expr *>(Init));
     return Visitor.Found;
-  }
-  bool typeCarriesCode(QualType Type, int Depth) const {
-    if (Type.isNull() || Depth > 4)
-      return false;
-    Type = Type.getNonReferenceType();
-    if (Type->isFunctionPointerType() || Type->isFunctionType())
-      return true;
-    const CXXRecordDecl *Record = Type->getAsCXXRecordDecl();
-    if (!Record)
-      return false;
-    if (Record->isLambda())
-      return true;
-    if (const auto *Specialization = dyn_cast<ClassTemplateSpecializationDecl>(Record))
-      for (const TemplateArgument &Argument : Specialization->getTemplateArgs().asArray())
-        if (Argument.getKind() == TemplateArgument::Type && typeCarriesCode(Argument.getAsType(), Depth + 1))
-          return true;
-    return false;
   }
 
   /// Whether Node itself (not its children) may change an input.
   std::optional<InputChange> changeAt(const Stmt *Node) {
     // Between the head and the loss, a mode guard made or a mode switched changes the mode the fused call
     // runs under from the head's.
-    if (const auto *Bound = dyn_cast<CXXBindTemporaryExpr>(Node);
-        Bound && programDestructor(Bound->getTemporary()->getDestructor()))
-      return change(Node, "a temporary `" + Bound->getType().getAsString() +
-                              "` is destroyed between the head and the loss, by a destructor of the program's");
+    if (const auto *Bound = dyn_cast<CXXBindTemporaryExpr>(Node))
+      if (std::string Code = programCodeIn(Bound->getType(), Reach::Destroyed); !Code.empty())
+        return change(Node, "a temporary `" + Bound->getType().getAsString() +
+                                "` is destroyed between the head and the loss, which runs " + Code);
     // A value that holds a guard (an optional, a pointer, a container), used between the two: its reset(),
     // emplace() or destruction switches the mode, and the analysis does not follow it.
     // (Not an implicit conversion: the value it converts is visited too, and named as written.)
@@ -770,6 +941,11 @@ private:
           Callee && isLibrary(Callee) && contains(Effects.ModeSwitches, calleeName(Callee)))
         return change(Node, "`" + displayName(Call) + "` between the head and the loss changes the autograd or "
                                 "autocast mode the fused call would run under");
+    if (const auto *Value = dyn_cast<Expr>(Node))
+      if (const auto *Call = dyn_cast<CallExpr>(Node); !Call || !matchHead(Call, Patterns, Query))
+        if (std::string Code = programCodeRunBy(Value); !Code.empty())
+          return change(Node, Code + ", which may change " + inputs() + " or switch the autograd or autocast mode "
+                                  "the fused call would run under (the analysis does not look into the program's code)");
     if (const auto *Operator = dyn_cast<BinaryOperator>(Node); Operator && Operator->isAssignmentOp())
       return assignment(Node, Operator->getLHS(), Operator->getOpcode() == BO_Assign);
     if (const auto *Operator = dyn_cast<UnaryOperator>(Node); Operator && Operator->isIncrementDecrementOp())
@@ -835,11 +1011,6 @@ private:
       return change(Call, "`" + qualifiedName(Callee) + "` runs code of the program (hooks, autograd Functions or "
                               "kernels it registered), which may change " + inputs() + " or switch the autograd or "
                               "autocast mode the fused call would run under (the analysis does not look into it)");
-    if (Library)
-      if (const Expr *Given = programCallableGiven(Call, Object))
-        return change(Call, "`" + Name + "` is given `" + Query.text(AstQuery::spelled(Given)) +
-                                "`, whose calls (a comparator, a callback) run code of the program, which may change " +
-                                inputs() + " or switch the autograd or autocast mode the fused call would run under");
     if (!Library) {
       if (isLambdaCall(Call) || !Callee || !isa<CXXMethodDecl>(Callee) || !Object ||
           !isa<CXXThisExpr>(Object->IgnoreParenImpCasts())) {
@@ -1119,6 +1290,11 @@ private:
   StorageTypes Types;
   mutable llvm::DenseMap<const CXXRecordDecl *, HeldMode> GuardMemo;
   mutable llvm::DenseMap<const CXXRecordDecl *, std::string> DerivedHolders;
+  mutable llvm::DenseMap<std::pair<const CXXRecordDecl *, int>, std::string> CodeMemo;
+  mutable ProgramIndex Index;
+  mutable bool IndexBuilt = false;
+  mutable llvm::DenseMap<const CXXRecordDecl *, std::string> Overriders;
+  mutable bool OverridersBuilt = false;
   mutable bool DerivedComputed = false;
   std::set<Root> Protected;
   std::set<Root> HoistedRoots;

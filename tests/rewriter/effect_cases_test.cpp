@@ -354,6 +354,60 @@ const Case Cases[] = {
     return F::cross_entropy(logits.view({-1, 32}), labels.view(-1));
   }
 )", Verb::RefusesWith, "inputs-modified"},
+    {"a class of the program with a copy constructor, copied by a vector's push_back between the head and the loss", R"(
+  struct Config { Config(const Config &other); int v; };
+  torch::Tensor forward(torch::Tensor x, const Config &c, torch::Tensor labels) {
+    std::vector<Config> kept;
+    auto logits = lm_head(x);
+    kept.push_back(c);
+    return F::cross_entropy(logits.view({-1, 32}), labels.view(-1));
+  }
+)", Verb::RefusesWith, "inputs-modified"},
+    {"a vector of a class of the program with a copy assignment, assigned between the head and the loss", R"(
+  struct Config { Config &operator=(const Config &other); int v; };
+  torch::Tensor forward(torch::Tensor x, torch::Tensor labels) {
+    std::vector<Config> kept, from;
+    auto logits = lm_head(x);
+    kept = from;
+    return F::cross_entropy(logits.view({-1, 32}), labels.view(-1));
+  }
+)", Verb::RefusesWith, "inputs-modified"},
+    {"std::sort over a class of the program whose operator< is a friend, between the head and the loss", R"(
+#include <algorithm>
+  struct Score { int v; friend bool operator<(const Score &a, const Score &b); };
+  torch::Tensor forward(torch::Tensor x, torch::Tensor labels) {
+    Score scores[4] = {};
+    auto logits = lm_head(x);
+    std::sort(scores, scores + 4);
+    return F::cross_entropy(logits.view({-1, 32}), labels.view(-1));
+  }
+)", Verb::RefusesWith, "inputs-modified"},
+    {"a vector of a class with a destructor of the program ends its block before the loss", R"(
+  struct Tracker { ~Tracker(); };
+  torch::Tensor forward(torch::Tensor x, torch::Tensor labels) {
+    torch::Tensor logits;
+    {
+      std::vector<Tracker> trackers(2);
+      logits = lm_head(x);
+    }
+    return F::cross_entropy(logits.view({-1, 32}), labels.view(-1));
+  }
+)", Verb::RefusesWith, "inputs-modified"},
+    {"a module handed over as the library's base, whose class of the program overrides train, put in eval mode", R"(
+  struct Frozen : torch::nn::Module { void train(bool on) override; };
+  torch::Tensor forward(torch::Tensor x, torch::nn::Module &m, torch::Tensor labels) {
+    auto logits = lm_head(x);
+    m.eval();
+    return F::cross_entropy(logits.view({-1, 32}), labels.view(-1));
+  }
+)", Verb::RefusesWith, "inputs-modified"},
+    {"the vmap nesting level raised between the head and the loss", R"(
+  torch::Tensor forward(torch::Tensor x, torch::Tensor labels) {
+    auto logits = lm_head(x);
+    at::impl::VmapMode::increment_nesting();
+    return F::cross_entropy(logits.view({-1, 32}), labels.view(-1));
+  }
+)", Verb::RefusesWith, "inputs-modified"},
     {"a batch norm in training updates the running statistics it is given: the head's bias", R"(
   torch::Tensor forward(torch::Tensor x, torch::Tensor other, torch::Tensor var, torch::Tensor labels) {
     auto logits = lm_head(x);
@@ -463,6 +517,44 @@ const Case Cases[] = {
   torch::Tensor forward(torch::Tensor x, torch::Tensor labels) {
     std::shared_ptr<void> frozen = std::make_shared<torch::NoGradGuard>();
     auto logits = lmfuse::skip_logits() ? lmfuse::skipped_logits(x, lm_head->weight, "model.cpp:N") : lm_head(x);
+    return lmfuse::enabled()
+        ? lmfuse::linear_cross_entropy(x, lm_head->weight, lm_head->bias, labels, lmfuse::LossOptions()
+            .logits_as_passed({"model.cpp:N", logits, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits.view({-1, 32}); }, {}, labels, [&](const torch::Tensor &lmfuse_labels) { return lmfuse_labels.view(-1); }}))
+        : F::cross_entropy(logits.view({-1, 32}), labels.view(-1));
+  }
+)"},
+    {"a vector of a plain struct of the program (no code of its own) pushed into between the head and the loss", R"(
+  struct Plain { int v; float w; };
+  torch::Tensor forward(torch::Tensor x, const Plain &p, torch::Tensor labels) {
+    std::vector<Plain> kept;
+    auto logits = lm_head(x);
+    kept.push_back(p);
+    return F::cross_entropy(logits.view({-1, 32}), labels.view(-1));
+  }
+)", Verb::RewritesTo, R"(
+  struct Plain { int v; float w; };
+  torch::Tensor forward(torch::Tensor x, const Plain &p, torch::Tensor labels) {
+    std::vector<Plain> kept;
+    auto logits = lmfuse::skip_logits() ? lmfuse::skipped_logits(x, lm_head->weight, "model.cpp:N") : lm_head(x);
+    kept.push_back(p);
+    return lmfuse::enabled()
+        ? lmfuse::linear_cross_entropy(x, lm_head->weight, lm_head->bias, labels, lmfuse::LossOptions()
+            .logits_as_passed({"model.cpp:N", logits, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits.view({-1, 32}); }, {}, labels, [&](const torch::Tensor &lmfuse_labels) { return lmfuse_labels.view(-1); }}))
+        : F::cross_entropy(logits.view({-1, 32}), labels.view(-1));
+  }
+)"},
+    {"a module handed over as the library's base, where no class of the program overrides the library's virtual functions", R"(
+  struct Plain : torch::nn::Module { Plain(); };
+  torch::Tensor forward(torch::Tensor x, torch::nn::Module &m, torch::Tensor labels) {
+    auto logits = lm_head(x);
+    m.eval();
+    return F::cross_entropy(logits.view({-1, 32}), labels.view(-1));
+  }
+)", Verb::RewritesTo, R"(
+  struct Plain : torch::nn::Module { Plain(); };
+  torch::Tensor forward(torch::Tensor x, torch::nn::Module &m, torch::Tensor labels) {
+    auto logits = lmfuse::skip_logits() ? lmfuse::skipped_logits(x, lm_head->weight, "model.cpp:N") : lm_head(x);
+    m.eval();
     return lmfuse::enabled()
         ? lmfuse::linear_cross_entropy(x, lm_head->weight, lm_head->bias, labels, lmfuse::LossOptions()
             .logits_as_passed({"model.cpp:N", logits, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits.view({-1, 32}); }, {}, labels, [&](const torch::Tensor &lmfuse_labels) { return lmfuse_labels.view(-1); }}))

@@ -188,6 +188,13 @@ struct AutoGradMode {
 struct NoGradGuard : AutoGradMode {
   NoGradGuard() : AutoGradMode(false) {}
 };
+namespace impl {  // ATen/VmapMode.h
+struct VmapMode {
+  static int64_t current_vmap_level();
+  static int64_t increment_nesting();
+  static int64_t decrement_nesting();
+};
+}  // namespace impl
 namespace autocast {
 bool is_cpu_enabled();
 void set_cpu_enabled(bool enabled);
@@ -235,7 +242,8 @@ public:
   virtual ~Module() = default;
   template <class M> M register_module(const char *name, M module) { return module; }
   void to(ScalarType type);
-  void train(bool on = true);
+  virtual void train(bool on = true);
+  void eval();
   virtual bool is_training() const noexcept;
 };
 
