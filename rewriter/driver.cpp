@@ -71,6 +71,7 @@ struct Job {
   std::string File;  // canonical
   CompileCommand Command;
   std::vector<std::string> CommandLine;
+  std::string CacheKey;  // frontendKey(); "" when not cached
   TranslationUnitOutcome Outcome;
   bool EditsDropped = false;  // some edit of this unit was not kept: never cache it
 };
@@ -100,6 +101,7 @@ TranslationUnitOutcome analyse(const Job &Unit, const PatternSet &Patterns, cons
   Outcome.FilesRead = std::move(Parse.FilesRead);
   Outcome.ReadDigests = std::move(Parse.ReadDigests);
   Outcome.PathsMissing = std::move(Parse.PathsMissing);
+  Outcome.Aliases = std::move(Parse.Aliases);
   Outcome.Macros = std::move(Parse.Macros);
   if (Parse.HadErrors) {
     {
@@ -236,13 +238,25 @@ DriverResult runDriver(const clang::tooling::CompilationDatabase &Compilations,
                "); lmfuse never guesses flags");
       continue;
     }
-    Job Unit;
-    Unit.File = File;
-    Unit.Command = Commands.front();
-    std::vector<std::string> Dropped;
-    Unit.CommandLine = adjustedCommandLine(Unit.Command, Options, &Dropped);
-    DroppedFlags.insert(Dropped.begin(), Dropped.end());
-    Units.push_back(std::move(Unit));
+    if (llvm::any_of(Commands, [](const CompileCommand &Command) { return Command.CommandLine.empty(); })) {
+      Skip(Input, File, ReasonKind::NoCompileCommand,
+           "the compilation database gives it an empty compile command (no compiler, flags or file)");
+      continue;
+    }
+    // A file the database lists under several commands (two targets, other macros) is a unit under each:
+    // they must agree on its edits as units that share a header do.
+    std::set<std::pair<std::string, std::vector<std::string>>> Distinct;
+    for (const CompileCommand &Command : Commands) {
+      if (!Distinct.insert({Command.Directory, Command.CommandLine}).second)
+        continue;
+      Job Unit;
+      Unit.File = File;
+      Unit.Command = Command;
+      std::vector<std::string> Dropped;
+      Unit.CommandLine = adjustedCommandLine(Unit.Command, Options, &Dropped);
+      DroppedFlags.insert(Dropped.begin(), Dropped.end());
+      Units.push_back(std::move(Unit));
+    }
   }
   if (!DroppedFlags.empty())
     Result.Notes.push_back(droppedFlagsNote(std::vector<std::string>(DroppedFlags.begin(), DroppedFlags.end())));
@@ -255,7 +269,9 @@ DriverResult runDriver(const clang::tooling::CompilationDatabase &Compilations,
     Job &Unit = Units[I];
     std::optional<TranslationUnitOutcome> Cached;
     if (Options.Cache)
-      Cached = Options.Cache->lookup(Unit.Command);
+      Unit.CacheKey = frontendKey(Unit.CommandLine, Unit.Command.Directory);
+    if (!Unit.CacheKey.empty())
+      Cached = Options.Cache->lookup(Unit.CacheKey);
     if (Cached) {
       Unit.Outcome = std::move(*Cached);
       Unit.Outcome.FromCache = true;
@@ -418,10 +434,12 @@ DriverResult runDriver(const clang::tooling::CompilationDatabase &Compilations,
       Result.Units.push_back({Unit.File, Unit.Outcome.Macros});
     AllRead.insert(Unit.Outcome.FilesRead.begin(), Unit.Outcome.FilesRead.end());
     Result.ReadDigests.insert(Unit.Outcome.ReadDigests.begin(), Unit.Outcome.ReadDigests.end());
+    for (const auto &[File, Names] : Unit.Outcome.Aliases)
+      Result.Aliases[File].insert(Names.begin(), Names.end());
     if (Unit.Outcome.FromCache)
       ++Result.CachedTranslationUnits;
-    else if (Options.Cache && !Unit.EditsDropped && !Unit.Outcome.ParseFailed)
-      Options.Cache->store(Unit.Command, Unit.Outcome);
+    else if (Options.Cache && !Unit.CacheKey.empty() && !Unit.EditsDropped && !Unit.Outcome.ParseFailed)
+      Options.Cache->store(Unit.CacheKey, Unit.Outcome);
   }
   Result.FilesRead.assign(AllRead.begin(), AllRead.end());
   std::sort(Result.Units.begin(), Result.Units.end(),

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <map>
+#include <set>
 #include <optional>
 #include <string>
 #include <vector>
@@ -28,18 +29,20 @@ struct TranslationUnitOutcome {
   std::vector<std::string> FilesRead;  ///< every file the parse read, system headers included
   std::map<std::string, std::string> ReadDigests;  ///< what the parse read (ParseOutcome)
   std::vector<std::string> PathsMissing;  ///< every path the parse looked for in vain (ParseOutcome)
+  std::map<std::string, std::set<std::string>> Aliases;  ///< other names of files read (ParseOutcome)
   std::vector<MacroDependence> Macros;    ///< what the files under the edit root name (ParseOutcome)
   bool ParseFailed = false;
   bool FromCache = false;
 };
 
-/// A store of translation-unit outcomes keyed by command line and input contents (see tool/).
-/// Only outcomes whose edits all survived merging and the re-parse check are stored.
+/// A store of translation-unit outcomes keyed by what the parse is given (frontendKey()) and checked
+/// against the contents of what it read (see tool/). Only outcomes whose edits all survived merging and the
+/// re-parse check are stored.
 class TranslationUnitCache {
 public:
   virtual ~TranslationUnitCache() = default;
-  virtual std::optional<TranslationUnitOutcome> lookup(const clang::tooling::CompileCommand &Command) = 0;
-  virtual void store(const clang::tooling::CompileCommand &Command, const TranslationUnitOutcome &Outcome) = 0;
+  virtual std::optional<TranslationUnitOutcome> lookup(llvm::StringRef Key) = 0;
+  virtual void store(llvm::StringRef Key, const TranslationUnitOutcome &Outcome) = 0;
 };
 
 struct DriverOptions {
@@ -75,6 +78,7 @@ struct DriverResult {
   std::vector<std::string> Notes;     ///< things the user should know that changed nothing (dropped flags)
   std::vector<std::string> FilesRead; ///< union over all units, canonical, sorted
   std::map<std::string, std::string> ReadDigests;  ///< what the units' parses read of them (ParseOutcome)
+  std::map<std::string, std::set<std::string>> Aliases;  ///< union over all units (ParseOutcome)
   std::vector<UnitMacros> Units;      ///< every unit that reads a rewritten file, in path order
   unsigned TranslationUnits = 0, CachedTranslationUnits = 0;
 };

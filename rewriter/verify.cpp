@@ -11,7 +11,9 @@
 #include "clang/Frontend/CompilerInstance.h"
 #include "clang/Frontend/FrontendAction.h"
 #include "clang/Frontend/TextDiagnosticPrinter.h"
+#include "clang/Frontend/Utils.h"
 #include "clang/Tooling/Tooling.h"
+#include "llvm/Support/FileSystem.h"
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/Path.h"
 #include "llvm/Support/VirtualFileSystem.h"
@@ -26,34 +28,42 @@ namespace lmfuse::rewriter {
 
 namespace {
 
-// Passes every call through, and remembers each path looked up that does not exist (absolute): the
-// include search's misses, which decide as much as the files it found.
-class MissRecordingFileSystem : public llvm::vfs::ProxyFileSystem {
+// Passes every call through, and remembers the paths looked up (absolute): those that do not exist (the
+// include search's misses, which decide as much as the files it found) and the files found, by the names
+// they were looked up by (a link's name among them).
+class LookupRecordingFileSystem : public llvm::vfs::ProxyFileSystem {
 public:
-  MissRecordingFileSystem(llvm::IntrusiveRefCntPtr<llvm::vfs::FileSystem> Underlying, std::set<std::string> &Missing)
-      : ProxyFileSystem(std::move(Underlying)), Missing(Missing) {}
+  LookupRecordingFileSystem(llvm::IntrusiveRefCntPtr<llvm::vfs::FileSystem> Underlying, std::set<std::string> &Missing,
+                            std::set<std::string> &Found)
+      : ProxyFileSystem(std::move(Underlying)), Missing(Missing), Found(Found) {}
 
   llvm::ErrorOr<llvm::vfs::Status> status(const llvm::Twine &Path) override {
     auto Result = ProxyFileSystem::status(Path);
     if (!Result && Result.getError() == std::errc::no_such_file_or_directory)
-      remember(Path);
+      remember(Path, Missing);
+    else if (Result && Result->isRegularFile())
+      remember(Path, Found);
     return Result;
   }
   llvm::ErrorOr<std::unique_ptr<llvm::vfs::File>> openFileForRead(const llvm::Twine &Path) override {
     auto Result = ProxyFileSystem::openFileForRead(Path);
     if (!Result && Result.getError() == std::errc::no_such_file_or_directory)
-      remember(Path);
+      remember(Path, Missing);
+    else if (Result)
+      remember(Path, Found);
     return Result;
   }
 
 private:
-  void remember(const llvm::Twine &Path) {
+  void remember(const llvm::Twine &Path, std::set<std::string> &Into) {
     llvm::SmallString<256> Absolute;
     Path.toVector(Absolute);
-    if (!makeAbsolute(Absolute))
-      Missing.insert(std::string(Absolute));
+    if (makeAbsolute(Absolute))
+      return;
+    llvm::sys::path::remove_dots(Absolute, /*remove_dot_dot=*/false);
+    Into.insert(std::string(Absolute));
   }
-  std::set<std::string> &Missing;
+  std::set<std::string> &Missing, &Found;
 };
 
 // Prints every diagnostic into a string and remembers the first error, for the audit's detail.
@@ -175,6 +185,31 @@ private:
 
 std::string contentsHash(llvm::StringRef Contents) { return llvm::formatv("{0:x-16}", llvm::xxh3_64bits(Contents)).str(); }
 
+std::string frontendKey(const std::vector<std::string> &CommandLine, llvm::StringRef Directory) {
+  llvm::SmallString<256> Absolute(Directory);
+  if (llvm::sys::fs::make_absolute(Absolute))
+    return "";
+  llvm::sys::path::remove_dots(Absolute, /*remove_dot_dot=*/true);
+  llvm::IntrusiveRefCntPtr<llvm::vfs::FileSystem> Physical(llvm::vfs::createPhysicalFileSystem().release());
+  if (Physical->setCurrentWorkingDirectory(Absolute))
+    return "";
+  std::vector<const char *> Arguments;
+  for (const std::string &Argument : CommandLine)
+    Arguments.push_back(Argument.c_str());
+  auto DiagnosticOptions = llvm::makeIntrusiveRefCnt<clang::DiagnosticOptions>();
+  clang::IgnoringDiagConsumer Silent;
+  clang::CreateInvocationOptions Options;
+  Options.Diags = clang::CompilerInstance::createDiagnostics(DiagnosticOptions.get(), &Silent, /*ShouldOwnClient=*/false);
+  Options.VFS = Physical;
+  std::shared_ptr<clang::CompilerInvocation> Invocation = clang::createInvocation(Arguments, Options);
+  if (!Invocation)
+    return "";
+  std::string Key = std::string(Absolute) + '\n';
+  for (const std::string &Argument : Invocation->getCC1CommandLine())
+    Key += Argument + '\0';
+  return Key;
+}
+
 ParseOutcome parseTranslationUnit(const std::vector<std::string> &CommandLine, llvm::StringRef Directory,
                                   const llvm::StringMap<std::string> &Overlay,
                                   const std::function<void(clang::ASTContext &)> &OnParsed,
@@ -196,8 +231,8 @@ ParseOutcome parseTranslationUnit(const std::vector<std::string> &CommandLine, l
     Outcome.Diagnostics = Outcome.FirstError + "\n";
     return Outcome;
   }
-  std::set<std::string> Missing;
-  auto Recording = llvm::makeIntrusiveRefCnt<MissRecordingFileSystem>(Layers, Missing);
+  std::set<std::string> Missing, Found;
+  auto Recording = llvm::makeIntrusiveRefCnt<LookupRecordingFileSystem>(Layers, Missing, Found);
   auto Files = llvm::makeIntrusiveRefCnt<clang::FileManager>(clang::FileSystemOptions(), Recording);
 
   llvm::raw_string_ostream DiagnosticsOS(Outcome.Diagnostics);
@@ -208,6 +243,10 @@ ParseOutcome parseTranslationUnit(const std::vector<std::string> &CommandLine, l
   Invocation.setDiagnosticConsumer(&Diagnostics);
   bool Succeeded = Invocation.run();
   Outcome.PathsMissing.assign(Missing.begin(), Missing.end());
+  std::set<std::string> Read(Outcome.FilesRead.begin(), Outcome.FilesRead.end());
+  for (const std::string &Name : Found)
+    if (std::string Canonical = canonicalPath(Name, "/"); Canonical != Name && Read.count(Canonical))
+      Outcome.Aliases[Canonical].insert(Name);
   Outcome.Ran = Succeeded || !Outcome.FilesRead.empty();
   if (!Succeeded) {
     Outcome.HadErrors = true;

@@ -6,6 +6,7 @@
 
 #include <functional>
 #include <map>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -31,12 +32,22 @@ struct ParseOutcome {
   /// Absolute paths the parse looked for and did not find (include search, sorted): a file that appears at
   /// one of them (a header that now shadows another) can change the outcome.
   std::vector<std::string> PathsMissing;
+  /// Each file read that the parse found by another name, through a link (`src/model.h` linking to
+  /// `src/impl/model.h`): its canonical path, and those names (absolute). A copy of the file must be found by
+  /// them too.
+  std::map<std::string, std::set<std::string>> Aliases;
   /// With RecordMacros: the macros the program's files name, and their definitions (macro_dependence.h).
   std::vector<MacroDependence> Macros;
 };
 
 /// A fast digest of a file's contents (xxh3-64, hex): equal contents, equal digests.
 std::string contentsHash(llvm::StringRef Contents);
+
+/// What a parse of CommandLine from Directory is given, as text: the absolute directory and the frontend's
+/// arguments as Clang's driver makes them from the command, with everything the driver adds from outside the
+/// command line (the include folders of CPATH and CPLUS_INCLUDE_PATH, the toolchain it finds). Two parses
+/// with equal keys see the same files the same way. "" when the driver rejects the command.
+std::string frontendKey(const std::vector<std::string> &CommandLine, llvm::StringRef Directory);
 
 /// Parses the translation unit of CommandLine (already adjusted to -fsyntax-only) from Directory, seeing
 /// Overlay (canonical path -> contents) in place of the files on disk. OnParsed runs on the AST when the

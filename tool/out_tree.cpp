@@ -171,13 +171,26 @@ OutTreeResult writeOutTree(const rewriter::DriverResult &Result, const std::vect
     Copies[File] = rewriter::rewrittenWithLineDirectives(File, (*Buffer)->getBuffer(), {});
     Digests[File] = rewriter::contentDigest((*Buffer)->getBuffer());
   }
-  for (const auto &[Source, Contents] : Copies) {
-    std::string Target = mirroredPath(Source, Root, OutDir);
+  // A file the parse found by another name (a link to it) is copied under that name too: the copies of the
+  // files that include it by that name must find the copy, not the original beside them.
+  std::vector<std::pair<std::string, std::string>> Placed;  // source, the name its copy takes
+  for (const auto &Copy : Copies) {
+    Placed.push_back({Copy.first, Copy.first});
+    if (auto Names = Result.Aliases.find(Copy.first); Names != Result.Aliases.end())
+      for (const std::string &Name : Names->second)
+        if (!mirroredPath(Name, Root, OutDir).empty() && mirroredPath(Name, OutDir, "/").empty())
+          Placed.push_back({Copy.first, Name});
+  }
+  std::set<std::string> Targets;
+  for (const auto &[Source, Name] : Placed) {
+    const std::string &Contents = Copies[Source];
+    std::string Target = mirroredPath(Name, Root, OutDir);
     if (Target.empty()) {
       Out.Failures.push_back({Source, "not written: " + Source + " lies outside the source root " + Root.str() +
                                           " that --out-dir mirrors (set --edit-root to a folder holding it)"});
       continue;
     }
+    Targets.insert(Target);
     if (Sources.count(Target)) {
       Out.Failures.push_back({Source, "not written: the copy of " + Source + " would overwrite " + Target +
                                           ", a file the translation units read"});
@@ -200,11 +213,8 @@ OutTreeResult writeOutTree(const rewriter::DriverResult &Result, const std::vect
     }
     ++(Changed ? Out.Written : Out.Unchanged);
     // "": relative to Root.
-    Out.Mirrored.push_back({mirroredPath(Source, Root, ""), Digests[Source], rewriter::contentDigest(Contents)});
+    Out.Mirrored.push_back({mirroredPath(Name, Root, ""), Digests[Source], rewriter::contentDigest(Contents)});
   }
-  std::set<std::string> Targets;
-  for (const auto &Copy : Copies)
-    Targets.insert(mirroredPath(Copy.first, Root, OutDir));
   removeOtherCopies(OutDir, Targets, Out);
   return Out;
 }

@@ -2,7 +2,8 @@
 // the sources stay untouched. Rewritten files carry #line directives naming the original file, so compiler
 // errors point at it; every other file under the root that a translation unit read (the inputs, their
 // quoted headers) is copied too, with a `#line 1` naming its original, so `#include "..."` next to a
-// rewritten file keeps finding the same neighbours. Files whose contents would not change are not
+// rewritten file keeps finding the same neighbours; a file the parse found through a link is copied under the
+// link's name as well, so the copies find it by that name. Files whose contents would not change are not
 // rewritten, so the build system sees unchanged timestamps. An existing file that is not such a copy is
 // never replaced (its source gets a write-failed entry), nor is any file a translation unit read. Every copy
 // in place after the run is listed with the SHA-256 of the original contents it was made from (the audit's

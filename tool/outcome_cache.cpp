@@ -24,26 +24,14 @@ std::string hashFile(llvm::StringRef Path) {
   return hashText((*Buffer)->getBuffer());
 }
 
-namespace {
-
-std::string commandKey(const clang::tooling::CompileCommand &Command) {
-  std::string Key = Command.Directory + '\n' + Command.Filename + '\n';
-  for (const std::string &Argument : Command.CommandLine)
-    Key += Argument + '\0';
-  return Key;
-}
-
-}  // namespace
-
-std::string OutcomeCache::entryPath(const std::string &Key) const {
+std::string OutcomeCache::entryPath(llvm::StringRef Key) const {
   llvm::SmallString<256> Path(Directory);
   llvm::sys::path::append(Path, hashText(Key) + ".json");
   return std::string(Path);
 }
 
 std::optional<TranslationUnitOutcome>
-OutcomeCache::lookup(const clang::tooling::CompileCommand &Command) {
-  std::string Key = commandKey(Command);
+OutcomeCache::lookup(llvm::StringRef Key) {
   auto Buffer = llvm::MemoryBuffer::getFile(entryPath(Key));
   if (!Buffer)
     return std::nullopt;
@@ -53,7 +41,7 @@ OutcomeCache::lookup(const clang::tooling::CompileCommand &Command) {
     return std::nullopt;
   }
   const llvm::json::Object *Entry = Document->getAsObject();
-  if (!Entry || Entry->getString("command") != llvm::StringRef(Key) ||
+  if (!Entry || Entry->getString("command") != Key ||
       Entry->getString("fingerprint") != llvm::StringRef(Fingerprint))
     return std::nullopt;
   const llvm::json::Array *Inputs = Entry->getArray("inputs");
@@ -87,6 +75,15 @@ OutcomeCache::lookup(const clang::tooling::CompileCommand &Command) {
       return std::nullopt;
     Outcome.PathsMissing.push_back(Text->str());
   }
+  const llvm::json::Array *Aliases = Entry->getArray("aliases");
+  if (!Aliases)
+    return std::nullopt;
+  for (const llvm::json::Value &Alias : *Aliases) {
+    const llvm::json::Array *Pair = Alias.getAsArray();
+    if (!Pair || Pair->size() != 2 || !(*Pair)[0].getAsString() || !(*Pair)[1].getAsString())
+      return std::nullopt;
+    Outcome.Aliases[(*Pair)[0].getAsString()->str()].insert((*Pair)[1].getAsString()->str());
+  }
   for (const llvm::json::Value &Site : *Sites) {
     auto Record = rewriter::siteFromJson(Site);
     if (!Record) {
@@ -118,9 +115,8 @@ OutcomeCache::lookup(const clang::tooling::CompileCommand &Command) {
   return Outcome;
 }
 
-void OutcomeCache::store(const clang::tooling::CompileCommand &Command, const TranslationUnitOutcome &Outcome) {
-  std::string Key = commandKey(Command);
-  llvm::json::Array Inputs, Absent, Sites, Edits, Macros;
+void OutcomeCache::store(llvm::StringRef Key, const TranslationUnitOutcome &Outcome) {
+  llvm::json::Array Inputs, Absent, Aliases, Sites, Edits, Macros;
   for (const std::string &File : Outcome.FilesRead) {
     // What the parse read, not what the file holds now: an entry never pairs an outcome with contents it
     // was not computed from.
@@ -132,6 +128,9 @@ void OutcomeCache::store(const clang::tooling::CompileCommand &Command, const Tr
   }
   for (const std::string &Path : Outcome.PathsMissing)
     Absent.push_back(Path);
+  for (const auto &[File, Names] : Outcome.Aliases)
+    for (const std::string &Name : Names)
+      Aliases.push_back(llvm::json::Array{File, Name});
   for (const rewriter::SiteRecord &Site : Outcome.Sites)
     Sites.push_back(rewriter::siteToJson(Site));
   for (const rewriter::MacroDependence &Macro : Outcome.Macros)
@@ -146,6 +145,7 @@ void OutcomeCache::store(const clang::tooling::CompileCommand &Command, const Tr
                                                {"main_file", Outcome.MainFile},
                                                {"inputs", std::move(Inputs)},
                                                {"absent", std::move(Absent)},
+                                               {"aliases", std::move(Aliases)},
                                                {"sites", std::move(Sites)},
                                                {"edits", std::move(Edits)},
                                                {"macros", std::move(Macros)}};

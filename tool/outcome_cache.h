@@ -1,6 +1,7 @@
 // The content-hash cache behind --out-dir: a second run over unchanged inputs, patterns and flags takes
 // each translation unit's outcome from disk instead of parsing it again.
-// An entry is keyed by the command (compiler, flags, directory, file) and holds the tool/pattern
+// An entry is keyed by what the parse is given (the frontend's arguments as Clang's driver makes them from
+// the command and its environment, and the absolute directory: rewriter::frontendKey) and holds the tool/pattern
 // fingerprint plus the xxh3 hash of every file the parse read, system headers included, and every path
 // the parse looked for and did not find (so a header that appears earlier on the include path is seen);
 // any difference is a miss. Entries live in <out-dir>/.lmfuse-cache/, one JSON file per command, written atomically.
@@ -19,13 +20,11 @@ public:
   OutcomeCache(std::string Directory, std::string Fingerprint)
       : Directory(std::move(Directory)), Fingerprint(std::move(Fingerprint)) {}
 
-  std::optional<rewriter::TranslationUnitOutcome>
-  lookup(const clang::tooling::CompileCommand &Command) override;
-  void store(const clang::tooling::CompileCommand &Command,
-             const rewriter::TranslationUnitOutcome &Outcome) override;
+  std::optional<rewriter::TranslationUnitOutcome> lookup(llvm::StringRef Key) override;
+  void store(llvm::StringRef Key, const rewriter::TranslationUnitOutcome &Outcome) override;
 
 private:
-  std::string entryPath(const std::string &Key) const;
+  std::string entryPath(llvm::StringRef Key) const;
   std::string Directory;
   std::string Fingerprint;
 };

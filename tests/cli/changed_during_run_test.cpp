@@ -16,19 +16,20 @@ namespace {
 
 using namespace lmfuse::rewriter;
 
-// A cache that stores nothing and, when asked for the unit of Trigger, runs Save: the units are
-// analysed one after another in input order, so Save runs after the earlier units' parses.
+// A cache that stores nothing and, when asked for the unit of Trigger (whose path its key holds), runs
+// Save: the units are analysed one after another in input order, so Save runs after the earlier units'
+// parses.
 class SaveOnLookup : public TranslationUnitCache {
 public:
   SaveOnLookup(std::string Trigger, std::function<void()> Save) : Trigger(std::move(Trigger)), Save(std::move(Save)) {}
-  std::optional<TranslationUnitOutcome> lookup(const clang::tooling::CompileCommand &Command) override {
-    if (Command.Filename == Trigger && Save) {
+  std::optional<TranslationUnitOutcome> lookup(llvm::StringRef Key) override {
+    if (Key.contains(Trigger) && Save) {
       Save();
       Save = nullptr;
     }
     return std::nullopt;
   }
-  void store(const clang::tooling::CompileCommand &, const TranslationUnitOutcome &Outcome) override {
+  void store(llvm::StringRef, const TranslationUnitOutcome &Outcome) override {
     Stored.push_back(Outcome);
   }
   std::vector<TranslationUnitOutcome> Stored;

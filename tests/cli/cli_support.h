@@ -6,6 +6,7 @@
 #include <catch2/catch.hpp>
 
 #include <cstdlib>
+#include <unistd.h>  // environ
 #include <optional>
 #include <string>
 #include <vector>
@@ -140,19 +141,37 @@ struct ToolRun {
   std::string Out, Err;
 };
 
-// Runs the built lmfuse with Arguments from WorkingDir... (the tool resolves relative paths against its
-// own working directory, so tests pass absolute ones).
-ToolRun runLmfuseAt(llvm::StringRef Executable, const std::vector<std::string> &Arguments, unsigned Seconds = 60) {
+// Where and how a run starts: by default in the test's own working directory and environment (the tool
+// resolves relative paths against its working directory, so most tests pass absolute ones).
+struct RunContext {
+  std::string WorkingDir;             ///< "": the test's
+  std::vector<std::string> Variables;  ///< NAME=value added to the test's environment
+};
+
+// Runs Executable with Arguments and captures its exit code and output.
+ToolRun runLmfuseAt(llvm::StringRef Executable, const std::vector<std::string> &Arguments, unsigned Seconds = 60,
+                    const RunContext &Context = {}) {
   llvm::SmallString<256> OutPath, ErrPath;
   REQUIRE(!llvm::sys::fs::createTemporaryFile("lmfuse-cli-out", "txt", OutPath));
   REQUIRE(!llvm::sys::fs::createTemporaryFile("lmfuse-cli-err", "txt", ErrPath));
-  std::vector<llvm::StringRef> Argv{Executable};
-  for (const std::string &Argument : Arguments)
-    Argv.push_back(Argument);
+  // Another working directory through the shell: `cd DIR && exec lmfuse ARGS...`.
+  std::string Program = Context.WorkingDir.empty() ? Executable.str() : "/bin/sh";
+  std::vector<std::string> Words;
+  if (!Context.WorkingDir.empty())
+    Words = {"sh", "-c", "cd \"$0\" && exec \"$@\"", Context.WorkingDir};
+  Words.push_back(Executable.str());
+  Words.insert(Words.end(), Arguments.begin(), Arguments.end());
+  std::vector<llvm::StringRef> Argv(Words.begin(), Words.end());
+  std::vector<std::string> Environment;
+  for (char **Variable = environ; *Variable; ++Variable)
+    Environment.push_back(*Variable);
+  Environment.insert(Environment.end(), Context.Variables.begin(), Context.Variables.end());
+  std::vector<llvm::StringRef> Env(Environment.begin(), Environment.end());
   std::optional<llvm::StringRef> Redirects[] = {std::nullopt, llvm::StringRef(OutPath), llvm::StringRef(ErrPath)};
   std::string Message;
   ToolRun Run;
-  Run.ExitCode = llvm::sys::ExecuteAndWait(Executable, Argv, std::nullopt, Redirects, Seconds, 0, &Message);
+  Run.ExitCode = llvm::sys::ExecuteAndWait(Program, Argv, llvm::ArrayRef<llvm::StringRef>(Env), Redirects, Seconds, 0,
+                                           &Message);
   INFO(Message);
   REQUIRE(Run.ExitCode >= 0);
   Run.Out = readFile(OutPath);
@@ -167,8 +186,8 @@ inline std::string lmfuseUnderTest() {
   return Other && *Other ? Other : LMFUSE_EXECUTABLE;
 }
 
-ToolRun runLmfuse(const std::vector<std::string> &Arguments, unsigned Seconds = 60) {
-  return runLmfuseAt(lmfuseUnderTest(), Arguments, Seconds);
+ToolRun runLmfuse(const std::vector<std::string> &Arguments, unsigned Seconds = 60, const RunContext &Context = {}) {
+  return runLmfuseAt(lmfuseUnderTest(), Arguments, Seconds, Context);
 }
 
 // Flags after `--`: C++17, the stubs, the tree itself.

@@ -343,6 +343,139 @@ TEST_CASE("--out-dir's cache misses when a header appears earlier on the include
   CHECK(countOf(Shadowed.Err, "the shadowing header") >= 1);
 }
 
+// A site whose unit sees WITH_AUX (from <cfg.h>, wherever the include search finds it) is refused; the
+// same source without it is patched.
+std::string sourceWithConfig(const char *Include) {
+  std::string Body = SharedHeader;
+  Body.erase(0, Body.find('\n') + 1);  // "#pragma once"
+  return std::string("#include <torch/torch.h>\n#include ") + Include + "\n" + Body;
+}
+const char *AuxConfig = "#pragma once\n#define WITH_AUX\n";
+
+// What the parse is given comes from more than the command line: the include folders of CPATH and the
+// working directory that relative flags name. A cached outcome made under other ones is not served.
+TEST_CASE("--out-dir's cache misses when the environment or the working directory changes the include path",
+          "[cli]") {
+  SourceTree Tree({{"src/model.cpp", sourceWithConfig("<cfg.h>").c_str()},
+                   {"plain/cfg.h", "#pragma once\n"},
+                   {"aux/cfg.h", AuxConfig},
+                   {"a/inc/cfg.h", "#pragma once\n"},
+                   {"b/inc/cfg.h", AuxConfig}});
+  auto StatusOf = [&] {
+    llvm::json::Value Document = readAudit(Tree.path("audit.json"));
+    const llvm::json::Array &Sites = sitesOf(Document);
+    REQUIRE(Sites.size() == 1);
+    return field(Sites[0], "status");
+  };
+  SECTION("CPATH") {
+    std::vector<std::string> Arguments =
+        withFlags({"--out-dir", Tree.path("out"), "--audit", Tree.path("audit.json"), "--summary",
+                   Tree.path("src/model.cpp")}, Tree);
+    ToolRun Plain = runLmfuse(Arguments, 60, {"", {"CPATH=" + Tree.path("plain")}});
+    INFO(Plain.Err);
+    REQUIRE(Plain.ExitCode == 0);
+    CHECK(StatusOf() == "patched");
+    ToolRun Again = runLmfuse(Arguments, 60, {"", {"CPATH=" + Tree.path("plain")}});
+    CHECK(countOf(Again.Err, "[1/1 translation units from the cache]") == 1);
+    ToolRun Aux = runLmfuse(Arguments, 60, {"", {"CPATH=" + Tree.path("aux")}});
+    INFO(Aux.Err);
+    CHECK(countOf(Aux.Err, "from the cache") == 0);
+    CHECK(StatusOf() == "unmatched");
+    CHECK(countOf(readFile(Tree.path("out/model.cpp")), "lmfuse::") == 0);
+  }
+  SECTION("a relative -I from another working directory") {
+    std::vector<std::string> Arguments =
+        withFlags({"--out-dir", Tree.path("out"), "--audit", Tree.path("audit.json"), "--summary",
+                   Tree.path("src/model.cpp")}, Tree, {"-Iinc"});
+    ToolRun FromA = runLmfuse(Arguments, 60, {Tree.path("a"), {}});
+    INFO(FromA.Err);
+    REQUIRE(FromA.ExitCode == 0);
+    CHECK(StatusOf() == "patched");
+    ToolRun FromB = runLmfuse(Arguments, 60, {Tree.path("b"), {}});
+    INFO(FromB.Err);
+    CHECK(countOf(FromB.Err, "from the cache") == 0);
+    CHECK(StatusOf() == "unmatched");
+  }
+}
+
+// A database may list one source under several commands (two targets, one with another macro): the file is
+// one unit per command, and they must agree on its edits, as units that share a header must.
+TEST_CASE("a source the database lists under two commands is analysed under both", "[cli][database]") {
+  const std::string Source = sourceWithConfig("\"cfg.h\"");
+  SourceTree Tree({{"model.cpp", Source.c_str()}, {"cfg.h", "#pragma once\n"}});
+  SECTION("they disagree, in either order: edit-conflict, the source untouched, exit 1") {
+    auto Order = GENERATE(0, 1);
+    std::vector<std::pair<std::string, std::string>> Commands{{"model.cpp", ""}, {"model.cpp", "-DWITH_AUX"}};
+    if (Order)
+      std::swap(Commands[0], Commands[1]);
+    std::string Build = writeCompileCommands(Tree, Commands);
+    ToolRun Run = runLmfuse({"--in-place", "-p", Build, "--audit", Tree.path("audit.json"), Tree.path("model.cpp")});
+    INFO(Run.Err);
+    CHECK(Run.ExitCode == 1);
+    CHECK(Tree.read("model.cpp") == Source);
+    llvm::json::Value Document = readAudit(Tree.path("audit.json"));
+    const llvm::json::Array &Sites = sitesOf(Document);
+    REQUIRE(Sites.size() == 1);
+    CHECK(field(Sites[0], "status") == "failed");
+    CHECK(field(Sites[0], "reason") == "edit-conflict");
+  }
+  SECTION("they agree: patched once") {
+    std::string Build = writeCompileCommands(Tree, {{"model.cpp", ""}, {"model.cpp", "-DOTHER_TARGET"}});
+    ToolRun Run = runLmfuse({"--in-place", "-p", Build, "--audit", Tree.path("audit.json"), Tree.path("model.cpp")});
+    INFO(Run.Err);
+    CHECK(Run.ExitCode == 0);
+    llvm::json::Value Document = readAudit(Tree.path("audit.json"));
+    const llvm::json::Array &Sites = sitesOf(Document);
+    REQUIRE(Sites.size() == 1);
+    CHECK(field(Sites[0], "status") == "patched");
+    CHECK(countOf(Tree.read("model.cpp"), "lmfuse::linear_cross_entropy") == 1);
+  }
+}
+
+TEST_CASE("an empty compile command in the database is a skip that names it, not a compile error",
+          "[cli][database]") {
+  SourceTree Tree({{"model.cpp", ModelSource}});
+  auto Entry = GENERATE(std::string("\"arguments\": []"), std::string("\"command\": \"\""));
+  Tree.write("build/compile_commands.json", "[{\"directory\": \"" + Tree.Root + "\", \"file\": \"" +
+                                                Tree.path("model.cpp") + "\", " + Entry + "}]");
+  ToolRun Run = runLmfuse({"-p", Tree.path("build"), "--audit", Tree.path("audit.json"), Tree.path("model.cpp")});
+  INFO(Run.Err);
+  CHECK(Run.ExitCode == 2);
+  CHECK(countOf(Run.Err, "empty compile command") >= 1);
+  CHECK(countOf(Run.Err, "no input files") == 0);
+  llvm::json::Value Document = readAudit(Tree.path("audit.json"));
+    const llvm::json::Array &Sites = sitesOf(Document);
+  REQUIRE(Sites.size() == 1);
+  CHECK(field(Sites[0], "reason") == "no-compile-command");
+}
+
+// A header the parse found through a link (src/model.h -> impl/model_impl.h) is included by that name: the
+// mirror must hold the rewritten copy under it too, or the copies would compile the original beside them.
+TEST_CASE("--out-dir copies a file found through a link under the link's name too", "[cli][writes]") {
+  std::string Header = SharedHeader;
+  SourceTree Tree({{"src/impl/model_impl.h", Header.c_str()},
+                   {"src/main.cpp", "#include <torch/torch.h>\n#include \"model.h\"\nint main() { return 0; }\n"}});
+  REQUIRE(!llvm::sys::fs::create_link("impl/model_impl.h", Tree.path("src/model.h")));
+  for (const char *Run : {"parsed", "from the cache"}) {
+    INFO(Run);
+    ToolRun Tool = runLmfuse(withFlags({"--out-dir", Tree.path("out"), "--audit", Tree.path("audit.json"),
+                                        Tree.path("src/main.cpp")}, Tree));
+    INFO(Tool.Err);
+    REQUIRE(Tool.ExitCode == 0);
+    llvm::json::Value Document = readAudit(Tree.path("audit.json"));
+    const llvm::json::Array &Sites = sitesOf(Document);
+    REQUIRE(Sites.size() == 1);
+    CHECK(field(Sites[0], "status") == "patched");
+    // Mirrored from src/: the copy the main file's copy includes, and the one at the header's own path.
+    for (const char *Copy : {"out/model.h", "out/impl/model_impl.h"}) {
+      INFO(Copy);
+      REQUIRE(fileExists(Tree.path(Copy)));
+      CHECK(countOf(readFile(Tree.path(Copy)), "lmfuse::linear_cross_entropy") == 1);
+    }
+    CHECK(Tree.read("src/impl/model_impl.h") == Header);
+  }
+}
+
 TEST_CASE("--edit-root: nothing is written outside it", "[cli]") {
   SourceTree Tree({{"src/model.cpp", ModelSource}, {"elsewhere/keep.txt", ""}});
   std::string Audit = Tree.path("audit.json");
