@@ -14,6 +14,7 @@
 #include <pthread.h>
 #include <sys/ioctl.h>
 #include <sys/stat.h>
+#include <sys/xattr.h>
 #include <unistd.h>
 
 #include "llvm/ADT/SmallString.h"
@@ -66,6 +67,29 @@ private:
 void holdTemporaryForTesting() {
   if (const char *Milliseconds = std::getenv("LMFUSE_TEST_HOLD_TEMPORARY_MS"))
     std::this_thread::sleep_for(std::chrono::milliseconds(std::atoi(Milliseconds)));
+}
+
+// Gives the file open as FD the extended attributes of the file at Path (user attributes, POSIX ACLs,
+// security labels), which a rename over it would otherwise drop. "" on success, else what could not be kept.
+std::string copyExtendedAttributes(const char *Path, int FD) {
+  ssize_t Size = ::listxattr(Path, nullptr, 0);
+  if (Size < 0)
+    return errno == ENOTSUP ? "" : "cannot list the original's extended attributes: " + std::string(std::strerror(errno));
+  std::string Names(size_t(Size), '\0');
+  Size = ::listxattr(Path, Names.data(), Names.size());
+  if (Size < 0)
+    return "cannot list the original's extended attributes: " + std::string(std::strerror(errno));
+  Names.resize(size_t(Size));
+  for (size_t Start = 0; Start < Names.size();) {
+    const char *Name = Names.c_str() + Start;
+    Start += std::strlen(Name) + 1;
+    ssize_t Length = ::getxattr(Path, Name, nullptr, 0);
+    std::string Value(Length > 0 ? size_t(Length) : 0, '\0');
+    if (Length < 0 || (Length > 0 && (Length = ::getxattr(Path, Name, Value.data(), Value.size())) < 0) ||
+        ::fsetxattr(FD, Name, Value.data(), size_t(Length), 0) != 0)
+      return "cannot keep the original's extended attribute " + std::string(Name) + ": " + std::strerror(errno);
+  }
+  return "";
 }
 
 }  // namespace
@@ -130,6 +154,8 @@ llvm::Error writeFileAtomically(llvm::StringRef PathRef, llvm::StringRef Content
       (void)!::fchown(FD, uid_t(-1), Original.st_gid);  // a group the user belongs to still can be kept
     if (::fchmod(FD, Original.st_mode & 07777) != 0)
       return Discard("cannot give the temporary file the original's mode: " + Errno());
+    if (std::string Lost = copyExtendedAttributes(Path.c_str(), FD); !Lost.empty())
+      return Discard(Lost);
   }
   for (const char *Data = Contents.data(), *End = Data + Contents.size(); Data < End;) {
     ssize_t Written = ::write(FD, Data, size_t(End - Data));

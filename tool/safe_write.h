@@ -5,7 +5,8 @@
 //   - the temporary is removed on every failure (a full disk included) and, through LLVM's signal
 //     handlers, on SIGINT/SIGTERM/SIGHUP while it exists;
 //   - an existing target keeps its mode, owner and group (fchmod/fchown on the temporary before the
-//     rename; an owner or group the process may not set is left as the process makes it);
+//     rename; an owner or group the process may not set is left as the process makes it) and its extended
+//     attributes (user attributes, POSIX ACLs, security labels; one that cannot be kept stops the write);
 //   - a target that is not a regular file, is read-only (no owner write bit, or not writable by this
 //     process), is immutable or append-only (chattr +i/+a), or has several hard links is refused before
 //     anything is written: replacing it would either defeat its protection or give it a new inode that the

@@ -10,6 +10,7 @@
 #include <thread>
 
 #include <sys/stat.h>
+#include <sys/xattr.h>
 #include <unistd.h>
 
 namespace {
@@ -506,10 +507,14 @@ TEST_CASE("paths with spaces, quotes and a newline: #line copies compile, the di
 // Writes
 // ---------------------------------------------------------------------------------------------------
 
-TEST_CASE("--in-place keeps the file's mode, owner and group", "[cli][writes]") {
+TEST_CASE("--in-place keeps the file's mode, owner, group and extended attributes", "[cli][writes]") {
   SourceTree Tree({{"model.cpp", ModelSource}});
   std::string Path = Tree.path("model.cpp");
   REQUIRE(::chmod(Path.c_str(), 0750) == 0);
+  const std::string Origin = "checked out from review 1234";
+  bool Attributes = ::setxattr(Path.c_str(), "user.origin", Origin.data(), Origin.size(), 0) == 0;
+  if (!Attributes)
+    WARN("the temporary folder's file system takes no user attributes: they are not checked");
   bool AsRoot = ::geteuid() == 0;
   if (AsRoot)
     REQUIRE(::chown(Path.c_str(), 1, 1) == 0);
@@ -520,6 +525,11 @@ TEST_CASE("--in-place keeps the file's mode, owner and group", "[cli][writes]") 
   REQUIRE(::stat(Path.c_str(), &After) == 0);
   CHECK(countOf(Tree.read("model.cpp"), "lmfuse::linear_cross_entropy(") == 1);
   CHECK((After.st_mode & 07777) == 0750);
+  if (Attributes) {
+    char Value[64] = {};
+    CHECK(::getxattr(Path.c_str(), "user.origin", Value, sizeof Value) == ssize_t(Origin.size()));
+    CHECK(std::string(Value) == Origin);
+  }
   if (AsRoot) {
     CHECK(After.st_uid == 1);
     CHECK(After.st_gid == 1);
