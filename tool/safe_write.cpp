@@ -12,6 +12,7 @@
 #include <fcntl.h>
 #include <linux/fs.h>
 #include <pthread.h>
+#include <sys/file.h>
 #include <sys/ioctl.h>
 #include <sys/stat.h>
 #include <sys/xattr.h>
@@ -67,6 +68,33 @@ private:
 void holdTemporaryForTesting() {
   if (const char *Milliseconds = std::getenv("LMFUSE_TEST_HOLD_TEMPORARY_MS"))
     std::this_thread::sleep_for(std::chrono::milliseconds(std::atoi(Milliseconds)));
+}
+
+constexpr llvm::StringLiteral kTemporaryMark = ".lmfuse-tmp-";
+
+// Removes the temporaries beside Path that a run killed while writing it left (SIGKILL, a power cut: no
+// handler runs). A writer holds a lock on its temporary from its creation to its rename, so one that
+// nobody holds is abandoned; a writer that finds its new temporary removed before it got the lock makes
+// another.
+void removeAbandonedTemporaries(llvm::StringRef Path) {
+  llvm::SmallString<256> Folder(llvm::sys::path::parent_path(Path));
+  if (Folder.empty())
+    Folder = ".";
+  std::string Prefix = (llvm::sys::path::filename(Path) + kTemporaryMark).str();
+  std::error_code EC;
+  for (llvm::sys::fs::directory_iterator It(Folder, EC), End; It != End && !EC; It.increment(EC)) {
+    const std::string &Candidate = It->path();
+    if (!llvm::sys::path::filename(Candidate).starts_with(Prefix))
+      continue;
+    int FD = ::open(Candidate.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+    if (FD < 0)
+      continue;
+    struct stat Held, Named;
+    if (::flock(FD, LOCK_EX | LOCK_NB) == 0 && ::fstat(FD, &Held) == 0 && S_ISREG(Held.st_mode) &&
+        ::lstat(Candidate.c_str(), &Named) == 0 && Held.st_ino == Named.st_ino && Held.st_dev == Named.st_dev)
+      ::unlink(Candidate.c_str());
+    ::close(FD);
+  }
 }
 
 // Gives the file open as FD the extended attributes of the file at Path (user attributes, POSIX ACLs,
@@ -128,21 +156,36 @@ llvm::Error writeFileAtomically(llvm::StringRef PathRef, llvm::StringRef Content
   struct stat Original;
   bool Exists = ::stat(Path.c_str(), &Original) == 0;
 
+  removeAbandonedTemporaries(Path);
   llvm::SmallString<256> Model(Path);
-  Model += ".lmfuse-tmp-%%%%%%";
+  Model += kTemporaryMark;
+  Model += "%%%%%%";
   llvm::SmallString<256> Temporary;
-  int FD = -1;
-  {
+  int FD = -1, Lock = -1;  // Lock: a descriptor of its own, held until the rename (FD is closed before it)
+  for (int Attempt = 0; Lock < 0; ++Attempt) {
     SignalsBlocked Blocked;
     if (std::error_code EC = llvm::sys::fs::createUniqueFile(Model, FD, Temporary, llvm::sys::fs::OF_None,
                                                              llvm::sys::fs::all_read | llvm::sys::fs::all_write))
       return Failure("cannot create a temporary file beside it: " + EC.message());
-    llvm::sys::RemoveFileOnSignal(Temporary);
+    Lock = ::open(Temporary.c_str(), O_RDONLY | O_CLOEXEC);
+    struct stat Made;
+    if (Lock >= 0 && ::flock(Lock, LOCK_EX) == 0 && ::fstat(Lock, &Made) == 0 && Made.st_nlink > 0) {
+      llvm::sys::RemoveFileOnSignal(Temporary);
+      break;
+    }
+    // Removed as abandoned by another run between its creation and the lock (or not lockable): another.
+    if (Lock >= 0)
+      ::close(Lock);
+    Lock = -1;
+    ::close(FD);
+    if (Attempt == 8)
+      return Failure("cannot hold a temporary file beside it: another run keeps removing them");
   }
   auto Discard = [&](const llvm::Twine &Why) {
     if (FD >= 0)
       ::close(FD);
     ::unlink(Temporary.c_str());
+    ::close(Lock);
     llvm::sys::DontRemoveFileOnSignal(Temporary);
     return Failure(Why);
   };
@@ -180,6 +223,7 @@ llvm::Error writeFileAtomically(llvm::StringRef PathRef, llvm::StringRef Content
   }
   if (::rename(Temporary.c_str(), Path.c_str()) != 0)
     return Discard(Errno());
+  ::close(Lock);
   llvm::sys::DontRemoveFileOnSignal(Temporary);
   // The rename itself reaches the disk with the folder's entry.
   llvm::SmallString<256> Folder = llvm::sys::path::parent_path(Path);

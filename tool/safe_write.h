@@ -3,7 +3,9 @@
 //   - the contents go to a temporary file in the target's folder (`<name>.lmfuse-tmp-XXXXXX`); every
 //     write(2), the fsync(2) and the close(2) are checked, and only then is it renamed over the target;
 //   - the temporary is removed on every failure (a full disk included) and, through LLVM's signal
-//     handlers, on SIGINT/SIGTERM/SIGHUP while it exists;
+//     handlers, on SIGINT/SIGTERM/SIGHUP while it exists; one a run killed outright left (SIGKILL, a power
+//     cut) is removed by the next write of that target: a writer holds a lock (flock) on its temporary
+//     until the rename, so a temporary nobody holds is abandoned;
 //   - an existing target keeps its mode, owner and group (fchmod/fchown on the temporary before the
 //     rename; an owner or group the process may not set is left as the process makes it) and its extended
 //     attributes (user attributes, POSIX ACLs, security labels; one that cannot be kept stops the write);

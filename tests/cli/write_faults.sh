@@ -7,7 +7,9 @@
 #   1c. a file-size limit (ulimit -f): reported like a full disk, not a crash;
 #   2. an immutable source (chattr +i; skipped where the file system or the user cannot set it);
 #   3. SIGINT and SIGTERM while a temporary exists, with -j 2 (LMFUSE_TEST_HOLD_TEMPORARY_MS holds each
-#      complete temporary before its rename, so the signal lands while it exists).
+#      complete temporary before its rename, so the signal lands while it exists);
+#   4. SIGKILL while a temporary exists: the next write of that target removes it, but not one a live
+#      writer holds.
 #   write_faults.sh <lmfuse> <stub include folder>
 set -uo pipefail
 lmfuse=$1 stubs=$2
@@ -145,6 +147,37 @@ for signal in INT TERM; do
   done
 done
 echo "signals: checked"
+
+# 4. SIGKILL while a temporary exists: no handler runs, so it stays; the next write of that target removes
+# it, and leaves one that a live writer holds (here `flock`, holding the lock as a writer does).
+dir="$work/kill"
+model "$dir/model.cpp"
+cp "$dir/model.cpp" "$work/kill.orig"
+LMFUSE_TEST_HOLD_TEMPORARY_MS=5000 "$lmfuse" --in-place "$dir/model.cpp" "${flags[@]}" >/dev/null 2>&1 &
+pid=$!
+for _ in $(seq 300); do
+  [[ -n $(find "$dir" -name '*.lmfuse-tmp-*' 2>/dev/null) ]] && break
+  sleep 0.05
+done
+kill -KILL "$pid"
+wait "$pid" 2>/dev/null
+cmp -s "$dir/model.cpp" "$work/kill.orig" || fail "SIGKILL: the source changed"
+[[ -n $(find "$dir" -name '*.lmfuse-tmp-*') ]] || fail "SIGKILL: no temporary was left to remove (the test did not kill a write)"
+echo 'held by a live writer' >"$dir/model.cpp.lmfuse-tmp-held00"
+flock -x "$dir/model.cpp.lmfuse-tmp-held00" sleep 30 >/dev/null 2>&1 &
+holder=$!
+for _ in $(seq 100); do flock -n -x "$dir/model.cpp.lmfuse-tmp-held00" true || break; sleep 0.05; done
+"$lmfuse" --in-place "$dir/model.cpp" "${flags[@]}" >/dev/null 2>"$work/err.txt"
+status=$?
+[[ $status == 0 ]] || fail "after SIGKILL: exit $status, expected 0: $(cat "$work/err.txt")"
+grep -q 'lmfuse::linear_cross_entropy' "$dir/model.cpp" || fail "after SIGKILL: the source was not rewritten"
+left=$(find "$dir" -name '*.lmfuse-tmp-*' ! -name '*.lmfuse-tmp-held00')
+[[ -z $left ]] || fail "after SIGKILL: the abandoned temporary is still there: $left"
+[[ -e $dir/model.cpp.lmfuse-tmp-held00 ]] || fail "after SIGKILL: a temporary a live writer holds was removed"
+pkill -P "$holder" 2>/dev/null
+kill "$holder" 2>/dev/null
+wait "$holder" 2>/dev/null
+echo "SIGKILL: checked"
 
 [[ $failures == 0 ]] || exit 1
 echo "write faults: all checked"
