@@ -323,9 +323,15 @@ private:
     return true;
   }
 
+  /// A library call of the rule set's fresh results that returns a tensor by value: `operator*` of an
+  /// optional or a pointer, or an iterator's `operator-`, share the name and return what they refer to.
   bool isFreshResult(const CallExpr *Call) const {
     const FunctionDecl *Callee = Call->getDirectCallee();
-    return Callee && isLibrary(Callee) && contains(Effects.FreshResults, calleeName(Callee));
+    if (!Callee || !isLibrary(Callee) || !contains(Effects.FreshResults, calleeName(Callee)))
+      return false;
+    QualType Result = Callee->getReturnType();
+    const CXXRecordDecl *Record = Result->isReferenceType() ? nullptr : Result->getAsCXXRecordDecl();
+    return Record && isTensorType(Record);
   }
 
   // ---- where: from the head to the loss ------------------------------------------------------------
@@ -474,6 +480,12 @@ private:
     }
     GuardMemo.clear();  // judged before the bases were known
     return DerivedHolders;
+  }
+
+  /// Whether a library class holds code of the program without naming it in its type, and runs it (the rule
+  /// set's `code_holders`).
+  bool isCodeHolder(const CXXRecordDecl *Record) const {
+    return Record->getIdentifier() && isLibrary(Record) && contains(Effects.CodeHolders, Record->getName().str());
   }
 
   /// Whether a library class hides the type of what it holds: one the rule set lists (`std::any`,
@@ -663,6 +675,8 @@ private:
     if (!Record || !(Record = Record->getDefinition()))
       return "";
     if (isLibrary(Record)) {
+      if (isCodeHolder(Record))
+        return "a `" + Record->getName().str() + "`, which runs the code it holds (the program's, perhaps)";
       // A library class is instantiated for its template arguments; its own code is the library's, but a
       // class of the program derived from it may override what it calls (`torch::nn::Module` handed over).
       if (How == Reach::Given)
@@ -712,15 +726,21 @@ private:
       if (auto Operated = programIndex().Operated.find(Record); Operated != programIndex().Operated.end())
         return Operated->second;
     }
-    // Copying, comparing or destroying a value copies, compares or destroys its members and bases. A pointer
-    // member is copied, not what it points to.
-    Reach Members = How == Reach::Held ? Reach::Destroyed : How;
+    return programCodeOfMembers(Record, How == Reach::Held ? Reach::Destroyed : How, Depth);
+  }
+
+  /// The code of the program that making, copying, comparing or destroying a value of Record runs through
+  /// its members and bases (what its implicit special members call). A pointer member is copied, not what
+  /// it points to.
+  std::string programCodeOfMembers(const CXXRecordDecl *Record, Reach How, int Depth = 0) const {
+    if (!(Record = Record->getDefinition()))
+      return "";
     for (const FieldDecl *Field : Record->fields())
       if (!Field->getType()->isPointerType() && !Field->getType()->isReferenceType())
-        if (std::string Code = programCodeIn(Field->getType(), Members, Depth + 1); !Code.empty())
+        if (std::string Code = programCodeIn(Field->getType(), How, Depth + 1); !Code.empty())
           return Code;
     for (const CXXBaseSpecifier &Base : Record->bases())
-      if (std::string Code = programCodeIn(Base.getType(), Members, Depth + 1); !Code.empty())
+      if (std::string Code = programCodeIn(Base.getType(), How, Depth + 1); !Code.empty())
         return Code;
     return "";
   }
@@ -831,7 +851,14 @@ private:
     std::vector<QualType> Instantiated;
     if (const auto *Call = dyn_cast<CallExpr>(Node)) {
       Callee = Call->getDirectCallee();
-      if (!Callee || !isLibrary(Callee) || isLambdaCall(Call) || contains(Effects.Accessors, calleeName(Callee)))
+      if (!Callee || !isLibrary(Callee) || isLambdaCall(Call))
+        return "";
+      // A method of a class that holds code of the program without naming it (a deferred future's `get()`).
+      if (const auto *Method = dyn_cast<CXXMethodDecl>(Callee); Method && isCodeHolder(Method->getParent()))
+        return "`" + calleeName(Callee) + "` is called on a `" + Method->getParent()->getName().str() +
+               "`, which runs the code it holds (the program's, perhaps)";
+      // Access to what an object holds runs none of it.
+      if (contains(Effects.Accessors, calleeName(Callee)))
         return "";
       if (const auto *Member = dyn_cast<CXXMemberCallExpr>(Call))
         Given.push_back(Member->getImplicitObjectArgument());
@@ -935,12 +962,27 @@ private:
         return change(Node, "it constructs a `" + Construct->getType().getAsString() +
                                 "`, whose constructor may switch the autograd or autocast mode (the analysis does "
                                 "not look into the program's code)");
+      // An implicit constructor of the program's class runs its members' and bases' constructors.
+      if (const CXXConstructorDecl *Constructor = Construct->getConstructor();
+          Constructor && !Constructor->isUserProvided() && !isLibrary(Constructor))
+        if (std::string Code = programCodeOfMembers(Constructor->getParent(), Reach::Instantiated); !Code.empty())
+          return change(Node, "it constructs a `" + Construct->getType().getAsString() + "`, which runs " + Code +
+                                  " (the analysis does not look into the program's code)");
     }
     if (const auto *Call = dyn_cast<CallExpr>(Node))
       if (const FunctionDecl *Callee = Call->getDirectCallee();
           Callee && isLibrary(Callee) && contains(Effects.ModeSwitches, calleeName(Callee)))
         return change(Node, "`" + displayName(Call) + "` between the head and the loss changes the autograd or "
                                 "autocast mode the fused call would run under");
+    // An operator of the program (`a = b`, `acc += x` on a class of the program) is a call of its code, not a
+    // rebinding; an implicit one runs its members' and bases' operators.
+    if (const auto *Operator = dyn_cast<CXXOperatorCallExpr>(Node))
+      if (const FunctionDecl *Callee = Operator->getDirectCallee(); Callee && !isLibrary(Callee)) {
+        const auto *Method = dyn_cast<CXXMethodDecl>(Callee);
+        if (!Callee->isDefaulted() ||
+            (Method && !programCodeOfMembers(Method->getParent(), Reach::Instantiated).empty()))
+          return call(Operator);
+      }
     if (const auto *Value = dyn_cast<Expr>(Node))
       if (const auto *Call = dyn_cast<CallExpr>(Node); !Call || !matchHead(Call, Patterns, Query))
         if (std::string Code = programCodeRunBy(Value); !Code.empty())

@@ -224,6 +224,7 @@ template <> struct MappingTraits<EffectPatterns> {
     Io.mapRequired("library_namespaces", P.LibraryNamespaces);
     Io.mapOptional("writers", P.Writers);
     Io.mapOptional("program_code_calls", P.ProgramCodeCalls);
+    Io.mapOptional("code_holders", P.CodeHolders);
     Io.mapOptional("writing_options", P.WritingOptions);
     Io.mapOptional("accessors", P.Accessors);
     Io.mapOptional("fresh_results", P.FreshResults);

@@ -144,6 +144,11 @@ struct EffectPatterns {
   /// an operator whose kernel the program registered), by qualified name, a class template's methods by
   /// the template's: between the head and the loss, each counts as a call of the program's code.
   std::vector<std::string> ProgramCodeCalls;
+  /// Library classes that hold code of the program without naming it in their type and run it
+  /// (`SequentialImpl` and `AnyModule` run the modules they hold, `std::future` of a deferred `std::async`
+  /// runs its function in `get()`, `std::thread` is joined): a value of one used, handed over or destroyed
+  /// between the head and the loss counts as a call of the program's code.
+  std::vector<std::string> CodeHolders;
   /// Non-const methods that only hand out access to what an object holds (`operator->`, `value`).
   std::vector<std::string> Accessors;
   /// Library calls whose result never shares storage with their tensor arguments.

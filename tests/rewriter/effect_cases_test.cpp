@@ -408,6 +408,66 @@ const Case Cases[] = {
     return F::cross_entropy(logits.view({-1, 32}), labels.view(-1));
   }
 )", Verb::RefusesWith, "inputs-modified"},
+    {"an assignment operator of the program's class, called between the head and the loss", R"(
+  struct Acc { Acc &operator=(const Acc &other); int v; };
+  torch::Tensor forward(torch::Tensor x, torch::Tensor labels) {
+    Acc a, b;
+    auto logits = lm_head(x);
+    a = b;
+    return F::cross_entropy(logits.view({-1, 32}), labels.view(-1));
+  }
+)", Verb::RefusesWith, "inputs-modified"},
+    {"a compound assignment operator of the program (a friend), called between the head and the loss", R"(
+  struct Acc { int v; friend Acc &operator+=(Acc &a, int b); };
+  torch::Tensor forward(torch::Tensor x, torch::Tensor labels) {
+    Acc a{0};
+    auto logits = lm_head(x);
+    a += 1;
+    return F::cross_entropy(logits.view({-1, 32}), labels.view(-1));
+  }
+)", Verb::RefusesWith, "inputs-modified"},
+    {"a class whose member has a copy constructor of the program, copied between the head and the loss", R"(
+  struct Timer { Timer(); Timer(const Timer &other); };
+  struct Record { Timer t; int step; };
+  torch::Tensor forward(torch::Tensor x, const Record &last, torch::Tensor labels) {
+    auto logits = lm_head(x);
+    Record copy = last;
+    return F::cross_entropy(logits.view({-1, 32}), labels.view(-1));
+  }
+)", Verb::RefusesWith, "inputs-modified"},
+    {"the head's input written through an optional's operator* (a reference, not a fresh result)", R"(
+  torch::Tensor forward(torch::Tensor x, torch::Tensor labels) {
+    c10::optional<torch::Tensor> cache = x;
+    auto logits = lm_head(x);
+    (*cache).mul_(0.5);
+    return F::cross_entropy(logits.view({-1, 32}), labels.view(-1));
+  }
+)", Verb::RefusesWith, "inputs-modified"},
+    {"normalize given options made before the head whose out is the head's input", R"(
+  torch::Tensor forward(torch::Tensor x, torch::Tensor labels) {
+    auto options = F::NormalizeFuncOptions().dim(-1).out(x);
+    auto logits = lm_head(x);
+    auto unit = F::normalize(x, options);
+    return F::cross_entropy(logits.view({-1, 32}), labels.view(-1));
+  }
+)", Verb::RefusesWith, "inputs-modified"},
+    {"a Sequential, which runs the modules it holds (the program's, perhaps), called between the head and the loss", R"(
+  torch::Tensor forward(torch::Tensor x, torch::Tensor other, torch::Tensor labels) {
+    torch::nn::Sequential stack;
+    auto logits = lm_head(x);
+    auto y = stack->forward(torch::zeros({2, 4}));
+    return F::cross_entropy(logits.view({-1, 32}), labels.view(-1));
+  }
+)", Verb::RefusesWith, "inputs-modified"},
+    {"a deferred std::async's function, run by its future's get() between the head and the loss", R"(
+#include <future>
+  torch::Tensor forward(torch::Tensor x, torch::Tensor labels) {
+    auto later = std::async(std::launch::deferred, [&] { x.mul_(2.0); return 0; });
+    auto logits = lm_head(x);
+    int done = later.get();
+    return F::cross_entropy(logits.view({-1, 32}), labels.view(-1));
+  }
+)", Verb::RefusesWith, "inputs-modified"},
     {"a batch norm in training updates the running statistics it is given: the head's bias", R"(
   torch::Tensor forward(torch::Tensor x, torch::Tensor other, torch::Tensor var, torch::Tensor labels) {
     auto logits = lm_head(x);

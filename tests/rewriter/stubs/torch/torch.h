@@ -23,6 +23,7 @@ public:
   bool has_value() const { return has_; }
   explicit operator bool() const { return has_; }
   const T &operator*() const { return value_; }
+  T &operator*() { return value_; }
   const T *operator->() const { return &value_; }
   const T &value() const { return value_; }
   T &value() { return value_; }
@@ -357,6 +358,11 @@ struct EmbeddingFuncOptions {
   EmbeddingFuncOptions &max_norm(optional<double> value) { return *this; }
 };
 Tensor embedding(const Tensor &input, const Tensor &weight, const EmbeddingFuncOptions &options = {});
+struct NormalizeFuncOptions {
+  NormalizeFuncOptions &dim(int64_t value) { return *this; }
+  NormalizeFuncOptions &out(const optional<Tensor> &value) { return *this; }
+};
+Tensor normalize(const Tensor &input, NormalizeFuncOptions options = {});
 using NLLLossFuncOptions = NLLLossOptions;
 Tensor nll_loss(const Tensor &input, const Tensor &target, const NLLLossFuncOptions &options = {});
 struct LogSoftmaxFuncOptions {
