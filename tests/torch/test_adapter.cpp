@@ -608,6 +608,40 @@ TEST_CASE("reshapes of skipped logits run on a stand-in: the original's shape, s
         reshapes[2].code(real).sizes());
 }
 
+// Code that returns the logits may be asked whether they carry a graph (`if (logits.requires_grad())` before
+// a backward): skipped logits answer as the head's logits would, before and after a reshape.
+TEST_CASE("skipped logits record the graph the head's logits would, and a backward through it refuses",
+          "[torch][adapter]") {
+  struct Case {
+    const char* name;
+    bool hiddenGrad, weightGrad, gradMode;
+  };
+  for (const Case& each : {Case{"the weight requires grad", false, true, true},
+                           Case{"the hidden states require grad", true, false, true},
+                           Case{"neither requires grad", false, false, true},
+                           Case{"no grad mode", true, true, false}}) {
+    INFO(each.name);
+    auto hidden = torch::randn({2, 5, kDim}).requires_grad_(each.hiddenGrad);
+    auto weight = torch::randn({kVocab, kDim}).requires_grad_(each.weightGrad);
+    torch::AutoGradMode mode(each.gradMode);
+    const auto real = F::linear(hidden, weight);
+    const auto skipped = lmfuse::skipped_logits(hidden, weight, "model.h:3");
+    const auto flat = [](const torch::Tensor& l) { return l.view({-1, kVocab}); };
+    const auto realFlat = flat(real);
+    const auto skippedFlat = lmfuse::skipped_logits_after(skipped, flat);
+    for (const auto& [got, expected] : {std::pair(skipped, real), std::pair(skippedFlat, realFlat)}) {
+      CHECK(got.requires_grad() == expected.requires_grad());
+      CHECK(got.is_leaf() == expected.is_leaf());
+      CHECK(static_cast<bool>(got.grad_fn()) == static_cast<bool>(expected.grad_fn()));
+      if (got.grad_fn())
+        CHECK_THAT(errorOf([&] { torch::autograd::backward({got}, {torch::ones(expected.sizes())}); }),
+                   Catch::Matchers::Contains("model.h:3") && Catch::Matchers::Contains("LMFUSE_RETURN_LOGITS=1"));
+    }
+    CHECK(lmfuse::is_skipped_logits(skipped.detach()));
+    CHECK_FALSE(skipped.detach().requires_grad());
+  }
+}
+
 TEST_CASE("a rewritten call checks the logits input of the loss it replaced and refuses one it would compute otherwise",
           "[torch][adapter]") {
   // T == V: the original given 3-D logits runs, reading the classes from dimension 1.

@@ -13,10 +13,15 @@
 // The same TensorImpl constructor, policy and fallback registration exist in LibTorch 1.13 and 2.x.
 // Reshapes on the fused path (skipped_logits_after) run the original's code on a meta tensor made from
 // the sizes and the strides this tensor records (logits_stand_in.h) and wrap the result the same way.
+// Where the original's logits would record a graph, skipped ones record one too: requires_grad(), is_leaf()
+// and grad_fn() answer as the original's (a guard such as `if (logits.requires_grad())` takes the same
+// branch), and a backward that reaches their node refuses, naming the site.
 #include <lmfuse/torch.h>
 
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <c10/core/TensorImpl.h>
+#include <torch/csrc/autograd/function.h>
+#include <torch/csrc/autograd/functions/utils.h>
 #include <torch/library.h>
 
 #include <memory>
@@ -102,6 +107,28 @@ private:
   std::shared_ptr<const Lineage> lineage_;
 };
 
+// The node of skipped logits' graph, where the head's backward (or a reshape's) would be.
+struct SkippedLogitsBackward final : torch::autograd::Node {
+  explicit SkippedLogitsBackward(std::string site) : site_(std::move(site)) {}
+  torch::autograd::variable_list apply(torch::autograd::variable_list&&) override {
+    TORCH_CHECK(false, refusal(site_, "a backward through them"));
+    return {};
+  }
+  std::string name() const override { return "lmfuse::SkippedLogitsBackward"; }
+  std::string site_;
+};
+
+// Gives skipped logits the graph the original's would have: a node whose inputs are From's, when grad mode
+// is on and one of them requires grad (as for F::linear's result, or a reshape's).
+torch::Tensor withGraph(torch::Tensor skipped, const std::string& site, const torch::Tensor& from,
+                        const torch::Tensor& other = {}) {
+  if (!torch::autograd::compute_requires_grad(from, other)) return skipped;
+  std::shared_ptr<SkippedLogitsBackward> node(new SkippedLogitsBackward(site), torch::autograd::deleteNode);
+  node->set_next_edges(torch::autograd::collect_next_edges(from, other));
+  torch::autograd::create_gradient_edge(skipped, std::move(node));
+  return skipped;
+}
+
 const SkippedLogitsImpl* asSkipped(const torch::Tensor& tensor) {
   return tensor.defined() ? dynamic_cast<const SkippedLogitsImpl*>(tensor.unsafeGetTensorImpl()) : nullptr;
 }
@@ -175,7 +202,8 @@ torch::Tensor skipped_logits(const torch::Tensor& hidden, const torch::Tensor& w
   const torch::Tensor standIn = torch_detail::logitsStandIn(hidden, weight);
   auto lineage = std::make_shared<Lineage>();
   lineage->root = standIn;
-  return makeSkipped(standIn, hidden.device(), std::string(site ? site : "?"), std::move(lineage));
+  const std::string where(site ? site : "?");
+  return withGraph(makeSkipped(standIn, hidden.device(), where, std::move(lineage)), where, hidden, weight);
 }
 
 torch::Tensor skipped_logits_after(const torch::Tensor& skipped,
@@ -185,7 +213,7 @@ torch::Tensor skipped_logits_after(const torch::Tensor& skipped,
   const torch::Tensor result = code(torch_detail::logitsStandIn(skipped));
   TORCH_CHECK(result.defined() && result.is_meta(), "lmfuse::skipped_logits_after(", impl->site(),
               "): the reshape did not give a tensor of the logits' shape");
-  return makeSkipped(result, skipped.device(), impl->site(), impl->lineage());
+  return withGraph(makeSkipped(result, skipped.device(), impl->site(), impl->lineage()), impl->site(), skipped);
 }
 
 bool is_skipped_logits(const torch::Tensor& tensor) { return asSkipped(tensor) != nullptr; }

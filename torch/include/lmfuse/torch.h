@@ -195,7 +195,8 @@ void set_return_logits(bool on);
 /// What a rewritten head line returns on the fused path instead of F::linear(hidden, weight): a tensor
 /// with the logits' shape (hidden's leading dimensions + V), dtype (what F::linear would give, autocast
 /// included) and device, but no values. size, sizes, dim, numel, dtype, device, options and defined
-/// answer as they would for the logits; any operator on it (view, argmax, to, printing, ...) fails with
+/// answer as they would for the logits, and so do requires_grad, is_leaf and whether there is a grad_fn
+/// (a node whose backward refuses); any operator on it (view, argmax, to, printing, ...) fails with
 /// an error that names lmfuse, `site` ("file:line") and the two ways out (LMFUSE_RETURN_LOGITS=1, or
 /// `// NOLINT(lmfuse)` on the site). See torch/src/skipped_logits.cpp for how. `hidden_rank` (0: any) is the
 /// rank the head's product requires (`torch::mm`: 2): another rank throws as the product would, since the
