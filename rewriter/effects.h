@@ -12,8 +12,11 @@
 // call named as in-place (`_`, `_out`, the pattern set's writers) that is given one; a non-const
 // method of the library (other than an accessor) called on one; a library parameter taken by non-const
 // reference or pointer that receives one; any call of user code (a function, a lambda, a member of
-// `this`) that can reach one; and whatever clang::ExprMutationAnalyzer reports as mutating an input
-// variable. Loops that hold the loss but not the head count as a whole, and a function with `goto` is
+// `this`, an operator) that can reach one; code of the program that library code may run (a callable handed
+// over, the special members and operators of a class of the program a library template is instantiated
+// for, an override of a library virtual function, what a code holder such as a Sequential or a future
+// holds, a destructor or deleter run at a block's end); and whatever clang::ExprMutationAnalyzer reports as
+// mutating an input variable. Loops that hold the loss but not the head count as a whole, and a function with `goto` is
 // refused.
 #pragma once
 
