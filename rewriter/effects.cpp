@@ -19,6 +19,26 @@ using namespace clang;
 namespace lmfuse::rewriter {
 namespace {
 
+/// The types among template arguments, those of a parameter pack (`std::tuple<int, Box>`,
+/// `std::make_unique<T, Args...>`) included.
+std::vector<QualType> typesAmong(llvm::ArrayRef<TemplateArgument> Arguments) {
+  std::vector<QualType> Types;
+  for (const TemplateArgument &Argument : Arguments)
+    if (Argument.getKind() == TemplateArgument::Type)
+      Types.push_back(Argument.getAsType());
+    else if (Argument.getKind() == TemplateArgument::Pack)
+      for (QualType Inner : typesAmong(Argument.pack_elements()))
+        Types.push_back(Inner);
+  return Types;
+}
+
+/// The types among the template arguments of a class template's specialisation (Record); none for any
+/// other class.
+std::vector<QualType> typeArguments(const CXXRecordDecl *Record) {
+  const auto *Specialization = dyn_cast<ClassTemplateSpecializationDecl>(Record);
+  return Specialization ? typesAmong(Specialization->getTemplateArgs().asArray()) : std::vector<QualType>();
+}
+
 /// A value the analysis tracks: a variable, a member of `this` (its FieldDecl), or `this` itself
 /// (the enclosing class's declaration stands for it).
 using Root = const Decl *;
@@ -62,10 +82,9 @@ private:
     std::string Name = Record->getQualifiedNameAsString();
     if (Name == "at::Tensor" || Name == "at::TensorBase" || Name == "c10::TensorImpl" || Name == "c10::Storage")
       return true;
-    if (const auto *Specialization = dyn_cast<ClassTemplateSpecializationDecl>(Record))
-      for (const TemplateArgument &Argument : Specialization->getTemplateArgs().asArray())
-        if (Argument.getKind() == TemplateArgument::Type && reaches(Argument.getAsType(), Depth + 1))
-          return true;
+    for (QualType Argument : typeArguments(Record))
+      if (reaches(Argument, Depth + 1))
+        return true;
     for (const FieldDecl *Field : Record->fields())
       if (reaches(Field->getType(), Depth + 1))
         return true;
@@ -439,11 +458,9 @@ private:
     bool Library = isLibrary(Record);
     if (Library && hidesItsType(Record))
       return {"", Type.getCanonicalType().getUnqualifiedType().getAsString(Query.context().getPrintingPolicy())};
-    if (const auto *Specialization = dyn_cast<ClassTemplateSpecializationDecl>(Record))
-      for (const TemplateArgument &Argument : Specialization->getTemplateArgs().asArray())
-        if (Argument.getKind() == TemplateArgument::Type)
-          if (HeldMode Held = modeGuardHeld(Argument.getAsType()); !Held.none())
-            return Held;
+    for (QualType Argument : typeArguments(Record))
+      if (HeldMode Held = modeGuardHeld(Argument); !Held.none())
+        return Held;
     if (Library)
       return {};
     // A class of the program (a closure too): its members and bases are destroyed with it. Only guards
@@ -493,11 +510,7 @@ private:
   bool hidesItsType(const CXXRecordDecl *Record) const {
     if (Record->getIdentifier() && contains(Effects.TypeHidingHolders, Record->getName().str()))
       return true;
-    if (const auto *Specialization = dyn_cast<ClassTemplateSpecializationDecl>(Record))
-      for (const TemplateArgument &Argument : Specialization->getTemplateArgs().asArray())
-        if (Argument.getKind() == TemplateArgument::Type && Argument.getAsType()->isVoidType())
-          return true;
-    return false;
+    return llvm::any_of(typeArguments(Record), [](QualType Argument) { return Argument->isVoidType(); });
   }
 
   /// Whether Type is an options class with one of the rule set's writing options (a setter of that name).
@@ -682,11 +695,9 @@ private:
       if (How == Reach::Given)
         if (auto Overrider = programOverriders().find(Record); Overrider != programOverriders().end())
           return Overrider->second;
-      if (const auto *Specialization = dyn_cast<ClassTemplateSpecializationDecl>(Record))
-        for (const TemplateArgument &Argument : Specialization->getTemplateArgs().asArray())
-          if (Argument.getKind() == TemplateArgument::Type)
-            if (std::string Code = programCodeIn(Argument.getAsType(), kept(How), Depth + 1); !Code.empty())
-              return Code;
+      for (QualType Argument : typeArguments(Record))
+        if (std::string Code = programCodeIn(Argument, kept(How), Depth + 1); !Code.empty())
+          return Code;
       return "";
     }
     auto Key = std::make_pair(Record, static_cast<int>(How));
@@ -717,14 +728,23 @@ private:
     if (const CXXDestructorDecl *Destructor = Record->getDestructor(); programDestructor(Destructor))
       return Name + "'s destructor";
     if (How == Reach::Instantiated) {
-      for (const CXXConstructorDecl *Constructor : Record->ctors())
-        if (Constructor->isUserProvided())
-          return Name + "'s constructor";
-      for (const CXXMethodDecl *Method : Record->methods())
-        if (Method->getOverloadedOperator() != OO_None && Method->isUserProvided())
-          return Name + "'s `" + calleeName(Method) + "`";
-      if (auto Operated = programIndex().Operated.find(Record); Operated != programIndex().Operated.end())
-        return Operated->second;
+      // Library templates call a class's members by name as well as its special members and operators (an
+      // allocator's allocate, a clock's now, a conversion to the element type): any method of its own counts.
+      for (const Decl *Member : Record->decls()) {
+        const auto *Method = dyn_cast<CXXMethodDecl>(Member);
+        if (const auto *Template = dyn_cast<FunctionTemplateDecl>(Member))
+          Method = dyn_cast<CXXMethodDecl>(Template->getTemplatedDecl());
+        if (Method && !isa<CXXDestructorDecl>(Method) && hasCodeOfItsOwn(Method))
+          return Name + "'s " + (isa<CXXConstructorDecl>(Method) ? std::string("constructor")
+                                 : isa<CXXConversionDecl>(Method) ? "conversion to `" + Method->getReturnType().getAsString() + "`"
+                                                                  : "`" + calleeName(Method) + "`");
+      }
+      const CXXRecordDecl *Pattern = Record;
+      if (const auto *Specialization = dyn_cast<ClassTemplateSpecializationDecl>(Record))
+        Pattern = Specialization->getSpecializedTemplate()->getTemplatedDecl();
+      for (const CXXRecordDecl *Class : {Record, Pattern})
+        if (auto Operated = programIndex().Operated.find(Class); Operated != programIndex().Operated.end())
+          return Operated->second;
     }
     return programCodeOfMembers(Record, How == Reach::Held ? Reach::Destroyed : How, Depth);
   }
@@ -743,6 +763,32 @@ private:
       if (std::string Code = programCodeIn(Base.getType(), How, Depth + 1); !Code.empty())
         return Code;
     return "";
+  }
+
+  /// Whether a method does anything: a user-provided one whose body is not empty (or is not seen), or a
+  /// constructor that initialises a member with more than a literal.
+  static bool hasCodeOfItsOwn(const CXXMethodDecl *Method) {
+    if (!Method->isUserProvided())
+      return false;
+    const FunctionDecl *Definition = Method->getDefinition();
+    const auto *Body = Definition ? dyn_cast_or_null<CompoundStmt>(Definition->getBody()) : nullptr;
+    if (!Body || !Body->body_empty())
+      return true;
+    if (const auto *Constructor = dyn_cast<CXXConstructorDecl>(Definition))
+      for (const CXXCtorInitializer *Init : Constructor->inits())
+        if (Init->isWritten() && !isa<IntegerLiteral, FloatingLiteral, CXXBoolLiteralExpr, StringLiteral,
+                                      CXXNullPtrLiteralExpr, ImplicitValueInitExpr>(Init->getInit()->IgnoreImplicit()))
+          return true;
+    return false;
+  }
+
+  /// A library function named as a value (`std::endl` handed to `operator<<`): code of the library.
+  bool namesLibraryFunction(const Expr *Value) const {
+    Value = Value->IgnoreParenImpCasts();
+    if (const auto *Address = dyn_cast<UnaryOperator>(Value); Address && Address->getOpcode() == UO_AddrOf)
+      Value = Address->getSubExpr()->IgnoreParenImpCasts();
+    const auto *Ref = dyn_cast<DeclRefExpr>(Value);
+    return Ref && isa<FunctionDecl>(Ref->getDecl()) && isLibrary(Ref->getDecl());
   }
 
   /// A virtual method of the library that Record (a class of the program) or one of its bases of the program
@@ -787,20 +833,30 @@ private:
     if (IndexBuilt)
       return Index;
     IndexBuilt = true;
-    auto Operate = [&](const CXXRecordDecl *Class, std::string What) {
+    // A parameter's class, or for a class template's (`const Key<T> &`) the template's pattern.
+    auto Operate = [&](QualType Type, std::string What) {
+      Type = Type.getNonReferenceType();
+      const CXXRecordDecl *Class = Type->getAsCXXRecordDecl();
+      if (const auto *Special = Type->getAs<TemplateSpecializationType>(); Special && !Class)
+        if (const auto *Template = dyn_cast_or_null<ClassTemplateDecl>(Special->getTemplateName().getAsTemplateDecl()))
+          Class = Template->getTemplatedDecl();
       if (Class && (Class = Class->getDefinition()) && !isLibrary(Class))
         Index.Operated.try_emplace(Class, std::move(What));
     };
     auto NoteFunction = [&](const FunctionDecl *Function) {
-      if (isa<CXXMethodDecl>(Function) || isLibrary(Function))
+      if (!Function || isa<CXXMethodDecl>(Function) || isLibrary(Function))
         return;
       bool ByName = Function->getOverloadedOperator() != OO_None ||
                     (Function->getIdentifier() && Function->getName() == "swap");
       for (const ParmVarDecl *Parameter : Function->parameters())
         if (ByName)
-          Operate(Parameter->getType().getNonReferenceType()->getAsCXXRecordDecl(),
-                  "the program's `" + calleeName(Function) + "` for `" +
-                      Parameter->getType().getNonReferenceType().getUnqualifiedType().getAsString() + "`");
+          Operate(Parameter->getType(), "the program's `" + calleeName(Function) + "` for `" +
+                                            Parameter->getType().getNonReferenceType().getUnqualifiedType().getAsString() + "`");
+    };
+    auto AsFunction = [](const Decl *D) -> const FunctionDecl * {
+      if (const auto *Template = dyn_cast_or_null<FunctionTemplateDecl>(D))
+        return Template->getTemplatedDecl();
+      return dyn_cast_or_null<FunctionDecl>(D);
     };
     std::vector<const DeclContext *> Pending{Query.context().getTranslationUnitDecl()};
     while (!Pending.empty()) {
@@ -810,13 +866,20 @@ private:
         if (isa<NamespaceDecl, LinkageSpecDecl>(Member) && isLibrary(Member))
           continue;
         if (const auto *Friend = dyn_cast<FriendDecl>(Member))
-          if (const auto *Function = dyn_cast_or_null<FunctionDecl>(Friend->getFriendDecl()))
-            NoteFunction(Function);
-        if (const auto *Function = dyn_cast<FunctionDecl>(Member))
-          NoteFunction(Function);
-        if (const auto *Template = dyn_cast<ClassTemplateDecl>(Member))
-          for (const ClassTemplateSpecializationDecl *Specialization : Template->specializations())
+          NoteFunction(AsFunction(Friend->getFriendDecl()));
+        if (isa<FunctionDecl, FunctionTemplateDecl>(Member))
+          NoteFunction(AsFunction(Member));
+        // A class template's specialisations are classes of the program (their members are walked too);
+        // its pattern's friends are noted above through the pattern's declarations.
+        if (const auto *Template = dyn_cast<ClassTemplateDecl>(Member)) {
+          Pending.push_back(Template->getTemplatedDecl());
+          for (const ClassTemplateSpecializationDecl *Specialization : Template->specializations()) {
             Pending.push_back(Specialization);
+            if (Specialization->hasDefinition() && Specialization == Specialization->getDefinition() &&
+                !isLibrary(Specialization))
+              Index.Classes.push_back(Specialization);
+          }
+        }
         if (const auto *Record = dyn_cast<CXXRecordDecl>(Member);
             Record && Record->isThisDeclarationADefinition() && !Record->isDependentType() && !isLibrary(Record))
           Index.Classes.push_back(Record);
@@ -875,19 +938,21 @@ private:
       return "";
     }
     if (const TemplateArgumentList *Arguments = Callee->getTemplateSpecializationArgs())
-      for (const TemplateArgument &Argument : Arguments->asArray())
-        if (Argument.getKind() == TemplateArgument::Type)
-          Instantiated.push_back(Argument.getAsType());
+      for (QualType Argument : typesAmong(Arguments->asArray()))
+        Instantiated.push_back(Argument);
     if (const auto *Method = dyn_cast<CXXMethodDecl>(Callee))
       Instantiated.push_back(Query.context().getRecordType(Method->getParent()));
     for (QualType Type : Instantiated)
       if (std::string Code = programCodeIn(Type, Reach::Instantiated); !Code.empty())
         return "`" + calleeName(Callee) + "` is instantiated for `" + Type.getAsString() + "`, through which it may run " + Code;
-    for (const Expr *Value : Given)
+    for (const Expr *Value : Given) {
+      if (namesLibraryFunction(Value))
+        continue;
       for (const Expr *Seen : {Value, Value->IgnoreParenImpCasts()})  // the object's own class, not the base it is converted to
         if (std::string Code = programCodeIn(Seen->getType(), Reach::Given); !Code.empty())
           return "`" + calleeName(Callee) + "` is given `" + Query.text(AstQuery::spelled(Value)) +
                  "`, through which it may run " + Code;
+    }
     return "";
   }
 

@@ -468,6 +468,49 @@ const Case Cases[] = {
     return F::cross_entropy(logits.view({-1, 32}), labels.view(-1));
   }
 )", Verb::RefusesWith, "inputs-modified"},
+    {"a conversion operator of the program run by a library template between the head and the loss", R"(
+  struct Meter { operator float() const; };
+  torch::Tensor forward(torch::Tensor x, torch::Tensor labels) {
+    std::vector<Meter> meters(2);
+    auto logits = lm_head(x);
+    std::vector<float> values(meters.begin(), meters.end());
+    return F::cross_entropy(logits.view({-1, 32}), labels.view(-1));
+  }
+)", Verb::RefusesWith, "inputs-modified"},
+    {"an allocator of the program whose allocate a vector calls between the head and the loss", R"(
+  template <class T> struct Arena {
+    using value_type = T;
+    T *allocate(std::size_t n);
+    void deallocate(T *p, std::size_t n);
+  };
+  torch::Tensor forward(torch::Tensor x, torch::Tensor labels) {
+    std::vector<float, Arena<float>> kept;
+    auto logits = lm_head(x);
+    kept.push_back(1.0f);
+    return F::cross_entropy(logits.view({-1, 32}), labels.view(-1));
+  }
+)", Verb::RefusesWith, "inputs-modified"},
+    {"std::sort over a class template of the program whose operator< is a function template (found through its argument)", R"(
+#include <algorithm>
+  template <class T> struct Key { int v; };
+  struct Tag { template <class T> friend bool operator<(const Key<T> &a, const Key<T> &b); };
+  torch::Tensor forward(torch::Tensor x, torch::Tensor labels) {
+    Key<Tag> keys[2] = {};
+    auto logits = lm_head(x);
+    std::sort(keys, keys + 2);
+    return F::cross_entropy(logits.view({-1, 32}), labels.view(-1));
+  }
+)", Verb::RefusesWith, "inputs-modified"},
+    {"a tuple holding a class with a copy constructor of the program (in the tuple's pack), copied between the head and the loss", R"(
+#include <tuple>
+  struct Box { Box(); Box(const Box &other); };
+  torch::Tensor forward(torch::Tensor x, torch::Tensor labels) {
+    std::tuple<int, Box> kept;
+    auto logits = lm_head(x);
+    auto copy = kept;
+    return F::cross_entropy(logits.view({-1, 32}), labels.view(-1));
+  }
+)", Verb::RefusesWith, "inputs-modified"},
     {"a batch norm in training updates the running statistics it is given: the head's bias", R"(
   torch::Tensor forward(torch::Tensor x, torch::Tensor other, torch::Tensor var, torch::Tensor labels) {
     auto logits = lm_head(x);
@@ -615,6 +658,44 @@ const Case Cases[] = {
   torch::Tensor forward(torch::Tensor x, torch::nn::Module &m, torch::Tensor labels) {
     auto logits = lmfuse::skip_logits() ? lmfuse::skipped_logits(x, lm_head->weight, "model.cpp:N") : lm_head(x);
     m.eval();
+    return lmfuse::enabled()
+        ? lmfuse::linear_cross_entropy(x, lm_head->weight, lm_head->bias, labels, lmfuse::LossOptions()
+            .logits_as_passed({"model.cpp:N", logits, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits.view({-1, 32}); }, {}, labels, [&](const torch::Tensor &lmfuse_labels) { return lmfuse_labels.view(-1); }}))
+        : F::cross_entropy(logits.view({-1, 32}), labels.view(-1));
+  }
+)"},
+    {"a vector of a class whose constructor is empty, resized between the head and the loss", R"(
+  struct Cfg { Cfg() {} int n = 0; };
+  torch::Tensor forward(torch::Tensor x, torch::Tensor labels) {
+    std::vector<Cfg> cs;
+    auto logits = lm_head(x);
+    cs.resize(2);
+    return F::cross_entropy(logits.view({-1, 32}), labels.view(-1));
+  }
+)", Verb::RewritesTo, R"(
+  struct Cfg { Cfg() {} int n = 0; };
+  torch::Tensor forward(torch::Tensor x, torch::Tensor labels) {
+    std::vector<Cfg> cs;
+    auto logits = lmfuse::skip_logits() ? lmfuse::skipped_logits(x, lm_head->weight, "model.cpp:N") : lm_head(x);
+    cs.resize(2);
+    return lmfuse::enabled()
+        ? lmfuse::linear_cross_entropy(x, lm_head->weight, lm_head->bias, labels, lmfuse::LossOptions()
+            .logits_as_passed({"model.cpp:N", logits, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits.view({-1, 32}); }, {}, labels, [&](const torch::Tensor &lmfuse_labels) { return lmfuse_labels.view(-1); }}))
+        : F::cross_entropy(logits.view({-1, 32}), labels.view(-1));
+  }
+)"},
+    {"the training flag read between the head and the loss where a class of the program overrides a library virtual", R"(
+  struct Frozen : torch::nn::Module { void train(bool on) override; };
+  torch::Tensor forward(torch::Tensor x, torch::Tensor labels) {
+    auto logits = lm_head(x);
+    bool training = is_training();
+    return F::cross_entropy(logits.view({-1, 32}), labels.view(-1));
+  }
+)", Verb::RewritesTo, R"(
+  struct Frozen : torch::nn::Module { void train(bool on) override; };
+  torch::Tensor forward(torch::Tensor x, torch::Tensor labels) {
+    auto logits = lmfuse::skip_logits() ? lmfuse::skipped_logits(x, lm_head->weight, "model.cpp:N") : lm_head(x);
+    bool training = is_training();
     return lmfuse::enabled()
         ? lmfuse::linear_cross_entropy(x, lm_head->weight, lm_head->bias, labels, lmfuse::LossOptions()
             .logits_as_passed({"model.cpp:N", logits, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits.view({-1, 32}); }, {}, labels, [&](const torch::Tensor &lmfuse_labels) { return lmfuse_labels.view(-1); }}))
