@@ -499,10 +499,19 @@ private:
     return DerivedHolders;
   }
 
-  /// Whether a library class holds code of the program without naming it in its type, and runs it (the rule
-  /// set's `code_holders`).
-  bool isCodeHolder(const CXXRecordDecl *Record) const {
-    return Record->getIdentifier() && isLibrary(Record) && contains(Effects.CodeHolders, Record->getName().str());
+  /// The program's code that a library class may run, or let run, without naming it in its type, for a
+  /// refusal ("the code a `future` holds ..."), or "": code it holds and runs (the rule set's
+  /// `code_holders`), or code of another thread, which a class that threads synchronise through lets run in
+  /// between (`thread_synchronisers`).
+  std::string codeBehind(const CXXRecordDecl *Record) const {
+    if (!Record->getIdentifier() || !isLibrary(Record))
+      return "";
+    std::string Name = Record->getName().str();
+    if (contains(Effects.CodeHolders, Name))
+      return "the code a `" + Name + "` holds (the program's, perhaps)";
+    if (contains(Effects.ThreadSynchronisers, Name))
+      return "code of the program on another thread, which a `" + Name + "` lets run in between";
+    return "";
   }
 
   /// Whether a library class hides the type of what it holds: one the rule set lists (`std::any`,
@@ -688,8 +697,8 @@ private:
     if (!Record || !(Record = Record->getDefinition()))
       return "";
     if (isLibrary(Record)) {
-      if (isCodeHolder(Record))
-        return "a `" + Record->getName().str() + "`, which runs the code it holds (the program's, perhaps)";
+      if (std::string Code = codeBehind(Record); !Code.empty())
+        return Code;
       // A library class is instantiated for its template arguments; its own code is the library's, but a
       // class of the program derived from it may override what it calls (`torch::nn::Module` handed over).
       if (How == Reach::Given)
@@ -916,10 +925,12 @@ private:
       Callee = Call->getDirectCallee();
       if (!Callee || !isLibrary(Callee) || isLambdaCall(Call))
         return "";
-      // A method of a class that holds code of the program without naming it (a deferred future's `get()`).
-      if (const auto *Method = dyn_cast<CXXMethodDecl>(Callee); Method && isCodeHolder(Method->getParent()))
-        return "`" + calleeName(Callee) + "` is called on a `" + Method->getParent()->getName().str() +
-               "`, which runs the code it holds (the program's, perhaps)";
+      // A method of a class that holds code of the program without naming it, or that threads synchronise
+      // through (a deferred future's `get()`, a mutex's `lock()`).
+      if (const auto *Method = dyn_cast<CXXMethodDecl>(Callee))
+        if (std::string Code = codeBehind(Method->getParent()); !Code.empty())
+          return "`" + calleeName(Callee) + "` is called on a `" + Method->getParent()->getName().str() +
+                 "`, which may run " + Code;
       // Access to what an object holds runs none of it.
       if (contains(Effects.Accessors, calleeName(Callee)))
         return "";

@@ -15,7 +15,8 @@
 // `this`, an operator) that can reach one; code of the program that library code may run (a callable handed
 // over, the special members and operators of a class of the program a library template is instantiated
 // for, an override of a library virtual function, what a code holder such as a Sequential or a future
-// holds, a destructor or deleter run at a block's end); and whatever clang::ExprMutationAnalyzer reports as
+// holds, another thread's code let run through an atomic, a mutex or a condition used between them, a
+// destructor or deleter run at a block's end); and whatever clang::ExprMutationAnalyzer reports as
 // mutating an input variable. Loops that hold the loss but not the head count as a whole, and a function with `goto` is
 // refused.
 #pragma once

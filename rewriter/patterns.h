@@ -149,6 +149,11 @@ struct EffectPatterns {
   /// runs its function in `get()`, `std::thread` is joined): a value of one used, handed over or destroyed
   /// between the head and the loss counts as a call of the program's code.
   std::vector<std::string> CodeHolders;
+  /// Library classes through which threads synchronise (`std::atomic`, `std::mutex`, a lock, a
+  /// `std::condition_variable`): a value of one used, handed over or destroyed between the head and the
+  /// loss lets code of the program on another thread run in between (a worker released by `go.store(true)`
+  /// and awaited by spinning on another atomic), so it counts as a call of the program's code.
+  std::vector<std::string> ThreadSynchronisers;
   /// Non-const methods that only hand out access to what an object holds (`operator->`, `value`).
   std::vector<std::string> Accessors;
   /// Library calls whose result never shares storage with their tensor arguments.

@@ -227,6 +227,17 @@ const Case Cases[] = {
     return F::cross_entropy(logits.view({-1, 32}), labels.view(-1));
   }
 )", Verb::RefusesWith, "inputs-modified"},
+    {"a no-grad guard held in a tuple and its block ends before the loss", R"(
+#include <tuple>
+  torch::Tensor forward(torch::Tensor x, torch::Tensor labels) {
+    torch::Tensor logits;
+    {
+      std::tuple<int, torch::NoGradGuard> frozen;
+      logits = lm_head(x);
+    }
+    return F::cross_entropy(logits.view({-1, 32}), labels.view(-1));
+  }
+)", Verb::RefusesWith, "inputs-modified"},
     // ---- the thread's mode held where its type is hidden: a holder that hides what it holds, a class of
     // the program holding a guard, a guard converted to a type that holds none ----------------------
     {"a no-grad guard held in a shared_ptr<void> and reset between the head and the loss", R"(
@@ -468,6 +479,55 @@ const Case Cases[] = {
     return F::cross_entropy(logits.view({-1, 32}), labels.view(-1));
   }
 )", Verb::RefusesWith, "inputs-modified"},
+    // ---- another thread of the program let run between the head and the loss ----------------------
+    {"a worker released and awaited through atomics between the head and the loss", R"(
+#include <atomic>
+#include <thread>
+  torch::Tensor forward(torch::Tensor x, torch::Tensor labels) {
+    std::atomic<bool> go{false}, done{false};
+    std::thread worker([&] { while (!go.load()) {} x.mul_(2.0); done.store(true); });
+    auto logits = lm_head(x);
+    go.store(true);
+    while (!done) {}
+    auto loss = F::cross_entropy(logits.view({-1, 32}), labels.view(-1));
+    worker.join();
+    return loss;
+  }
+)", Verb::RefusesWith, "inputs-modified"},
+    {"an atomic counter's inherited operators and loads between the head and the loss", R"(
+#include <atomic>
+#include <thread>
+  torch::Tensor forward(torch::Tensor x, torch::Tensor labels) {
+    std::atomic<int> stage{0};
+    std::thread worker([&] { while (stage.load() < 1) {} x.mul_(2.0); stage.fetch_add(1); });
+    auto logits = lm_head(x);
+    ++stage;
+    while (stage.load() < 2) {}
+    auto loss = F::cross_entropy(logits.view({-1, 32}), labels.view(-1));
+    worker.join();
+    return loss;
+  }
+)", Verb::RefusesWith, "inputs-modified"},
+    {"a worker's condition waited for under a lock taken between the head and the loss", R"(
+#include <condition_variable>
+#include <mutex>
+#include <thread>
+  torch::Tensor forward(torch::Tensor x, torch::Tensor labels) {
+    std::mutex m;
+    std::condition_variable changed;
+    bool ready = false;
+    std::thread worker([&] { x.mul_(2.0); { std::lock_guard<std::mutex> hold(m); ready = true; } changed.notify_one(); });
+    auto logits = lm_head(x);
+    {
+      std::unique_lock<std::mutex> lock(m);
+      while (!ready)
+        changed.wait(lock);
+    }
+    auto loss = F::cross_entropy(logits.view({-1, 32}), labels.view(-1));
+    worker.join();
+    return loss;
+  }
+)", Verb::RefusesWith, "inputs-modified"},
     {"a conversion operator of the program run by a library template between the head and the loss", R"(
   struct Meter { operator float() const; };
   torch::Tensor forward(torch::Tensor x, torch::Tensor labels) {
@@ -644,6 +704,28 @@ const Case Cases[] = {
         ? lmfuse::linear_cross_entropy(x, lm_head->weight, lm_head->bias, labels, lmfuse::LossOptions()
             .logits_as_passed({"model.cpp:N", logits, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits.view({-1, 32}); }, {}, labels, [&](const torch::Tensor &lmfuse_labels) { return lmfuse_labels.view(-1); }}))
         : F::cross_entropy(logits.view({-1, 32}), labels.view(-1));
+  }
+)"},
+    {"an atomic counter stepped before the head and after the loss only", R"(
+#include <atomic>
+  torch::Tensor forward(torch::Tensor x, torch::Tensor labels, std::atomic<int> &steps) {
+    steps.fetch_add(1);
+    auto logits = lm_head(x);
+    auto loss = F::cross_entropy(logits.view({-1, 32}), labels.view(-1));
+    steps.fetch_add(1);
+    return loss;
+  }
+)", Verb::RewritesTo, R"(
+#include <atomic>
+  torch::Tensor forward(torch::Tensor x, torch::Tensor labels, std::atomic<int> &steps) {
+    steps.fetch_add(1);
+    auto logits = lmfuse::skip_logits() ? lmfuse::skipped_logits(x, lm_head->weight, "model.cpp:N") : lm_head(x);
+    auto loss = lmfuse::enabled()
+        ? lmfuse::linear_cross_entropy(x, lm_head->weight, lm_head->bias, labels, lmfuse::LossOptions()
+            .logits_as_passed({"model.cpp:N", logits, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits.view({-1, 32}); }, {}, labels, [&](const torch::Tensor &lmfuse_labels) { return lmfuse_labels.view(-1); }}))
+        : F::cross_entropy(logits.view({-1, 32}), labels.view(-1));
+    steps.fetch_add(1);
+    return loss;
   }
 )"},
     {"a module handed over as the library's base, where no class of the program overrides the library's virtual functions", R"(
