@@ -195,15 +195,21 @@ private:
       if (NonLocal && Types.reaches(cast<ValueDecl>(Found.Of)->getType()))
         Tainted.insert(Found.Of);
     }
+    // Sharing storage goes both ways: a value made from another (`h = x.view(...)`, `h = hs[0]`,
+    // `h = torch::from_blob(buffer.data(), ...)`) shares it with what it was made from, so a write to
+    // `x`, `hs` or `buffer` reaches the input as surely as a write to `h`.
     std::vector<std::pair<const Expr *, std::vector<Root>>> Flows = collectFlows();
     for (bool Changed = true; Changed;) {
       Changed = false;
       for (const auto &[From, Into] : Flows) {
-        if (!reachedRoot(From))
-          continue;
-        for (Root Target : Into)
-          if (!isExcluded(Target) && Tainted.insert(Target).second)
-            Changed = true;
+        if (reachedRoot(From))
+          for (Root Target : Into)
+            if (!isExcluded(Target) && Tainted.insert(Target).second)
+              Changed = true;
+        if (llvm::any_of(Into, [&](Root Target) { return isTainted(Target); }))
+          for (const Mention &Source : mentions(From, /*ThroughStorage=*/true))
+            if (!isExcluded(Source.Of) && Tainted.insert(Source.Of).second)
+              Changed = true;
       }
     }
   }
@@ -225,15 +231,17 @@ private:
           Flows.push_back({Loop->getRangeInit(), {Loop->getLoopVariable()}});
         return true;
       }
+      // An assignment's target may be a member or a global, which then shares storage with what it is
+      // given (`cache_ = x.view(...)`): the value's sources are reached through it.
       bool VisitBinaryOperator(BinaryOperator *Operator) {
         if (Operator->isAssignmentOp())
-          Flows.push_back({Operator->getRHS(), Finder.locals(Operator->getLHS())});
+          Flows.push_back({Operator->getRHS(), Finder.roots(Operator->getLHS())});
         return true;
       }
       bool VisitCallExpr(CallExpr *Call) {
         if (const auto *Operator = dyn_cast<CXXOperatorCallExpr>(Call);
             Operator && Operator->isAssignmentOp() && Operator->getNumArgs() == 2) {
-          Flows.push_back({Operator->getArg(1), Finder.locals(Operator->getArg(0))});
+          Flows.push_back({Operator->getArg(1), Finder.roots(Operator->getArg(0))});
           return true;
         }
         // Arguments that a callee may store into each other: every argument flows into the locals of
@@ -288,6 +296,14 @@ private:
   }
   bool isTainted(Root Of) const { return Tainted.count(Of) && !isExcluded(Of); }
 
+  /// Every root an expression mentions (as an assignment's target).
+  std::vector<Root> roots(const Expr *E) {
+    std::vector<Root> Found;
+    for (const Mention &Each : mentions(E, false))
+      Found.push_back(Each.Of);
+    return Found;
+  }
+
   /// The locals an expression mentions (as assignment targets or changeable arguments).
   std::vector<Root> locals(const Expr *E) {
     std::vector<Root> Found;
@@ -307,13 +323,17 @@ private:
       return std::move(Collector.Found);
     std::vector<Mention> Kept;
     for (const Mention &Found : Collector.Found)
-      if (carriesToTop(Found.Node, S))
+      if (carriesToTop(Found.Node, S, /*Address=*/isTainted(Found.Of) && !holdsStorage(Found.Of)))
         Kept.push_back(Found);
     return Kept;
   }
 
-  bool carriesToTop(const Expr *Node, const Stmt *Top) {
-    if (!Types.reaches(Node->getType()))
+  /// Whether Node's value can reach Top's through expressions that can hold storage. An address converted
+  /// to an integer (`reinterpret_cast<std::uintptr_t>(h.data_ptr())`) is carried on by the integer, by
+  /// arithmetic on it, and by a variable of integer type that holds one (Address), and reaches storage again
+  /// when it is converted back to a pointer.
+  bool carriesToTop(const Expr *Node, const Stmt *Top, bool Address) {
+    if (!Address && !Types.reaches(Node->getType()))
       return false;
     DynTypedNode Current = DynTypedNode::create(*static_cast<const Stmt *>(Node));
     for (const Stmt *At = Node; At != Top;) {
@@ -330,8 +350,12 @@ private:
       if (isa<LambdaExpr>(Parent) || isa<StmtExpr>(Parent))
         return true;  // a closure holds what it captures; a statement expression anything
       if (const auto *Value = dyn_cast<Expr>(Parent)) {
+        if (const auto *Cast = dyn_cast<CastExpr>(Value); Cast && Cast->getCastKind() == CK_PointerToIntegral)
+          Address = true;
+        else if (!Value->getType()->isIntegralOrEnumerationType())
+          Address = false;  // the integer is read as something else (`float(addr)`), or turned back into a pointer
         bool Method = Value->getType()->isSpecificPlaceholderType(BuiltinType::BoundMember);
-        if (!Method && !Types.reaches(Value->getType()))
+        if (!Method && !Address && !Types.reaches(Value->getType()))
           return false;
         if (const auto *Call = dyn_cast<CallExpr>(Value); Call && isFreshResult(Call))
           return false;
@@ -342,11 +366,15 @@ private:
     return true;
   }
 
-  /// A library call of the rule set's fresh results that returns a tensor by value: `operator*` of an
-  /// optional or a pointer, or an iterator's `operator-`, share the name and return what they refer to.
+  /// A library call of the rule set's fresh results that returns a tensor by value and is given no writing
+  /// option: `operator*` of an optional or a pointer, or an iterator's `operator-`, share the name and return
+  /// what they refer to.
   bool isFreshResult(const CallExpr *Call) const {
     const FunctionDecl *Callee = Call->getDirectCallee();
     if (!Callee || !isLibrary(Callee) || !contains(Effects.FreshResults, calleeName(Callee)))
+      return false;
+    // `F::relu(h, F::ReLUFuncOptions().inplace(true))` writes h and returns it.
+    if (setsWritingOption(Call))
       return false;
     QualType Result = Callee->getReturnType();
     const CXXRecordDecl *Record = Result->isReferenceType() ? nullptr : Result->getAsCXXRecordDecl();

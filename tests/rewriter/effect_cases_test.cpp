@@ -45,6 +45,71 @@ const Case Cases[] = {
     return F::cross_entropy(logits.view({-1, 32}), labels.view(-1));
   }
 )", Verb::RefusesWith, "inputs-modified"},
+    // ---- what the head's input was made from, changed: a view's source, a vector's element, a buffer --
+    {"the head's input a view of a local changed between the head and the loss", R"(
+  torch::Tensor forward(torch::Tensor labels) {
+    auto x = torch::zeros({6, 16});
+    auto h = x.view({6, 16});
+    auto logits = lm_head(h);
+    x.mul_(3.0);
+    return F::cross_entropy(logits.view({-1, 32}), labels.view(-1));
+  }
+)", Verb::RefusesWith, "inputs-modified"},
+    {"the head's input a copy of a vector's element changed between the head and the loss", R"(
+  torch::Tensor forward(torch::Tensor labels) {
+    std::vector<torch::Tensor> hs{torch::zeros({6, 16})};
+    auto h = hs[0];
+    auto logits = lm_head(h);
+    hs[0].mul_(3.0);
+    return F::cross_entropy(logits.view({-1, 32}), labels.view(-1));
+  }
+)", Verb::RefusesWith, "inputs-modified"},
+    {"the head's input made over a local buffer written between the head and the loss", R"(
+  torch::Tensor forward(torch::Tensor labels) {
+    std::vector<float> buffer(96);
+    auto h = torch::from_blob(buffer.data(), {6, 16});
+    auto logits = lm_head(h);
+    buffer[0] = 42.0f;
+    return F::cross_entropy(logits.view({-1, 32}), labels.view(-1));
+  }
+)", Verb::RefusesWith, "inputs-modified"},
+    {"the head's input made over a local tensor's data changed between the head and the loss", R"(
+  torch::Tensor forward(torch::Tensor labels) {
+    auto source = torch::zeros({6, 16});
+    auto h = torch::from_blob(source.data_ptr(), {6, 16});
+    auto logits = lm_head(h);
+    source.mul_(5.0);
+    return F::cross_entropy(logits.view({-1, 32}), labels.view(-1));
+  }
+)", Verb::RefusesWith, "inputs-modified"},
+    {"a member made a view of a local, the head's input read from the member", R"(
+  torch::Tensor cache_;
+  torch::Tensor forward(torch::Tensor labels) {
+    auto x = torch::zeros({6, 16});
+    cache_ = x.view({6, 16});
+    auto logits = lm_head(cache_);
+    x.mul_(3.0);
+    return F::cross_entropy(logits.view({-1, 32}), labels.view(-1));
+  }
+)", Verb::RefusesWith, "inputs-modified"},
+    {"input changed through its address kept as an integer", R"(
+#include <cstdint>
+  torch::Tensor forward(torch::Tensor h, torch::Tensor labels) {
+    auto logits = lm_head(h);
+    auto address = reinterpret_cast<std::uintptr_t>(h.data_ptr<float>());
+    auto *p = reinterpret_cast<float *>(address + 0);
+    p[1] = 42.0f;
+    return F::cross_entropy(logits.view({-1, 32}), labels.view(-1));
+  }
+)", Verb::RefusesWith, "inputs-modified"},
+    {"the weight changed through what an in-place relu returned", R"(
+  torch::Tensor forward(torch::Tensor h, torch::Tensor labels) {
+    auto act = F::relu(lm_head->weight, F::ReLUFuncOptions().inplace(true));
+    auto logits = lm_head(h);
+    act.mul_(3.0);
+    return F::cross_entropy(logits.view({-1, 32}), labels.view(-1));
+  }
+)", Verb::RefusesWith, "inputs-modified"},
     {"input changed through its raw data", R"(
   torch::Tensor forward(torch::Tensor x, torch::Tensor labels) {
     auto logits = lm_head(x);

@@ -114,6 +114,7 @@ public:
   Tensor &operator+=(double value);
   Tensor &operator=(double value) &&;
   template <class T> T *data_ptr() const;
+  void *data_ptr() const;
   Tensor clone() const;
   Tensor softmax(int64_t dim) const;
   Tensor log_softmax(int64_t dim, optional<ScalarType> dtype = nullopt) const;
@@ -177,6 +178,7 @@ Tensor cross_entropy_loss(const Tensor &self, const Tensor &target, const option
                           double label_smoothing = 0.0);
 Tensor zeros(IntArrayRef shape);
 Tensor zeros_like(const Tensor &self);
+Tensor from_blob(void *data, IntArrayRef sizes);
 // The thread's autograd and autocast mode (c10/core/GradMode.h, ATen/autocast_mode.h).
 struct GradMode {
   static bool is_enabled();
