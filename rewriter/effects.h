@@ -8,7 +8,8 @@
 // handle whose in-place methods are const and whose copies, views and references share storage, so
 // C++ const-ness alone proves nothing. It therefore follows every value that may share storage with an
 // input (taint through tensor-typed expressions, from the inputs and from every parameter, member and
-// global, which may alias them), and counts as a change: an assignment through such a value; a library
+// global, which may alias them, and back to what a tainted value was made from: a view's source, the
+// buffer a tensor wraps; an address is followed through an integer too), and counts as a change: an assignment through such a value; a library
 // call named as in-place (`_`, `_out`, the pattern set's writers) that is given one; a non-const
 // method of the library (other than an accessor) called on one; a library parameter taken by non-const
 // reference or pointer that receives one; any call of user code (a function, a lambda, a member of
