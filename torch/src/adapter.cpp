@@ -213,8 +213,14 @@ torch::Tensor linear_cross_entropy(const torch::Tensor& hidden_, const torch::Te
   // What a rewritten call's original computes and the fused loss does not take (floating labels: cross_entropy's
   // soft-target loss; Byte class indices; fp64): it runs here as the original ran it, throwing what that throws.
   // The labels code the rewrite carries runs here once, on the real labels, as the original ran it.
+  // Labels that hold no tensor (an optional holding an undefined one): the original fails on them too.
+  LMFUSE_TORCH_CHECK(torch_detail::Check::Argument, labels.defined(),
+                     "lmfuse::linear_cross_entropy: labels is an undefined tensor",
+                     options_.logits_as_passed().input
+                         ? " (the labels of the loss replaced at " + options_.logits_as_passed().site + ")"
+                         : std::string());
   const torch::Tensor target = torch_detail::labelsAsPassed(options_);
-  if (torch_detail::needsOriginal(hidden_, weight_, target, options_))
+  if (torch_detail::needsOriginal(hidden_, weight_, bias_, target, options_))
     return torch_detail::originalLoss(hidden_, weight_, bias_, target, options_);
   // A rewritten call first checks that the original computed the loss this call computes.
   torch_detail::checkLogitsAsPassed(hidden_, weight_, labels, target, options_);

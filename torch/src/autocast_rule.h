@@ -6,7 +6,8 @@
 // One difference, in the gradients only: fp32 weight and bias (mixed precision's master parameters) get
 // theirs written in fp32 by the runtime (ParamGradKind::Float32, computed from the bf16/fp16 copies)
 // instead of through the cast's backward, which would round them to the half type and then widen them.
-// Outside autocast nothing is cast (mixed dtypes are then refused, as F::linear refuses them).
+// Outside autocast nothing is cast (hidden and weight of mixed dtypes are then refused, as F::linear refuses
+// them; a rewritten call whose bias has a dtype of its own computes the original: original_loss.h).
 // Autocast is active for a device when its autocast dispatch key is not excluded in this thread: the
 // test at::autocast::is_enabled()/is_autocast_enabled(device) make, spelled the same in 1.13 and 2.x.
 #pragma once

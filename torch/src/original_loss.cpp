@@ -4,6 +4,7 @@
 #include <torch/nn/functional/linear.h>
 #include <torch/nn/functional/loss.h>
 
+#include "autocast_rule.h"
 #include "errors.h"
 #include "logits_stand_in.h"
 #include "passed_code.h"
@@ -12,8 +13,8 @@ namespace lmfuse::torch_detail {
 
 namespace F = torch::nn::functional;
 
-bool needsOriginal(const torch::Tensor& hidden, const torch::Tensor& weight, const torch::Tensor& target,
-                   const LossOptions& options) {
+bool needsOriginal(const torch::Tensor& hidden, const torch::Tensor& weight, const torch::Tensor& bias,
+                   const torch::Tensor& target, const LossOptions& options) {
   if (!options.logits_as_passed().input || !target.defined()) return false;
   // fp64, not a dense tensor (a sparse input), or carrying a forward-mode tangent (LibTorch's C++ custom
   // Functions have no forward derivative: the original's ops do).
@@ -23,8 +24,11 @@ bool needsOriginal(const torch::Tensor& hidden, const torch::Tensor& weight, con
   };
   // Zero input features: the logits are the bias alone, and the runtime takes no empty weight.
   const bool noFeatures = weight.defined() && weight.dim() == 2 && weight.size(1) == 0;
+  // A bias of another dtype than the weight as F::linear takes them (an fp64 or bf16 bias of an fp32 Linear):
+  // F::linear adds it, the runtime takes one dtype for both.
+  const bool biasOfOtherType = bias.defined() && weight.defined() && autocastType(bias) != autocastType(weight);
   return target.is_floating_point() || target.is_complex() || target.scalar_type() == at::kByte ||
-         notTaken(hidden) || notTaken(weight) || noFeatures;
+         notTaken(hidden) || notTaken(weight) || noFeatures || biasOfOtherType;
 }
 
 namespace {

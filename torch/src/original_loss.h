@@ -10,10 +10,10 @@ namespace lmfuse::torch_detail {
 /// True when `target` (the labels as the original passed them: labelsAsPassed, passed_code.h) is defined and
 /// the call holds what the original computes and the fused loss does not take: labels that are floating (or
 /// complex: class probabilities to cross_entropy) or Byte class indices (which nll_loss takes), or fp64,
-/// sparse (not strided) or forward-mode-dual hidden states or weight, or a weight of zero features. Such a
-/// call computes originalLoss instead.
-bool needsOriginal(const torch::Tensor& hidden, const torch::Tensor& weight, const torch::Tensor& target,
-                   const LossOptions& options);
+/// sparse (not strided) or forward-mode-dual hidden states or weight, a weight of zero features, or a bias
+/// of another dtype than the weight as F::linear takes them. Such a call computes originalLoss instead.
+bool needsOriginal(const torch::Tensor& hidden, const torch::Tensor& weight, const torch::Tensor& bias,
+                   const torch::Tensor& target, const LossOptions& options);
 
 /// What the replaced call computed, with LibTorch's own operators: the head's logits F::linear(hidden, weight,
 /// bias) (never values of skipped logits: those are made from the head's logits as their stand-in records),

@@ -7,7 +7,9 @@
 // (only to those that require grad; none are computed under torch::NoGradGuard or inference mode).
 //   hidden  [..., D]  float32, float16 or bfloat16 (float64 is refused: the runtime computes in fp32)
 //   weight  [V, D]    the dtype of hidden (mixed dtypes are refused, as F::linear refuses them)
-//   bias    [V] or an undefined tensor (a torch::nn::Linear without bias has an undefined `bias`)
+//   bias    [V] or an undefined tensor (a torch::nn::Linear without bias has an undefined `bias`), of
+//           weight's dtype (a rewritten call whose bias has another, which F::linear adds, computes the
+//           original's loss instead; a direct call refuses it)
 //   labels  int32 or int64, hidden's leading shape (or any shape with as many elements)
 // The loss has hidden's dtype (what F::linear would give) unless LossOptions::dtype says otherwise; all
 // arithmetic inside is fp32 or better.
