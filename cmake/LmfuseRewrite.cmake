@@ -407,6 +407,73 @@ function(_lmfuse_link_closure target library_files out notes)
   set(${notes} "${indirect}" PARENT_SCOPE)
 endfunction()
 
+# A rewritten object library's objects call lmfuse's runtime; a target that compiles them in
+# ($<TARGET_OBJECTS:name> among its sources) without linking the object library would not link it, and its
+# link would fail on undefined lmfuse symbols: it links lmfuse::torch as the object library does (appended
+# to the link property, which leaves its target_link_libraries signature as it was; a static library
+# passes it on to what links it).
+function(_lmfuse_link_runtime_where_objects_go targets rewritten)
+  foreach(consumer IN LISTS targets)
+    get_target_property(sources "${consumer}" SOURCES)
+    if(NOT sources)
+      continue()
+    endif()
+    string(REGEX MATCHALL "\\$<TARGET_OBJECTS:[^$<>]+>" objects "${sources}")
+    foreach(object IN LISTS objects)
+      string(REGEX REPLACE "^\\$<TARGET_OBJECTS:(.*)>$" "\\1" object "${object}")
+      if(TARGET "${object}")
+        get_target_property(aliased "${object}" ALIASED_TARGET)
+        if(aliased)
+          set(object "${aliased}")
+        endif()
+      endif()
+      if(NOT object IN_LIST rewritten)
+        continue()
+      endif()
+      # The name is looked up where the consumer was made: lmfuse::torch, imported by find_package(lmfuse),
+      # is seen only in that folder and those below it.
+      get_target_property(folder "${consumer}" SOURCE_DIR)
+      _lmfuse_folder_sees_runtime("${folder}" seen)
+      if(NOT seen)
+        message(FATAL_ERROR "lmfuse_rewrite: ${consumer} compiles in the objects of ${object} "
+                            "($<TARGET_OBJECTS:${object}>), whose rewritten units call lmfuse's runtime, but "
+                            "lmfuse::torch is not known in ${folder}, where ${consumer} is made: call "
+                            "find_package(lmfuse) there or in a folder above it, or link ${object} to ${consumer}.")
+      endif()
+      get_target_property(type "${consumer}" TYPE)
+      if(NOT type STREQUAL "INTERFACE_LIBRARY")
+        set_property(TARGET "${consumer}" APPEND PROPERTY LINK_LIBRARIES lmfuse::torch)
+      endif()
+      if(type MATCHES "^(STATIC_LIBRARY|OBJECT_LIBRARY|INTERFACE_LIBRARY)$")
+        set_property(TARGET "${consumer}" APPEND PROPERTY INTERFACE_LINK_LIBRARIES "$<LINK_ONLY:lmfuse::torch>")
+      endif()
+      break()
+    endforeach()
+  endforeach()
+endfunction()
+
+# Whether the name lmfuse::torch means lmfuse's runtime in <folder>: a target made in the build (lmfuse
+# added as a subfolder, or an imported target made global), or one imported there or in a folder above it.
+function(_lmfuse_folder_sees_runtime folder out)
+  set(${out} FALSE PARENT_SCOPE)
+  if(TARGET lmfuse::torch)
+    get_target_property(imported lmfuse::torch IMPORTED)
+    get_target_property(global lmfuse::torch IMPORTED_GLOBAL)
+    if(NOT imported OR global)
+      set(${out} TRUE PARENT_SCOPE)
+      return()
+    endif()
+  endif()
+  while(folder)
+    get_directory_property(imported DIRECTORY "${folder}" IMPORTED_TARGETS)
+    if("lmfuse::torch" IN_LIST imported)
+      set(${out} TRUE PARENT_SCOPE)
+      return()
+    endif()
+    get_directory_property(folder DIRECTORY "${folder}" PARENT_DIRECTORY)
+  endwhile()
+endfunction()
+
 # Run once, at the end of configuring (deferred by the first lmfuse_rewrite call): every target that ends
 # up in one binary with a rewritten one (an executable or shared library and all it links) gets a
 # build-time check (the step's MODE=consumer) that none of its units compiles the original of a header
@@ -417,6 +484,7 @@ function(_lmfuse_check_linked_targets)
   get_property(rewritten GLOBAL PROPERTY LMFUSE_REWRITTEN_TARGETS)
   _lmfuse_targets_under("${CMAKE_SOURCE_DIR}" all_targets)
   _lmfuse_library_files("${all_targets}" library_files)
+  _lmfuse_link_runtime_where_objects_go("${all_targets}" "${rewritten}")
   set(pairs "")
   foreach(binary IN LISTS all_targets)
     get_target_property(type "${binary}" TYPE)

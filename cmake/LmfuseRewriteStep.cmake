@@ -1099,8 +1099,21 @@ foreach(source IN LISTS SOURCES)
   if(reads_rewritten)
     unit_key("${real_source}" key)
     if(DEFINED unit_record_${key})
+      set(mismatches "")
       macro_mismatches("${source}" "${unit}" "${unit_flags}" "${unit_flags_directory}" ${unit_record_${key}}
-                       macros_differ)
+                       mismatches)
+      # A unit that starts with the target's precompiled headers reads what they include before any file of
+      # its own, compiled from the originals (or, through the mirror's folders, from copies made for another
+      # analysis): that, not a flag, is where such macros come from.
+      set(precompiled ${unit_flags})
+      list(FILTER precompiled INCLUDE REGEX "cmake_pch\\.[^/]*$")
+      if(mismatches AND precompiled)
+        list(GET precompiled 0 precompiled)
+        string(APPEND macros_differ "\n  ${source} starts with the target's precompiled headers (${precompiled}), "
+                                    "which the rewrite's analysis did not read first: take the rewritten header out "
+                                    "of target_precompile_headers(), or set the target's DISABLE_PRECOMPILE_HEADERS")
+      endif()
+      string(APPEND macros_differ "${mismatches}")
     else()
       string(APPEND macros_differ "\n  ${source} reads a rewritten file here, but the tool saw it read none "
                                   "(it was analysed under other flags)")

@@ -166,6 +166,9 @@ if(STEP STREQUAL "setup")
 
 elseif(STEP STREQUAL "header_two_units" OR STEP STREQUAL "gcc_flag" OR STEP STREQUAL "loss_forms")
   trains_fused(${STEP})
+  if(STEP STREQUAL "header_two_units")
+    trains_fused(header_two_units usage_header_two_units_from_objects)  # its objects through $<TARGET_OBJECTS:>
+  endif()
 
 elseif(STEP STREQUAL "include_src")
   trains_fused(include_src)
@@ -262,6 +265,11 @@ elseif(STEP STREQUAL "build_guards")
   string(REGEX REPLACE "[ \t\r\n]+" " " flat "${OUT}")
   if(NOT flat MATCHES "includes the original [^ ]*model\\.h, not its rewritten copy \\(through the target's precompiled headers")
     message(FATAL_ERROR "guard_pch: the failed build does not name the precompiled headers:\n${OUT}")
+  endif()
+  build_fails(guard_pch_angle)
+  string(REGEX REPLACE "[ \t\r\n]+" " " flat "${OUT}")
+  if(NOT flat MATCHES "starts with the target's precompiled headers \\([^)]*cmake_pch[^)]*\\)")
+    message(FATAL_ERROR "guard_pch_angle: the failed build does not name the precompiled headers:\n${OUT}")
   endif()
   # Unity build: the copy was parsed with its own command (-DNDEBUG), so the rebinding of h after the
   # head was seen and the fused call reads the head's input from a local made before it.
