@@ -1076,8 +1076,8 @@ private:
     if (const auto *Call = dyn_cast<CallExpr>(Node))
       if (const FunctionDecl *Callee = Call->getDirectCallee();
           Callee && isLibrary(Callee) && contains(Effects.ModeSwitches, calleeName(Callee)))
-        return change(Node, "`" + displayName(Call) + "` between the head and the loss changes the autograd or "
-                                "autocast mode the fused call would run under");
+        return change(Node, "`" + displayName(Call) + "` between the head and the loss changes the mode (autograd, "
+                                "autocast or arithmetic) the fused call would run under");
     // An operator of the program (`a = b`, `acc += x` on a class of the program) is a call of its code, not a
     // rebinding; an implicit one runs its members' and bases' operators.
     if (const auto *Operator = dyn_cast<CXXOperatorCallExpr>(Node))

@@ -10,6 +10,8 @@
 #include "clang/AST/RecursiveASTVisitor.h"
 #include "llvm/Support/Path.h"
 
+#include <cctype>
+
 using namespace clang;
 
 namespace lmfuse::rewriter {
@@ -528,6 +530,8 @@ std::optional<Renaming> renamedAt(const Expr *Part, const Stmt *Destination, con
   public:
     bool VisitVarDecl(VarDecl *Declared) { return add(Declared); }
     bool VisitBindingDecl(BindingDecl *Declared) { return add(Declared); }
+    // `using alt::net;` in a block hides an outer `net` as a local of that name does.
+    bool VisitUsingDecl(UsingDecl *Declared) { return add(Declared); }
     bool add(const NamedDecl *Declared) {
       Found.push_back(Declared);
       return true;
@@ -561,6 +565,42 @@ std::optional<Renaming> renamedAt(const Expr *Part, const Stmt *Destination, con
   return std::nullopt;
 }
 
+/// A preprocessor directive written between two places of one file that may change what a name spelled at
+/// one means at the other (`#define h other`, `#undef`, an `#include`, `#pragma push_macro` / `pop_macro`),
+/// as "`#define` on line N", or "" when none. The text is read as written: a directive inside a comment
+/// counts too (the answer may only be too careful).
+std::string directiveBetween(SourceLocation A, SourceLocation B, const AstQuery &Query) {
+  const SourceManager &SM = Query.sourceManager();
+  A = SM.getExpansionLoc(A);
+  B = SM.getExpansionLoc(B);
+  if (SM.isBeforeInTranslationUnit(B, A))
+    std::swap(A, B);
+  auto [File, Begin] = SM.getDecomposedLoc(A);
+  auto [EndFile, End] = SM.getDecomposedLoc(B);
+  bool Invalid = false;
+  llvm::StringRef Buffer = SM.getBufferData(File, &Invalid);
+  if (Invalid || File != EndFile || End > Buffer.size())
+    return "";
+  llvm::StringRef Text = Buffer.slice(Begin, End);
+  for (size_t At = 0; At < Text.size();) {
+    size_t LineEnd = Text.find('\n', At);
+    llvm::StringRef Line = Text.slice(At, LineEnd == llvm::StringRef::npos ? Text.size() : LineEnd).ltrim();
+    if (Line.consume_front("#")) {
+      llvm::StringRef Directive = Line.ltrim();
+      llvm::StringRef Word = Directive.take_while([](char C) { return std::isalnum(static_cast<unsigned char>(C)) || C == '_'; });
+      bool Changes = Word == "define" || Word == "undef" || Word == "include" || Word == "include_next" ||
+                     Word == "import" ||
+                     (Word == "pragma" && (Directive.contains("push_macro") || Directive.contains("pop_macro")));
+      if (Changes)
+        return "`#" + Word.str() + "` on line " + std::to_string(Query.line(A.getLocWithOffset(At)));
+    }
+    if (LineEnd == llvm::StringRef::npos)
+      break;
+    At = LineEnd + 1;
+  }
+  return "";
+}
+
 /// The detail of a Renaming: what Text names where it is written, and what it would name at Where.
 std::string renamingDetail(const Renaming &Found, const std::string &Text, const std::string &Where,
                            const AstQuery &Query) {
@@ -581,6 +621,11 @@ std::optional<Refusal> guardOutOfReach(const CapturedSite &Site, const PatternSe
   if (auto Found = renamedAt(Site.Guard.Condition, Site.Producer, Site, Query))
     return Refusal{ReasonKind::LabelsMismatch, Site.Guard.Condition,
                    renamingDetail(*Found, Query.text(AstQuery::spelled(Site.Guard.Condition)), "at the head", Query)};
+  if (std::string Directive = directiveBetween(Site.Guard.Condition->getBeginLoc(), Site.Producer->getBeginLoc(), Query);
+      !Directive.empty())
+    return Refusal{ReasonKind::LabelsMismatch, Site.Guard.Condition,
+                   "the fused path would spell `" + Query.text(AstQuery::spelled(Site.Guard.Condition)) +
+                       "` again at the head, and the " + Directive + " between them may change what it means"};
   return std::nullopt;
 }
 
@@ -718,6 +763,11 @@ std::optional<Refusal> headPartsReevaluated(const CapturedSite &Site, const Patt
     if (auto Found = renamedAt(Part, Site.Loss, Site, Query))
       return Refusal{ReasonKind::InputsModified, Site.Head->Call,
                      renamingDetail(*Found, Query.text(AstQuery::spelled(Part)), "at the loss", Query)};
+  if (std::string Directive = directiveBetween(Site.Head->Call->getEndLoc(), Site.Loss->getBeginLoc(), Query);
+      !Directive.empty())
+    return Refusal{ReasonKind::InputsModified, Site.Head->Call,
+                   "the fused path would spell the head's parts again at the loss, and the " + Directive +
+                       " between them may change what they mean"};
   return std::nullopt;
 }
 

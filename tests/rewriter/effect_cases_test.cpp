@@ -544,6 +544,50 @@ const Case Cases[] = {
     return F::cross_entropy(logits.view({-1, 32}), labels.view(-1));
   }
 )", Verb::RefusesWith, "inputs-modified"},
+    {"the bias written as a running mean by batch_norm_update_stats between the head and the loss", R"(
+  torch::Tensor forward(torch::Tensor x, torch::Tensor labels) {
+    auto logits = lm_head(x);
+    auto stats = at::batch_norm_update_stats(x, lm_head->bias, torch::Tensor(), 0.1);
+    return F::cross_entropy(logits.view({-1, 32}), labels.view(-1));
+  }
+)", Verb::RefusesWith, "inputs-modified"},
+    {"denormals flushed between the head and the loss", R"(
+  torch::Tensor forward(torch::Tensor x, torch::Tensor labels) {
+    auto logits = lm_head(x);
+    at::globalContext().setFlushDenormal(true);
+    return F::cross_entropy(logits.view({-1, 32}), labels.view(-1));
+  }
+)", Verb::RefusesWith, "inputs-modified"},
+    // ---- what the head's parts are spelled with, changed between the head and the loss -------------
+    {"a macro defined between the head and the loss over the head's input's name", R"(
+  torch::Tensor other_;
+  torch::Tensor forward(torch::Tensor x, torch::Tensor labels) {
+    auto logits = lm_head(x);
+#define x other_
+    auto loss = F::cross_entropy(logits.view({-1, 32}), labels.view(-1));
+#undef x
+    return loss;
+  }
+)", Verb::RefusesWith, "inputs-modified"},
+    {"a macro over the input's name restored by a pragma between the head and the loss", R"(
+  torch::Tensor other_;
+#define x other_
+#pragma push_macro("x")
+#undef x
+  torch::Tensor forward(torch::Tensor x, torch::Tensor labels) {
+    auto logits = lm_head(x);
+#pragma pop_macro("x")
+    return F::cross_entropy(logits.view({-1, 32}), labels.view(-1));
+  }
+)", Verb::RefusesWith, "inputs-modified"},
+    {"a using-declaration between the head and the loss hiding the global the head's input names", R"(
+#include <globals.h>
+  torch::Tensor forward(torch::Tensor labels) {
+    auto logits = lm_head(hidden_in);
+    using alt::hidden_in;
+    return F::cross_entropy(logits.view({-1, 32}), labels.view(-1));
+  }
+)", Verb::RefusesWith, "inputs-modified"},
     // ---- another thread of the program let run between the head and the loss ----------------------
     {"a worker released and awaited through atomics between the head and the loss", R"(
 #include <atomic>

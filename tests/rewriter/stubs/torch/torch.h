@@ -215,6 +215,13 @@ struct ForceDispatchKeyGuard {
 namespace at {  // ATen ops that write an argument their name does not say
 Tensor batch_norm(const Tensor &input, const Tensor &weight, const Tensor &bias, const Tensor &running_mean,
                   const Tensor &running_var, bool training, double momentum, double eps, bool cudnn_enabled);
+Tensor batch_norm_update_stats(const Tensor &input, const Tensor &running_mean, const Tensor &running_var,
+                              double momentum);  // returns a tuple in LibTorch
+// The process's arithmetic (ATen/Context.h).
+struct Context {
+  bool setFlushDenormal(bool on);
+};
+Context &globalContext();
 }  // namespace at
 
 namespace torch {
