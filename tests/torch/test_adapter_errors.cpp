@@ -256,6 +256,134 @@ TEST_CASE("undefined labels: a rewritten call fails as the original does, naming
   }
 }
 
+// The fused loss computes one row of the head's classes per token. Where the replaced loss read its logits
+// otherwise (3-D logits over dimension 1, classes regrouped by a view, rows the fused call does not make, a
+// shift along another dimension), a rewritten call computes the original's loss and gradients with LibTorch's
+// operators, or throws the original's exception, of its class.
+TEST_CASE("a loss the fused loss does not compute: a rewritten call computes the original's, or throws what it throws",
+          "[torch][adapter][original]") {
+  const uint64_t seed = freshSeed();
+  INFO("seed " << seed);
+  torch::manual_seed(seed);
+  constexpr int64_t batch = 2, time = 7;  // 3-D logits as they are: T classes, read from dimension 1
+  const Code same = [](const Tensor& t) { return t; };
+  struct Other {
+    const char* name;
+    std::function<Site()> make;
+    bool originalThrows;
+  };
+  const auto threeD = [&](Tensor labels) {
+    Site s = randomSite(batch * time);
+    s.hidden = s.hidden.view({batch, time, kDim});
+    s.labels = std::move(labels);
+    s.input = same;
+    s.target = same;
+    return s;
+  };
+  const std::vector<Other> table = {
+      {"3-D logits as they are, labels [B, V] below T", [&] { return threeD(torch::randint(0, time, {batch, kVocab})); }, false},
+      {"3-D logits as they are, labels [B, V] at T or past it (IndexError)",
+       [&] { return threeD(torch::full({batch, kVocab}, time + 1, torch::kLong)); }, true},
+      {"3-D logits as they are, label smoothing, reduction none",
+       [&] {
+         Site s = threeD(torch::randint(0, time, {batch, kVocab}));
+         s.smoothing = 0.2;
+         s.reduction = lmfuse::Reduction::None;
+         return s;
+       }, false},
+      {"3-D logits as they are, computed (LMFUSE_RETURN_LOGITS), sum",
+       [&] {
+         Site s = threeD(torch::randint(0, time, {batch, kVocab}));
+         s.skipped = false;
+         s.reduction = lmfuse::Reduction::Sum;
+         return s;
+       }, false},
+      {"nll_loss over the log_softmax of 3-D logits as they are",
+       [&] {
+         Site s = threeD(torch::randint(0, time, {batch, kVocab}));
+         s.nll = true;
+         return s;
+       }, false},
+      {"view({-1, 2V}): the classes regrouped",
+       [&] {
+         Site s = randomSite(6);
+         s.labels = torch::randint(0, 2 * kVocab, {6});
+         s.input = [](const Tensor& l) { return l.reshape({-1, 2 * kVocab}); };
+         s.target = [](const Tensor& y) { return y.slice(0, 0, 3); };
+         return s;
+       }, false},
+      {"rows the fused call does not make (a slice of the positions)",
+       [&] {
+         Site s = randomSite(batch * time);
+         s.hidden = s.hidden.view({batch, time, kDim});
+         s.labels = torch::randint(0, kVocab, {batch, time});
+         s.input = [](const Tensor& l) { return l.slice(1, 0, 3).reshape({-1, kVocab}); };
+         s.target = [](const Tensor& y) { return y.slice(1, 0, 3).reshape(-1); };
+         return s;
+       }, false},
+      {"a shift along B of [A, B, T, D] with B == T",
+       [&] {
+         Site s = randomSite(18);
+         s.hidden = s.hidden.view({2, 3, 3, kDim});
+         s.labels = torch::randint(0, kVocab, {2, 3, 3});
+         s.shift = true;  // written on dims 1 and -1: the logits' dim 1 is B here
+         s.input = [](const Tensor& l) { return l.slice(1, 0, -1).reshape({-1, kVocab}); };
+         s.target = [](const Tensor& y) { return y.slice(-1, 1).reshape(-1); };
+         return s;
+       }, false},
+      {"the shift, not reshaped: 3-D logits as they are",
+       [&] {
+         Site s = randomSite(batch * time);
+         s.hidden = s.hidden.view({batch, time, kDim});
+         s.labels = torch::randint(0, kVocab, {batch, time});
+         s.shift = true;
+         s.input = [](const Tensor& l) { return l.slice(1, 0, -1); };
+         s.target = [](const Tensor& y) { return y.slice(-1, 1); };
+         return s;
+       }, true},
+  };
+  for (const Other& other : table) {
+    DYNAMIC_SECTION(other.name) {
+      Site site = other.make();
+      auto leaves = [&] {
+        site.hidden = site.hidden.detach().clone().requires_grad_(true);
+        site.weight = site.weight.detach().clone().requires_grad_(true);
+        site.bias = site.bias.detach().clone().requires_grad_(true);
+        return std::vector<Tensor>{site.hidden, site.weight, site.bias};
+      };
+      const auto o = leaves();
+      Tensor originalLoss, fusedLoss;
+      std::string originalMessage, fusedMessage;
+      const std::type_info* original = thrown([&] { originalLoss = site.original(); }, originalMessage);
+      const auto f = leaves();
+      const int64_t fusedCalls = lmfuse::fused_call_count();
+      const std::type_info* fused = thrown([&] { fusedLoss = site.fused(); }, fusedMessage);
+      CHECK(lmfuse::fused_call_count() == fusedCalls);  // the original's computation, not the fused one
+      INFO("original: " << (original ? original->name() : "no exception") << ": " << originalMessage);
+      INFO("fused:    " << (fused ? fused->name() : "no exception") << ": " << fusedMessage);
+      REQUIRE((original != nullptr) == other.originalThrows);
+      if (original) {
+        REQUIRE(fused != nullptr);
+        CHECK(*fused == *original);
+        CHECK_THAT(fusedMessage, Catch::Contains(originalMessage.substr(0, originalMessage.find('\n'))));
+        continue;
+      }
+      REQUIRE(fused == nullptr);
+      REQUIRE(fusedLoss.sizes() == originalLoss.sizes());
+      CHECK(fusedLoss.scalar_type() == originalLoss.scalar_type());
+      CHECK(torch::allclose(fusedLoss, originalLoss, 1e-6, 1e-6));
+      const Tensor upstream = torch::rand(originalLoss.sizes()) + 0.5;
+      originalLoss.backward(upstream);
+      fusedLoss.backward(upstream);
+      for (int i = 0; i < 3; ++i) {
+        INFO("gradient " << i);
+        REQUIRE(f[i].grad().defined());
+        CHECK(torch::allclose(f[i].grad(), o[i].grad(), 1e-6, 1e-6));
+      }
+    }
+  }
+}
+
 // F::linear adds a bias of another dtype than its weight where it ends in matmul + add_ (LibTorch 1.13's 3-D
 // input), and refuses it where it ends in addmm: a rewritten call does what the original does.
 TEST_CASE("a bias of another dtype than the weight: a rewritten call computes, or fails, as the original does",

@@ -8,6 +8,7 @@
 #include <lmfuse/torch.h>
 
 #include <torch/autograd.h>
+#include <torch/nn/functional/loss.h>
 
 #include <algorithm>
 #include <limits>
@@ -191,8 +192,27 @@ public:
 
 namespace {
 
-// A rewritten call stands for the original cross_entropy, whose mean over zero valid tokens is 0/0: NaN where
-// no target of `labels` (labels[..., 1:] under the shift) is other than ignore_index, on the device, no
+namespace F = torch::nn::functional;
+
+// The NaN of the original's mean over no valid label, of the loss's dtype and on its device: LibTorch's
+// cross_entropy itself, with the call's ignore_index and label_smoothing, over one ignored row (or over none,
+// where the labels hold none), so its sign is the library's (on x86, 0 / 0 is -nan and a mean over no rows
+// nan; bf16 rounds both to nan). Where LibTorch has no loss of that dtype on that device (fp16 on the CPU in
+// 1.13, which the original cannot compute), nan.
+torch::Tensor originalEmptyMean(const torch::Tensor& loss, int64_t targets, const LossOptions& options) {
+  const at::NoGradGuard noGradient;
+  const int64_t rows = targets > 0 ? 1 : 0;
+  try {
+    return F::cross_entropy(
+        torch::zeros({rows, 2}, loss.options()), torch::full({rows}, options.ignore_index(), loss.options().dtype(torch::kLong)),
+        F::CrossEntropyFuncOptions().ignore_index(options.ignore_index()).label_smoothing(options.label_smoothing()));
+  } catch (const c10::Error&) {
+    return torch::full({}, std::numeric_limits<double>::quiet_NaN(), loss.options());
+  }
+}
+
+// A rewritten call stands for the original cross_entropy, whose mean over zero valid tokens is 0/0: its NaN
+// where no target of `labels` (labels[..., 1:] under the shift) is other than ignore_index, on the device, no
 // synchronisation. The gradients stay the runtime's zeros (where() passes none to the loss there).
 torch::Tensor asOriginalEmptyMean(const torch::Tensor& loss, const torch::Tensor& labels, const LossOptions& options) {
   if (!options.logits_as_passed().input || options.reduction() != Reduction::Mean || options.n_items().defined() ||
@@ -201,8 +221,7 @@ torch::Tensor asOriginalEmptyMean(const torch::Tensor& loss, const torch::Tensor
   torch::Tensor targets = labels;
   if (options.shift() && labels.dim() >= 1) targets = labels.narrow(-1, 1, std::max<int64_t>(labels.size(-1) - 1, 0));
   const torch::Tensor none = targets.ne(options.ignore_index()).sum() == 0;
-  return torch::where(none.to(loss.device()), torch::full({}, std::numeric_limits<double>::quiet_NaN(), loss.options()),
-                      loss);
+  return torch::where(none.to(loss.device()), originalEmptyMean(loss, targets.numel(), options), loss);
 }
 
 }  // namespace
@@ -222,8 +241,16 @@ torch::Tensor linear_cross_entropy(const torch::Tensor& hidden_, const torch::Te
   const torch::Tensor target = torch_detail::labelsAsPassed(options_);
   if (torch_detail::needsOriginal(hidden_, weight_, bias_, target, options_))
     return torch_detail::originalLoss(hidden_, weight_, bias_, target, options_);
-  // A rewritten call first checks that the original computed the loss this call computes.
-  torch_detail::checkLogitsAsPassed(hidden_, weight_, labels, target, options_);
+  // A rewritten call first checks that the original computed the loss this call computes. Where it computed
+  // another (3-D logits read over dimension 1, classes regrouped by a view, a shift along another dimension),
+  // the call computes that one as the original did, given the labels' code; without it, it cannot, and throws.
+  const std::string notFused = torch_detail::whyNotFused(hidden_, weight_, labels, target, options_);
+  if (!notFused.empty()) {
+    LMFUSE_TORCH_CHECK(torch_detail::Check::Argument, target.defined(), "lmfuse::linear_cross_entropy: ", notFused,
+                       "; the call records no labels argument to compute the original with. Mark the site "
+                       "// NOLINT(lmfuse) to keep the original loss.");
+    return torch_detail::originalLoss(hidden_, weight_, bias_, target, options_);
+  }
   // Under autocast the operands and the loss dtype become what F::linear + F::cross_entropy would see
   // (autocast_rule.h); hidden's cast is recorded by autograd, and fp32 weight and bias get fp32
   // gradients from the runtime (cast.fp32Params) or, otherwise, through their recorded casts.

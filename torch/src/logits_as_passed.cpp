@@ -1,12 +1,12 @@
-// The check of LossOptions::logits_as_passed. A rewrite may only replace a loss whose input holds the
-// head's classes in rows, one per token, in the tokens' order: that is the loss the fused call computes.
-// Whether it does depends on shapes known only when the model runs (the rank of the hidden states, the
-// K of a written view({-1, K})), so the rewritten call brings the original's input code and the check
-// runs it here on a stand-in without values (logits_stand_in.h): shape arithmetic only, no device work.
-// Its labels argument's code runs once, on the real labels (passed_code.h): the fused call takes any
-// integer labels with one per token, the original's cross_entropy only Long class indices shaped as its
-// input's rows, so a rewritten call throws wherever the original would have (also inside a try block that
-// catches it).
+// The check of LossOptions::logits_as_passed. The fused call computes a loss whose input holds the head's
+// classes in rows, one per token, in the tokens' order. Whether the replaced loss was that one depends on
+// shapes known only when the model runs (the rank of the hidden states, the K of a written view({-1, K})),
+// so the rewritten call brings the original's input code and the check runs it here on a stand-in without
+// values (logits_stand_in.h): shape arithmetic only, no device work. Where it was another loss, the call
+// computes the original instead (original_loss.h). Its labels argument's code runs once, on the real labels
+// (passed_code.h): the fused call takes any integer labels with one per token, the original's cross_entropy
+// only Long class indices shaped as its input's rows, so a rewritten call throws wherever the original would
+// have (also inside a try block that catches it).
 #include "logits_as_passed.h"
 
 #include <torch/nn/functional/loss.h>
@@ -36,8 +36,8 @@ int64_t counted(int64_t written, int64_t rank) { return written < 0 ? written + 
 
 // The fused call shifts along the labels' last dimension, the positions of hidden [..., T, D]. The
 // original's slices computed that shift only when they ran along those dimensions; the shapes alone
-// cannot tell (with B == T, slice(0, ...) and slice(1, ...) give the same shape).
-void checkShift(const torch::Tensor& hidden, const torch::Tensor& labels, const LogitsAsPassed& passed) {
+// cannot tell (with B == T, slice(0, ...) and slice(1, ...) give the same shape). Empty where they did.
+std::string whyShiftNotFused(const torch::Tensor& hidden, const torch::Tensor& labels, const LogitsAsPassed& passed) {
   const int64_t rank = hidden.dim();
   std::string why;
   if (!labels.defined() || rank < 2 || labels.dim() != rank - 1 || labels.sizes() != hidden.sizes().slice(0, rank - 1))
@@ -52,10 +52,9 @@ void checkShift(const torch::Tensor& hidden, const torch::Tensor& labels, const 
   else if (passed.shift_dims && counted(passed.shift_dims->labels, rank - 1) != rank - 2)
     why = "the original shifts the labels along their dimension " + std::to_string(passed.shift_dims->labels) +
           ", which for labels of " + std::to_string(rank - 1) + " dimensions is not their last";
-  LMFUSE_TORCH_CHECK(Check::Argument, why.empty(), "lmfuse::linear_cross_entropy: the loss replaced at ", passed.site,
-              " shifts the labels by one position; here hidden has shape ", hidden.sizes(), " and labels ",
-              labels.defined() ? labels.sizes() : c10::IntArrayRef{}, ": ", why,
-              ". Mark the site // NOLINT(lmfuse) to keep the original loss.");
+  if (why.empty()) return why;
+  return c10::str("the loss replaced at ", passed.site, " shifts the labels by one position; here hidden has shape ",
+                  hidden.sizes(), " and labels ", labels.defined() ? labels.sizes() : c10::IntArrayRef{}, ": ", why);
 }
 
 // What cross_entropy checks of its class-index target (`target`: the labels as the original passed them)
@@ -90,10 +89,10 @@ void checkLabelsAsPassed(const torch::Tensor& target, const InputAsPassed& compu
 
 }  // namespace
 
-void checkLogitsAsPassed(const torch::Tensor& hidden, const torch::Tensor& weight, const torch::Tensor& labels,
-                         const torch::Tensor& target, const LossOptions& options) {
+std::string whyNotFused(const torch::Tensor& hidden, const torch::Tensor& weight, const torch::Tensor& labels,
+                        const torch::Tensor& target, const LossOptions& options) {
   const LogitsAsPassed& passed = options.logits_as_passed();
-  if (!passed.input || !hidden.defined() || !weight.defined() || hidden.dim() < 1 || weight.dim() != 2) return;
+  if (!passed.input || !hidden.defined() || !weight.defined() || hidden.dim() < 1 || weight.dim() != 2) return {};
   const InputAsPassed computed = inputOnStandIn(hidden, weight, passed);
   const torch::Tensor& input = computed.input;
   const int64_t classes = weight.size(0);
@@ -103,24 +102,20 @@ void checkLogitsAsPassed(const torch::Tensor& hidden, const torch::Tensor& weigh
   if (options.shift() && hidden.dim() >= 2 && hidden.size(-2) > 0) rows -= rows / hidden.size(-2);
   const bool table = input.dim() == 2 && input.size(0) == rows && input.size(1) == classes;
   const bool single = input.dim() == 1 && input.size(0) == classes && rows == 1;
-  if (table || single) {
-    // The original's own errors first, of their own classes (labels one position too long for the shifted
-    // logits: cross_entropy's ValueError), then what only the fused call cannot follow.
-    if (target.defined()) checkLabelsAsPassed(target, computed, passed);
-    if (options.shift()) checkShift(hidden, labels, passed);
-    return;
+  if (!table && !single) {
+    std::string why;
+    if (input.dim() > 2)
+      why = ": cross_entropy reads the classes of logits with more than two dimensions from dimension 1";
+    else if (input.dim() == 2 && input.size(1) != classes)
+      why = ": the reshape regroups the classes in rows of " + std::to_string(input.size(1));
+    return c10::str("the loss replaced at ", passed.site, " received logits of shape ", input.sizes(),
+                    ", not one row of the head's ", classes, " classes per token ([", rows, ", ", classes,
+                    "]), which is what the fused loss computes", why);
   }
-  if (options.shift()) checkShift(hidden, labels, passed);
-  std::string why;
-  if (input.dim() > 2)
-    why = ": cross_entropy reads the classes of logits with more than two dimensions from dimension 1";
-  else if (input.dim() == 2 && input.size(1) != classes)
-    why = ": the reshape regroups the classes in rows of " + std::to_string(input.size(1));
-  LMFUSE_TORCH_CHECK(Check::Argument, false, "lmfuse::linear_cross_entropy: the loss replaced at ", passed.site, " received logits of shape ",
-              input.sizes(), ", not one row of the head's ", classes, " classes per token ([", rows, ", ", classes,
-              "]), which is what the fused loss computes", why,
-              ". Reshape the logits to [tokens, V] before the loss (logits.view({-1, logits.size(-1)})), or mark the "
-              "site // NOLINT(lmfuse) to keep the original loss.");
+  // The original's own errors first, of their own classes (labels one position too long for the shifted
+  // logits: cross_entropy's ValueError), then what only the fused call cannot follow.
+  if (target.defined()) checkLabelsAsPassed(target, computed, passed);
+  return options.shift() ? whyShiftNotFused(hidden, labels, passed) : std::string();
 }
 
 }  // namespace lmfuse::torch_detail

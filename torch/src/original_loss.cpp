@@ -41,8 +41,7 @@ torch::Tensor computeOriginal(const torch::Tensor& hidden, const torch::Tensor& 
                      options.softcap() == 0 && options.logit_scale() == 1 && options.z_loss() == 0 &&
                          !options.n_items().defined() && !options.process_group(),
                      "lmfuse::linear_cross_entropy: the loss replaced at ", passed.site,
-                     " is computed as the original computes it (floating labels, Byte class indices, fp64 or sparse operands, "
-                     "which the fused loss does not take), and the "
+                     " is computed as the original computes it (inputs or a loss the fused loss does not take), and the "
                      "options set softcap, logit_scale, z_loss, n_items or a process group, which it has not");
   // The logits the loss input is made from, as the original computed them. Skipped logits hold no values:
   // theirs are made from the head's.
@@ -79,7 +78,7 @@ torch::Tensor originalLoss(const torch::Tensor& hidden, const torch::Tensor& wei
   } catch (c10::Error& error) {
     // LibTorch's own error, of its own class, with the site added.
     error.add_context(c10::str("lmfuse::linear_cross_entropy: the loss replaced at ", options.logits_as_passed().site,
-                               " computed as the original (floating labels, Byte class indices, fp64 or sparse operands), which throws here"));
+                               " computed as the original (inputs or a loss the fused loss does not take), which throws here"));
     throw;
   }
 }

@@ -1,6 +1,7 @@
-// The original computation of a rewritten call, for inputs the fused loss does not take and the original does:
-// floating labels (class probabilities [rows, V] to cross_entropy, its soft-target loss), Byte class indices,
-// fp64 or sparse hidden states or weight.
+// The original computation of a rewritten call, for inputs the fused loss does not take and the original does
+// (floating labels: class probabilities [rows, V] to cross_entropy, its soft-target loss; Byte class indices;
+// fp64 or sparse hidden states or weight), and for a loss it does not compute (logits_as_passed.h: 3-D logits
+// read over dimension 1, classes regrouped by a view, a shift along another dimension).
 #pragma once
 
 #include <lmfuse/torch.h>

@@ -239,8 +239,7 @@ torch::Tensor skippedLogitsValues(const torch::Tensor& skipped, const torch::Ten
   LMFUSE_TORCH_CHECK(Check::Unsupported,
                      sameStorage(standIn, lineage.root) && standIn.scalar_type() == headLogits.scalar_type(),
                      "lmfuse::linear_cross_entropy: the loss replaced at ", impl->site(),
-                     " is computed as the original computes it (floating labels, Byte class indices, fp64 or sparse operands, "
-                     "which the fused loss does not take), and its "
+                     " is computed as the original computes it (inputs or a loss the fused loss does not take), and its "
                      "logits were copied between the head and the loss (a contiguous() of a slice, a cast), which "
                      "the rewritten call cannot make again; mark the site // NOLINT(lmfuse) to keep the original");
   return headLogits.contiguous().as_strided(standIn.sizes(), standIn.strides(), standIn.storage_offset());

@@ -21,8 +21,8 @@
 // vocabulary) and the backward pass only scales them by the upstream gradient on the device; None
 // returns hidden's leading shape and recomputes in the backward pass. A mean over zero valid tokens is
 // 0 with zero gradients (PyTorch gives NaN; a NaN would poison every later optimiser step), except in a
-// rewritten call (LossOptions::logits_as_passed set), which stands for the original loss: NaN there, with
-// zero gradients, as F::cross_entropy gives (the divisor is not n_items or a process group's). The gradients
+// rewritten call (LossOptions::logits_as_passed set), which stands for the original loss: F::cross_entropy's own NaN there
+// (its sign too), with zero gradients (the divisor is not n_items or a process group's). The gradients
 // are values, not differentiable graphs: a backward pass with create_graph=true throws.
 // CPU tensors run on the CPU backend with at::get_num_threads() threads; CUDA tensors on the current
 // CUDA stream, with the workspace taken from LibTorch's caching allocator and no host synchronisation
@@ -69,11 +69,13 @@ struct ShiftDims {
 /// How a replaced loss call received its logits, recorded by the rewrite (never needed by hand): the
 /// loss input's code as the original wrote it, which the fused call runs once, on a stand-in with the
 /// logits' shape and no values (a meta tensor). The fused loss computes one row of the head's V classes per
-/// token; the call checks that the original's input was exactly that — [tokens, V], or [V] for a single
-/// token — and otherwise throws naming `site`, never computing another loss than the original. (3-D
-/// logits passed without a reshape: cross_entropy reads their classes from dimension 1. A reshape to
-/// {N, K} with K != V: it regroups the classes.) With the causal shift it also requires that the original
-/// shifted along the dimension the fused loss does (see ShiftDims). Where the rewrite also recorded the
+/// token; the call checks whether the original's input was exactly that — [tokens, V], or [V] for a single
+/// token — and, with the causal shift, whether the original shifted along the dimension the fused loss does
+/// (see ShiftDims). Where it was another loss (3-D logits passed without a reshape: cross_entropy reads their
+/// classes from dimension 1; a reshape to {N, K} with K != V: it regroups the classes; a shift along another
+/// dimension), the call computes the original loss with LibTorch's operators (torch/src/original_loss.h),
+/// given the labels' code; without it, it throws naming `site`. It never computes another loss than the
+/// original. Where the rewrite also recorded the
 /// loss's labels argument as code (`labels`, over `labels_from`), the call runs it once on labels_from, as
 /// the original ran it once, and throws where the original's cross_entropy would have: a view the original could not take of those labels, labels that are not class indices as Long
 /// (int32), or not one label per row of the input ([tokens], or a scalar for a single token), raising the c10
