@@ -17,11 +17,42 @@ using namespace clang;
 
 namespace lmfuse::rewriter {
 
-AstQuery::AstQuery(ASTContext &Context, std::string ProgramRoot) : Context(Context), ProgramRoot(std::move(ProgramRoot)) {
+AstQuery::AstQuery(ASTContext &Context, Preprocessor &PP, std::string ProgramRoot)
+    : Context(Context), PP(PP), ProgramRoot(std::move(ProgramRoot)) {
   if (this->ProgramRoot.empty()) {
     const SourceManager &SM = Context.getSourceManager();
     if (OptionalFileEntryRef Main = SM.getFileEntryRefForID(SM.getMainFileID()))
       this->ProgramRoot = llvm::sys::path::parent_path(SM.getFileManager().getCanonicalName(*Main)).str();
+  }
+}
+
+std::string AstQuery::macroMeaningChanged(const Expr *E, SourceLocation At) const {
+  const SourceManager &SM = sourceManager();
+  CharSourceRange Range = fileRange(spelled(E)->getSourceRange());
+  if (Range.isInvalid())
+    return "";
+  At = SM.getExpansionLoc(At);
+  auto [File, Begin] = SM.getDecomposedLoc(Range.getBegin());
+  unsigned End = SM.getFileOffset(Range.getEnd());
+  bool Invalid = false;
+  llvm::StringRef Buffer = SM.getBufferData(File, &Invalid);
+  if (Invalid || End > Buffer.size())
+    return "";
+  // The text as the lexer reads it (comments skipped, line splices joined): each identifier's meaning where
+  // it is written against its meaning at `At`, from the macro history the preprocessor keeps.
+  Lexer Raw(SM.getLocForStartOfFile(File), Context.getLangOpts(), Buffer.begin(), Buffer.begin() + Begin, Buffer.end());
+  for (Token Word;;) {
+    const bool Last = Raw.LexFromRawLexer(Word);
+    if (Word.is(tok::eof) || SM.getFileOffset(Word.getLocation()) >= End)
+      return "";
+    if (Word.is(tok::raw_identifier)) {
+      IdentifierInfo *Name = PP.getIdentifierInfo(Word.getRawIdentifier());
+      if (Name->hadMacroDefinition() && PP.getMacroDefinitionAtLoc(Name, Word.getLocation()).getMacroInfo() !=
+                                            PP.getMacroDefinitionAtLoc(Name, At).getMacroInfo())
+        return Name->getName().str();
+    }
+    if (Last)
+      return "";
   }
 }
 

@@ -10,6 +10,7 @@
 #include "clang/AST/ASTContext.h"
 #include "clang/AST/ASTTypeTraits.h"
 #include "clang/Basic/SourceManager.h"
+#include "clang/Lex/Preprocessor.h"
 #include "clang/AST/Expr.h"
 #include "clang/AST/ExprCXX.h"
 #include "clang/AST/Stmt.h"
@@ -31,7 +32,8 @@ struct CallView {
 class AstQuery {
 public:
   /// ProgramRoot: the folder of the program's own files (canonical; "" = the main file's folder).
-  explicit AstQuery(clang::ASTContext &Context, std::string ProgramRoot = "");
+  /// Preprocessor: the unit's, which keeps every macro's history (macroMeaningChanged).
+  AstQuery(clang::ASTContext &Context, clang::Preprocessor &PP, std::string ProgramRoot = "");
 
   clang::ASTContext &context() const { return Context; }
   const clang::SourceManager &sourceManager() const { return Context.getSourceManager(); }
@@ -98,8 +100,14 @@ public:
   /// A name the rewrite introduces must not be one of these.
   bool nameInUse(llvm::StringRef Name, const clang::FunctionDecl *Function) const;
 
+  /// A name in the text E is spelled with that is a macro of another meaning at `At` than where E is written
+  /// (a `#define`, `#undef`, `#pragma push_macro` / `pop_macro` or `_Pragma` between them, in this file or
+  /// one it includes), or "" when none is: E's text pasted at `At` would expand to other code there.
+  std::string macroMeaningChanged(const clang::Expr *E, clang::SourceLocation At) const;
+
 private:
   clang::ASTContext &Context;
+  clang::Preprocessor &PP;  // the unit's, with every macro's history
   std::string ProgramRoot;
 };
 

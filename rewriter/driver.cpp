@@ -95,8 +95,8 @@ TranslationUnitOutcome analyse(const Job &Unit, const PatternSet &Patterns, cons
   Outcome.MainFile = Unit.File;
   const std::string &Directory = Unit.Command.Directory;
   TranslationUnitResult Analysis;
-  ParseOutcome Parse = parseTranslationUnit(Unit.CommandLine, Directory, {}, [&](clang::ASTContext &Context) {
-    Analysis = analyzeTranslationUnit(Context, Patterns, ProgramRoot);
+  ParseOutcome Parse = parseTranslationUnit(Unit.CommandLine, Directory, {}, [&](clang::ASTContext &Context, clang::Preprocessor &Preprocessor) {
+    Analysis = analyzeTranslationUnit(Context, Preprocessor, Patterns, ProgramRoot);
   }, ProgramRoot, /*RecordMacros=*/true);
   Outcome.FilesRead = std::move(Parse.FilesRead);
   Outcome.ReadDigests = std::move(Parse.ReadDigests);

@@ -176,6 +176,19 @@ private:
     if (Site.HoistHidden)
       for (const Mention &Found : mentions(Site.Head->Hidden, false))
         HoistedRoots.insert(Found.Of);
+    // A local reference or pointer the fused call reads again at the loss (`const auto &w = wte;`, `auto *wp =
+    // &wte;`) reads there what it was bound to: rebinding or swapping that is rebinding the input.
+    for (bool Added = true; Added;) {
+      Added = false;
+      for (Root Of : std::vector<Root>(Protected.begin(), Protected.end())) {
+        const auto *Variable = dyn_cast<VarDecl>(Of);
+        if (!Variable || isa<ParmVarDecl>(Variable) || !Variable->hasLocalStorage() || !Variable->getInit() ||
+            !(Variable->getType()->isReferenceType() || Variable->getType()->isPointerType()) || readOnceAtHead(Of))
+          continue;
+        for (const Mention &Found : mentions(Variable->getInit(), false))
+          Added |= Protected.insert(Found.Of).second;
+      }
+    }
     for (Root Of : Protected)
       if (isa<FieldDecl>(Of) && This)
         Protected.insert(This);
@@ -1078,6 +1091,10 @@ private:
           Callee && isLibrary(Callee) && contains(Effects.ModeSwitches, calleeName(Callee)))
         return change(Node, "`" + displayName(Call) + "` between the head and the loss changes the mode (autograd, "
                                 "autocast or arithmetic) the fused call would run under");
+    if (const auto *Value = dyn_cast<Expr>(Node))
+      if (const CXXRecordDecl *State = writableModeState(Value))
+        return change(Node, "it may write a `" + State->getQualifiedNameAsString() +
+                                "`, the thread's autograd or dispatch mode, which the fused call would run under");
     // An operator of the program (`a = b`, `acc += x` on a class of the program) is a call of its code, not a
     // rebinding; an implicit one runs its members' and bases' operators.
     if (const auto *Operator = dyn_cast<CXXOperatorCallExpr>(Node))
@@ -1286,8 +1303,9 @@ private:
     return std::nullopt;
   }
 
-  /// A jump that can reach the loss without the head: any `goto`, or a `case`/`default` label of a
-  /// `switch` between the head and the loss (control entering there skips the head).
+  /// A jump that can reach the loss without the head: any `goto`, a `case`/`default` label of a `switch`
+  /// between the head and the loss (control entering there skips the head), or a call between them of a
+  /// function that returns twice (`setjmp`, `sigsetjmp`, `vfork`: a `longjmp` later enters there again).
   std::optional<InputChange> findGoto() {
     class GotoFinder : public RecursiveASTVisitor<GotoFinder> {
     public:
@@ -1299,14 +1317,25 @@ private:
           Found = Label, Entry = true;
         return !Found;
       }
+      bool VisitCallExpr(CallExpr *Call) {
+        const FunctionDecl *Callee = Call->getDirectCallee();
+        if (Callee && Callee->hasAttr<ReturnsTwiceAttr>() && Query.before(Head, Call->getBeginLoc()) &&
+            Query.before(Call->getBeginLoc(), Loss))
+          Found = Call, Twice = true;
+        return !Found;
+      }
       const AstQuery &Query;
       SourceLocation Head, Loss;
       const Stmt *Found = nullptr;
-      bool Entry = false;
+      bool Entry = false, Twice = false;
     } Finder(Query, Site.Head->Call->getBeginLoc(), Site.Loss->getBeginLoc());
     Finder.TraverseStmt(const_cast<Stmt *>(Site.Body));
     if (Finder.Found && Finder.Entry)
       return InputChange{Finder.Found, "a `switch` can enter between the head and the loss, skipping the head"};
+    if (Finder.Found && Finder.Twice)
+      return InputChange{Finder.Found, "`" + Query.text(Finder.Found) +
+                                           "` returns twice: a `longjmp` can enter between the head and the loss "
+                                           "again, after any code of the program"};
     if (Finder.Found)
       return InputChange{Finder.Found, "a `goto` can run any code of the function between the head and the loss"};
     return std::nullopt;
@@ -1327,6 +1356,23 @@ private:
           Variable && Variable->getType()->isReferenceType() && !readOnceAtHead(Of))
         return Variable;
     return nullptr;
+  }
+
+  /// The library class of the thread's modes (the pattern set's `mode_states`) that E is a non-const object,
+  /// reference or pointer of; null when it is none.
+  const CXXRecordDecl *writableModeState(const Expr *E) const {
+    if (isa<ImplicitCastExpr>(E) || Effects.ModeStates.empty())
+      return nullptr;
+    QualType Type = E->getType();
+    if (Type->isPointerType())
+      Type = Type->getPointeeType();
+    else if (!E->isGLValue())
+      return nullptr;
+    const CXXRecordDecl *Record = Type.getNonReferenceType()->getAsCXXRecordDecl();
+    if (!Record || Type.isConstQualified() || !contains(Effects.ModeStates, Record->getNameAsString()) ||
+        !isLibrary(Record))
+      return nullptr;
+    return Record;
   }
 
   bool readOnceAtHead(Root Of) const {

@@ -231,6 +231,7 @@ template <> struct MappingTraits<EffectPatterns> {
     Io.mapOptional("fresh_results", P.FreshResults);
     Io.mapOptional("mode_guards", P.ModeGuards);
     Io.mapOptional("mode_switches", P.ModeSwitches);
+    Io.mapOptional("mode_states", P.ModeStates);
     Io.mapOptional("type_hiding_holders", P.TypeHidingHolders);
   }
 };

@@ -163,6 +163,10 @@ struct EffectPatterns {
   /// the head, the fused call under the mode at the loss, so either between them refuses the site.
   std::vector<std::string> ModeGuards;
   std::vector<std::string> ModeSwitches;
+  /// Library classes whose objects are the thread's modes (`AutogradState`, the dispatch keys' TLS): a
+  /// write to one switches the mode as a mode switch does, so any non-const use of one between the head and
+  /// the loss refuses the site.
+  std::vector<std::string> ModeStates;
   /// Library classes that hide the type of what they hold (`any`, `function`): a value of one may hold a
   /// mode guard. A library class template given `void` (`std::shared_ptr<void>`) hides it too.
   std::vector<std::string> TypeHidingHolders;

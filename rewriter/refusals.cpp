@@ -8,6 +8,7 @@
 #include "clang/AST/ParentMapContext.h"
 #include "clang/Analysis/Analyses/ExprMutationAnalyzer.h"
 #include "clang/AST/RecursiveASTVisitor.h"
+#include "clang/Lex/Lexer.h"
 #include "llvm/Support/Path.h"
 
 #include <cctype>
@@ -565,11 +566,11 @@ std::optional<Renaming> renamedAt(const Expr *Part, const Stmt *Destination, con
   return std::nullopt;
 }
 
-/// A preprocessor directive written between two places of one file that may change what a name spelled at
-/// one means at the other (`#define h other`, `#undef`, an `#include`, `#pragma push_macro` / `pop_macro`),
-/// as "`#define` on line N", or "" when none. The text is read as written: a directive inside a comment
-/// counts too (the answer may only be too careful).
-std::string directiveBetween(SourceLocation A, SourceLocation B, const AstQuery &Query) {
+/// An `#include` (`#include_next`, `#import`) between A and B, in A's file, as "`#include` on line N", or ""
+/// when none: the file it includes may declare names or define macros that the text spelled again at the
+/// other location would then read. Read as the lexer reads the file (comments skipped, line splices joined,
+/// `%:` for `#`). Macros changed between them are macroMeaningChanged's (ast_query.h).
+std::string includeBetween(SourceLocation A, SourceLocation B, const AstQuery &Query) {
   const SourceManager &SM = Query.sourceManager();
   A = SM.getExpansionLoc(A);
   B = SM.getExpansionLoc(B);
@@ -581,22 +582,21 @@ std::string directiveBetween(SourceLocation A, SourceLocation B, const AstQuery 
   llvm::StringRef Buffer = SM.getBufferData(File, &Invalid);
   if (Invalid || File != EndFile || End > Buffer.size())
     return "";
-  llvm::StringRef Text = Buffer.slice(Begin, End);
-  for (size_t At = 0; At < Text.size();) {
-    size_t LineEnd = Text.find('\n', At);
-    llvm::StringRef Line = Text.slice(At, LineEnd == llvm::StringRef::npos ? Text.size() : LineEnd).ltrim();
-    if (Line.consume_front("#")) {
-      llvm::StringRef Directive = Line.ltrim();
-      llvm::StringRef Word = Directive.take_while([](char C) { return std::isalnum(static_cast<unsigned char>(C)) || C == '_'; });
-      bool Changes = Word == "define" || Word == "undef" || Word == "include" || Word == "include_next" ||
-                     Word == "import" ||
-                     (Word == "pragma" && (Directive.contains("push_macro") || Directive.contains("pop_macro")));
-      if (Changes)
-        return "`#" + Word.str() + "` on line " + std::to_string(Query.line(A.getLocWithOffset(At)));
-    }
-    if (LineEnd == llvm::StringRef::npos)
-      break;
-    At = LineEnd + 1;
+  Lexer Raw(SM.getLocForStartOfFile(File), Query.context().getLangOpts(), Buffer.begin(), Buffer.begin() + Begin,
+            Buffer.end());
+  Token Hash;
+  for (bool Last = false; !Last;) {
+    Last = Raw.LexFromRawLexer(Hash);
+    if (Hash.is(tok::eof) || SM.getFileOffset(Hash.getLocation()) >= End)
+      return "";
+    if (!Hash.is(tok::hash) || !Hash.isAtStartOfLine() || Last)
+      continue;
+    Token Word;
+    Last = Raw.LexFromRawLexer(Word);
+    if (Word.is(tok::raw_identifier) && !Word.isAtStartOfLine() &&
+        (Word.getRawIdentifier() == "include" || Word.getRawIdentifier() == "include_next" ||
+         Word.getRawIdentifier() == "import"))
+      return "`#" + Word.getRawIdentifier().str() + "` on line " + std::to_string(Query.line(Hash.getLocation()));
   }
   return "";
 }
@@ -621,11 +621,16 @@ std::optional<Refusal> guardOutOfReach(const CapturedSite &Site, const PatternSe
   if (auto Found = renamedAt(Site.Guard.Condition, Site.Producer, Site, Query))
     return Refusal{ReasonKind::LabelsMismatch, Site.Guard.Condition,
                    renamingDetail(*Found, Query.text(AstQuery::spelled(Site.Guard.Condition)), "at the head", Query)};
-  if (std::string Directive = directiveBetween(Site.Guard.Condition->getBeginLoc(), Site.Producer->getBeginLoc(), Query);
-      !Directive.empty())
+  if (std::string Macro = Query.macroMeaningChanged(Site.Guard.Condition, Site.Producer->getBeginLoc()); !Macro.empty())
     return Refusal{ReasonKind::LabelsMismatch, Site.Guard.Condition,
                    "the fused path would spell `" + Query.text(AstQuery::spelled(Site.Guard.Condition)) +
-                       "` again at the head, and the " + Directive + " between them may change what it means"};
+                       "` again at the head, where `" + Macro +
+                       "` is not the macro it is in the test (a #define, #undef or macro pragma between them)"};
+  if (std::string Include = includeBetween(Site.Guard.Condition->getBeginLoc(), Site.Producer->getBeginLoc(), Query);
+      !Include.empty())
+    return Refusal{ReasonKind::LabelsMismatch, Site.Guard.Condition,
+                   "the fused path would spell `" + Query.text(AstQuery::spelled(Site.Guard.Condition)) +
+                       "` again at the head, and the " + Include + " between them may change what it means"};
   return std::nullopt;
 }
 
@@ -763,10 +768,15 @@ std::optional<Refusal> headPartsReevaluated(const CapturedSite &Site, const Patt
     if (auto Found = renamedAt(Part, Site.Loss, Site, Query))
       return Refusal{ReasonKind::InputsModified, Site.Head->Call,
                      renamingDetail(*Found, Query.text(AstQuery::spelled(Part)), "at the loss", Query)};
-  if (std::string Directive = directiveBetween(Site.Head->Call->getEndLoc(), Site.Loss->getBeginLoc(), Query);
-      !Directive.empty())
+  for (const Expr *Part : Spelled)
+    if (std::string Macro = Query.macroMeaningChanged(Part, Site.Loss->getBeginLoc()); !Macro.empty())
+      return Refusal{ReasonKind::InputsModified, Site.Head->Call,
+                     "the fused path would spell `" + Query.text(AstQuery::spelled(Part)) + "` again at the loss, where `" +
+                         Macro + "` is not the macro it is at the head (a #define, #undef or macro pragma between them)"};
+  if (std::string Include = includeBetween(Site.Head->Call->getEndLoc(), Site.Loss->getBeginLoc(), Query);
+      !Include.empty())
     return Refusal{ReasonKind::InputsModified, Site.Head->Call,
-                   "the fused path would spell the head's parts again at the loss, and the " + Directive +
+                   "the fused path would spell the head's parts again at the loss, and the " + Include +
                        " between them may change what they mean"};
   return std::nullopt;
 }

@@ -229,11 +229,11 @@ void dropDisagreeingInclusions(const SourceManager &SM, const std::map<FileID, s
 
 }  // namespace
 
-TranslationUnitResult analyzeTranslationUnit(ASTContext &Context, const PatternSet &Patterns,
+TranslationUnitResult analyzeTranslationUnit(ASTContext &Context, Preprocessor &Preprocessor, const PatternSet &Patterns,
                                              const std::string &ProgramRoot) {
   TranslationUnitResult Result;
   const SourceManager &SM = Context.getSourceManager();
-  AstQuery Query(Context, ProgramRoot);
+  AstQuery Query(Context, Preprocessor, ProgramRoot);
 
   // One traversal finds the loss calls of every rule and the calls of the fused loss.
   std::vector<Candidate> Candidates, FusedCalls;
@@ -448,7 +448,7 @@ RewriteResult rewriteSource(llvm::StringRef Code, llvm::ArrayRef<std::string> Ar
     return Result;
   Result.Parsed = true;
 
-  TranslationUnitResult Analysis = analyzeTranslationUnit(Unit->getASTContext(), Patterns);
+  TranslationUnitResult Analysis = analyzeTranslationUnit(Unit->getASTContext(), Unit->getPreprocessor(), Patterns);
   Result.Sites = std::move(Analysis.Sites);
   const SourceManager &SM = Unit->getSourceManager();
   llvm::StringRef MainPath = SM.getFileEntryRefForID(SM.getMainFileID())->getName();

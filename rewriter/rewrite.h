@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "clang/AST/ASTContext.h"
+#include "clang/Lex/Preprocessor.h"
 #include "clang/Tooling/Core/Replacement.h"
 #include "llvm/ADT/ArrayRef.h"
 #include "llvm/ADT/StringRef.h"
@@ -26,9 +27,9 @@ struct TranslationUnitResult {
 /// Pure analysis over a translation unit that parsed without errors. Sites in the library's system
 /// headers are not candidates (a program file included as a system header is the program's). Sites are sorted by file, line and column. ProgramRoot is the folder of the
 /// program's own files (the edit root; "" = the main file's folder): what they declare is never the
-/// library's (AstQuery::declaredByProgram).
-TranslationUnitResult analyzeTranslationUnit(clang::ASTContext &Context, const PatternSet &Patterns,
-                                             const std::string &ProgramRoot = "");
+/// library's (AstQuery::declaredByProgram). Preprocessor is the unit's, alive with its macro history.
+TranslationUnitResult analyzeTranslationUnit(clang::ASTContext &Context, clang::Preprocessor &Preprocessor,
+                                             const PatternSet &Patterns, const std::string &ProgramRoot = "");
 
 /// Convenience for tests: parse Code (with extra virtual files, e.g. stub headers) and return
 /// the rewritten main file plus the sites. Parsed is false (and Code unchanged) when the source

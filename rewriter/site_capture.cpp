@@ -70,10 +70,12 @@ public:
     }
     const VarDecl *Source = AstQuery::namedVariable(Core);
     if (Source && Source->hasLocalStorage() && !isa<ParmVarDecl>(Source) && Source != Variable) {
-      // An alias: `auto flat = logits.view(...)`; follow it to the variable it was made from.
+      // An alias: `auto flat = logits.view(...)`; follow it to the variable it was made from, as it was
+      // where the alias was made. A reference (`const auto &flat = logits`) reads that variable where the
+      // reference is read: what is written to it up to there counts.
       Site.Aliases.push_back(Variable);
       Site.Chain.insert(Site.Chain.begin(), ChainStep{Producer.Node, Producer.Value, Variable, Core});
-      traceLogits(Core, Producer.Node->getBeginLoc());
+      traceLogits(Core, Variable->getType()->isReferenceType() ? Point : Producer.Node->getBeginLoc());
       return;
     }
     Site.Logits = Variable;

@@ -102,7 +102,7 @@ private:
 class ParsingConsumer : public clang::ASTConsumer {
 public:
   ParsingConsumer(clang::CompilerInstance &Compiler, llvm::StringRef Directory, ParseOutcome &Outcome,
-                  const std::function<void(clang::ASTContext &)> &OnParsed, const MacroNameRecorder *Macros,
+                  const std::function<void(clang::ASTContext &, clang::Preprocessor &)> &OnParsed, const MacroNameRecorder *Macros,
                   llvm::StringRef ProjectRoot)
       : Compiler(Compiler), Directory(Directory), Outcome(Outcome), OnParsed(OnParsed), Macros(Macros),
         ProjectRoot(ProjectRoot) {}
@@ -139,14 +139,14 @@ public:
     if (Macros)
       Outcome.Macros = Macros->dependences();
     if (!Context.getDiagnostics().hasErrorOccurred() && OnParsed)
-      OnParsed(Context);
+      OnParsed(Context, Compiler.getPreprocessor());
   }
 
 private:
   clang::CompilerInstance &Compiler;
   std::string Directory;
   ParseOutcome &Outcome;
-  const std::function<void(clang::ASTContext &)> &OnParsed;
+  const std::function<void(clang::ASTContext &, clang::Preprocessor &)> &OnParsed;
   const MacroNameRecorder *Macros;
   std::string ProjectRoot;
   std::map<unsigned, bool> ProgramFiles;  // FileID hash -> a program file (keeps its bodies)
@@ -155,7 +155,7 @@ private:
 class ParsingAction : public clang::ASTFrontendAction {
 public:
   ParsingAction(llvm::StringRef Directory, ParseOutcome &Outcome,
-                const std::function<void(clang::ASTContext &)> &OnParsed, std::string ProjectRoot, bool RecordMacros)
+                const std::function<void(clang::ASTContext &, clang::Preprocessor &)> &OnParsed, std::string ProjectRoot, bool RecordMacros)
       : Directory(Directory), Outcome(Outcome), OnParsed(OnParsed), ProjectRoot(std::move(ProjectRoot)),
         RecordMacros(RecordMacros) {}
 
@@ -176,7 +176,7 @@ public:
 private:
   std::string Directory;
   ParseOutcome &Outcome;
-  const std::function<void(clang::ASTContext &)> &OnParsed;
+  const std::function<void(clang::ASTContext &, clang::Preprocessor &)> &OnParsed;
   std::string ProjectRoot;
   bool RecordMacros;
 };
@@ -212,7 +212,7 @@ std::string frontendKey(const std::vector<std::string> &CommandLine, llvm::Strin
 
 ParseOutcome parseTranslationUnit(const std::vector<std::string> &CommandLine, llvm::StringRef Directory,
                                   const llvm::StringMap<std::string> &Overlay,
-                                  const std::function<void(clang::ASTContext &)> &OnParsed,
+                                  const std::function<void(clang::ASTContext &, clang::Preprocessor &)> &OnParsed,
                                   const std::string &ProjectRoot, bool RecordMacros) {
   ParseOutcome Outcome;
   // A file system of its own: its working directory is this command's, whatever other threads do.

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "clang/AST/ASTContext.h"
+#include "clang/Lex/Preprocessor.h"
 
 #include "macro_dependence.h"
 #include "llvm/ADT/StringMap.h"
@@ -50,14 +51,14 @@ std::string contentsHash(llvm::StringRef Contents);
 std::string frontendKey(const std::vector<std::string> &CommandLine, llvm::StringRef Directory);
 
 /// Parses the translation unit of CommandLine (already adjusted to -fsyntax-only) from Directory, seeing
-/// Overlay (canonical path -> contents) in place of the files on disk. OnParsed runs on the AST when the
+/// Overlay (canonical path -> contents) in place of the files on disk. OnParsed runs on the AST (and the unit's preprocessor) when the
 /// parse had no error. Function bodies are skipped in system headers but the program's own (the main file
 /// and the files under ProjectRoot; "": the main file's folder), however they were included. With
 /// RecordMacros, Macros records what the files under ProjectRoot name ("": every file outside the system
 /// headers).
 ParseOutcome parseTranslationUnit(const std::vector<std::string> &CommandLine, llvm::StringRef Directory,
                                   const llvm::StringMap<std::string> &Overlay,
-                                  const std::function<void(clang::ASTContext &)> &OnParsed,
+                                  const std::function<void(clang::ASTContext &, clang::Preprocessor &)> &OnParsed,
                                   const std::string &ProjectRoot = "", bool RecordMacros = false);
 
 /// The re-parse check: the translation unit must compile with Overlay's rewritten contents.

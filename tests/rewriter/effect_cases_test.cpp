@@ -558,6 +558,88 @@ const Case Cases[] = {
     return F::cross_entropy(logits.view({-1, 32}), labels.view(-1));
   }
 )", Verb::RefusesWith, "inputs-modified"},
+    {"the thread's autograd state assigned between the head and the loss", R"(
+  torch::Tensor forward(torch::Tensor x, torch::Tensor labels) {
+    c10::AutogradState::get_tls_state() = c10::AutogradState(false, false, false);
+    auto logits = lm_head(x);
+    c10::AutogradState::get_tls_state() = c10::AutogradState(true, false, false);
+    return F::cross_entropy(logits.view({-1, 32}), labels.view(-1));
+  }
+)", Verb::RefusesWith, "inputs-modified"},
+    {"the thread's autograd state swapped between the head and the loss", R"(
+#include <utility>
+  torch::Tensor forward(torch::Tensor x, torch::Tensor labels) {
+    c10::AutogradState saved(false, false, false);
+    std::swap(c10::AutogradState::get_tls_state(), saved);
+    auto logits = lm_head(x);
+    std::swap(c10::AutogradState::get_tls_state(), saved);
+    return F::cross_entropy(logits.view({-1, 32}), labels.view(-1));
+  }
+)", Verb::RefusesWith, "inputs-modified"},
+    {"the thread's autograd state written through a pointer taken before the head", R"(
+  torch::Tensor forward(torch::Tensor x, torch::Tensor labels) {
+    c10::AutogradState *state = &c10::AutogradState::get_tls_state();
+    auto logits = lm_head(x);
+    *state = c10::AutogradState(true, false, false);
+    return F::cross_entropy(logits.view({-1, 32}), labels.view(-1));
+  }
+)", Verb::RefusesWith, "inputs-modified"},
+    {"the dispatch keys' thread-local set swapped between the head and the loss", R"(
+#include <utility>
+  torch::Tensor forward(torch::Tensor x, torch::Tensor labels) {
+    c10::impl::PODLocalDispatchKeySet below;
+    auto logits = lm_head(x);
+    std::swap(c10::impl::raw_local_dispatch_key_set, below);
+    return F::cross_entropy(logits.view({-1, 32}), labels.view(-1));
+  }
+)", Verb::RefusesWith, "inputs-modified"},
+    // ---- control entering between the head and the loss again -------------------------------------
+    {"a setjmp between the head and the loss, which a longjmp enters again", R"(
+#include <csetjmp>
+  std::jmp_buf retry_point;
+  torch::Tensor forward(torch::Tensor x, torch::Tensor labels) {
+    auto logits = lm_head(x);
+    setjmp(retry_point);
+    return F::cross_entropy(logits.view({-1, 32}), labels.view(-1));
+  }
+)", Verb::RefusesWith, "inputs-modified"},
+    // ---- a reference or pointer the fused call reads again, bound to a local rebound in between -------
+    {"the weight through a const reference to a local re-bound between the head and the loss", R"(
+  torch::Tensor forward(torch::Tensor x, torch::Tensor other, torch::Tensor labels) {
+    torch::Tensor weight = lm_head->weight;
+    const auto &w = weight;
+    auto logits = F::linear(x, w);
+    weight = other;
+    return F::cross_entropy(logits.view({-1, 32}), labels.view(-1));
+  }
+)", Verb::RefusesWith, "inputs-modified"},
+    {"the weight through a pointer to a local swapped between the head and the loss", R"(
+#include <utility>
+  torch::Tensor forward(torch::Tensor x, torch::Tensor other, torch::Tensor labels) {
+    torch::Tensor weight = lm_head->weight;
+    torch::Tensor *wp = &weight;
+    auto logits = F::linear(x, *wp);
+    std::swap(weight, other);
+    return F::cross_entropy(logits.view({-1, 32}), labels.view(-1));
+  }
+)", Verb::RefusesWith, "inputs-modified"},
+    {"the head's module through a reference to a local handle re-bound between the head and the loss", R"(
+  torch::Tensor forward(torch::Tensor x, torch::nn::Linear other, torch::Tensor labels) {
+    torch::nn::Linear head = lm_head;
+    auto &module = head;
+    auto logits = module(x);
+    head = other;
+    return F::cross_entropy(logits.view({-1, 32}), labels.view(-1));
+  }
+)", Verb::RefusesWith, "inputs-modified"},
+    {"the logits through a const reference, the logits re-bound before the loss reads it", R"(
+  torch::Tensor forward(torch::Tensor x, torch::Tensor other, torch::Tensor labels) {
+    auto logits = lm_head(x);
+    const auto &flat = logits;
+    logits = other;
+    return F::cross_entropy(flat.view({-1, 32}), labels.view(-1));
+  }
+)", Verb::RefusesWith, "head-not-linear"},
     // ---- what the head's parts are spelled with, changed between the head and the loss -------------
     {"a macro defined between the head and the loss over the head's input's name", R"(
   torch::Tensor other_;
@@ -577,6 +659,75 @@ const Case Cases[] = {
   torch::Tensor forward(torch::Tensor x, torch::Tensor labels) {
     auto logits = lm_head(x);
 #pragma pop_macro("x")
+    return F::cross_entropy(logits.view({-1, 32}), labels.view(-1));
+  }
+)", Verb::RefusesWith, "inputs-modified"},
+    {"a macro over the input's name restored by _Pragma between the head and the loss", R"case(
+  torch::Tensor other_;
+#define x other_
+#pragma push_macro("x")
+#undef x
+  torch::Tensor forward(torch::Tensor x, torch::Tensor labels) {
+    auto logits = lm_head(x);
+    _Pragma("pop_macro(\"x\")")
+    return F::cross_entropy(logits.view({-1, 32}), labels.view(-1));
+  }
+)case", Verb::RefusesWith, "inputs-modified"},
+    {"a macro over the input's name restored by a macro that expands to _Pragma", R"case(
+  torch::Tensor other_;
+#define RESTORE _Pragma("pop_macro(\"x\")")
+#define x other_
+#pragma push_macro("x")
+#undef x
+  torch::Tensor forward(torch::Tensor x, torch::Tensor labels) {
+    auto logits = lm_head(x);
+    RESTORE
+    return F::cross_entropy(logits.view({-1, 32}), labels.view(-1));
+  }
+)case", Verb::RefusesWith, "inputs-modified"},
+    {"a macro over the head's module defined with the %: digraph between the head and the loss", R"(
+  torch::nn::Linear other_{nullptr};
+  torch::Tensor forward(torch::Tensor x, torch::Tensor labels) {
+    auto logits = lm_head(x);
+%:define lm_head other_
+    auto loss = F::cross_entropy(logits.view({-1, 32}), labels.view(-1));
+%:undef lm_head
+    return loss;
+  }
+)", Verb::RefusesWith, "inputs-modified"},
+    {"a macro over the input's name defined through a line splice between the head and the loss", R"(
+  torch::Tensor other_;
+  torch::Tensor forward(torch::Tensor x, torch::Tensor labels) {
+    auto logits = lm_head(x);
+#\
+define x other_
+    auto loss = F::cross_entropy(logits.view({-1, 32}), labels.view(-1));
+#undef x
+    return loss;
+  }
+)", Verb::RefusesWith, "inputs-modified"},
+    {"a macro the head's parts do not name, and a directive in a comment, between the head and the loss", R"(
+  torch::Tensor forward(torch::Tensor x, torch::Tensor labels) {
+    auto logits = lm_head(x);
+#define VOCAB 32
+    // #define x other_ (commented out)
+    return F::cross_entropy(logits.view({-1, VOCAB}), labels.view(-1));
+  }
+)", Verb::RewritesTo, R"(
+  torch::Tensor forward(torch::Tensor x, torch::Tensor labels) {
+    auto logits = lmfuse::skip_logits() ? lmfuse::skipped_logits(x, lm_head->weight, "model.cpp:N") : lm_head(x);
+#define VOCAB 32
+    // #define x other_ (commented out)
+    return lmfuse::enabled()
+        ? lmfuse::linear_cross_entropy(x, lm_head->weight, lm_head->bias, labels, lmfuse::LossOptions()
+            .logits_as_passed({"model.cpp:N", logits, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits.view({-1, VOCAB}); }, {}, labels, [&](const torch::Tensor &lmfuse_labels) { return lmfuse_labels.view(-1); }}))
+        : F::cross_entropy(logits.view({-1, VOCAB}), labels.view(-1));
+  }
+)"},
+    {"an #include between the head and the loss", R"(
+  torch::Tensor forward(torch::Tensor x, torch::Tensor labels) {
+    auto logits = lm_head(x);
+#include <nothing.h>
     return F::cross_entropy(logits.view({-1, 32}), labels.view(-1));
   }
 )", Verb::RefusesWith, "inputs-modified"},

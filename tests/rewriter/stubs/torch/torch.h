@@ -205,6 +205,7 @@ void set_cpu_enabled(bool enabled);
 }  // namespace at
 namespace c10 { namespace impl {  // c10/core/impl/LocalDispatchKeySet.h
 struct PODLocalDispatchKeySet {};
+extern thread_local PODLocalDispatchKeySet raw_local_dispatch_key_set;
 void _force_tls_local_dispatch_key_set(PODLocalDispatchKeySet key_set);
 PODLocalDispatchKeySet tls_local_dispatch_key_set();
 struct ForceDispatchKeyGuard {
@@ -212,6 +213,13 @@ struct ForceDispatchKeyGuard {
   ~ForceDispatchKeyGuard();
 };
 }}  // namespace c10::impl
+namespace c10 {  // c10/core/AutogradState.h: the thread's grad, inference and forward-grad modes
+struct AutogradState {
+  AutogradState(bool grad_mode, bool inference_mode, bool fw_grad_mode);
+  static AutogradState &get_tls_state();
+  bool get_grad_mode() const;
+};
+}  // namespace c10
 namespace at {  // ATen ops that write an argument their name does not say
 Tensor batch_norm(const Tensor &input, const Tensor &weight, const Tensor &bias, const Tensor &running_mean,
                   const Tensor &running_var, bool training, double momentum, double eps, bool cudnn_enabled);
