@@ -349,6 +349,22 @@ function(_lmfuse_link_closure target library_files out notes)
         list(APPEND links ${value})
       endif()
     endforeach()
+    # Link options may name a library too (`$<TARGET_FILE:name>`, its path, `-Wl,<path>`): each is read word by
+    # word, as a generator expression is.
+    set(options "")
+    foreach(property IN ITEMS LINK_OPTIONS INTERFACE_LINK_OPTIONS LINK_FLAGS)
+      if(type STREQUAL "INTERFACE_LIBRARY" AND NOT property STREQUAL "INTERFACE_LINK_OPTIONS")
+        continue()
+      endif()
+      get_target_property(value "${current}" ${property})
+      if(value AND property STREQUAL "LINK_FLAGS")
+        separate_arguments(value UNIX_COMMAND "${value}")
+      endif()
+      if(value)
+        list(APPEND options ${value})
+      endif()
+    endforeach()
+    list(APPEND links ${options})
     # Object libraries whose objects it compiles in: $<TARGET_OBJECTS:name> among its sources.
     get_target_property(sources "${current}" SOURCES)
     if(sources)
@@ -366,7 +382,8 @@ function(_lmfuse_link_closure target library_files out notes)
         continue()
       endif()
       set(named "")
-      if(link MATCHES "\\$<|>")  # a generator expression, or a piece of one the list split at a ';'
+      if(link MATCHES "\\$<|>" OR link IN_LIST options)  # a generator expression (or a piece of one the list
+                                                            # split at a ';'), or a link option
         string(REGEX MATCHALL "\\$<TARGET_PROPERTY:[^<>]+>" reads "${link}")
         foreach(read IN LISTS reads)
           if(read MATCHES "^\\$<TARGET_PROPERTY:([^,]+),(.+)>$")
@@ -646,8 +663,9 @@ function(_lmfuse_check_after_call target)
     endif()
   endforeach()
   if(waits)
-    list(GET copies 0 first_output)
-    add_custom_command(OUTPUT "${first_output}" APPEND DEPENDS ${waits})
+    # The step's command is known by its first output, its stamp (see lmfuse_rewrite).
+    get_target_property(out_dir "${target}" LMFUSE_OUT_DIR)
+    add_custom_command(OUTPUT "${out_dir}/step.stamp" APPEND DEPENDS ${waits})
   endif()
 endfunction()
 
@@ -827,8 +845,9 @@ $<JOIN:${global_flags},
       set(listed_dependencies "")
     endif()
     add_custom_command(
-      OUTPUT ${copies} "${audit}"
+      OUTPUT "${out_dir}/step.stamp" ${copies} "${audit}"
       COMMAND "${CMAKE_COMMAND}" "-DMODE=carried" "-DTARGET=${target}" "-DFROM_DIR=${from_dir}"
+              "-DSTAMP=${out_dir}/step.stamp"
               "-DCARRIED_AUDIT=${carried_audit}" "-DEDIT_ROOT=${real_root}" "-DOUT_DIR=${out_dir}"
               "-DCOPIES=${copies}" "-DAUDIT=${audit}" "-DEXPECT_PATCHED=${ARG_EXPECT_PATCHED}"
               "-DDEPFILE=${out_dir}/rewrite.d" ${unit_check_arguments}
@@ -865,9 +884,14 @@ $<JOIN:${global_flags},
     endif()
     string(REPLACE ";" "\n" extra_lines "${ARG_EXTRA_ARGS}")
     _lmfuse_write_list("${out_dir}/extra-args.txt" "${extra_lines}\n")
+    # The stamp first: a Makefile's rule is that of the first output, and the step removes the stamp when it
+    # starts and writes it when it is done, so a step stopped before its end (the build killed) leaves no
+    # first output, and the next build runs it again, whatever copies it had placed. (The copies first, a
+    # killed step's newer copies would pass for a finished step's; the audit first, make would delete the
+    # audit of a step that failed, which says why.)
     add_custom_command(
-      OUTPUT ${copies} "${audit}"
-      COMMAND "${CMAKE_COMMAND}" "-DMODE=tool" "-DTARGET=${target}" "-DTOOL=${tool}"
+      OUTPUT "${out_dir}/step.stamp" ${copies} "${audit}"
+      COMMAND "${CMAKE_COMMAND}" "-DMODE=tool" "-DSTAMP=${out_dir}/step.stamp" "-DTARGET=${target}" "-DTOOL=${tool}"
               "-DEXTRA_ARGS_FILE=${out_dir}/extra-args.txt" "-DCOPIES=${copies}"
               "-DEDIT_ROOT=${edit_root}" "-DOUT_DIR=${out_dir}"
               "-DAUDIT=${audit}" "-DEXPECT_PATCHED=${ARG_EXPECT_PATCHED}"

@@ -7,12 +7,13 @@
 # fallback, which would move it last); see every macro the rewrite's analysis depended on as the
 # tool saw it (the audit's mirror.units: a flag, a compiler or a library header that defines one otherwise
 # compiles other code than was analysed); and no unit the call never saw may read a file under EDIT_ROOT.
-# Last, a depfile of what the units read and the audit. Nothing is half-written: every file goes to a
+# Last, a depfile of what the units read, the audit, and the stamp that says the step is done (removed when it
+# starts: a step stopped before its end runs again). Nothing is half-written: every file goes to a
 # temporary beside it, renamed into place once written whole; on any failure the copies are removed (so the
 # next build runs the step again), the audit is the failed run's own (or none; or the previous one, whole,
 # where this run's cannot be written), and the build stops with the reasons.
 #
-# Both modes: TARGET EDIT_ROOT OUT_DIR COPIES AUDIT EXPECT_PATCHED DEPFILE COMPILE_COMMANDS FLAGS_FILE
+# Both modes: TARGET EDIT_ROOT OUT_DIR COPIES AUDIT STAMP EXPECT_PATCHED DEPFILE COMPILE_COMMANDS FLAGS_FILE
 #             SOURCES_FILE SOURCE_ROOT CXX UNITS_FILE BINARY_DIR PATTERNS (carried: where there is one)
 # MODE=tool:    TOOL EXTRA_ARGS_FILE
 # MODE=carried: FROM_DIR CARRIED_AUDIT
@@ -25,7 +26,7 @@ cmake_minimum_required(VERSION 3.22)
 
 # The files of lmfuse_rewritten/<target>/ that are no copies: the audit, the step's inputs, its stage (the
 # tool's cache) and depfile. A carried mirror, a copy of that folder, holds them too.
-set(bookkeeping "audit\\.json|\\.stage|\\.database|\\.lmfuse-cache|flags-[^/]*\\.txt|sources\\.txt|extra-args\\.txt|units\\.txt|rewrite\\.d(\\.part)?")
+set(bookkeeping "step\\.stamp|audit\\.json|\\.stage|\\.database|\\.lmfuse-cache|flags-[^/]*\\.txt|sources\\.txt|extra-args\\.txt|units\\.txt|rewrite\\.d(\\.part)?")
 
 set(who "lmfuse_rewrite(${TARGET})")
 
@@ -189,6 +190,12 @@ if(AUDIT AND EXISTS "${AUDIT}")
     set(AUDIT "")
     fail("AUDIT ${occupied} is a file that is not an lmfuse audit; it is left as it is: name another path")
   endif()
+endif()
+
+# A step stopped before its end (the build killed) must run again: its first output, the stamp, goes first,
+# and is written again only once everything else is in place.
+if(STAMP AND NOT MODE STREQUAL "consumer")
+  file(REMOVE "${STAMP}")
 endif()
 
 # The folders of the files the step writes outside the mirror (the depfile and its scratch file, the stamp,
@@ -1185,11 +1192,15 @@ if(MODE STREQUAL "carried")
     string(APPEND dependencies " \\\n  ${path}")
   endforeach()
 endif()
-place_text("${DEPFILE}" "${first_copy}: ${dependencies}\n")
-# The audit last: until it is in place (renamed over the previous one), the step's outputs are older than
-# what made it run, so a step stopped before (a failed write) runs again.
+# The depfile names the command's first output, the stamp (LmfuseRewrite.cmake).
+string(REPLACE " " "\\ " depfile_target "${STAMP}")
+place_text("${DEPFILE}" "${depfile_target}: ${dependencies}\n")
+# The audit, then the stamp, last: until the stamp is in place, the step's first output is missing (removed when
+# it started), so a step stopped before (a failed write, the build killed) runs again.
 lmfuse_try_place_copy("${result_audit}" "${AUDIT}" why)
 if(why)
   set(AUDIT_UNWRITABLE ON)  # fail() does not try again; the previous audit is left whole
   fail("${why}")
 endif()
+# Done: the stamp, the command's first output, says so (removed when the step started).
+place_text("${STAMP}" "${TARGET}: rewritten, checked, audited\n")
