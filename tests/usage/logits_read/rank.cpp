@@ -1,8 +1,8 @@
 // Shapes the rewrite cannot see, checked when the model runs. A head line that reshapes its output
 // returns skipped logits of the reshaped shape. A loss given 3-D logits without a reshape reads their
 // classes from dimension 1 (here T == V, so the original runs and computes another loss than one row of
-// V classes per token): the fused call refuses it, naming the site, and LMFUSE_DISABLE=1 runs the
-// original.
+// V classes per token): the fused call computes that loss as the original does, and prints the value
+// LMFUSE_DISABLE=1 (the original) prints.
 #include <torch/torch.h>
 
 #include <cstdio>
