@@ -12,6 +12,7 @@
 #include "llvm/Support/Path.h"
 
 #include "edit_set.h"  // isUnder
+#include "raw_tokens.h"
 
 using namespace clang;
 
@@ -33,27 +34,73 @@ std::string AstQuery::macroMeaningChanged(const Expr *E, SourceLocation At) cons
     return "";
   At = SM.getExpansionLoc(At);
   auto [File, Begin] = SM.getDecomposedLoc(Range.getBegin());
-  unsigned End = SM.getFileOffset(Range.getEnd());
-  bool Invalid = false;
-  llvm::StringRef Buffer = SM.getBufferData(File, &Invalid);
-  if (Invalid || End > Buffer.size())
-    return "";
-  // The text as the lexer reads it (comments skipped, line splices joined): each identifier's meaning where
-  // it is written against its meaning at `At`, from the macro history the preprocessor keeps.
-  Lexer Raw(SM.getLocForStartOfFile(File), Context.getLangOpts(), Buffer.begin(), Buffer.begin() + Begin, Buffer.end());
-  for (Token Word;;) {
-    const bool Last = Raw.LexFromRawLexer(Word);
-    if (Word.is(tok::eof) || SM.getFileOffset(Word.getLocation()) >= End)
-      return "";
-    if (Word.is(tok::raw_identifier)) {
-      IdentifierInfo *Name = PP.getIdentifierInfo(Word.getRawIdentifier());
-      if (Name->hadMacroDefinition() && PP.getMacroDefinitionAtLoc(Name, Word.getLocation()).getMacroInfo() !=
-                                            PP.getMacroDefinitionAtLoc(Name, At).getMacroInfo())
-        return Name->getName().str();
-    }
-    if (Last)
-      return "";
+  // Each identifier's meaning where it is written against its meaning at `At`, from the macro history the
+  // preprocessor keeps.
+  std::string Changed;
+  forEachRawToken(SM, Context.getLangOpts(), File, Begin, SM.getFileOffset(Range.getEnd()), [&](const Token &Word) {
+    if (!Word.is(tok::raw_identifier))
+      return true;
+    IdentifierInfo *Name = PP.getIdentifierInfo(Word.getRawIdentifier());
+    if (Name->hadMacroDefinition() && PP.getMacroDefinitionAtLoc(Name, Word.getLocation()).getMacroInfo() !=
+                                          PP.getMacroDefinitionAtLoc(Name, At).getMacroInfo())
+      Changed = Name->getName().str();
+    return Changed.empty();
+  });
+  return Changed;
+}
+
+const std::vector<std::pair<SourceLocation, std::string>> &AstQuery::positionMacroExpansions() const {
+  if (PositionMacros)
+    return *PositionMacros;
+  PositionMacros.emplace();
+  const SourceManager &SM = sourceManager();
+  // Each expansion the preprocessor made is an entry of the source manager; a built-in macro's starts at the
+  // token of its name, where it is written (in the file, or in the body of the macro that expands it).
+  for (unsigned I = 0; I < SM.local_sloc_entry_size(); ++I) {
+    const SrcMgr::SLocEntry &Entry = SM.getLocalSLocEntry(I);
+    if (!Entry.isExpansion() || Entry.getExpansion().isMacroArgExpansion())
+      continue;
+    SourceLocation NameAt = SM.getSpellingLoc(Entry.getExpansion().getExpansionLocStart());
+    bool Invalid = false;
+    const char *Name = SM.getCharacterData(NameAt, &Invalid);
+    if (Invalid || Name[0] != '_' || Name[1] != '_')
+      continue;
+    llvm::StringRef Word(Name, Lexer::MeasureTokenLength(NameAt, SM, Context.getLangOpts()));
+    if (Word == "__LINE__" || Word == "__COUNTER__")
+      PositionMacros->push_back({SM.getExpansionLoc(Entry.getExpansion().getExpansionLocStart()), Word.str()});
   }
+  return *PositionMacros;
+}
+
+std::string AstQuery::positionDependence(const Stmt *Node) const {
+  if (!Node)
+    return "";
+  const SourceManager &SM = sourceManager();
+  CharSourceRange Range = Lexer::makeFileCharRange(
+      CharSourceRange::getTokenRange(SM.getExpansionRange(Node->getSourceRange()).getAsRange()), SM,
+      Context.getLangOpts());
+  if (Range.isValid())
+    for (const auto &[At, Name] : positionMacroExpansions())
+      if (!SM.isBeforeInTranslationUnit(At, Range.getBegin()) && SM.isBeforeInTranslationUnit(At, Range.getEnd()))
+        return "`" + Name + "`";
+  std::function<std::string(const Stmt *)> Visit = [&](const Stmt *S) -> std::string {
+    if (!S)
+      return "";
+    if (const auto *Builtin = dyn_cast<SourceLocExpr>(S))
+      return "`" + Builtin->getBuiltinStr().str() + "()`";
+    if (const auto *Name = dyn_cast<PredefinedExpr>(S))
+      return "`" + PredefinedExpr::getIdentKindName(Name->getIdentKind()).str() + "`";
+    // A default argument or member initialiser is evaluated where the call or the construction is.
+    if (const auto *Default = dyn_cast<CXXDefaultArgExpr>(S))
+      return Visit(Default->getExpr());
+    if (const auto *Default = dyn_cast<CXXDefaultInitExpr>(S))
+      return Visit(Default->getExpr());
+    for (const Stmt *Child : S->children())
+      if (std::string Found = Visit(Child); !Found.empty())
+        return Found;
+    return "";
+  };
+  return Visit(Node);
 }
 
 bool AstQuery::inProgramFile(SourceLocation Location) const {

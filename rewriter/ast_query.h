@@ -105,10 +105,23 @@ public:
   /// one it includes), or "" when none is: E's text pasted at `At` would expand to other code there.
   std::string macroMeaningChanged(const clang::Expr *E, clang::SourceLocation At) const;
 
+  /// What in Node gives another value where its text is written elsewhere or once more, or "" when nothing
+  /// does: a built-in macro that expands to where it stands or to a count of its expansions (`__LINE__`,
+  /// `__COUNTER__`, also through a macro of the program), a source-location builtin (`__builtin_LINE()`,
+  /// `__builtin_COLUMN()`, `__builtin_FUNCTION()`, `std::source_location::current()`, also as a default
+  /// argument, whose value is its caller's place) or a function-name variable (`__func__`, which in a lambda
+  /// names the lambda).
+  std::string positionDependence(const clang::Stmt *Node) const;
+
 private:
+  /// The file location of each expansion of a position or count macro (positionDependence) in the unit,
+  /// with its name; read once from the source manager's record of expansions.
+  const std::vector<std::pair<clang::SourceLocation, std::string>> &positionMacroExpansions() const;
+
   clang::ASTContext &Context;
   clang::Preprocessor &PP;  // the unit's, with every macro's history
   std::string ProgramRoot;
+  mutable std::optional<std::vector<std::pair<clang::SourceLocation, std::string>>> PositionMacros;
 };
 
 /// A write to a local: its declaration with initialiser, a (compound) assignment, or an in-place

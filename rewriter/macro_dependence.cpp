@@ -3,9 +3,9 @@
 
 #include "audit.h"
 #include "edit_set.h"
+#include "raw_tokens.h"
 
 #include "clang/Basic/SourceManager.h"
-#include "clang/Lex/Lexer.h"
 #include "clang/Lex/MacroInfo.h"
 
 namespace lmfuse::rewriter {
@@ -99,23 +99,17 @@ void MacroNameRecorder::conditionNames(clang::SourceRange Condition) {
   if (Begin.isInvalid() || !Begin.isFileID() || !inProject(Begin))
     return;
   auto [File, Offset] = Sources.getDecomposedLoc(Begin);
-  bool Invalid = false;
-  llvm::StringRef Buffer = Sources.getBufferData(File, &Invalid);
-  if (Invalid)
-    return;
-  clang::Lexer Raw(Sources.getLocForStartOfFile(File), PP.getLangOpts(), Buffer.begin(), Buffer.begin() + Offset,
-                   Buffer.end());
-  clang::Token Token;
   int SkippedDepth = 0;  // inside __has_include(...): a header name, not macros (HasInclude records the test)
   bool SkipNext = false;
-  for (bool First = true;; First = false) {
-    Raw.LexFromRawLexer(Token);
-    if (Token.is(clang::tok::eof) || (!First && Token.isAtStartOfLine()))
-      break;  // the directive ends at the first unescaped newline
+  bool First = true;
+  forEachRawToken(Sources, PP.getLangOpts(), File, Offset, ~0u, [&](const clang::Token &Token) {
+    if (!First && Token.isAtStartOfLine())
+      return false;  // the directive ends at the first unescaped newline
+    First = false;
     if (SkipNext || SkippedDepth > 0) {
       SkipNext = false;
       SkippedDepth += Token.is(clang::tok::l_paren) ? 1 : Token.is(clang::tok::r_paren) ? -1 : 0;
-      continue;
+      return true;
     }
     if (Token.is(clang::tok::raw_identifier)) {
       llvm::StringRef Identifier = Token.getRawIdentifier();
@@ -124,7 +118,8 @@ void MacroNameRecorder::conditionNames(clang::SourceRange Condition) {
       else if (Identifier != "defined")
         Names.insert(Identifier.str());
     }
-  }
+    return true;
+  });
 }
 
 namespace {

@@ -4,11 +4,11 @@
 
 #include "effects.h"
 #include "pattern_match.h"
+#include "raw_tokens.h"
 
 #include "clang/AST/ParentMapContext.h"
 #include "clang/Analysis/Analyses/ExprMutationAnalyzer.h"
 #include "clang/AST/RecursiveASTVisitor.h"
-#include "clang/Lex/Lexer.h"
 #include "llvm/Support/Path.h"
 
 #include <cctype>
@@ -69,6 +69,27 @@ std::optional<Refusal> lineDirectiveInEffect(const CapturedSite &Site, const Pat
                  "a #line directive maps the end of this function (line " + std::to_string(Physical.getLine()) +
                      ") to " + Mapped.getFilename() + ":" + std::to_string(Mapped.getLine()) +
                      ", which the rewritten copy's own #line directives would change (__FILE__, __LINE__)"};
+}
+
+/// The rewrite moves the loss (into the fused call's alternative, lines below and columns to the right),
+/// copies its logits and labels code into lambdas, spells the labels test again at the head, and moves or
+/// copies the head's statement and the chain after it; the options a local holds are read at the loss. Code
+/// among them that gives another value where it stands, or each time it is expanded, would compute other
+/// shapes, labels or options in the copy (and in its LMFUSE_DISABLE path).
+std::optional<Refusal> positionDependent(const CapturedSite &Site, const PatternSet &, const AstQuery &Query,
+                                         const VariableUses &) {
+  std::vector<const Stmt *> Parts = {Site.Loss, Site.Producer, Site.Guard.Condition};
+  for (const ChainStep &Step : Site.Chain)
+    Parts.push_back(Step.Statement);
+  for (const VarDecl *Local : Site.OptionLocals)
+    Parts.push_back(Local->getInit());
+  for (const Stmt *Part : Parts)
+    if (std::string Found = Query.positionDependence(Part); !Found.empty())
+      return Refusal{ReasonKind::PositionDependent, Part,
+                     Found + " in the code the rewrite moves or copies (line " + std::to_string(Query.line(Part->getBeginLoc())) +
+                         "), where it would give another value: another line, column or function name, or another "
+                         "count of expansions"};
+  return std::nullopt;
 }
 
 /// The loss is the rule's by name only: the program declares the function called (an overload it added to
@@ -578,27 +599,21 @@ std::string includeBetween(SourceLocation A, SourceLocation B, const AstQuery &Q
     std::swap(A, B);
   auto [File, Begin] = SM.getDecomposedLoc(A);
   auto [EndFile, End] = SM.getDecomposedLoc(B);
-  bool Invalid = false;
-  llvm::StringRef Buffer = SM.getBufferData(File, &Invalid);
-  if (Invalid || File != EndFile || End > Buffer.size())
+  if (File != EndFile)
     return "";
-  Lexer Raw(SM.getLocForStartOfFile(File), Query.context().getLangOpts(), Buffer.begin(), Buffer.begin() + Begin,
-            Buffer.end());
-  Token Hash;
-  for (bool Last = false; !Last;) {
-    Last = Raw.LexFromRawLexer(Hash);
-    if (Hash.is(tok::eof) || SM.getFileOffset(Hash.getLocation()) >= End)
-      return "";
-    if (!Hash.is(tok::hash) || !Hash.isAtStartOfLine() || Last)
-      continue;
-    Token Word;
-    Last = Raw.LexFromRawLexer(Word);
-    if (Word.is(tok::raw_identifier) && !Word.isAtStartOfLine() &&
+  std::string Found;
+  std::optional<SourceLocation> DirectiveHash;  // a `#` that begins a line, just read
+  forEachRawToken(SM, Query.context().getLangOpts(), File, Begin, End, [&](const Token &Word) {
+    if (DirectiveHash && Word.is(tok::raw_identifier) && !Word.isAtStartOfLine() &&
         (Word.getRawIdentifier() == "include" || Word.getRawIdentifier() == "include_next" ||
          Word.getRawIdentifier() == "import"))
-      return "`#" + Word.getRawIdentifier().str() + "` on line " + std::to_string(Query.line(Hash.getLocation()));
-  }
-  return "";
+      Found = "`#" + Word.getRawIdentifier().str() + "` on line " + std::to_string(Query.line(*DirectiveHash));
+    DirectiveHash.reset();
+    if (Word.is(tok::hash) && Word.isAtStartOfLine())
+      DirectiveHash = Word.getLocation();
+    return Found.empty();
+  });
+  return Found;
 }
 
 /// The detail of a Renaming: what Text names where it is written, and what it would name at Where.
@@ -659,6 +674,11 @@ const Stmt *unrepeatedCondition(const CapturedSite &Site, const AstQuery &Query)
       return At;
     }
   }
+  // A `try` around the head's statement and the loss alike: an exception caught there after the head (the
+  // loss's own, for a label out of range) goes on after its handler with the logits skipped.
+  for (const Stmt *At = Block; At && At != Site.Body; At = Query.parentStmt(At))
+    if (isa<CXXTryStmt>(At))
+      return At;
   // A `break` or `continue` between the head and the loss that leaves a loop (or switch) holding the loss
   // skips it: `do { if (!train) break; loss = ...; } while (false);`, or the head and a `continue` in a loop.
   class Jumps : public RecursiveASTVisitor<Jumps> {
@@ -720,6 +740,10 @@ std::optional<Refusal> lossConditionNotRepeated(const CapturedSite &Site, const 
       bool InSite = Query.within(Read, Site.Input) || Query.within(Read, Site.Producer);
       for (const ChainStep &Step : Site.Chain)
         InSite = InSite || Query.within(Read, Step.Statement);
+      // In a `try` around the loss, what follows the loss in the try block runs only once the loss is done.
+      const auto *Try = dyn_cast<CXXTryStmt>(Condition);
+      if (Try && Query.within(Read, Try->getTryBlock()) && Query.before(Site.Loss->getEndLoc(), Read->getBeginLoc()))
+        continue;
       if (InSite || (Carrier == Site.Logits && isShapeRead(Read, Patterns, Query)))
         continue;
       return Refusal{ReasonKind::LabelsMismatch, Condition,
@@ -827,10 +851,10 @@ std::optional<Refusal> differentiatedTwice(const CapturedSite &Site, const Patte
                      "(its backward throws under create_graph)"};
 }
 
-// The order is the precedence: a site in a macro, or under a #line mapping, is never analysed further, a loss the program declares
-// is not the library's whatever else holds, a softcap wins over every other change to the logits, and
-// option problems only matter for an otherwise good site.
-constexpr Check Checks[] = {inMacro,        lineDirectiveInEffect, lossDeclaredByProgram, softcapped,           headWrapped,            notLogProbabilities,
+// The order is the precedence: a site in a macro, under a #line mapping, or reading its own place, is never
+// analysed further, a loss the program declares is not the library's whatever else holds, a softcap wins over
+// every other change to the logits, and option problems only matter for an otherwise good site.
+constexpr Check Checks[] = {inMacro,        lineDirectiveInEffect, positionDependent, lossDeclaredByProgram, softcapped,           headWrapped,            notLogProbabilities,
                             headNotLinear,
                             logitsRebound,  logitsIndexed,        logitsUsedElsewhere,    labelsBranchNontrivial,
                             labelsMismatch, guardOutOfReach, lossConditionNotRepeated, headPartsReevaluated, inputsModified,

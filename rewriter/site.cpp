@@ -39,6 +39,9 @@ constexpr ReasonEntry Reasons[] = {
     {ReasonKind::LineDirective, "line-directive",
      "a #line directive of the program maps the site's lines to another file or line, which the rewritten "
      "copy's own #line directives would change"},
+    {ReasonKind::PositionDependent, "position-dependent",
+     "code the rewrite moves or copies reads where it is written (__LINE__, __builtin_COLUMN(), __func__) or "
+     "how often it was expanded (__COUNTER__)"},
     {ReasonKind::ParseError, "parse-error", "the translation unit did not compile"},
     {ReasonKind::ReparseFailed, "reparse-failed", "the rewritten source did not compile"},
     {ReasonKind::EditConflict, "edit-conflict",

@@ -30,6 +30,7 @@ enum class ReasonKind {
   InputsModified,
   TemplateDependent,  ///< in a template, with types only an instantiation decides
   LineDirective,      ///< the program's own #line maps the site's lines, which the copy's #line would change
+  PositionDependent,  ///< code the rewrite moves or copies reads its own place (__LINE__, __func__) or a count
   // failures (status Failed)
   ParseError,
   ReparseFailed,

@@ -1,12 +1,13 @@
 // Lexes each file once for lmfuse NOLINT markers in its comments and remembers the suppressed lines.
 #include "suppression.h"
 
+#include "raw_tokens.h"
+
 #include <optional>
 #include <utility>
 #include <vector>
 
 #include "clang/Basic/LangOptions.h"
-#include "clang/Lex/Lexer.h"
 #include "llvm/ADT/SmallVector.h"
 #include "llvm/ADT/StringRef.h"
 
@@ -61,16 +62,12 @@ const std::set<unsigned> &SuppressionIndex::linesOf(clang::FileID File) {
   clang::LangOptions Language;
   Language.CPlusPlus = Language.CPlusPlus11 = Language.CPlusPlus14 = Language.CPlusPlus17 = true;
   Language.LineComment = true;
-  clang::Lexer Raw(File, *Buffer, SM, Language);
-  Raw.SetCommentRetentionState(true);
   // (line, marker) in file order.
   std::vector<std::pair<unsigned, MarkerKind>> Markers;
   llvm::StringRef Text = Buffer->getBuffer();
-  clang::Token Token;
-  do {
-    Raw.LexFromRawLexer(Token);
+  forEachRawToken(SM, Language, File, 0, Text.size(), [&](const clang::Token &Token) {
     if (Token.isNot(clang::tok::comment))
-      continue;
+      return true;
     unsigned Begin = SM.getFileOffset(Token.getLocation());
     llvm::StringRef Comment = Text.substr(Begin, Token.getLength());
     unsigned FirstLine = 1 + Text.take_front(Begin).count('\n');
@@ -79,7 +76,8 @@ const std::set<unsigned> &SuppressionIndex::linesOf(clang::FileID File) {
     for (unsigned I = 0; I < CommentLines.size(); ++I)
       if (MarkerKind Kind = markerOn(CommentLines[I]); Kind != MarkerKind::None)
         Markers.push_back({FirstLine + I, Kind});
-  } while (Token.isNot(clang::tok::eof));
+    return true;
+  }, Comments::Keep);
 
   int Depth = 0;
   unsigned BeginLine = 0;

@@ -731,6 +731,14 @@ define x other_
     return F::cross_entropy(logits.view({-1, 32}), labels.view(-1));
   }
 )", Verb::RefusesWith, "inputs-modified"},
+    {"an #include after a null directive between the head and the loss", R"(
+  torch::Tensor forward(torch::Tensor x, torch::Tensor labels) {
+    auto logits = lm_head(x);
+#
+#include <nothing.h>
+    return F::cross_entropy(logits.view({-1, 32}), labels.view(-1));
+  }
+)", Verb::RefusesWith, "inputs-modified"},
     {"a using-declaration between the head and the loss hiding the global the head's input names", R"(
 #include <globals.h>
   torch::Tensor forward(torch::Tensor labels) {
@@ -1862,6 +1870,55 @@ struct Counting : Model {
     return {logits, loss};
   }
 )", Verb::RefusesWith, "labels-mismatch"},
+    {"a try around the loss, the logits handed out after its handler", R"(
+  Output forward(torch::Tensor h, c10::optional<torch::Tensor> labels) {
+    auto logits = lm_head(h);
+    torch::Tensor loss;
+    try {
+      if (labels.has_value()) loss = F::cross_entropy(logits.view({-1, 32}), labels->view(-1));
+    } catch (...) {
+    }
+    return {logits, loss};
+  }
+)", Verb::RefusesWith, "labels-mismatch"},
+    {"a try around the head and the loss, the logits handed out after its handler", R"(
+  Output forward(torch::Tensor h, c10::optional<torch::Tensor> labels) {
+    torch::Tensor logits, loss;
+    try {
+      logits = lm_head(h);
+      if (labels.has_value()) loss = F::cross_entropy(logits.view({-1, 32}), labels->view(-1));
+      return {logits, loss};
+    } catch (...) {
+    }
+    return {logits, loss};
+  }
+)", Verb::RefusesWith, "labels-mismatch"},
+    {"a try around the head and the loss, the logits handed out only after the loss inside it", R"(
+  Output forward(torch::Tensor h, c10::optional<torch::Tensor> labels) {
+    try {
+      auto logits = lm_head(h);
+      torch::Tensor loss;
+      if (labels.has_value()) loss = F::cross_entropy(logits.view({-1, 32}), labels->view(-1));
+      return {logits, loss};
+    } catch (...) {
+    }
+    return {};
+  }
+)", Verb::RewritesTo, R"(
+  Output forward(torch::Tensor h, c10::optional<torch::Tensor> labels) {
+    try {
+      auto logits = lmfuse::skip_logits() && labels.has_value() ? lmfuse::skipped_logits(h, lm_head->weight, "model.cpp:N") : lm_head(h);
+      torch::Tensor loss;
+      if (labels.has_value()) loss = lmfuse::enabled()
+          ? lmfuse::linear_cross_entropy(h, lm_head->weight, lm_head->bias, *labels, lmfuse::LossOptions()
+              .logits_as_passed({"model.cpp:N", logits, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits.view({-1, 32}); }, {}, *labels, [&](const torch::Tensor &lmfuse_labels) { return lmfuse_labels.view(-1); }}))
+          : F::cross_entropy(logits.view({-1, 32}), labels->view(-1));
+      return {logits, loss};
+    } catch (...) {
+    }
+    return {};
+  }
+)"},
     {"the loss in a loop, the logits used by nothing else", R"(
   torch::Tensor forward(torch::Tensor h, torch::Tensor labels, int steps) {
     auto logits = lm_head(h);

@@ -157,7 +157,7 @@ TEST_CASE("reason codes round-trip through their spelling", "[site]") {
         ReasonKind::LogitsIndexed, ReasonKind::LogitsUsedElsewhere, ReasonKind::LabelsBranchNontrivial,
         ReasonKind::LabelsMismatch, ReasonKind::LossUnsupported, ReasonKind::InMacro, ReasonKind::ParseError,
         ReasonKind::ReparseFailed, ReasonKind::EditConflict, ReasonKind::WriteFailed, ReasonKind::SourceChanged,
-        ReasonKind::BuildRefused, ReasonKind::LineDirective, ReasonKind::InputsModified,
+        ReasonKind::BuildRefused, ReasonKind::LineDirective, ReasonKind::PositionDependent, ReasonKind::InputsModified,
         ReasonKind::TemplateDependent}) {
     INFO(static_cast<int>(Reason));
     CHECK(!reasonCode(Reason).empty());

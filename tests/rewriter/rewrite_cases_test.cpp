@@ -1511,6 +1511,55 @@ struct Child : Model::Base {
     return F::cross_entropy(logits.view({-1, 32}), labels.view(-1));
   }
 )", Verb::RefusesWith, "line-directive"},
+    // ---- refused: position-dependent -----------------------------------------------------------
+    {"__LINE__ in the loss's logits code, which the fallback and the lambda read on other lines", R"(
+  torch::Tensor forward(torch::Tensor h, torch::Tensor labels) {
+    auto logits = lm_head(h);
+    return F::cross_entropy(logits.view({__LINE__ - 4, 32}), labels.view(-1));
+  }
+)", Verb::RefusesWith, "position-dependent"},
+    {"__COUNTER__ through a macro of the program in the logits code, which the copy expands twice", R"(
+#define NEXT_ID __COUNTER__
+  torch::Tensor forward(torch::Tensor h, torch::Tensor labels) {
+    auto logits = lm_head(h);
+    return F::cross_entropy(logits.view({-1 + 0 * NEXT_ID, 32}), labels.view(-1));
+  }
+)", Verb::RefusesWith, "position-dependent"},
+    {"__builtin_COLUMN() in the head's input, which the rewritten head line moves right", R"(
+  torch::Tensor forward(torch::Tensor h, torch::Tensor labels) {
+    auto logits = lm_head(h.view({__builtin_COLUMN() - 34, 16}));
+    return F::cross_entropy(logits, labels.view(-1));
+  }
+)", Verb::RefusesWith, "position-dependent"},
+    {"__func__ in the labels code, which names the lambda it is copied into", R"(
+  torch::Tensor forward(torch::Tensor h, torch::Tensor labels) {
+    auto logits = lm_head(h);
+    return F::cross_entropy(logits.view({-1, 32}), labels.view({sizeof(__func__) == 8 ? -1 : 1}));
+  }
+)", Verb::RefusesWith, "position-dependent"},
+    {"__builtin_LINE() as a member's default initialiser, evaluated where the loss builds the object", R"(
+  struct Here { int64_t line = __builtin_LINE(); };
+  torch::Tensor forward(torch::Tensor h, torch::Tensor labels) {
+    auto logits = lm_head(h);
+    return F::cross_entropy(logits.view({Here{}.line - 23, 32}), labels.view(-1));
+  }
+)", Verb::RefusesWith, "position-dependent"},
+    {"__LINE__ read into a local between the head and the loss, which the rewrite does not move", R"(
+  torch::Tensor forward(torch::Tensor h, torch::Tensor labels) {
+    auto logits = lm_head(h);
+    int64_t line = __LINE__;
+    return F::cross_entropy(logits.view({-1, line}), labels.view(-1));
+  }
+)", Verb::RewritesTo, R"(
+  torch::Tensor forward(torch::Tensor h, torch::Tensor labels) {
+    auto logits = lmfuse::skip_logits() ? lmfuse::skipped_logits(h, lm_head->weight, "model.cpp:N") : lm_head(h);
+    int64_t line = __LINE__;
+    return lmfuse::enabled()
+        ? lmfuse::linear_cross_entropy(h, lm_head->weight, lm_head->bias, labels, lmfuse::LossOptions()
+            .logits_as_passed({"model.cpp:N", logits, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits.view({-1, line}); }, {}, labels, [&](const torch::Tensor &lmfuse_labels) { return lmfuse_labels.view(-1); }}))
+        : F::cross_entropy(logits.view({-1, line}), labels.view(-1));
+  }
+)"},
     {"an option value expanded inside a macro's body", R"(
 #define IGNORING(opts) opts.ignore_index(-1)
   torch::Tensor forward(torch::Tensor h, torch::Tensor labels) {
