@@ -66,10 +66,18 @@ const std::vector<std::pair<SourceLocation, std::string>> &AstQuery::positionMac
     if (Invalid || Name[0] != '_' || Name[1] != '_')
       continue;
     llvm::StringRef Word(Name, Lexer::MeasureTokenLength(NameAt, SM, Context.getLangOpts()));
-    if (Word == "__LINE__" || Word == "__COUNTER__")
+    if (Word == "__LINE__" || Word == "__COUNTER__" || Word == "__BASE_FILE__" || Word == "__TIMESTAMP__")
       PositionMacros->push_back({SM.getExpansionLoc(Entry.getExpansion().getExpansionLocStart()), Word.str()});
   }
   return *PositionMacros;
+}
+
+std::string AstQuery::compiledFileDependence() const {
+  for (const auto &[At, Name] : positionMacroExpansions())
+    if ((Name == "__BASE_FILE__" || Name == "__TIMESTAMP__") && inProgramFile(At))
+      return "`" + Name + "` on line " + std::to_string(line(At)) + " of " +
+             llvm::sys::path::filename(sourceManager().getFilename(At)).str();
+  return "";
 }
 
 std::string AstQuery::positionDependence(const Stmt *Node) const {
@@ -81,7 +89,8 @@ std::string AstQuery::positionDependence(const Stmt *Node) const {
       Context.getLangOpts());
   if (Range.isValid())
     for (const auto &[At, Name] : positionMacroExpansions())
-      if (!SM.isBeforeInTranslationUnit(At, Range.getBegin()) && SM.isBeforeInTranslationUnit(At, Range.getEnd()))
+      if ((Name == "__LINE__" || Name == "__COUNTER__") && !SM.isBeforeInTranslationUnit(At, Range.getBegin()) &&
+          SM.isBeforeInTranslationUnit(At, Range.getEnd()))
         return "`" + Name + "`";
   std::function<std::string(const Stmt *)> Visit = [&](const Stmt *S) -> std::string {
     if (!S)

@@ -112,6 +112,10 @@ public:
   /// argument, whose value is its caller's place) or a function-name variable (`__func__`, which in a lambda
   /// names the lambda).
   std::string positionDependence(const clang::Stmt *Node) const;
+  /// A built-in macro in the program's files that expands to what the compiler compiles rather than to what is
+  /// written (`__BASE_FILE__`, the unit's main file; `__TIMESTAMP__`, the file's modification time), with
+  /// where it is, or "": a rewritten copy is another file, compiled from another path at another time.
+  std::string compiledFileDependence() const;
 
 private:
   /// The file location of each expansion of a position or count macro (positionDependence) in the unit,

@@ -81,6 +81,10 @@ std::optional<Refusal> positionDependent(const CapturedSite &Site, const Pattern
   std::vector<const Stmt *> Parts = {Site.Loss, Site.Producer, Site.Guard.Condition};
   for (const ChainStep &Step : Site.Chain)
     Parts.push_back(Step.Statement);
+  if (std::string Found = Query.compiledFileDependence(); !Found.empty())
+    return Refusal{ReasonKind::PositionDependent, Site.Loss,
+                   Found + " expands to the file being compiled, which for the rewritten unit is the copy (its path, "
+                           "its modification time), not the file written"};
   for (const VarDecl *Local : Site.OptionLocals)
     Parts.push_back(Local->getInit());
   for (const Stmt *Part : Parts)

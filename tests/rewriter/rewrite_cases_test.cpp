@@ -1544,6 +1544,13 @@ struct Child : Model::Base {
     return F::cross_entropy(logits.view({Here{}.line - 23, 32}), labels.view(-1));
   }
 )", Verb::RefusesWith, "position-dependent"},
+    {"__BASE_FILE__ elsewhere in the file, which in the copy names the copy", R"(
+  const char *built_from = __BASE_FILE__;
+  torch::Tensor forward(torch::Tensor h, torch::Tensor labels) {
+    auto logits = lm_head(h);
+    return F::cross_entropy(logits.view({-1, 32}), labels.view(-1));
+  }
+)", Verb::RefusesWith, "position-dependent"},
     {"__LINE__ read into a local between the head and the loss, which the rewrite does not move", R"(
   torch::Tensor forward(torch::Tensor h, torch::Tensor labels) {
     auto logits = lm_head(h);
