@@ -312,11 +312,14 @@ endfunction()
 # so every target a link item's expression names counts as linked (and so does every target named by a
 # property it reads with $<TARGET_PROPERTY:>), as does every library target whose file a path or a linker
 # flag (-l<name>) may name: the check this serves must not miss a binary, and checking one too many only
-# fails a build whose unit compiles an original header. Imported targets are left out.
+# fails a build whose unit compiles an original header. An imported target compiles nothing here and is not a
+# member, but what it links is followed (a package's or a shim's INTERFACE target may link this build's
+# libraries, by name or by file), as are INTERFACE_LINK_LIBRARIES_DIRECT, which CMake links into each consumer.
 # <notes> = "<member>|<item>" for each member reached only that way, with the link item that named it.
 function(_lmfuse_link_closure target library_files out notes)
   set(closure "")
   set(indirect "")
+  set(imported_seen "")
   set(properties_read "")
   set(pending "${target}")
   set(pending_items "-")  # the link item that named each pending target, "-" where it was a target's name
@@ -331,16 +334,25 @@ function(_lmfuse_link_closure target library_files out notes)
       set(current "${aliased}")
     endif()
     get_target_property(imported "${current}" IMPORTED)
-    if(imported OR current IN_LIST closure)
+    if(current IN_LIST closure OR current IN_LIST imported_seen)
       continue()
-    endif()
-    list(APPEND closure "${current}")
-    if(NOT through STREQUAL "-")
-      list(APPEND indirect "${current}|${through}")
     endif()
     get_target_property(type "${current}" TYPE)
     set(links "")
-    foreach(property IN ITEMS LINK_LIBRARIES INTERFACE_LINK_LIBRARIES)
+    set(link_properties LINK_LIBRARIES INTERFACE_LINK_LIBRARIES INTERFACE_LINK_LIBRARIES_DIRECT)
+    if(imported)
+      list(APPEND imported_seen "${current}")
+      string(TOUPPER "${CMAKE_BUILD_TYPE}" config)
+      set(link_properties INTERFACE_LINK_LIBRARIES INTERFACE_LINK_LIBRARIES_DIRECT IMPORTED_LINK_INTERFACE_LIBRARIES
+                          IMPORTED_LINK_INTERFACE_LIBRARIES_${config} IMPORTED_LOCATION IMPORTED_LOCATION_${config}
+                          IMPORTED_OBJECTS IMPORTED_OBJECTS_${config})
+    else()
+      list(APPEND closure "${current}")
+      if(NOT through STREQUAL "-")
+        list(APPEND indirect "${current}|${through}")
+      endif()
+    endif()
+    foreach(property IN LISTS link_properties)
       if(type STREQUAL "INTERFACE_LIBRARY" AND property STREQUAL "LINK_LIBRARIES")
         continue()
       endif()
@@ -353,7 +365,7 @@ function(_lmfuse_link_closure target library_files out notes)
     # word, as a generator expression is.
     set(options "")
     foreach(property IN ITEMS LINK_OPTIONS INTERFACE_LINK_OPTIONS LINK_FLAGS)
-      if(type STREQUAL "INTERFACE_LIBRARY" AND NOT property STREQUAL "INTERFACE_LINK_OPTIONS")
+      if((type STREQUAL "INTERFACE_LIBRARY" OR imported) AND NOT property STREQUAL "INTERFACE_LINK_OPTIONS")
         continue()
       endif()
       get_target_property(value "${current}" ${property})
@@ -418,17 +430,28 @@ function(_lmfuse_link_closure target library_files out notes)
   set(${notes} "${indirect}" PARENT_SCOPE)
 endfunction()
 
-# The object libraries whose objects a target compiles in: each $<TARGET_OBJECTS:name> among its sources.
+# The object libraries whose objects a target compiles in, or hands to its consumers: every target named inside
+# a $<TARGET_OBJECTS:...> among its SOURCES or INTERFACE_SOURCES (the name may itself be an expression, whose
+# value is not known when configuring: each target it names counts).
 function(_lmfuse_objects_compiled_in target out)
   set(names "")
-  get_target_property(sources "${target}" SOURCES)
-  if(sources)
-    string(REGEX MATCHALL "\\$<TARGET_OBJECTS:[^$<>]+>" objects "${sources}")
-    foreach(object IN LISTS objects)
-      string(REGEX REPLACE "^\\$<TARGET_OBJECTS:(.*)>$" "\\1" object "${object}")
-      list(APPEND names "${object}")
+  foreach(property IN ITEMS SOURCES INTERFACE_SOURCES)
+    get_target_property(sources "${target}" ${property})
+    foreach(source IN LISTS sources)
+      string(FIND "${source}" "$<TARGET_OBJECTS:" at)
+      if(at EQUAL -1)
+        continue()
+      endif()
+      string(SUBSTRING "${source}" ${at} -1 expression)
+      string(REGEX MATCHALL "[A-Za-z0-9_.+/-]+(::[A-Za-z0-9_.+/-]+)*" words "${expression}")
+      foreach(word IN LISTS words)
+        if(TARGET "${word}")
+          list(APPEND names "${word}")
+        endif()
+      endforeach()
     endforeach()
-  endif()
+  endforeach()
+  list(REMOVE_DUPLICATES names)
   set(${out} "${names}" PARENT_SCOPE)
 endfunction()
 
@@ -500,8 +523,34 @@ endfunction()
 # that target's rewrite patched, nor, when it is rewritten too, another copy of it than that target's: the
 # binary would hold two definitions of the header's inline functions, and the linker keeps either. Its objects wait
 # for the check, which waits for the rewritten target's step (its audit names the patched headers).
+# Whether a call deferred to the end of <directory> that is not one of lmfuse's own is still to run: such a call
+# (a finaliser, as Qt's qt_finalize_target) may still link a target or set a property the checks read, so they
+# defer themselves again until they are the last.
+function(_lmfuse_others_pending directory out)
+  cmake_language(DEFER DIRECTORY "${directory}" GET_CALL_IDS ids)
+  foreach(id IN LISTS ids)
+    cmake_language(DEFER DIRECTORY "${directory}" GET_CALL ${id} call)
+    list(GET call 0 command)
+    if(NOT command MATCHES "^_lmfuse_")
+      set(${out} ON PARENT_SCOPE)
+      return()
+    endif()
+  endforeach()
+  set(${out} OFF PARENT_SCOPE)
+endfunction()
+
 function(_lmfuse_check_linked_targets)
+  _lmfuse_others_pending("${CMAKE_SOURCE_DIR}" later)
+  if(later)
+    cmake_language(DEFER DIRECTORY "${CMAKE_SOURCE_DIR}" CALL _lmfuse_check_linked_targets)
+    return()
+  endif()
   get_property(rewritten GLOBAL PROPERTY LMFUSE_REWRITTEN_TARGETS)
+  # What each call read of its target must still hold now that the whole project is read (code after the
+  # call, in its folder or in a folder above it, or in a deferred call, may have changed it).
+  foreach(target IN LISTS rewritten)
+    _lmfuse_check_after_call("${target}")
+  endforeach()
   _lmfuse_targets_under("${CMAKE_SOURCE_DIR}" all_targets)
   _lmfuse_library_files("${all_targets}" library_files)
   _lmfuse_link_runtime_where_objects_go("${all_targets}" "${rewritten}")
@@ -599,16 +648,11 @@ endfunction()
 set(_LMFUSE_SOURCE_PROPERTIES COMPILE_DEFINITIONS COMPILE_OPTIONS COMPILE_FLAGS INCLUDE_DIRECTORIES OBJECT_DEPENDS
                               LANGUAGE SKIP_PRECOMPILE_HEADERS CACHE INTERNAL "")
 
-# Run at the end of the folder that called lmfuse_rewrite(TARGET <target>): what the call read of the target
-# must still hold when the build is generated, and the step waits for what the target's compiles wait for.
+# Run once the whole project is read (_lmfuse_check_linked_targets): what lmfuse_rewrite(TARGET <target>) read
+# of the target must still hold when the build is generated.
 # - A property set on an original source after the call would reach neither its copy, which is compiled
 #   instead, nor the tool's analysis: it is an error naming the property.
 # - The step reads each unit's command from the compile database: EXPORT_COMPILE_COMMANDS must stay ON.
-# - Headers the build generates (a GENERATED source of the target, or the work of a custom target it
-#   depends on) exist only once their commands ran; the tool must read them as the compiles will, so the
-#   step depends on those sources and targets too. (Not on the libraries it links: the check of a library
-#   linked with a rewritten target waits for the step, so that would be a cycle; a header generated by a
-#   linked library's commands should come from a custom target added with add_dependencies.)
 function(_lmfuse_check_after_call target)
   set(who "lmfuse_rewrite(TARGET ${target})")
   get_target_property(originals "${target}" LMFUSE_ORIGINALS)
@@ -644,6 +688,22 @@ function(_lmfuse_check_after_call target)
                         "each unit's compile command (its own definitions and options) from the compile "
                         "database. Leave it ON for this target.")
   endif()
+endfunction()
+
+# Run at the end of the folder that called lmfuse_rewrite(TARGET <target>) (where the step's command was made,
+# which is where it can be given more dependencies): headers the build generates (a GENERATED source of the
+# target, or the work of a custom target it depends on) exist only once their commands ran; the tool must read
+# them as the compiles will, so the step depends on those sources and targets too. (Not on the libraries it
+# links: the check of a library linked with a rewritten target waits for the step, so that would be a cycle; a
+# header generated by a linked library's commands should come from a custom target added with
+# add_dependencies.)
+function(_lmfuse_wait_for_generated target)
+  _lmfuse_others_pending("${CMAKE_CURRENT_SOURCE_DIR}" later)
+  if(later)
+    cmake_language(EVAL CODE "cmake_language(DEFER CALL _lmfuse_wait_for_generated [==[${target}]==])")
+    return()
+  endif()
+  get_target_property(copies "${target}" LMFUSE_COPIES)
   set(waits "")
   get_target_property(sources "${target}" SOURCES)
   get_target_property(source_dir "${target}" SOURCE_DIR)
@@ -714,6 +774,18 @@ function(lmfuse_rewrite)
     set(audit "${out_dir}/audit.json")
   endif()
   get_filename_component(audit "${audit}" ABSOLUTE BASE_DIR "${CMAKE_CURRENT_BINARY_DIR}")
+  # One audit a target: the check of the targets linked with this one reads which files it patched there.
+  get_property(audits_taken GLOBAL PROPERTY _LMFUSE_AUDITS)
+  foreach(taken IN LISTS audits_taken)
+    string(REPLACE "|" ";" taken "${taken}")
+    list(GET taken 0 taken_audit)
+    list(GET taken 1 taken_target)
+    if(taken_audit STREQUAL audit)
+      message(FATAL_ERROR "lmfuse_rewrite(TARGET ${target}): AUDIT ${audit} is also the audit of "
+                          "lmfuse_rewrite(TARGET ${taken_target}): each target's step writes its own; name another path")
+    endif()
+  endforeach()
+  set_property(GLOBAL APPEND PROPERTY _LMFUSE_AUDITS "${audit}|${target}")
   # The audit is an output of the build: `clean` deletes it, so it may not be a file of the project's.
   if(IS_DIRECTORY "${audit}")
     message(FATAL_ERROR "lmfuse_rewrite(TARGET ${target}): AUDIT ${audit} is a folder: name a file")
@@ -981,7 +1053,7 @@ $<JOIN:${global_flags},
   set_property(TARGET "${target}" PROPERTY LMFUSE_ORIGINALS ${mirrored})
   set_property(TARGET "${target}" PROPERTY LMFUSE_COPIES ${copies})
   # DEFER CALL would read ${target} when it runs: EVAL puts the name in now.
-  cmake_language(EVAL CODE "cmake_language(DEFER CALL _lmfuse_check_after_call [==[${target}]==])")
+  cmake_language(EVAL CODE "cmake_language(DEFER CALL _lmfuse_wait_for_generated [==[${target}]==])")
   get_property(scheduled GLOBAL PROPERTY _LMFUSE_LINKED_CHECK_SCHEDULED)
   if(NOT scheduled)
     set_property(GLOBAL PROPERTY _LMFUSE_LINKED_CHECK_SCHEDULED ON)

@@ -239,10 +239,55 @@ foreach(form IN ITEMS genex file path flag genex_path option link_flags)
   endif()
 endforeach()
 step("${CMAKE_COMMAND}" --build "${BUILD}" --target via_other)
+# Linked through another target: an imported one (which compiles nothing, but links headlib), and one whose
+# INTERFACE_LINK_LIBRARIES_DIRECT CMake links into its consumers.
+set(through_forms imported)
+if(CMAKE_VERSION VERSION_GREATER_EQUAL 3.24)
+  list(APPEND through_forms direct)
+endif()
+foreach(form IN LISTS through_forms)
+  build_target("${BUILD}" via_${form})
+  if(STATUS EQUAL 0 OR NOT FLAT MATCHES "via_${form} is linked into one binary with headlib" OR
+     NOT FLAT MATCHES "uses\\.cpp includes the original [^ ]*head_model\\.h")
+    message(FATAL_ERROR "via_${form} compiles the original of headlib's patched header and links headlib through "
+                        "bundle_${form}: its build (exit ${STATUS}) must fail naming the unit:\n${OUT}")
+  endif()
+endforeach()
+
+# uses.cpp's objects in a program linking headlib (handed over by an INTERFACE library, or named through an
+# expression), and a link made by a call deferred after lmfuse_rewrite's own: the check of the targets sharing
+# a binary runs for each and names uses.cpp.
+foreach(form IN ITEMS "via_objects_iface|uses_obj_iface" "via_objects_nested|uses_obj_nested" "via_deferred|via_deferred")
+  string(REPLACE "|" ";" form "${form}")
+  list(GET form 0 program)
+  list(GET form 1 member)
+  build_target("${BUILD}" ${program})
+  if(STATUS EQUAL 0 OR NOT FLAT MATCHES "${member} is linked into one binary with headlib" OR
+     NOT FLAT MATCHES "uses\\.cpp includes the original [^ ]*head_model\\.h")
+    message(FATAL_ERROR "${program} compiles the original of headlib's patched header (in ${member}) beside "
+                        "headlib: its build (exit ${STATUS}) must fail naming the unit:\n${OUT}")
+  endif()
+endforeach()
+
+# A unit under EDIT_ROOT added after the call: the build fails naming it, also where CMake compiles it inside a
+# unity source, where its extension is an upper-case C++ one, or where a .c source is compiled as C++.
+foreach(case IN ITEMS "unity_late|late\\.cpp" "late_upper|late_upper\\.CPP" "late_c_as_cxx|late_c\\.c")
+  string(REPLACE "|" ";" case "${case}")
+  list(GET case 0 variant)
+  list(GET case 1 unit)
+  configure_variant(${variant})
+  build_target("${BUILD}" app)
+  if(STATUS EQUAL 0 OR NOT FLAT MATCHES "did not see" OR NOT FLAT MATCHES "${unit} \\(it lies under EDIT_ROOT\\)")
+    message(FATAL_ERROR "VARIANT ${variant}: a unit under EDIT_ROOT added after the call; the build (exit ${STATUS}) "
+                        "must fail naming it:\n${OUT}")
+  endif()
+endforeach()
 
 # What the call read, changed after it, or a call that cannot be right: configuring stops, naming it.
 foreach(case IN ITEMS
         "late_property|the source property COMPILE_DEFINITIONS of [^ ]*model\\.cpp was set after the call"
+        "deferred_property|the source property COMPILE_DEFINITIONS of [^ ]*model\\.cpp was set after the call"
+        "shared_audit|AUDIT [^ ]*app\\.json is also the audit of lmfuse_rewrite\\(TARGET app\\)"
         "late_include|the include folder [^ ]*/model was added to the target \\(or to a library it links\\) after the call"
         "database_off|EXPORT_COMPILE_COMMANDS was turned off after the call"
         "twice|is called a second time for this target"
