@@ -54,13 +54,17 @@ LMFUSE_HD inline Real transform_derivative_at(Real z, const LossParams<Real>& pa
   return params.logit_scale;
 }
 
-/// loss_i = lse − (1 − ε)·z_y − (ε / V)·Σ_j z_j + z_loss · lse².
+/// loss_i = lse − (1 − ε)·z_y − (ε / V)·Σ_j z_j + z_loss · lse². Without smoothing the Σ term is left out, not
+/// multiplied by 0: a −inf logit (a masked class, a −inf bias entry) makes Σ −inf, and 0 · −inf is NaN where
+/// the loss is finite (or +inf, the target masked).
 template <class Real>
 LMFUSE_HD inline Real row_loss(Real lse, Real target_logit, Real logit_sum,
                                const LossParams<Real>& params) {
   Real smoothing = params.label_smoothing;
-  return lse - (Real(1) - smoothing) * target_logit - smoothing / Real(params.vocab) * logit_sum +
-         params.z_loss * lse * lse;
+  Real loss = smoothing == Real(0)
+                  ? lse - target_logit
+                  : lse - (Real(1) - smoothing) * target_logit - smoothing / Real(params.vocab) * logit_sum;
+  return params.z_loss == Real(0) ? loss : loss + params.z_loss * lse * lse;
 }
 
 /// dloss_i/dz_j = (1 + 2·z_loss·lse)·p_j − (1 − ε)·[j = y] − ε / V, with p_j = exp(z_j − lse).

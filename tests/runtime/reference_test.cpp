@@ -2,7 +2,9 @@
 // random shapes; and the brute force's own gradients against finite differences of its loss.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <functional>
+#include <limits>
 
 #include "expect.h"
 #include "harness.h"
@@ -238,6 +240,64 @@ TEST_CASE("The brute force's gradients match finite differences of its loss", "[
   analytic = brute_force(c, wants);
   for (std::size_t i = 0; i < c.hidden.size(); ++i)
     REQUIRE(central(c.hidden, i) == Approx(analytic.grad_hidden[i]).margin(1e-7).epsilon(1e-6));
+}
+
+TEST_CASE("A -inf bias entry masks its class: the loss and gradients of the classes left", "[runtime][cpu]") {
+  uint64_t seed = fresh_seed();
+  INFO("seed " << seed);
+  std::mt19937_64 rng(seed);
+  // The same tokens against V classes of which two are masked by a -inf bias (a padded vocabulary), and
+  // against the V - 2 classes left: the same loss and hidden gradients, and zero gradients for the masked rows.
+  const int64_t vocab = 9, dim = 5, tokens = 7;
+  const std::vector<int64_t> masked = {2, 6};
+  Case full = random_case(rng, tokens, dim, vocab, DType::Float32, true, 0.2);
+  full.options.reduction = Reduction::None;
+  Case kept = full;
+  kept.vocab = vocab - int64_t(masked.size());
+  kept.weight.clear();
+  kept.bias.clear();
+  std::vector<int64_t> kept_index(std::size_t(vocab), -1);
+  for (int64_t j = 0, k = 0; j < vocab; ++j) {
+    if (std::find(masked.begin(), masked.end(), j) != masked.end()) {
+      full.bias[std::size_t(j)] = -std::numeric_limits<double>::infinity();
+      continue;
+    }
+    kept_index[std::size_t(j)] = k++;
+    kept.bias.push_back(full.bias[std::size_t(j)]);
+    for (int64_t d = 0; d < dim; ++d) kept.weight.push_back(full.weight[std::size_t(j * dim + d)]);
+  }
+  for (std::size_t t = 0; t < full.labels.size(); ++t) {
+    int64_t& label = full.labels[t];
+    if (label == full.options.ignore_index) continue;
+    if (kept_index[std::size_t(label)] < 0) label = 0;  // class 0 is kept
+    kept.labels[t] = kept_index[std::size_t(label)];
+  }
+  full.store();
+  kept.store();
+  const Result with_mask = run_runtime(full, RunConfig{}), without = run_runtime(kept, RunConfig{});
+  for (double loss : with_mask.loss) REQUIRE(std::isfinite(loss));
+  require_close("loss", with_mask.loss, without.loss, 1e-6);
+  require_close("grad_hidden", with_mask.grad_hidden, without.grad_hidden, 1e-6);
+  for (int64_t j = 0; j < vocab; ++j) {
+    INFO("class " << j);
+    const int64_t k = kept_index[std::size_t(j)];
+    for (int64_t d = -1; d < dim; ++d) {  // -1: the bias
+      const double actual = d < 0 ? with_mask.grad_bias[std::size_t(j)] : with_mask.grad_weight[std::size_t(j * dim + d)];
+      if (k < 0) {
+        CHECK(actual == 0.0);
+      } else {
+        const double expected =
+            d < 0 ? without.grad_bias[std::size_t(k)] : without.grad_weight[std::size_t(k * dim + d)];
+        CHECK(actual == Approx(expected).epsilon(1e-6).margin(1e-9));
+      }
+    }
+  }
+  // A label on a masked class: that token's loss is +inf, as -log 0.
+  Case on_masked = full;
+  on_masked.labels[0] = masked[0];
+  on_masked.store();
+  CHECK(run_runtime(on_masked, RunConfig{Wants{true, false, false, false}}).loss[0] ==
+        std::numeric_limits<double>::infinity());
 }
 
 }  // namespace lmfuse::test

@@ -179,6 +179,12 @@ TEST_CASE("a rewritten call raises the c10 exception class the original raises",
          s.target = [](const Tensor& y) { return y.slice(1, 1).reshape(-1); };
          return s;
        }},
+      {"one row of logits [1, V] with a 0-dim label (read as a batch of 0)", Class::ValueError,
+       [] { auto s = randomSite(1, false); s.labels = s.labels.view({}); s.target = [](const Tensor& y) { return y; }; return s; }},
+      {"the same with a bias", Class::ValueError,
+       [] { auto s = randomSite(1); s.labels = s.labels.view({}); s.target = [](const Tensor& y) { return y; }; return s; }},
+      {"nll_loss: rows of logits with a 0-dim label (nll_loss's own check: Error)", Class::Error,
+       [] { auto s = randomSite(3); s.labels = s.labels[0]; s.target = [](const Tensor& y) { return y; }; s.nll = true; return s; }},
       {"nll_loss: fewer labels than rows (nll_loss's own check: Error)", Class::Error,
        [] { auto s = randomSite(5); s.labels = s.labels.slice(0, 0, 3); s.nll = true; return s; }},
       {"int32 labels", Class::Error,

@@ -70,9 +70,12 @@ void checkLabelsAsPassed(const torch::Tensor& target, const InputAsPassed& compu
     why = std::string("cross_entropy takes class indices as Long (it throws: expected scalar type Long but found ") +
           c10::toString(target.scalar_type()) + ")";
     check = Check::LabelType;
-  } else if (input.dim() == 2 && target.dim() >= 1 && target.size(0) != input.size(0)) {
+  } else if (input.dim() == 2 && (target.dim() == 0 || target.size(0) != input.size(0))) {
+    // LibTorch reads a 0-dim target's batch size as 0 there, so rows of logits with one 0-dim label fail this
+    // check, not the rank check below.
+    const int64_t targetRows = target.dim() == 0 ? 0 : target.size(0);
     why = "cross_entropy takes one label per row (it throws: Expected input batch_size (" + std::to_string(input.size(0)) +
-          ") to match target batch_size (" + std::to_string(target.size(0)) + "))";
+          ") to match target batch_size (" + std::to_string(targetRows) + "))";
     // cross_entropy's batch check raises a ValueError, nll_loss's (called by the program itself) an Error.
     check = computed.logSoftmax ? Check::LabelCountNll : Check::LabelCount;
   } else if (input.dim() == 2 && target.dim() != 1) {
