@@ -176,9 +176,10 @@ std::vector<tooling::Replacement> planSiteEdits(const CapturedSite &Site, const 
       HiddenText = HiddenName;
     }
     // The skipped head still answers shape questions (`logits.size(-1)`), and names this site when
-    // anything reads its values; a head line that reshapes its output skips with the reshaped shape.
+    // anything reads its values; a head line that reshapes its output skips with the reshaped shape. It is
+    // given the head's bias too, so that F::linear's checks of it throw at the head, as the original does.
     std::string Skipped = Replacement.SkippedLogits + "(" + HiddenText + ", " + Head.Weight + ", " +
-                          siteName(Head.Call, Query) +
+                          (Head.Bias.empty() ? std::string() : Head.Bias + ", ") + siteName(Head.Call, Query) +
                           (Head.HiddenRank ? ", " + std::to_string(Head.HiddenRank) : std::string()) + ")";
     if (!isBaseAlone(Value, Head.Call, Query))
       Skipped = Replacement.SkippedLogitsAfter + "(" + Skipped + ", " +

@@ -200,7 +200,7 @@ const Case Cases[] = {
 )", Verb::RewritesTo, R"(
   torch::Tensor hidden_;
   torch::Tensor forward(torch::Tensor x, torch::Tensor other, torch::Tensor labels) {
-    auto logits = lmfuse::skip_logits() ? lmfuse::skipped_logits(x, lm_head->weight, "model.cpp:N") : lm_head(x);
+    auto logits = lmfuse::skip_logits() ? lmfuse::skipped_logits(x, lm_head->weight, lm_head->bias, "model.cpp:N") : lm_head(x);
     hidden_ = other;
     return lmfuse::enabled()
         ? lmfuse::linear_cross_entropy(x, lm_head->weight, lm_head->bias, labels, lmfuse::LossOptions()
@@ -231,7 +231,7 @@ const Case Cases[] = {
   }
 )", Verb::RewritesTo, R"(
   torch::Tensor forward(torch::Tensor x, torch::Tensor labels) {
-    auto logits = lmfuse::skip_logits() ? lmfuse::skipped_logits(x, lm_head->weight, "model.cpp:N") : lm_head(x);
+    auto logits = lmfuse::skip_logits() ? lmfuse::skipped_logits(x, lm_head->weight, lm_head->bias, "model.cpp:N") : lm_head(x);
     auto value = F::relu(x, F::ReLUFuncOptions().inplace(false));
     return lmfuse::enabled()
         ? lmfuse::linear_cross_entropy(x, lm_head->weight, lm_head->bias, labels, lmfuse::LossOptions()
@@ -715,7 +715,7 @@ define x other_
   }
 )", Verb::RewritesTo, R"(
   torch::Tensor forward(torch::Tensor x, torch::Tensor labels) {
-    auto logits = lmfuse::skip_logits() ? lmfuse::skipped_logits(x, lm_head->weight, "model.cpp:N") : lm_head(x);
+    auto logits = lmfuse::skip_logits() ? lmfuse::skipped_logits(x, lm_head->weight, lm_head->bias, "model.cpp:N") : lm_head(x);
 #define VOCAB 32
     // #define x other_ (commented out)
     return lmfuse::enabled()
@@ -929,7 +929,7 @@ define x other_
 )", Verb::RewritesTo, R"(
   torch::Tensor forward(torch::Tensor x, torch::Tensor labels) {
     torch::NoGradGuard frozen;
-    auto logits = lmfuse::skip_logits() ? lmfuse::skipped_logits(x, lm_head->weight, "model.cpp:N") : lm_head(x);
+    auto logits = lmfuse::skip_logits() ? lmfuse::skipped_logits(x, lm_head->weight, lm_head->bias, "model.cpp:N") : lm_head(x);
     return lmfuse::enabled()
         ? lmfuse::linear_cross_entropy(x, lm_head->weight, lm_head->bias, labels, lmfuse::LossOptions()
             .logits_as_passed({"model.cpp:N", logits, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits.view({-1, 32}); }, {}, labels, [&](const torch::Tensor &lmfuse_labels) { return lmfuse_labels.view(-1); }}))
@@ -947,7 +947,7 @@ define x other_
 #include <memory>
   torch::Tensor forward(torch::Tensor x, torch::Tensor labels) {
     std::shared_ptr<void> frozen = std::make_shared<torch::NoGradGuard>();
-    auto logits = lmfuse::skip_logits() ? lmfuse::skipped_logits(x, lm_head->weight, "model.cpp:N") : lm_head(x);
+    auto logits = lmfuse::skip_logits() ? lmfuse::skipped_logits(x, lm_head->weight, lm_head->bias, "model.cpp:N") : lm_head(x);
     return lmfuse::enabled()
         ? lmfuse::linear_cross_entropy(x, lm_head->weight, lm_head->bias, labels, lmfuse::LossOptions()
             .logits_as_passed({"model.cpp:N", logits, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits.view({-1, 32}); }, {}, labels, [&](const torch::Tensor &lmfuse_labels) { return lmfuse_labels.view(-1); }}))
@@ -966,7 +966,7 @@ define x other_
   struct Plain { int v; float w; };
   torch::Tensor forward(torch::Tensor x, const Plain &p, torch::Tensor labels) {
     std::vector<Plain> kept;
-    auto logits = lmfuse::skip_logits() ? lmfuse::skipped_logits(x, lm_head->weight, "model.cpp:N") : lm_head(x);
+    auto logits = lmfuse::skip_logits() ? lmfuse::skipped_logits(x, lm_head->weight, lm_head->bias, "model.cpp:N") : lm_head(x);
     kept.push_back(p);
     return lmfuse::enabled()
         ? lmfuse::linear_cross_entropy(x, lm_head->weight, lm_head->bias, labels, lmfuse::LossOptions()
@@ -987,7 +987,7 @@ define x other_
 #include <atomic>
   torch::Tensor forward(torch::Tensor x, torch::Tensor labels, std::atomic<int> &steps) {
     steps.fetch_add(1);
-    auto logits = lmfuse::skip_logits() ? lmfuse::skipped_logits(x, lm_head->weight, "model.cpp:N") : lm_head(x);
+    auto logits = lmfuse::skip_logits() ? lmfuse::skipped_logits(x, lm_head->weight, lm_head->bias, "model.cpp:N") : lm_head(x);
     auto loss = lmfuse::enabled()
         ? lmfuse::linear_cross_entropy(x, lm_head->weight, lm_head->bias, labels, lmfuse::LossOptions()
             .logits_as_passed({"model.cpp:N", logits, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits.view({-1, 32}); }, {}, labels, [&](const torch::Tensor &lmfuse_labels) { return lmfuse_labels.view(-1); }}))
@@ -1006,7 +1006,7 @@ define x other_
 )", Verb::RewritesTo, R"(
   struct Plain : torch::nn::Module { Plain(); };
   torch::Tensor forward(torch::Tensor x, torch::nn::Module &m, torch::Tensor labels) {
-    auto logits = lmfuse::skip_logits() ? lmfuse::skipped_logits(x, lm_head->weight, "model.cpp:N") : lm_head(x);
+    auto logits = lmfuse::skip_logits() ? lmfuse::skipped_logits(x, lm_head->weight, lm_head->bias, "model.cpp:N") : lm_head(x);
     m.eval();
     return lmfuse::enabled()
         ? lmfuse::linear_cross_entropy(x, lm_head->weight, lm_head->bias, labels, lmfuse::LossOptions()
@@ -1026,7 +1026,7 @@ define x other_
   struct Cfg { Cfg() {} int n = 0; };
   torch::Tensor forward(torch::Tensor x, torch::Tensor labels) {
     std::vector<Cfg> cs;
-    auto logits = lmfuse::skip_logits() ? lmfuse::skipped_logits(x, lm_head->weight, "model.cpp:N") : lm_head(x);
+    auto logits = lmfuse::skip_logits() ? lmfuse::skipped_logits(x, lm_head->weight, lm_head->bias, "model.cpp:N") : lm_head(x);
     cs.resize(2);
     return lmfuse::enabled()
         ? lmfuse::linear_cross_entropy(x, lm_head->weight, lm_head->bias, labels, lmfuse::LossOptions()
@@ -1044,7 +1044,7 @@ define x other_
 )", Verb::RewritesTo, R"(
   struct Frozen : torch::nn::Module { void train(bool on) override; };
   torch::Tensor forward(torch::Tensor x, torch::Tensor labels) {
-    auto logits = lmfuse::skip_logits() ? lmfuse::skipped_logits(x, lm_head->weight, "model.cpp:N") : lm_head(x);
+    auto logits = lmfuse::skip_logits() ? lmfuse::skipped_logits(x, lm_head->weight, lm_head->bias, "model.cpp:N") : lm_head(x);
     bool training = is_training();
     return lmfuse::enabled()
         ? lmfuse::linear_cross_entropy(x, lm_head->weight, lm_head->bias, labels, lmfuse::LossOptions()
@@ -1067,7 +1067,7 @@ define x other_
   torch::Tensor hidden_;
   torch::Tensor forward(torch::Tensor other, torch::Tensor labels) {
     auto lmfuse_hidden = hidden_;
-    auto logits = lmfuse::skip_logits() ? lmfuse::skipped_logits(lmfuse_hidden, lm_head->weight, "model.cpp:N") : lm_head(lmfuse_hidden);
+    auto logits = lmfuse::skip_logits() ? lmfuse::skipped_logits(lmfuse_hidden, lm_head->weight, lm_head->bias, "model.cpp:N") : lm_head(lmfuse_hidden);
     hidden_ = other;
     return lmfuse::enabled()
         ? lmfuse::linear_cross_entropy(lmfuse_hidden, lm_head->weight, lm_head->bias, labels, lmfuse::LossOptions()
@@ -1086,7 +1086,7 @@ define x other_
   torch::Tensor hidden_;
   torch::Tensor forward(torch::Tensor other, torch::Tensor labels) {
     auto lmfuse_hidden = hidden_;
-    auto logits = lmfuse::skip_logits() ? lmfuse::skipped_logits(lmfuse_hidden, lm_head->weight, "model.cpp:N") : lm_head(lmfuse_hidden);
+    auto logits = lmfuse::skip_logits() ? lmfuse::skipped_logits(lmfuse_hidden, lm_head->weight, lm_head->bias, "model.cpp:N") : lm_head(lmfuse_hidden);
     hidden_ = other;
     return lmfuse::enabled()
         ? lmfuse::linear_cross_entropy(lmfuse_hidden, lm_head->weight, lm_head->bias, labels, lmfuse::LossOptions()
@@ -1103,7 +1103,7 @@ define x other_
 )", Verb::RewritesTo, R"(
   std::pair<torch::Tensor, torch::Tensor> forward(torch::Tensor h, torch::Tensor labels) {
     auto lmfuse_hidden = static_cast<const torch::Tensor &>(std::move(h));
-    auto logits = lmfuse::skip_logits() ? lmfuse::skipped_logits(lmfuse_hidden, lm_head->weight, "model.cpp:N") : lm_head(lmfuse_hidden);
+    auto logits = lmfuse::skip_logits() ? lmfuse::skipped_logits(lmfuse_hidden, lm_head->weight, lm_head->bias, "model.cpp:N") : lm_head(lmfuse_hidden);
     auto loss = lmfuse::enabled()
         ? lmfuse::linear_cross_entropy(lmfuse_hidden, lm_head->weight, lm_head->bias, labels, lmfuse::LossOptions()
             .logits_as_passed({"model.cpp:N", logits, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits.view({-1, 32}); }, {}, labels, [&](const torch::Tensor &lmfuse_labels) { return lmfuse_labels.view(-1); }}))
@@ -1254,7 +1254,7 @@ define x other_
   }
 )", Verb::RewritesTo, R"(
   Output forward(torch::Tensor h, torch::Tensor labels) {
-    auto logits = lmfuse::skip_logits() && labels.defined() ? lmfuse::skipped_logits(h, lm_head->weight, "model.cpp:N") : lm_head(h);
+    auto logits = lmfuse::skip_logits() && labels.defined() ? lmfuse::skipped_logits(h, lm_head->weight, lm_head->bias, "model.cpp:N") : lm_head(h);
     torch::Tensor loss = labels.defined() ? (lmfuse::enabled()
         ? lmfuse::linear_cross_entropy(h, lm_head->weight, lm_head->bias, labels, lmfuse::LossOptions()
             .logits_as_passed({"model.cpp:N", logits, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits.view({-1, 32}); }, {}, labels, [&](const torch::Tensor &lmfuse_labels) { return lmfuse_labels.view(-1); }}))
@@ -1270,7 +1270,7 @@ define x other_
   }
 )", Verb::RewritesTo, R"(
   Output forward(torch::Tensor h, c10::optional<torch::Tensor> labels) {
-    auto logits = lmfuse::skip_logits() && labels ? lmfuse::skipped_logits(h, lm_head->weight, "model.cpp:N") : lm_head(h);
+    auto logits = lmfuse::skip_logits() && labels ? lmfuse::skipped_logits(h, lm_head->weight, lm_head->bias, "model.cpp:N") : lm_head(h);
     auto loss = !labels ? torch::Tensor() : (lmfuse::enabled()
         ? lmfuse::linear_cross_entropy(h, lm_head->weight, lm_head->bias, *labels, lmfuse::LossOptions()
             .logits_as_passed({"model.cpp:N", logits, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits.view({-1, 32}); }, {}, *labels, [&](const torch::Tensor &lmfuse_labels) { return lmfuse_labels.view(-1); }}))
@@ -1287,7 +1287,7 @@ define x other_
   }
 )", Verb::RewritesTo, R"(
   Output forward(torch::Tensor h, c10::optional<torch::Tensor> labels) {
-    auto logits = lmfuse::skip_logits() && (labels.has_value() && is_training()) ? lmfuse::skipped_logits(h, lm_head->weight, "model.cpp:N") : lm_head(h);
+    auto logits = lmfuse::skip_logits() && (labels.has_value() && is_training()) ? lmfuse::skipped_logits(h, lm_head->weight, lm_head->bias, "model.cpp:N") : lm_head(h);
     torch::Tensor loss;
     if (labels.has_value() && is_training()) loss = lmfuse::enabled()
         ? lmfuse::linear_cross_entropy(h, lm_head->weight, lm_head->bias, *labels, lmfuse::LossOptions()
@@ -1306,7 +1306,7 @@ define x other_
 )", Verb::RewritesTo, R"(
   bool training_ = true;
   Output forward(torch::Tensor h, torch::Tensor labels) {
-    auto logits = lmfuse::skip_logits() && (training_ && labels.defined()) ? lmfuse::skipped_logits(h, lm_head->weight, "model.cpp:N") : lm_head(h);
+    auto logits = lmfuse::skip_logits() && (training_ && labels.defined()) ? lmfuse::skipped_logits(h, lm_head->weight, lm_head->bias, "model.cpp:N") : lm_head(h);
     auto loss = training_ && labels.defined() ? (lmfuse::enabled()
         ? lmfuse::linear_cross_entropy(h, lm_head->weight, lm_head->bias, labels, lmfuse::LossOptions()
             .logits_as_passed({"model.cpp:N", logits, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits.view({-1, 32}); }, {}, labels, [&](const torch::Tensor &lmfuse_labels) { return lmfuse_labels.view(-1); }}))
@@ -1327,7 +1327,7 @@ define x other_
   bool flags_[2] = {true, false};
   int mode_ = 0;
   Output forward(torch::Tensor h, torch::Tensor labels) {
-    auto logits = lmfuse::skip_logits() && (labels.defined() && static_cast<bool>(flags_[mode_ == 1 ? 1 : 0]) && !(int)mode_) ? lmfuse::skipped_logits(h, lm_head->weight, "model.cpp:N") : lm_head(h);
+    auto logits = lmfuse::skip_logits() && (labels.defined() && static_cast<bool>(flags_[mode_ == 1 ? 1 : 0]) && !(int)mode_) ? lmfuse::skipped_logits(h, lm_head->weight, lm_head->bias, "model.cpp:N") : lm_head(h);
     torch::Tensor loss;
     if (labels.defined() && static_cast<bool>(flags_[mode_ == 1 ? 1 : 0]) && !(int)mode_) loss = lmfuse::enabled()
         ? lmfuse::linear_cross_entropy(h, lm_head->weight, lm_head->bias, labels, lmfuse::LossOptions()
@@ -1345,7 +1345,7 @@ define x other_
   }
 )", Verb::RewritesTo, R"(
   torch::Tensor forward(torch::Tensor x, torch::Tensor labels) {
-    auto logits = lmfuse::skip_logits() ? lmfuse::skipped_logits(x, lm_head->weight, "model.cpp:N") : lm_head(x);
+    auto logits = lmfuse::skip_logits() ? lmfuse::skipped_logits(x, lm_head->weight, lm_head->bias, "model.cpp:N") : lm_head(x);
     auto count = torch::zeros({1});
     count.add_(1.0);
     return lmfuse::enabled()
@@ -1363,7 +1363,7 @@ define x other_
   }
 )", Verb::RewritesTo, R"(
   torch::Tensor forward(torch::Tensor x, torch::Tensor labels) {
-    auto logits = lmfuse::skip_logits() ? lmfuse::skipped_logits(x, lm_head->weight, "model.cpp:N") : lm_head(x);
+    auto logits = lmfuse::skip_logits() ? lmfuse::skipped_logits(x, lm_head->weight, lm_head->bias, "model.cpp:N") : lm_head(x);
     auto noisy = x.clone();
     noisy.mul_(2.0);
     return lmfuse::enabled()
@@ -1381,7 +1381,7 @@ define x other_
   }
 )", Verb::RewritesTo, R"(
   torch::Tensor forward(torch::Tensor x, torch::Tensor labels) {
-    auto logits = lmfuse::skip_logits() ? lmfuse::skipped_logits(x, lm_head->weight, "model.cpp:N") : lm_head(x);
+    auto logits = lmfuse::skip_logits() ? lmfuse::skipped_logits(x, lm_head->weight, lm_head->bias, "model.cpp:N") : lm_head(x);
     auto y = labels.view(-1);
     y = y.to(torch::kLong);
     return lmfuse::enabled()
@@ -1399,7 +1399,7 @@ define x other_
   }
 )", Verb::RewritesTo, R"(
   torch::Tensor forward(torch::Tensor x, torch::Tensor labels) {
-    auto logits = lmfuse::skip_logits() ? lmfuse::skipped_logits(x, lm_head->weight, "model.cpp:N") : lm_head(x);
+    auto logits = lmfuse::skip_logits() ? lmfuse::skipped_logits(x, lm_head->weight, lm_head->bias, "model.cpp:N") : lm_head(x);
     const auto batch = x.size(0);
     pad_id_ = batch;
     return lmfuse::enabled()
@@ -1521,7 +1521,7 @@ define x other_
   }
 )", Verb::RewritesTo, R"(
   torch::Tensor forward(torch::Tensor h, torch::Tensor labels) {
-    auto logits = lmfuse::skip_logits() ? lmfuse::skipped_logits(h, lm_head->weight, "model.cpp:N") : lm_head(h);
+    auto logits = lmfuse::skip_logits() ? lmfuse::skipped_logits(h, lm_head->weight, lm_head->bias, "model.cpp:N") : lm_head(h);
     { auto h = logits.size(0); (void)h; }
     return lmfuse::enabled()
         ? lmfuse::linear_cross_entropy(h, lm_head->weight, lm_head->bias, labels, lmfuse::LossOptions()
@@ -1907,7 +1907,7 @@ struct Counting : Model {
 )", Verb::RewritesTo, R"(
   Output forward(torch::Tensor h, c10::optional<torch::Tensor> labels) {
     try {
-      auto logits = lmfuse::skip_logits() && labels.has_value() ? lmfuse::skipped_logits(h, lm_head->weight, "model.cpp:N") : lm_head(h);
+      auto logits = lmfuse::skip_logits() && labels.has_value() ? lmfuse::skipped_logits(h, lm_head->weight, lm_head->bias, "model.cpp:N") : lm_head(h);
       torch::Tensor loss;
       if (labels.has_value()) loss = lmfuse::enabled()
           ? lmfuse::linear_cross_entropy(h, lm_head->weight, lm_head->bias, *labels, lmfuse::LossOptions()
@@ -1929,7 +1929,7 @@ struct Counting : Model {
   }
 )", Verb::RewritesTo, R"(
   torch::Tensor forward(torch::Tensor h, torch::Tensor labels, int steps) {
-    auto logits = lmfuse::skip_logits() ? lmfuse::skipped_logits(h, lm_head->weight, "model.cpp:N") : lm_head(h);
+    auto logits = lmfuse::skip_logits() ? lmfuse::skipped_logits(h, lm_head->weight, lm_head->bias, "model.cpp:N") : lm_head(h);
     torch::Tensor loss = torch::zeros({1});
     for (int i = 0; i < steps; ++i)
       loss = loss + (lmfuse::enabled()
@@ -1948,7 +1948,7 @@ struct Counting : Model {
 )", Verb::RewritesTo, R"(
   torch::Tensor forward(torch::Tensor x, torch::Tensor labels) {
     x.mul_(2.0);
-    auto logits = lmfuse::skip_logits() ? lmfuse::skipped_logits(x, lm_head->weight, "model.cpp:N") : lm_head(x);
+    auto logits = lmfuse::skip_logits() ? lmfuse::skipped_logits(x, lm_head->weight, lm_head->bias, "model.cpp:N") : lm_head(x);
     return lmfuse::enabled()
         ? lmfuse::linear_cross_entropy(x, lm_head->weight, lm_head->bias, labels, lmfuse::LossOptions()
             .logits_as_passed({"model.cpp:N", logits, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits.view({-1, 32}); }, {}, labels, [&](const torch::Tensor &lmfuse_labels) { return lmfuse_labels.view(-1); }}))

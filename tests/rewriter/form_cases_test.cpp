@@ -98,7 +98,7 @@ const Case Accepted[] = {
   torch::nn::CrossEntropyLoss criterion{torch::nn::CrossEntropyLossOptions().ignore_index(-1)};
   Output forward(const torch::Tensor &x, const torch::Tensor &targets) {
     auto lmfuse_hidden = ln_f(x);
-    auto logits = lmfuse::skip_logits() && targets.defined() ? lmfuse::skipped_logits(lmfuse_hidden, lm_head->weight, "model.cpp:N") : lm_head(lmfuse_hidden);
+    auto logits = lmfuse::skip_logits() && targets.defined() ? lmfuse::skipped_logits(lmfuse_hidden, lm_head->weight, lm_head->bias, "model.cpp:N") : lm_head(lmfuse_hidden);
     torch::Tensor loss;
     if (targets.defined())
       loss = lmfuse::enabled()
@@ -120,7 +120,7 @@ const Case Accepted[] = {
   torch::Tensor train_step(const torch::Tensor &x, const torch::Tensor &y) {
     torch::nn::CrossEntropyLoss criterion;
     auto out = mlp(x);
-    auto logits = lmfuse::skip_logits() ? lmfuse::skipped_logits(out, lm_head->weight, "model.cpp:N") : lm_head->forward(out);
+    auto logits = lmfuse::skip_logits() ? lmfuse::skipped_logits(out, lm_head->weight, lm_head->bias, "model.cpp:N") : lm_head->forward(out);
     auto loss = lmfuse::enabled()
         ? lmfuse::linear_cross_entropy(out, lm_head->weight, lm_head->bias, y, lmfuse::module_loss_options(criterion->options, criterion->weight)
             .logits_as_passed({"model.cpp:N", logits, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits.view({-1, logits.size(-1)}); }, {}, y, [&](const torch::Tensor &lmfuse_labels) { return lmfuse_labels.view(-1); }}))
@@ -145,7 +145,7 @@ const Case Accepted[] = {
   }
   torch::nn::CrossEntropyLoss loss_fn{nullptr};
   torch::Tensor loss(const torch::Tensor &h, const torch::Tensor &y) {
-    auto logits = lmfuse::skip_logits() ? lmfuse::skipped_logits(h, lm_head->weight, "model.cpp:N") : lm_head(h);
+    auto logits = lmfuse::skip_logits() ? lmfuse::skipped_logits(h, lm_head->weight, lm_head->bias, "model.cpp:N") : lm_head(h);
     return lmfuse::enabled()
         ? lmfuse::linear_cross_entropy(h, lm_head->weight, lm_head->bias, y, lmfuse::module_loss_options(loss_fn->options, loss_fn->weight)
             .logits_as_passed({"model.cpp:N", logits, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits; }, {}, y, [&](const torch::Tensor &lmfuse_labels) { return lmfuse_labels; }}))
@@ -161,7 +161,7 @@ const Case Accepted[] = {
   }
 )", Verb::RewritesTo, R"(
   torch::Tensor loss(const torch::Tensor &h, const torch::Tensor &y) {
-    auto logits = lmfuse::skip_logits() ? lmfuse::skipped_logits(h, lm_head->weight, "model.cpp:N") : lm_head(h);
+    auto logits = lmfuse::skip_logits() ? lmfuse::skipped_logits(h, lm_head->weight, lm_head->bias, "model.cpp:N") : lm_head(h);
     return lmfuse::enabled()
         ? lmfuse::linear_cross_entropy(h, lm_head->weight, lm_head->bias, y, lmfuse::LossOptions().ignore_index(0)
             .logits_as_passed({"model.cpp:N", logits, [&](const torch::Tensor &lmfuse_logits) { return F::log_softmax(lmfuse_logits.view({-1, logits.size(-1)}), -1); }, {}, y, [&](const torch::Tensor &lmfuse_labels) { return lmfuse_labels.view(-1); }}))
@@ -195,7 +195,7 @@ const Case Accepted[] = {
   }
 )", Verb::RewritesTo, R"(
   Output forward(const torch::Tensor &x, c10::optional<torch::Tensor> targets) {
-    auto logits = lmfuse::skip_logits() && targets ? lmfuse::skipped_logits(x, lm_head->weight, "model.cpp:N") : lm_head(x);
+    auto logits = lmfuse::skip_logits() && targets ? lmfuse::skipped_logits(x, lm_head->weight, lm_head->bias, "model.cpp:N") : lm_head(x);
     torch::Tensor loss;
     if (targets) {
       auto logp = lmfuse::skip_logits() ? lmfuse::skipped_logits_after(logits, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits.log_softmax(-1); }) : logits.log_softmax(-1);
@@ -216,7 +216,7 @@ const Case Accepted[] = {
 )", Verb::RewritesTo, R"(
   torch::nn::NLLLoss nll{torch::nn::NLLLossOptions().ignore_index(-1)};
   torch::Tensor loss(const torch::Tensor &h, const torch::Tensor &y) {
-    auto logits = lmfuse::skip_logits() ? lmfuse::skipped_logits(h, lm_head->weight, "model.cpp:N") : lm_head(h);
+    auto logits = lmfuse::skip_logits() ? lmfuse::skipped_logits(h, lm_head->weight, lm_head->bias, "model.cpp:N") : lm_head(h);
     return lmfuse::enabled()
         ? lmfuse::linear_cross_entropy(h, lm_head->weight, lm_head->bias, y, lmfuse::module_loss_options(nll->options, nll->weight)
             .logits_as_passed({"model.cpp:N", logits, [&](const torch::Tensor &lmfuse_logits) { return F::log_softmax(lmfuse_logits, F::LogSoftmaxFuncOptions(-1)); }, {}, y, [&](const torch::Tensor &lmfuse_labels) { return lmfuse_labels; }}))

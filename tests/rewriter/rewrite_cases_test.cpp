@@ -27,7 +27,7 @@ const Case Cases[] = {
   }
 )", Verb::RewritesTo, R"(
   Output forward(torch::Tensor x, c10::optional<torch::Tensor> targets) {
-    auto logits = lmfuse::skip_logits() && targets.has_value() ? lmfuse::skipped_logits(x, lm_head->weight, "model.cpp:N") : lm_head->forward(x);
+    auto logits = lmfuse::skip_logits() && targets.has_value() ? lmfuse::skipped_logits(x, lm_head->weight, lm_head->bias, "model.cpp:N") : lm_head->forward(x);
     torch::Tensor loss;
     if (targets.has_value()) {
       loss = lmfuse::enabled()
@@ -55,7 +55,7 @@ const Case Cases[] = {
   Output forward(torch::Tensor x, torch::Tensor targets) {
     torch::Tensor logits, loss;
     if (targets.defined()) {
-      logits = lmfuse::skip_logits() ? lmfuse::skipped_logits(x, lm_head->weight, "model.cpp:N") : lm_head(x);
+      logits = lmfuse::skip_logits() ? lmfuse::skipped_logits(x, lm_head->weight, lm_head->bias, "model.cpp:N") : lm_head(x);
       loss = lmfuse::enabled()
           ? lmfuse::linear_cross_entropy(x, lm_head->weight, lm_head->bias, targets, lmfuse::LossOptions().ignore_index(-1)
               .logits_as_passed({"model.cpp:N", logits, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits.view({-1, logits.size(-1)}); }, {}, targets, [&](const torch::Tensor &lmfuse_labels) { return lmfuse_labels.view(-1); }}))
@@ -77,7 +77,7 @@ const Case Cases[] = {
   }
 )", Verb::RewritesTo, R"(
   torch::Tensor forward(torch::Tensor h, torch::optional<torch::Tensor> labels) {
-    auto logits = lmfuse::skip_logits() && labels ? lmfuse::skipped_logits(h, lm_head->weight, "model.cpp:N") : lm_head(h);
+    auto logits = lmfuse::skip_logits() && labels ? lmfuse::skipped_logits(h, lm_head->weight, lm_head->bias, "model.cpp:N") : lm_head(h);
     if (labels) {
       last_loss = lmfuse::enabled()
           ? lmfuse::linear_cross_entropy(h, lm_head->weight, lm_head->bias, labels.value(), lmfuse::LossOptions()
@@ -97,7 +97,7 @@ const Case Cases[] = {
   }
 )", Verb::RewritesTo, R"(
   Output forward(torch::Tensor h, const torch::Tensor *labels) {
-    auto logits = lmfuse::skip_logits() && (labels != nullptr) ? lmfuse::skipped_logits(h, lm_head->weight, "model.cpp:N") : lm_head(h);
+    auto logits = lmfuse::skip_logits() && (labels != nullptr) ? lmfuse::skipped_logits(h, lm_head->weight, lm_head->bias, "model.cpp:N") : lm_head(h);
     torch::Tensor loss;
     if (labels != nullptr)
       loss = lmfuse::enabled()
@@ -116,7 +116,7 @@ const Case Cases[] = {
   }
 )", Verb::RewritesTo, R"(
   Output forward(torch::Tensor h, c10::optional<torch::Tensor> labels) {
-    auto logits = lmfuse::skip_logits() && labels.has_value() ? lmfuse::skipped_logits(h, lm_head->weight, "model.cpp:N") : lm_head(h);
+    auto logits = lmfuse::skip_logits() && labels.has_value() ? lmfuse::skipped_logits(h, lm_head->weight, lm_head->bias, "model.cpp:N") : lm_head(h);
     if (!labels.has_value()) return {logits, {}};
     auto loss = lmfuse::enabled()
         ? lmfuse::linear_cross_entropy(h, lm_head->weight, lm_head->bias, *labels, lmfuse::LossOptions()
@@ -137,7 +137,7 @@ const Case Cases[] = {
   }
 )", Verb::RewritesTo, R"(
   torch::Tensor forward(torch::Tensor h, c10::optional<torch::Tensor> labels) {
-    auto logits = lmfuse::skip_logits() && labels.has_value() ? lmfuse::skipped_logits(h, lm_head->weight, "model.cpp:N") : lm_head(h);
+    auto logits = lmfuse::skip_logits() && labels.has_value() ? lmfuse::skipped_logits(h, lm_head->weight, lm_head->bias, "model.cpp:N") : lm_head(h);
     torch::Tensor loss;
     if (labels.has_value()) {
       auto y = *labels;
@@ -181,7 +181,7 @@ const Case Cases[] = {
   }
 )", Verb::RewritesTo, R"(
   Output forward(torch::Tensor h, c10::optional<torch::Tensor> labels) {
-    auto logits = lmfuse::skip_logits() && labels.has_value() ? lmfuse::skipped_logits(h, lm_head->weight, "model.cpp:N") : lm_head(h);
+    auto logits = lmfuse::skip_logits() && labels.has_value() ? lmfuse::skipped_logits(h, lm_head->weight, lm_head->bias, "model.cpp:N") : lm_head(h);
     torch::Tensor loss;
     if (labels.has_value()) {
       auto y = labels->to(logits.device());
@@ -202,7 +202,7 @@ const Case Cases[] = {
   }
 )", Verb::RewritesTo, R"(
   torch::Tensor forward(torch::Tensor h, c10::optional<torch::Tensor> labels) {
-    auto logits = lmfuse::skip_logits() && labels ? lmfuse::skipped_logits(h, lm_head->weight, "model.cpp:N") : lm_head(h);
+    auto logits = lmfuse::skip_logits() && labels ? lmfuse::skipped_logits(h, lm_head->weight, lm_head->bias, "model.cpp:N") : lm_head(h);
     torch::Tensor loss;
     if (labels) loss = lmfuse::enabled()
         ? lmfuse::linear_cross_entropy(h, lm_head->weight, lm_head->bias, (*labels).to(logits.device()), lmfuse::LossOptions()
@@ -218,7 +218,7 @@ const Case Cases[] = {
   }
 )", Verb::RewritesTo, R"(
   torch::Tensor forward(torch::Tensor h, torch::Tensor labels) {
-    auto logits = lmfuse::skip_logits() ? lmfuse::skipped_logits(h, lm_head->weight, "model.cpp:N") : lm_head(h);
+    auto logits = lmfuse::skip_logits() ? lmfuse::skipped_logits(h, lm_head->weight, lm_head->bias, "model.cpp:N") : lm_head(h);
     return lmfuse::enabled()
         ? lmfuse::linear_cross_entropy(h, lm_head->weight, lm_head->bias, labels.to(logits.device()), lmfuse::LossOptions()
             .logits_as_passed({"model.cpp:N", logits, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits.view({-1, 32}); }, {}, labels, [&](const torch::Tensor &lmfuse_labels) { return lmfuse_labels.view(-1).to(logits.device()); }}))
@@ -233,7 +233,7 @@ const Case Cases[] = {
   }
 )", Verb::RewritesTo, R"(
   torch::Tensor forward(torch::Tensor h, torch::Tensor labels) {
-    auto logits = lmfuse::skip_logits() ? lmfuse::skipped_logits(h, lm_head->weight, "model.cpp:N") : lm_head(h);
+    auto logits = lmfuse::skip_logits() ? lmfuse::skipped_logits(h, lm_head->weight, lm_head->bias, "model.cpp:N") : lm_head(h);
     auto shift_logits = lmfuse::skip_logits() ? lmfuse::skipped_logits_after(logits, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits.slice(1, 0, -1); }) : logits.slice(1, 0, -1);
     return lmfuse::enabled()
         ? lmfuse::linear_cross_entropy(h, lm_head->weight, lm_head->bias, labels.to(torch::kCUDA).to(torch::kLong), lmfuse::LossOptions().shift(true)
@@ -254,7 +254,7 @@ const Case Cases[] = {
   }
 )", Verb::RewritesTo, R"(
   torch::Tensor forward(torch::Tensor h, torch::Tensor labels) {
-    auto logits = lmfuse::skip_logits() && labels.defined() ? lmfuse::skipped_logits(h, lm_head->weight, "model.cpp:N") : lm_head(h);
+    auto logits = lmfuse::skip_logits() && labels.defined() ? lmfuse::skipped_logits(h, lm_head->weight, lm_head->bias, "model.cpp:N") : lm_head(h);
     torch::Tensor loss;
     if (labels.defined()) {
       namespace G = torch::nn::functional;
@@ -278,7 +278,7 @@ const Case Cases[] = {
   }
 )", Verb::RewritesTo, R"(
   torch::Tensor forward(torch::Tensor h, torch::Tensor labels) {
-    auto logits = lmfuse::skip_logits() && labels.defined() ? lmfuse::skipped_logits(h, lm_head->weight, "model.cpp:N") : lm_head(h);
+    auto logits = lmfuse::skip_logits() && labels.defined() ? lmfuse::skipped_logits(h, lm_head->weight, lm_head->bias, "model.cpp:N") : lm_head(h);
     torch::Tensor loss;
     if (labels.defined()) {
       loss = lmfuse::enabled()
@@ -319,7 +319,7 @@ const Case Cases[] = {
 )", Verb::RewritesTo, R"(
   torch::Tensor forward(torch::Tensor h, torch::Tensor labels, double n_items) {
     using torch::nn::functional::cross_entropy;
-    auto logits = lmfuse::skip_logits() && labels.defined() ? lmfuse::skipped_logits(h, lm_head->weight, "model.cpp:N") : lm_head(h);
+    auto logits = lmfuse::skip_logits() && labels.defined() ? lmfuse::skipped_logits(h, lm_head->weight, lm_head->bias, "model.cpp:N") : lm_head(h);
     torch::Tensor loss;
     if (labels.defined()) {
       loss = (lmfuse::enabled()
@@ -343,7 +343,7 @@ const Case Cases[] = {
   }
 )", Verb::RewritesTo, R"(
   torch::Tensor forward(torch::Tensor h, torch::Tensor labels) {
-    auto logits = lmfuse::skip_logits() && labels.defined() ? lmfuse::skipped_logits(h, lm_head->weight, "model.cpp:N") : lm_head(h);
+    auto logits = lmfuse::skip_logits() && labels.defined() ? lmfuse::skipped_logits(h, lm_head->weight, lm_head->bias, "model.cpp:N") : lm_head(h);
     torch::Tensor loss;
     if (labels.defined()) {
       logits = lmfuse::skip_logits() ? lmfuse::skipped_logits_after(logits, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits.view({-1, logits.size(-1)}); }) : logits.view({-1, logits.size(-1)});
@@ -364,7 +364,7 @@ const Case Cases[] = {
   }
 )", Verb::RewritesTo, R"(
   torch::Tensor forward(torch::Tensor h, torch::Tensor labels) {
-    auto logits = lmfuse::skip_logits() ? lmfuse::skipped_logits_after(lmfuse::skipped_logits(h, lm_head->weight, "model.cpp:N"),
+    auto logits = lmfuse::skip_logits() ? lmfuse::skipped_logits_after(lmfuse::skipped_logits(h, lm_head->weight, lm_head->bias, "model.cpp:N"),
                                                                        [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits.view({-1, 32}); })
                                         : lm_head(h).view({-1, 32});
     auto loss = lmfuse::enabled()
@@ -384,7 +384,7 @@ const Case Cases[] = {
 )", Verb::RewritesTo, R"(
   torch::Tensor forward(torch::Tensor h, torch::Tensor labels) {
     const int64_t lmfuse_logits = 32;
-    auto logits = lmfuse::skip_logits() ? lmfuse::skipped_logits(h, lm_head->weight, "model.cpp:N") : lm_head(h);
+    auto logits = lmfuse::skip_logits() ? lmfuse::skipped_logits(h, lm_head->weight, lm_head->bias, "model.cpp:N") : lm_head(h);
     return lmfuse::enabled()
         ? lmfuse::linear_cross_entropy(h, lm_head->weight, lm_head->bias, labels, lmfuse::LossOptions()
             .logits_as_passed({"model.cpp:N", logits, [&](const torch::Tensor &lmfuse_logits2) { return lmfuse_logits2.view({-1, lmfuse_logits}); }, {}, labels, [&](const torch::Tensor &lmfuse_labels) { return lmfuse_labels.view(-1); }}))
@@ -402,7 +402,7 @@ const Case Cases[] = {
   torch::Tensor forward(torch::Tensor h, torch::Tensor labels) {
     struct Dims { int64_t b, t; };
     auto [B, T] = Dims{h.size(0), h.size(1)};
-    auto logits = lmfuse::skip_logits() ? lmfuse::skipped_logits_after(lmfuse::skipped_logits(h, lm_head->weight, "model.cpp:N"),
+    auto logits = lmfuse::skip_logits() ? lmfuse::skipped_logits_after(lmfuse::skipped_logits(h, lm_head->weight, lm_head->bias, "model.cpp:N"),
                                                                        [&, &B = B, &T = T](const torch::Tensor &lmfuse_logits) { return lmfuse_logits.view({B * T, 32}); })
                                         : lm_head(h).view({B * T, 32});
     return lmfuse::enabled()
@@ -423,7 +423,7 @@ const Case Cases[] = {
   }
 )", Verb::RewritesTo, R"(
   torch::Tensor forward(torch::Tensor h, torch::Tensor labels) {
-    auto logits = lmfuse::skip_logits() && labels.defined() ? lmfuse::skipped_logits(h, lm_head->weight, "model.cpp:N") : lm_head(h);
+    auto logits = lmfuse::skip_logits() && labels.defined() ? lmfuse::skipped_logits(h, lm_head->weight, lm_head->bias, "model.cpp:N") : lm_head(h);
     torch::Tensor loss;
     if (labels.defined()) {
       const auto flat = lmfuse::skip_logits() ? lmfuse::skipped_logits_after(logits, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits.reshape({-1, 32}).contiguous(); }) : logits.reshape({-1, 32}).contiguous();
@@ -448,7 +448,7 @@ const Case Cases[] = {
   }
 )", Verb::RewritesTo, R"(
   torch::Tensor forward(torch::Tensor h, c10::optional<torch::Tensor> labels) {
-    auto logits = lmfuse::skip_logits() && labels.has_value() ? lmfuse::skipped_logits(h, lm_head->weight, "model.cpp:N") : lm_head(h);
+    auto logits = lmfuse::skip_logits() && labels.has_value() ? lmfuse::skipped_logits(h, lm_head->weight, lm_head->bias, "model.cpp:N") : lm_head(h);
     torch::Tensor loss;
     if (labels.has_value()) {
       auto shift_logits = lmfuse::skip_logits() ? lmfuse::skipped_logits_after(logits, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits.slice(1, 0, -1).contiguous(); }) : logits.slice(1, 0, -1).contiguous();
@@ -491,7 +491,7 @@ const Case Cases[] = {
   }
 )", Verb::RewritesTo, R"(
   torch::Tensor forward(torch::Tensor h, torch::Tensor w, torch::Tensor b, torch::Tensor labels) {
-    auto logits = lmfuse::skip_logits() && labels.defined() ? lmfuse::skipped_logits(h, w, "model.cpp:N") : torch::linear(h, w, b);
+    auto logits = lmfuse::skip_logits() && labels.defined() ? lmfuse::skipped_logits(h, w, b, "model.cpp:N") : torch::linear(h, w, b);
     torch::Tensor loss;
     if (labels.defined())
       loss = lmfuse::enabled()
@@ -512,7 +512,7 @@ const Case Cases[] = {
 )", Verb::RewritesTo, R"(
   torch::Tensor forward(torch::Tensor x, torch::Tensor labels) {
     auto lmfuse_hidden = ln_f(x);
-    auto logits = lmfuse::skip_logits() && labels.defined() ? lmfuse::skipped_logits(lmfuse_hidden, lm_head->weight, "model.cpp:N") : lm_head(lmfuse_hidden);
+    auto logits = lmfuse::skip_logits() && labels.defined() ? lmfuse::skipped_logits(lmfuse_hidden, lm_head->weight, lm_head->bias, "model.cpp:N") : lm_head(lmfuse_hidden);
     torch::Tensor loss;
     if (labels.defined())
       loss = lmfuse::enabled()
@@ -534,7 +534,7 @@ const Case Cases[] = {
 )", Verb::RewritesTo, R"(
   torch::Tensor forward(torch::Tensor x, torch::Tensor labels) {
     auto lmfuse_hidden = x;
-    auto logits = lmfuse::skip_logits() && labels.defined() ? lmfuse::skipped_logits(lmfuse_hidden, lm_head->weight, "model.cpp:N") : lm_head(lmfuse_hidden);
+    auto logits = lmfuse::skip_logits() && labels.defined() ? lmfuse::skipped_logits(lmfuse_hidden, lm_head->weight, lm_head->bias, "model.cpp:N") : lm_head(lmfuse_hidden);
     x = x * 2.0;
     torch::Tensor loss;
     if (labels.defined())
@@ -556,7 +556,7 @@ const Case Cases[] = {
   }
 )", Verb::RewritesTo, R"(
   torch::Tensor forward(torch::Tensor h, torch::Tensor labels) {
-    auto logits = lmfuse::skip_logits() && labels.defined() ? lmfuse::skipped_logits(h, lm_head->weight, "model.cpp:N") : lm_head(h);
+    auto logits = lmfuse::skip_logits() && labels.defined() ? lmfuse::skipped_logits(h, lm_head->weight, lm_head->bias, "model.cpp:N") : lm_head(h);
     torch::Tensor loss;
     if (labels.defined())
       loss = lmfuse::enabled()
@@ -581,7 +581,7 @@ const Case Cases[] = {
 )", Verb::RewritesTo, R"(
   torch::Tensor forward(torch::Tensor h, torch::Tensor labels) {
     constexpr int64_t kPad = 50256;
-    auto logits = lmfuse::skip_logits() && labels.defined() ? lmfuse::skipped_logits(h, lm_head->weight, "model.cpp:N") : lm_head(h);
+    auto logits = lmfuse::skip_logits() && labels.defined() ? lmfuse::skipped_logits(h, lm_head->weight, lm_head->bias, "model.cpp:N") : lm_head(h);
     torch::Tensor loss;
     if (labels.defined()) {
       auto options = F::CrossEntropyFuncOptions().ignore_index(kPad);
@@ -603,7 +603,7 @@ const Case Cases[] = {
   }
 )", Verb::RewritesTo, R"(
   torch::Tensor forward(torch::Tensor h, torch::Tensor labels) {
-    auto logits = lmfuse::skip_logits() && labels.defined() ? lmfuse::skipped_logits(h, lm_head->weight, "model.cpp:N") : lm_head(h);
+    auto logits = lmfuse::skip_logits() && labels.defined() ? lmfuse::skipped_logits(h, lm_head->weight, lm_head->bias, "model.cpp:N") : lm_head(h);
     torch::Tensor loss;
     if (labels.defined())
       loss = lmfuse::enabled()
@@ -622,7 +622,7 @@ const Case Cases[] = {
 )", Verb::RewritesTo, R"(
   torch::Tensor train_step(torch::Tensor h, torch::Tensor y) {
     torch::nn::Linear unembedding(64, 32);
-    auto out = lmfuse::skip_logits() ? lmfuse::skipped_logits(h, unembedding->weight, "model.cpp:N") : unembedding(h);
+    auto out = lmfuse::skip_logits() ? lmfuse::skipped_logits(h, unembedding->weight, unembedding->bias, "model.cpp:N") : unembedding(h);
     return lmfuse::enabled()
         ? lmfuse::linear_cross_entropy(h, unembedding->weight, unembedding->bias, y, lmfuse::LossOptions()
             .logits_as_passed({"model.cpp:N", out, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits.view({-1, 32}); }, {}, y, [&](const torch::Tensor &lmfuse_labels) { return lmfuse_labels.view(-1); }}))
@@ -640,7 +640,7 @@ const Case Cases[] = {
   }
 )", Verb::RewritesTo, R"(
   torch::Tensor forward(torch::Tensor h, torch::optional<torch::Tensor> labels) {
-    auto logits = lmfuse::skip_logits() && (labels != c10::nullopt) ? lmfuse::skipped_logits(h, lm_head->weight, "model.cpp:N") : lm_head->forward(h);
+    auto logits = lmfuse::skip_logits() && (labels != c10::nullopt) ? lmfuse::skipped_logits(h, lm_head->weight, lm_head->bias, "model.cpp:N") : lm_head->forward(h);
     torch::Tensor loss;
     if (labels != c10::nullopt) {
       loss = lmfuse::enabled()
@@ -685,7 +685,7 @@ const Case Cases[] = {
 )", Verb::RewritesTo, R"(
   torch::Tensor forward(torch::Tensor h, c10::optional<torch::Tensor> labels) {
     if (!labels) return {};
-    auto logits = lmfuse::skip_logits() ? lmfuse::skipped_logits(h, lm_head->weight, "model.cpp:N") : lm_head(h);
+    auto logits = lmfuse::skip_logits() ? lmfuse::skipped_logits(h, lm_head->weight, lm_head->bias, "model.cpp:N") : lm_head(h);
     return lmfuse::enabled()
         ? lmfuse::linear_cross_entropy(h, lm_head->weight, lm_head->bias, *labels, lmfuse::LossOptions()
             .logits_as_passed({"model.cpp:N", logits, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits.view({-1, 32}); }, {}, *labels, [&](const torch::Tensor &lmfuse_labels) { return lmfuse_labels.view(-1); }}))
@@ -702,7 +702,7 @@ const Case Cases[] = {
   torch::Tensor both(torch::Tensor h, torch::Tensor labels) { return scaled<1>(h, labels) + scaled<2>(h, labels); }
 )", Verb::RewritesTo, R"(
   template <int Scale> torch::Tensor scaled(torch::Tensor h, torch::Tensor labels) {
-    auto logits = lmfuse::skip_logits() && labels.defined() ? lmfuse::skipped_logits(h, lm_head->weight, "model.cpp:N") : lm_head(h);
+    auto logits = lmfuse::skip_logits() && labels.defined() ? lmfuse::skipped_logits(h, lm_head->weight, lm_head->bias, "model.cpp:N") : lm_head(h);
     torch::Tensor loss;
     if (labels.defined()) loss = lmfuse::enabled()
         ? lmfuse::linear_cross_entropy(h, lm_head->weight, lm_head->bias, labels, lmfuse::LossOptions()
@@ -726,7 +726,7 @@ const Case Cases[] = {
   }
 )", Verb::RewritesTo, R"(
   Output forward(torch::Tensor h, c10::optional<torch::Tensor> labels) {
-    auto logits = lmfuse::skip_logits() && labels.has_value() ? lmfuse::skipped_logits(h, lm_head->weight, "model.cpp:N") : lm_head(h);
+    auto logits = lmfuse::skip_logits() && labels.has_value() ? lmfuse::skipped_logits(h, lm_head->weight, lm_head->bias, "model.cpp:N") : lm_head(h);
     torch::Tensor loss;
     if (!labels.has_value()) {
       loss = torch::zeros({1});
@@ -750,7 +750,7 @@ const Case Cases[] = {
 )", Verb::RewritesTo, R"(
   bool training_ = true;
   Output forward(torch::Tensor h, torch::Tensor labels) {
-    auto logits = lmfuse::skip_logits() && training_ ? lmfuse::skipped_logits(h, lm_head->weight, "model.cpp:N") : lm_head(h);
+    auto logits = lmfuse::skip_logits() && training_ ? lmfuse::skipped_logits(h, lm_head->weight, lm_head->bias, "model.cpp:N") : lm_head(h);
     torch::Tensor loss;
     if (training_) loss = lmfuse::enabled()
         ? lmfuse::linear_cross_entropy(h, lm_head->weight, lm_head->bias, labels, lmfuse::LossOptions()
@@ -819,7 +819,7 @@ const Case Cases[] = {
 #define FINAL_NORM(x) ln_f(x)
   torch::Tensor forward(torch::Tensor x, torch::Tensor labels) {
     auto lmfuse_hidden = FINAL_NORM(x);
-    auto logits = lmfuse::skip_logits() && labels.defined() ? lmfuse::skipped_logits(lmfuse_hidden, lm_head->weight, "model.cpp:N") : lm_head(lmfuse_hidden);
+    auto logits = lmfuse::skip_logits() && labels.defined() ? lmfuse::skipped_logits(lmfuse_hidden, lm_head->weight, lm_head->bias, "model.cpp:N") : lm_head(lmfuse_hidden);
     torch::Tensor loss;
     if (labels.defined())
       loss = lmfuse::enabled()
@@ -840,7 +840,7 @@ const Case Cases[] = {
   }
 )", Verb::RewritesTo, R"(
   torch::Tensor forward(torch::Tensor h, torch::Tensor labels) {
-    auto logits = lmfuse::skip_logits() && labels.defined() ? lmfuse::skipped_logits(h, lm_head->weight, "model.cpp:N") : lm_head(h);
+    auto logits = lmfuse::skip_logits() && labels.defined() ? lmfuse::skipped_logits(h, lm_head->weight, lm_head->bias, "model.cpp:N") : lm_head(h);
     torch::Tensor loss;
     if (labels.defined()) loss = lmfuse::enabled()
         ? lmfuse::linear_cross_entropy(h, lm_head->weight, lm_head->bias, labels, lmfuse::LossOptions()
@@ -866,7 +866,7 @@ const Case Cases[] = {
   };
   TaggedLinearImpl *tagged_head_ = nullptr;
   torch::Tensor forward(torch::Tensor h, torch::Tensor labels) {
-    auto logits = lmfuse::skip_logits() ? lmfuse::skipped_logits(h, tagged_head_->weight, "model.cpp:N") : tagged_head_->forward(h);
+    auto logits = lmfuse::skip_logits() ? lmfuse::skipped_logits(h, tagged_head_->weight, tagged_head_->bias, "model.cpp:N") : tagged_head_->forward(h);
     return lmfuse::enabled()
         ? lmfuse::linear_cross_entropy(h, tagged_head_->weight, tagged_head_->bias, labels, lmfuse::LossOptions()
             .logits_as_passed({"model.cpp:N", logits, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits.view({-1, 32}); }, {}, labels, [&](const torch::Tensor &lmfuse_labels) { return lmfuse_labels.view(-1); }}))
@@ -883,7 +883,7 @@ const Case Cases[] = {
 )", Verb::RewritesTo, R"(
 #define PAD_ID (-1)
   torch::Tensor forward(torch::Tensor h, torch::Tensor labels) {
-    auto logits = lmfuse::skip_logits() ? lmfuse::skipped_logits(h, lm_head->weight, "model.cpp:N") : lm_head(h);
+    auto logits = lmfuse::skip_logits() ? lmfuse::skipped_logits(h, lm_head->weight, lm_head->bias, "model.cpp:N") : lm_head(h);
     return lmfuse::enabled()
         ? lmfuse::linear_cross_entropy(h, lm_head->weight, lm_head->bias, labels, lmfuse::LossOptions().ignore_index(PAD_ID)
             .logits_as_passed({"model.cpp:N", logits, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits.view({-1, 32}); }, {}, labels, [&](const torch::Tensor &lmfuse_labels) { return lmfuse_labels.view(-1); }}))
@@ -900,7 +900,7 @@ const Case Cases[] = {
   torch::Tensor lmfuse_hidden;
   torch::Tensor forward(torch::Tensor x, torch::Tensor labels) {
     auto lmfuse_hidden2 = ln_f(x);
-    auto logits = lmfuse::skip_logits() ? lmfuse::skipped_logits(lmfuse_hidden2, lm_head->weight, "model.cpp:N") : lm_head(lmfuse_hidden2);
+    auto logits = lmfuse::skip_logits() ? lmfuse::skipped_logits(lmfuse_hidden2, lm_head->weight, lm_head->bias, "model.cpp:N") : lm_head(lmfuse_hidden2);
     return (lmfuse::enabled()
         ? lmfuse::linear_cross_entropy(lmfuse_hidden2, lm_head->weight, lm_head->bias, labels, lmfuse::LossOptions()
             .logits_as_passed({"model.cpp:N", logits, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits.view({-1, 32}); }, {}, labels, [&](const torch::Tensor &lmfuse_labels) { return lmfuse_labels.view(-1); }}))
@@ -917,7 +917,7 @@ const Case Cases[] = {
 )", Verb::RewritesTo, R"(
   torch::Tensor forward(torch::Tensor x, torch::Tensor labels, torch::Tensor lmfuse_hidden) {
     auto lmfuse_hidden3 = ln_f(x);
-    auto logits = lmfuse::skip_logits() ? lmfuse::skipped_logits(lmfuse_hidden3, lm_head->weight, "model.cpp:N") : lm_head(lmfuse_hidden3);
+    auto logits = lmfuse::skip_logits() ? lmfuse::skipped_logits(lmfuse_hidden3, lm_head->weight, lm_head->bias, "model.cpp:N") : lm_head(lmfuse_hidden3);
     auto loss = lmfuse::enabled()
         ? lmfuse::linear_cross_entropy(lmfuse_hidden3, lm_head->weight, lm_head->bias, labels, lmfuse::LossOptions()
             .logits_as_passed({"model.cpp:N", logits, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits.view({-1, 32}); }, {}, labels, [&](const torch::Tensor &lmfuse_labels) { return lmfuse_labels.view(-1); }}))
@@ -950,7 +950,7 @@ struct Child : Model::Base {
   torch::nn::LayerNorm ln_f{nullptr};
   torch::Tensor forward(torch::Tensor x, torch::Tensor labels) {
     auto lmfuse_hidden3 = ln_f(x);
-    auto logits = lmfuse::skip_logits() ? lmfuse::skipped_logits(lmfuse_hidden3, lm_head->weight, "model.cpp:N") : lm_head(lmfuse_hidden3);
+    auto logits = lmfuse::skip_logits() ? lmfuse::skipped_logits(lmfuse_hidden3, lm_head->weight, lm_head->bias, "model.cpp:N") : lm_head(lmfuse_hidden3);
     return lmfuse::enabled()
         ? lmfuse::linear_cross_entropy(lmfuse_hidden3, lm_head->weight, lm_head->bias, labels, lmfuse::LossOptions()
             .logits_as_passed({"model.cpp:N", logits, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits.view({-1, 32}); }, {}, labels, [&](const torch::Tensor &lmfuse_labels) { return lmfuse_labels.view(-1); }}))
@@ -971,7 +971,7 @@ struct Child : Model::Base {
   }
 )", Verb::RewritesTo, R"(
   torch::Tensor forward(torch::Tensor x, c10::optional<torch::Tensor> targets) {
-    auto logits = lmfuse::skip_logits() && targets.has_value() ? lmfuse::skipped_logits(x, lm_head->weight, "model.cpp:N") : lm_head(x);
+    auto logits = lmfuse::skip_logits() && targets.has_value() ? lmfuse::skipped_logits(x, lm_head->weight, lm_head->bias, "model.cpp:N") : lm_head(x);
     torch::Tensor loss;
     if (targets.has_value()) {
       const auto B = logits.size(0), T = logits.size(1), C = logits.size(2);
@@ -993,7 +993,7 @@ struct Child : Model::Base {
   }
 )", Verb::RewritesTo, R"(
   torch::Tensor forward(torch::Tensor x, torch::Tensor labels) {
-    auto logits = lmfuse::skip_logits() ? lmfuse::skipped_logits(x, lm_head->weight, "model.cpp:N") : lm_head(x);
+    auto logits = lmfuse::skip_logits() ? lmfuse::skipped_logits(x, lm_head->weight, lm_head->bias, "model.cpp:N") : lm_head(x);
     const int64_t vocab = logits.size(-1);
     const int64_t rank = logits.dim();
     return (lmfuse::enabled()
@@ -1012,7 +1012,7 @@ struct Child : Model::Base {
   }
 )", Verb::RewritesTo, R"(
   torch::Tensor forward(torch::Tensor x, torch::Tensor labels) {
-    auto logits = lmfuse::skip_logits() ? lmfuse::skipped_logits(x, lm_head->weight, "model.cpp:N") : lm_head(x);
+    auto logits = lmfuse::skip_logits() ? lmfuse::skipped_logits(x, lm_head->weight, lm_head->bias, "model.cpp:N") : lm_head(x);
     auto shift_logits = lmfuse::skip_logits() ? lmfuse::skipped_logits_after(logits, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits.slice(1, 0, -1); }) : logits.slice(1, 0, -1);
     auto shift_labels = labels.slice(1, 1);
     shift_labels = shift_labels.view(-1);
@@ -1031,7 +1031,7 @@ struct Child : Model::Base {
   }
 )", Verb::RewritesTo, R"(
   torch::Tensor forward(torch::Tensor h, torch::Tensor labels) {
-    auto logits = lmfuse::skip_logits() ? lmfuse::skipped_logits(h, lm_head->weight, "model.cpp:N") : lm_head(h);
+    auto logits = lmfuse::skip_logits() ? lmfuse::skipped_logits(h, lm_head->weight, lm_head->bias, "model.cpp:N") : lm_head(h);
     auto loss = lmfuse::enabled()
           ? lmfuse::linear_cross_entropy(h, lm_head->weight, lm_head->bias, labels, lmfuse::LossOptions()
               .logits_as_passed({"model.cpp:N", logits, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits; }, {}, labels, [&](const torch::Tensor &lmfuse_labels) { return lmfuse_labels; }}))
@@ -1475,7 +1475,7 @@ struct Child : Model::Base {
   torch::Tensor prev_, cur_;
   torch::Tensor forward(torch::Tensor h, torch::Tensor labels) {
     auto lmfuse_hidden = (prev_ = h * 3, cur_ = h * 2);
-    auto logits = lmfuse::skip_logits() ? lmfuse::skipped_logits(lmfuse_hidden, lm_head->weight, "model.cpp:N") : lm_head((lmfuse_hidden));
+    auto logits = lmfuse::skip_logits() ? lmfuse::skipped_logits(lmfuse_hidden, lm_head->weight, lm_head->bias, "model.cpp:N") : lm_head((lmfuse_hidden));
     return lmfuse::enabled()
         ? lmfuse::linear_cross_entropy(lmfuse_hidden, lm_head->weight, lm_head->bias, labels, lmfuse::LossOptions()
             .logits_as_passed({"model.cpp:N", logits, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits.view({-1, 32}); }, {}, labels, [&](const torch::Tensor &lmfuse_labels) { return lmfuse_labels.view(-1); }}))
@@ -1489,7 +1489,7 @@ struct Child : Model::Base {
   }
 )", Verb::RewritesTo, R"(
   torch::Tensor forward(torch::nn::Linear *hp, torch::Tensor h, torch::Tensor labels) {
-    auto logits = lmfuse::skip_logits() ? lmfuse::skipped_logits(h, (*hp)->weight, "model.cpp:N") : (*hp)->forward(h);
+    auto logits = lmfuse::skip_logits() ? lmfuse::skipped_logits(h, (*hp)->weight, (*hp)->bias, "model.cpp:N") : (*hp)->forward(h);
     return lmfuse::enabled()
         ? lmfuse::linear_cross_entropy(h, (*hp)->weight, (*hp)->bias, labels, lmfuse::LossOptions()
             .logits_as_passed({"model.cpp:N", logits, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits.view({-1, 32}); }, {}, labels, [&](const torch::Tensor &lmfuse_labels) { return lmfuse_labels.view(-1); }}))
@@ -1559,7 +1559,7 @@ struct Child : Model::Base {
   }
 )", Verb::RewritesTo, R"(
   torch::Tensor forward(torch::Tensor h, torch::Tensor labels) {
-    auto logits = lmfuse::skip_logits() ? lmfuse::skipped_logits(h, lm_head->weight, "model.cpp:N") : lm_head(h);
+    auto logits = lmfuse::skip_logits() ? lmfuse::skipped_logits(h, lm_head->weight, lm_head->bias, "model.cpp:N") : lm_head(h);
     int64_t line = __LINE__;
     return lmfuse::enabled()
         ? lmfuse::linear_cross_entropy(h, lm_head->weight, lm_head->bias, labels, lmfuse::LossOptions()
@@ -1649,7 +1649,7 @@ struct Child : Model::Base {
 #include <vector>
 #endif
   torch::Tensor forward(torch::Tensor h, torch::Tensor labels) {
-    auto logits = lmfuse::skip_logits() ? lmfuse::skipped_logits(h, lm_head->weight, "model.cpp:N") : lm_head(h);
+    auto logits = lmfuse::skip_logits() ? lmfuse::skipped_logits(h, lm_head->weight, lm_head->bias, "model.cpp:N") : lm_head(h);
     return lmfuse::enabled()
         ? lmfuse::linear_cross_entropy(h, lm_head->weight, lm_head->bias, labels, lmfuse::LossOptions()
             .logits_as_passed({"model.cpp:N", logits, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits.view({-1, 32}); }, {}, labels, [&](const torch::Tensor &lmfuse_labels) { return lmfuse_labels.view(-1); }}))
@@ -1669,7 +1669,7 @@ template <int Width> struct Wide : torch::nn::Module {
 template <int Width> struct Wide : torch::nn::Module {
   torch::nn::Linear lm_head{nullptr};
   torch::Tensor forward(torch::Tensor h, torch::Tensor labels) {
-    auto logits = lmfuse::skip_logits() ? lmfuse::skipped_logits(h, this->lm_head->weight, "model.cpp:N") : this->lm_head(h);
+    auto logits = lmfuse::skip_logits() ? lmfuse::skipped_logits(h, this->lm_head->weight, this->lm_head->bias, "model.cpp:N") : this->lm_head(h);
     return lmfuse::enabled()
         ? lmfuse::linear_cross_entropy(h, this->lm_head->weight, this->lm_head->bias, labels, lmfuse::LossOptions()
             .logits_as_passed({"model.cpp:N", logits, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits.view({-1, Width}); }, {}, labels, [&](const torch::Tensor &lmfuse_labels) { return lmfuse_labels.view(-1); }}))
@@ -1685,7 +1685,7 @@ template <int Width> struct Wide : torch::nn::Module {
   }
 )", Verb::RewritesTo, R"(
   torch::Tensor forward(torch::Tensor h, torch::Tensor labels) {
-    auto logits = lmfuse::skip_logits() && labels.defined() ? lmfuse::skipped_logits(h, lm_head->weight, "model.cpp:N") : lm_head(h);  // NOLINT
+    auto logits = lmfuse::skip_logits() && labels.defined() ? lmfuse::skipped_logits(h, lm_head->weight, lm_head->bias, "model.cpp:N") : lm_head(h);  // NOLINT
     torch::Tensor loss;
     if (labels.defined()) loss = lmfuse::enabled()
         ? lmfuse::linear_cross_entropy(h, lm_head->weight, lm_head->bias, labels, lmfuse::LossOptions()
@@ -1811,7 +1811,7 @@ struct Model : torch::nn::Module {
 struct Model : torch::nn::Module {
   torch::nn::Linear head{nullptr};
   torch::Tensor forward(torch::Tensor h, std::optional<torch::Tensor> labels) {
-    auto logits = lmfuse::skip_logits() && labels ? lmfuse::skipped_logits(h, head->weight, "model.cpp:6") : head(h);
+    auto logits = lmfuse::skip_logits() && labels ? lmfuse::skipped_logits(h, head->weight, head->bias, "model.cpp:6") : head(h);
     if (!labels) return logits;
     return lmfuse::enabled()
         ? lmfuse::linear_cross_entropy(h, head->weight, head->bias, labels.value(), lmfuse::LossOptions()

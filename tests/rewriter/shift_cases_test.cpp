@@ -30,7 +30,7 @@ const Case Accepted[] = {
 )", Verb::RewritesTo, R"(
   torch::Tensor forward(torch::Tensor idx, torch::Tensor targets) {
     auto h = ln_f(wte(idx));
-    auto logits = lmfuse::skip_logits() && targets.defined() ? lmfuse::skipped_logits(h, lm_head->weight, "model.cpp:N") : lm_head(h);
+    auto logits = lmfuse::skip_logits() && targets.defined() ? lmfuse::skipped_logits(h, lm_head->weight, lm_head->bias, "model.cpp:N") : lm_head(h);
     torch::Tensor loss;
     if (targets.defined()) {
       const auto B = logits.size(0), T = logits.size(1), C = logits.size(2);
@@ -58,7 +58,7 @@ const Case Accepted[] = {
   }
 )", Verb::RewritesTo, R"(
   Output forward(torch::Tensor hidden, c10::optional<torch::Tensor> labels) {
-    auto logits = lmfuse::skip_logits() && labels.has_value() ? lmfuse::skipped_logits(hidden, lm_head->weight, "model.cpp:N") : lm_head(hidden);
+    auto logits = lmfuse::skip_logits() && labels.has_value() ? lmfuse::skipped_logits(hidden, lm_head->weight, lm_head->bias, "model.cpp:N") : lm_head(hidden);
     const int64_t seq_len = logits.size(1);
     torch::Tensor loss;
     if (labels.has_value()) {
@@ -84,7 +84,7 @@ const Case Accepted[] = {
 )", Verb::RewritesTo, R"(
   torch::Tensor forward(torch::Tensor x, torch::Tensor labels) {
     auto lmfuse_hidden = ln_f(x);
-    auto logits = lmfuse::skip_logits() ? lmfuse::skipped_logits(lmfuse_hidden, lm_head->weight, "model.cpp:N") : lm_head(lmfuse_hidden);
+    auto logits = lmfuse::skip_logits() ? lmfuse::skipped_logits(lmfuse_hidden, lm_head->weight, lm_head->bias, "model.cpp:N") : lm_head(lmfuse_hidden);
     auto shift_logits = lmfuse::skip_logits() ? lmfuse::skipped_logits_after(logits, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits.slice(1, 0, logits.size(1) - 1).contiguous(); }) : logits.slice(1, 0, logits.size(1) - 1).contiguous();
     auto shift_labels = labels.slice(1, 1).contiguous();
     return lmfuse::enabled()
@@ -130,7 +130,7 @@ const Case Accepted[] = {
   }
 )", Verb::RewritesTo, R"(
   torch::Tensor forward(torch::Tensor h, c10::optional<torch::Tensor> targets) {
-    auto logits = lmfuse::skip_logits() && targets ? lmfuse::skipped_logits(h, lm_head->weight, "model.cpp:N") : lm_head(h);
+    auto logits = lmfuse::skip_logits() && targets ? lmfuse::skipped_logits(h, lm_head->weight, lm_head->bias, "model.cpp:N") : lm_head(h);
     torch::Tensor loss;
     if (targets) {
       auto shift_logits = lmfuse::skip_logits() ? lmfuse::skipped_logits_after(logits, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits.slice(-2, 0, -1); }) : logits.slice(-2, 0, -1);
@@ -151,7 +151,7 @@ const Case Accepted[] = {
   }
 )", Verb::RewritesTo, R"(
   torch::Tensor forward(torch::Tensor h, torch::Tensor labels) {
-    auto logits = lmfuse::skip_logits() ? lmfuse::skipped_logits(h, lm_head->weight, "model.cpp:N") : lm_head(h);
+    auto logits = lmfuse::skip_logits() ? lmfuse::skipped_logits(h, lm_head->weight, lm_head->bias, "model.cpp:N") : lm_head(h);
     return lmfuse::enabled()
         ? lmfuse::linear_cross_entropy(h, lm_head->weight, lm_head->bias, labels, lmfuse::LossOptions().shift(true)
             .logits_as_passed({"model.cpp:N", logits, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits.slice(/*dim=*/-2, /*start=*/0, /*end=*/-1, /*step=*/1).reshape({-1, 32}); }, lmfuse::ShiftDims{-2, 1}, labels, [&](const torch::Tensor &lmfuse_labels) { return lmfuse_labels.slice(1, 1).reshape({-1}); }}))
@@ -172,7 +172,7 @@ const Case Accepted[] = {
   }
 )", Verb::RewritesTo, R"(
   torch::Tensor forward(torch::Tensor x, torch::Tensor labels) {
-    auto logits = lmfuse::skip_logits() ? lmfuse::skipped_logits(x, lm_head->weight, "model.cpp:N") : lm_head(x);
+    auto logits = lmfuse::skip_logits() ? lmfuse::skipped_logits(x, lm_head->weight, lm_head->bias, "model.cpp:N") : lm_head(x);
     const auto T = logits.size(1);
     const auto L = labels.size(1);
     auto shift_logits = lmfuse::skip_logits() ? lmfuse::skipped_logits_after(logits, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits.narrow(1, 0, T - 1); }) : logits.narrow(1, 0, T - 1);
@@ -194,7 +194,7 @@ const Case Accepted[] = {
   }
 )", Verb::RewritesTo, R"(
   torch::Tensor forward(torch::Tensor x, c10::optional<torch::Tensor> labels) {
-    auto logits = lmfuse::skip_logits() && labels.has_value() ? lmfuse::skipped_logits(x, lm_head->weight, "model.cpp:N") : lm_head(x);
+    auto logits = lmfuse::skip_logits() && labels.has_value() ? lmfuse::skipped_logits(x, lm_head->weight, lm_head->bias, "model.cpp:N") : lm_head(x);
     torch::Tensor loss;
     if (labels.has_value())
       loss = lmfuse::enabled()
@@ -222,7 +222,7 @@ const Case Accepted[] = {
 )", Verb::RewritesTo, R"(
   torch::Tensor forward(torch::Tensor h, torch::Tensor labels) {
     using namespace torch::indexing;
-    auto logits = lmfuse::skip_logits() && labels.defined() ? lmfuse::skipped_logits(h, lm_head->weight, "model.cpp:N") : lm_head(h);
+    auto logits = lmfuse::skip_logits() && labels.defined() ? lmfuse::skipped_logits(h, lm_head->weight, lm_head->bias, "model.cpp:N") : lm_head(h);
     torch::Tensor loss;
     if (labels.defined()) {
       auto shift_logits = lmfuse::skip_logits() ? lmfuse::skipped_logits_after(logits, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits.index({Slice(), Slice(None, -1)}); }) : logits.index({Slice(), Slice(None, -1)});
@@ -245,7 +245,7 @@ const Case Accepted[] = {
 )", Verb::RewritesTo, R"(
   torch::Tensor forward(torch::Tensor h, torch::Tensor labels) {
     namespace ix = torch::indexing;
-    auto logits = lmfuse::skip_logits() ? lmfuse::skipped_logits(h, lm_head->weight, "model.cpp:N") : lm_head(h);
+    auto logits = lmfuse::skip_logits() ? lmfuse::skipped_logits(h, lm_head->weight, lm_head->bias, "model.cpp:N") : lm_head(h);
     return lmfuse::enabled()
         ? lmfuse::linear_cross_entropy(h, lm_head->weight, lm_head->bias, labels, lmfuse::LossOptions().shift(true)
             .logits_as_passed({"model.cpp:N", logits, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits.index({ix::Slice(), ix::Slice(0, -1), ix::Slice()}).reshape({-1, 32}); }, lmfuse::ShiftDims{1, 1}, labels, [&](const torch::Tensor &lmfuse_labels) { return lmfuse_labels.slice(1, 1).reshape({-1}); }}))
@@ -272,7 +272,7 @@ const Case Accepted[] = {
   torch::Tensor forward(torch::Tensor h, c10::optional<torch::Tensor> labels) {
     using torch::indexing::None;
     using torch::indexing::Slice;
-    auto logits = lmfuse::skip_logits() && labels.has_value() ? lmfuse::skipped_logits(h, lm_head->weight, "model.cpp:N") : lm_head(h);
+    auto logits = lmfuse::skip_logits() && labels.has_value() ? lmfuse::skipped_logits(h, lm_head->weight, lm_head->bias, "model.cpp:N") : lm_head(h);
     torch::Tensor loss;
     if (labels.has_value()) {
       auto shift_logits = lmfuse::skip_logits() ? lmfuse::skipped_logits_after(logits, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits.index({"...", Slice(None, -1), Slice()}); }) : logits.index({"...", Slice(None, -1), Slice()});
@@ -295,7 +295,7 @@ const Case Accepted[] = {
   }
 )", Verb::RewritesTo, R"(
   torch::Tensor forward(torch::Tensor h, torch::Tensor labels) {
-    auto logits = lmfuse::skip_logits() ? lmfuse::skipped_logits(h, lm_head->weight, "model.cpp:N") : lm_head(h);
+    auto logits = lmfuse::skip_logits() ? lmfuse::skipped_logits(h, lm_head->weight, lm_head->bias, "model.cpp:N") : lm_head(h);
     auto shift_logits = lmfuse::skip_logits() ? lmfuse::skipped_logits_after(logits, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits.index(
         {torch::indexing::Ellipsis, torch::indexing::Slice(torch::indexing::None, -1), torch::indexing::Slice()}); }) : logits.index(
         {torch::indexing::Ellipsis, torch::indexing::Slice(torch::indexing::None, -1), torch::indexing::Slice()});
@@ -316,7 +316,7 @@ const Case Accepted[] = {
   }
 )", Verb::RewritesTo, R"(
   torch::Tensor forward(torch::Tensor h, torch::Tensor labels) {
-    auto logits = lmfuse::skip_logits() ? lmfuse::skipped_logits(h, lm_head->weight, "model.cpp:N") : lm_head(h);
+    auto logits = lmfuse::skip_logits() ? lmfuse::skipped_logits(h, lm_head->weight, lm_head->bias, "model.cpp:N") : lm_head(h);
     return lmfuse::enabled()
         ? lmfuse::linear_cross_entropy(h, lm_head->weight, lm_head->bias, labels, lmfuse::LossOptions().shift(true)
             .logits_as_passed({"model.cpp:N", logits, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits.slice(0, 0, -1); }, lmfuse::ShiftDims{0, 0}, labels, [&](const torch::Tensor &lmfuse_labels) { return lmfuse_labels.slice(0, 1); }}))
@@ -333,7 +333,7 @@ const Case Accepted[] = {
   }
 )", Verb::RewritesTo, R"(
   torch::Tensor forward(torch::Tensor x, torch::Tensor labels) {
-    auto logits = lmfuse::skip_logits() ? lmfuse::skipped_logits(x, lm_head->weight, "model.cpp:N") : lm_head(x);
+    auto logits = lmfuse::skip_logits() ? lmfuse::skipped_logits(x, lm_head->weight, lm_head->bias, "model.cpp:N") : lm_head(x);
     auto shift_logits = lmfuse::skip_logits() ? lmfuse::skipped_logits_after(logits, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits.slice(1, 0, -1); }) : logits.slice(1, 0, -1);
     auto shift_labels = labels.slice(1, 1, labels.size(1));
     shift_labels = shift_labels.view(-1);
@@ -356,7 +356,7 @@ const Case Accepted[] = {
   }
 )", Verb::RewritesTo, R"(
   torch::Tensor forward(torch::Tensor x, c10::optional<torch::Tensor> labels) {
-    auto logits = lmfuse::skip_logits() && labels.has_value() ? lmfuse::skipped_logits(x, lm_head->weight, "model.cpp:N") : lm_head(x);
+    auto logits = lmfuse::skip_logits() && labels.has_value() ? lmfuse::skipped_logits(x, lm_head->weight, lm_head->bias, "model.cpp:N") : lm_head(x);
     torch::Tensor loss;
     if (labels.has_value()) {
       auto y = *labels;
@@ -379,7 +379,7 @@ const Case Accepted[] = {
   }
 )", Verb::RewritesTo, R"(
   torch::Tensor forward(torch::Tensor x, torch::Tensor targets) {
-    auto logits = lmfuse::skip_logits() ? lmfuse::skipped_logits(x, lm_head->weight, "model.cpp:N") : lm_head(x);
+    auto logits = lmfuse::skip_logits() ? lmfuse::skipped_logits(x, lm_head->weight, lm_head->bias, "model.cpp:N") : lm_head(x);
     auto shift_logits = lmfuse::skip_logits() ? lmfuse::skipped_logits_after(logits, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits.slice(-2, 0, -1); }) : logits.slice(-2, 0, -1);
     auto shift_targets = targets.narrow(-1, 1, targets.size(-1) - 1);
     shift_targets = shift_targets.reshape(-1);

@@ -511,6 +511,19 @@ TEST_CASE("a skipped head throws where F::linear throws on its operands, at the 
     at::autocast::set_cpu_enabled(false);
   }
   CHECK_NOTHROW(lmfuse::skipped_logits(torch::randn({5, kDim}), weight, "model.h:7"));
+  // The head's bias: one of another length, as F::linear, throws at the head (2-D and 3-D input); one it
+  // takes (undefined, [V], another dtype F::linear adds) does not.
+  for (const auto& hidden : {torch::randn({5, kDim}), torch::randn({2, 3, kDim})}) {
+    const auto bias = torch::randn({kVocab - 2});
+    bool original = false;
+    try { F::linear(hidden, weight, bias); } catch (const c10::Error&) { original = true; }
+    REQUIRE(original);
+    CHECK_THROWS_AS(lmfuse::skipped_logits(hidden, weight, bias, "model.h:7"), c10::Error);
+    for (const auto& taken : {torch::Tensor(), torch::randn({kVocab})}) {
+      CHECK_NOTHROW(F::linear(hidden, weight, taken));
+      CHECK_NOTHROW(lmfuse::skipped_logits(hidden, weight, taken, "model.h:7"));
+    }
+  }
 }
 
 TEST_CASE("skipped logits answer shape questions and refuse their values, naming the site", "[torch][adapter]") {

@@ -179,6 +179,11 @@ void refuseOperator(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
 
 torch::Tensor skipped_logits(const torch::Tensor& hidden, const torch::Tensor& weight, const char* site,
                              int64_t hidden_rank) {
+  return skipped_logits(hidden, weight, torch::Tensor(), site, hidden_rank);
+}
+
+torch::Tensor skipped_logits(const torch::Tensor& hidden, const torch::Tensor& weight, const torch::Tensor& bias,
+                             const char* site, int64_t hidden_rank) {
   TORCH_CHECK(hidden.defined() && weight.defined() && hidden.dim() >= 1 && weight.dim() == 2,
               "lmfuse::skipped_logits(", site, "): needs hidden [..., D] and weight [V, D]");
   // The words torch::mm uses, so a caller that matches on them sees the original's error.
@@ -187,10 +192,13 @@ torch::Tensor skipped_logits(const torch::Tensor& hidden, const torch::Tensor& w
   // F::linear's own checks of the operands' devices, shapes and dtypes, made where the original makes them
   // (on stand-ins without values, in the dtypes autocast would give them): a head that throws in the
   // original throws here, at the head, not first at the loss, where a `try` around the loss alone would
-  // catch it. (A function head's bias is checked by the fused call, at the loss.)
+  // catch it.
   TORCH_CHECK(hidden.device() == weight.device(),
               "Expected all tensors to be on the same device, but found at least two devices, ", hidden.device(),
               " and ", weight.device(), "! (lmfuse::skipped_logits(", site, "): the head's input and weight)");
+  TORCH_CHECK(!bias.defined() || bias.device() == weight.device(),
+              "Expected all tensors to be on the same device, but found at least two devices, ", bias.device(),
+              " and ", weight.device(), "! (lmfuse::skipped_logits(", site, "): the head's bias and weight)");
   const auto valueless = [](const torch::Tensor& tensor) {
     return at::empty(tensor.sizes(), at::TensorOptions().dtype(torch_detail::autocastType(tensor)).device(at::kMeta));
   };
@@ -198,7 +206,10 @@ torch::Tensor skipped_logits(const torch::Tensor& hidden, const torch::Tensor& w
   TORCH_CHECK(hiddenStandIn.scalar_type() == weightStandIn.scalar_type(),
               "expected mat1 and mat2 to have the same dtype, but got: ", hiddenStandIn.scalar_type(), " != ",
               weightStandIn.scalar_type(), " (lmfuse::skipped_logits(", site, "): the head's input and weight)");
-  at::linear(hiddenStandIn, weightStandIn);
+  const torch::Tensor product = at::linear(hiddenStandIn, weightStandIn);
+  // F::linear adds the bias by expanding it to the product's shape (addmm's input, or add_): one of another
+  // length throws there, with expand's words.
+  if (bias.defined()) valueless(bias).expand(product.sizes());
   const torch::Tensor standIn = torch_detail::logitsStandIn(hidden, weight);
   auto lineage = std::make_shared<Lineage>();
   lineage->root = standIn;

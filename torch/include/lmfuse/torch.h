@@ -207,6 +207,10 @@ void set_return_logits(bool on);
 /// fused call takes any.
 torch::Tensor skipped_logits(const torch::Tensor& hidden, const torch::Tensor& weight, const char* site,
                              int64_t hidden_rank = 0);
+/// The same for a head with a bias (F::linear(hidden, weight, bias); undefined: none): F::linear's checks of
+/// the bias (its length, device and dtype against the product's) are made here too, at the head.
+torch::Tensor skipped_logits(const torch::Tensor& hidden, const torch::Tensor& weight, const torch::Tensor& bias,
+                             const char* site, int64_t hidden_rank = 0);
 /// What a rewritten reshape of skipped logits returns on the fused path (`auto flat = logits.view(...)`,
 /// or a head line that reshapes its output): `code`, the original's reshape with the logits replaced by
 /// its parameter, run on a stand-in with the shape and strides of `skipped` and no values; the result is

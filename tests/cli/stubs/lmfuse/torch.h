@@ -29,5 +29,6 @@ bool enabled();
 bool return_logits();
 bool skip_logits();
 torch::Tensor skipped_logits(const torch::Tensor &hidden, const torch::Tensor &weight, const char *site);
+torch::Tensor skipped_logits(const torch::Tensor &hidden, const torch::Tensor &weight, const torch::Tensor &bias, const char *site);
 template <class Code> torch::Tensor skipped_logits_after(const torch::Tensor &skipped, Code code);
 }  // namespace lmfuse

@@ -33,5 +33,6 @@ bool enabled();
 bool return_logits();
 bool skip_logits();
 torch::Tensor skipped_logits(const torch::Tensor &hidden, const torch::Tensor &weight, const char *site, int64_t hidden_rank = 0);
+torch::Tensor skipped_logits(const torch::Tensor &hidden, const torch::Tensor &weight, const torch::Tensor &bias, const char *site, int64_t hidden_rank = 0);
 template <class Code> torch::Tensor skipped_logits_after(const torch::Tensor &skipped, Code code);
 }  // namespace lmfuse

@@ -26,4 +26,5 @@ bool enabled() { return true; }
 bool return_logits() { return false; }
 bool skip_logits() { return false; }
 torch::Tensor skipped_logits(const torch::Tensor &h, const torch::Tensor &, const char *, int64_t) { return h; }
+torch::Tensor skipped_logits(const torch::Tensor &h, const torch::Tensor &, const torch::Tensor &, const char *, int64_t) { return h; }
 }
