@@ -2,6 +2,7 @@
 #include "ast_query.h"
 
 #include <functional>
+#include <set>
 
 #include <algorithm>
 
@@ -418,6 +419,115 @@ bool AstQuery::nameInUse(llvm::StringRef Name, const FunctionDecl *Function) con
       return true;
   }
   return false;
+}
+
+const NamedDecl *AstQuery::nameShadowsGlobalNamespace(llvm::StringRef Name, const FunctionDecl *Function) const {
+  DeclarationName Identifier(&Context.Idents.get(Name));
+  // The global namespace itself, or an alias of it, is what the written name means.
+  auto IsTheGlobalNamespace = [&](const NamedDecl *Found) {
+    Found = Found->getUnderlyingDecl();
+    const NamespaceDecl *Namespace = dyn_cast<NamespaceDecl>(Found);
+    if (const auto *Alias = dyn_cast<NamespaceAliasDecl>(Found))
+      Namespace = Alias->getNamespace();
+    return Namespace && Namespace->getDeclName() == Identifier &&
+           Namespace->getDeclContext()->getRedeclContext()->isTranslationUnit();
+  };
+  auto Other = [&](const DeclContext *Scope) -> const NamedDecl * {
+    for (const NamedDecl *Found : Scope->lookup(Identifier))
+      if (!IsTheGlobalNamespace(Found))
+        return Found;
+    return nullptr;
+  };
+  // What a namespace a using-directive nominates brings, and what those it nominates in turn bring.
+  std::set<const NamespaceDecl *> Nominated;
+  std::function<const NamedDecl *(const NamespaceDecl *)> Through = [&](const NamespaceDecl *Namespace) {
+    if (!Namespace || !Nominated.insert(Namespace->getCanonicalDecl()).second)
+      return static_cast<const NamedDecl *>(nullptr);
+    if (const NamedDecl *Found = Other(Namespace))
+      return Found;
+    for (const UsingDirectiveDecl *Directive : Namespace->using_directives())
+      if (const NamedDecl *Found = Through(Directive->getNominatedNamespace()))
+        return Found;
+    return static_cast<const NamedDecl *>(nullptr);
+  };
+  std::function<const NamedDecl *(const CXXRecordDecl *)> InClass = [&](const CXXRecordDecl *Record) {
+    if (!Record || !(Record = Record->getDefinition()))
+      return static_cast<const NamedDecl *>(nullptr);
+    if (const NamedDecl *Found = Other(Record))
+      return Found;
+    for (const CXXBaseSpecifier &Base : Record->bases())
+      if (const NamedDecl *Found = InClass(Base.getType()->getAsCXXRecordDecl()))
+        return Found;
+    return static_cast<const NamedDecl *>(nullptr);
+  };
+  auto InParameters = [&](const TemplateParameterList *Parameters) -> const NamedDecl * {
+    if (Parameters)
+      for (const NamedDecl *Parameter : *Parameters)
+        if (Parameter->getDeclName() == Identifier)
+          return Parameter;
+    return nullptr;
+  };
+  // A function's own declarations, wherever in its body (a local class, an alias, a parameter), and what its
+  // block-scope using-directives bring.
+  auto InFunction = [&](const FunctionDecl *Scope) -> const NamedDecl * {
+    struct Finder : RecursiveASTVisitor<Finder> {
+      std::function<bool(const NamedDecl *)> Counts;
+      std::function<const NamedDecl *(const NamespaceDecl *)> Through;
+      const NamedDecl *Found = nullptr;
+      bool shouldVisitLambdaBody() const { return true; }
+      bool VisitNamedDecl(NamedDecl *D) {
+        if (Counts(D))
+          Found = D;
+        return !Found;
+      }
+      bool VisitUsingDirectiveDecl(UsingDirectiveDecl *Directive) {
+        Found = Through(Directive->getNominatedNamespace());
+        return !Found;
+      }
+    } Search;
+    Search.Counts = [&](const NamedDecl *D) { return D->getDeclName() == Identifier && !IsTheGlobalNamespace(D); };
+    Search.Through = Through;
+    for (const ParmVarDecl *Parameter : Scope->parameters())
+      if (Search.Counts(Parameter))
+        return Parameter;
+    for (unsigned I = 0; I < Scope->getNumTemplateParameterLists(); ++I)
+      if (const NamedDecl *Found = InParameters(Scope->getTemplateParameterList(I)))
+        return Found;
+    Search.TraverseStmt(Scope->getBody());
+    return Search.Found;
+  };
+
+  std::vector<const DeclContext *> Pending = {Function};
+  std::set<const DeclContext *> Seen;
+  while (!Pending.empty()) {
+    const DeclContext *Scope = Pending.back();
+    Pending.pop_back();
+    if (!Scope || Scope->isTranslationUnit() || !Seen.insert(Scope).second)
+      continue;
+    const NamedDecl *Found = nullptr;
+    if (const auto *Inner = dyn_cast<FunctionDecl>(Scope))
+      Found = InFunction(Inner);
+    else if (const auto *Record = dyn_cast<CXXRecordDecl>(Scope))
+      Found = InClass(Record);
+    else if (const auto *Namespace = dyn_cast<NamespaceDecl>(Scope))
+      Found = Through(Namespace);
+    if (!Found)
+      Found = InParameters(Decl::castFromDeclContext(Scope)->getDescribedTemplateParams());
+    if (!Found)
+      if (const auto *Partial = dyn_cast<ClassTemplatePartialSpecializationDecl>(Scope))
+        Found = InParameters(Partial->getTemplateParameters());
+    if (Found)
+      return Found;
+    Pending.push_back(Scope->getParent());
+    Pending.push_back(Scope->getLexicalParent());
+  }
+  return nullptr;
+}
+
+bool AstQuery::isMacroAt(llvm::StringRef Name, SourceLocation Location) const {
+  IdentifierInfo *Identifier = PP.getIdentifierInfo(Name);
+  return Identifier->hadMacroDefinition() &&
+         PP.getMacroDefinitionAtLoc(Identifier, sourceManager().getExpansionLoc(Location)).getMacroInfo();
 }
 
 namespace {

@@ -99,6 +99,17 @@ public:
   /// or a name found by lookup from its scope outwards (members of the class and its bases included).
   /// A name the rewrite introduces must not be one of these.
   bool nameInUse(llvm::StringRef Name, const clang::FunctionDecl *Function) const;
+  /// What the unqualified Name at the head of a qualified name written in Function's body (`lmfuse` of
+  /// `lmfuse::enabled()`) finds before the global namespace of that name: a declaration of that name in the
+  /// function or one enclosing it (a local class, a namespace alias), a template parameter, a member of an
+  /// enclosing class or its bases, a member of an enclosing namespace (inline namespaces included), or one a
+  /// using-directive of those scopes makes visible there; null when lookup reaches the global namespace (or
+  /// finds an alias of it). Scopes are followed outwards both as written and as declared (a friend defined in
+  /// a class, a member defined outside its namespace). A using-directive at file scope is not counted: what
+  /// it makes visible meets the global namespace in one scope, which is an ambiguity the compiler reports.
+  const clang::NamedDecl *nameShadowsGlobalNamespace(llvm::StringRef Name, const clang::FunctionDecl *Function) const;
+  /// Whether Name is a macro where Location is (its expansion), by the unit's macro history.
+  bool isMacroAt(llvm::StringRef Name, clang::SourceLocation Location) const;
 
   /// A name in the text E is spelled with that is a macro of another meaning at `At` than where E is written
   /// (a `#define`, `#undef`, `#pragma push_macro` / `pop_macro` or `_Pragma` between them, in this file or

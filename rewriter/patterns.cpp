@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <string>
 
+#include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/SourceMgr.h"
@@ -377,6 +378,29 @@ llvm::Expected<PatternSet> lmfuse::rewriter::parsePatterns(llvm::StringRef Yaml,
   Unqualify(Patterns.Replacement.Call);
   Patterns.Source = BufferName.str();
   return Patterns;
+}
+
+std::set<std::string> lmfuse::rewriter::ReplacementPattern::leadingQualifiers() const {
+  std::vector<llvm::StringRef> Written = {Call,         OptionsType,        Enabled,   SkipLogits, UndefinedTensor,
+                                          SkippedLogits, SkippedLogitsAfter, ShiftDims, TensorType, ModuleOptions};
+  for (const auto &[Reduction, Enumerator] : Reductions)
+    Written.push_back(Enumerator);
+  std::set<std::string> Heads;
+  auto IsWord = [](char C) { return llvm::isAlnum(C) || C == '_'; };
+  for (llvm::StringRef Text : Written)
+    for (size_t At = 0; At < Text.size();) {
+      if (!IsWord(Text[At]) || llvm::isDigit(Text[At])) {
+        ++At;
+        continue;
+      }
+      size_t End = At;
+      while (End < Text.size() && IsWord(Text[End]))
+        ++End;
+      if (Text.substr(End).starts_with("::") && !Text.substr(0, At).ends_with("::"))
+        Heads.insert(Text.slice(At, End).str());
+      At = End;
+    }
+  return Heads;
 }
 
 llvm::Expected<PatternSet> lmfuse::rewriter::loadPatternFile(llvm::StringRef Path) {

@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <map>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -212,6 +213,10 @@ struct ReplacementPattern {
   /// loss is returned in that dtype without first being rounded to the logits' dtype. Empty: the cast
   /// is appended to the fused result instead.
   std::string LossDtypeSetter;
+
+  /// The names these write unqualified at the head of a qualified name (`lmfuse` of `lmfuse::enabled()`,
+  /// `torch` of `torch::Tensor`): what they mean where the rewritten code stands decides what it calls.
+  std::set<std::string> leadingQualifiers() const;
 };
 
 struct PatternSet {

@@ -22,4 +22,15 @@ void forEachRawToken(const clang::SourceManager &SM, const clang::LangOptions &L
   }
 }
 
+void forEachRawTokenOf(llvm::StringRef Text, const clang::LangOptions &Language,
+                       llvm::function_ref<bool(const clang::Token &)> Visit) {
+  const std::string Buffer = Text.str();  // the lexer reads up to a terminating NUL
+  clang::Lexer Raw(clang::SourceLocation(), Language, Buffer.c_str(), Buffer.c_str(), Buffer.c_str() + Buffer.size());
+  for (clang::Token Token;;) {
+    const bool Last = Raw.LexFromRawLexer(Token);
+    if (Token.is(clang::tok::eof) || !Visit(Token) || Last)
+      return;
+  }
+}
+
 }  // namespace lmfuse::rewriter

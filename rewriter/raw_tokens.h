@@ -21,4 +21,9 @@ void forEachRawToken(const clang::SourceManager &SM, const clang::LangOptions &L
                      unsigned Begin, unsigned End, llvm::function_ref<bool(const clang::Token &)> Visit,
                      Comments Mode = Comments::Skip);
 
+/// Calls Visit with each token of Text, a piece of code that is in no file (text the rewrite writes), until
+/// Visit returns false. Tokens have no meaningful location.
+void forEachRawTokenOf(llvm::StringRef Text, const clang::LangOptions &Language,
+                       llvm::function_ref<bool(const clang::Token &)> Visit);
+
 }  // namespace lmfuse::rewriter

@@ -96,6 +96,41 @@ std::optional<Refusal> positionDependent(const CapturedSite &Site, const Pattern
   return std::nullopt;
 }
 
+/// What a declaration is, for a refusal's words: `namespace app::lmfuse` (file:line).
+std::string declarationDetail(const NamedDecl *Found, const AstQuery &Query) {
+  const SourceManager &SM = Query.sourceManager();
+  SourceLocation At = SM.getExpansionLoc(Found->getLocation());
+  std::string Where = At.isValid() ? " (" + llvm::sys::path::filename(SM.getFilename(At)).str() + ":" +
+                                         std::to_string(SM.getExpansionLineNumber(At)) + ")"
+                                   : "";
+  const char *Kind = isa<NamespaceDecl>(Found)              ? "namespace"
+                     : isa<NamespaceAliasDecl>(Found)       ? "namespace alias"
+                     : isa<RecordDecl>(Found)               ? "class"
+                     : isa<TypedefNameDecl>(Found)          ? "type alias"
+                     : isa<TemplateTypeParmDecl>(Found)     ? "template parameter"
+                     : isa<TemplateDecl>(Found)             ? "template"
+                     : isa<ValueDecl>(Found)                ? "variable or function"
+                                                            : "declaration";
+  return std::string("the ") + Kind + " `" + Found->getQualifiedNameAsString() + "`" + Where;
+}
+
+/// The rewritten code names the replacement's functions and types qualified from their first name
+/// (`lmfuse::enabled()`, `torch::Tensor`), as the rule set writes them. In the site's function that first name
+/// must find the global namespace: a namespace, class, alias or local of the program of that name that
+/// lookup finds first (`namespace app { namespace lmfuse { bool enabled(); } }`) would make the rewritten
+/// code call the program's functions, which may compute anything, where it should call the fused loss.
+std::optional<Refusal> qualifierCaptured(const CapturedSite &Site, const PatternSet &Patterns, const AstQuery &Query,
+                                         const VariableUses &) {
+  if (!Site.Function)
+    return std::nullopt;
+  for (const std::string &Head : Patterns.Replacement.leadingQualifiers())
+    if (const NamedDecl *Found = Query.nameShadowsGlobalNamespace(Head, Site.Function))
+      return Refusal{ReasonKind::NameCaptured, Site.Loss,
+                     "the rewritten code writes `" + Head + "::` here, where it would name " +
+                         declarationDetail(Found, Query) + ", not the global namespace `::" + Head + "`"};
+  return std::nullopt;
+}
+
 /// The loss is the rule's by name only: the program declares the function called (an overload it added to
 /// the library's namespace), which computes whatever the program wrote.
 std::optional<Refusal> lossDeclaredByProgram(const CapturedSite &Site, const PatternSet &Patterns,
@@ -855,10 +890,11 @@ std::optional<Refusal> differentiatedTwice(const CapturedSite &Site, const Patte
                      "(its backward throws under create_graph)"};
 }
 
-// The order is the precedence: a site in a macro, under a #line mapping, or reading its own place, is never
+// The order is the precedence: a site in a macro, under a #line mapping, reading its own place, or where the
+// rewrite's names mean other things, is never
 // analysed further, a loss the program declares is not the library's whatever else holds, a softcap wins over
 // every other change to the logits, and option problems only matter for an otherwise good site.
-constexpr Check Checks[] = {inMacro,        lineDirectiveInEffect, positionDependent, lossDeclaredByProgram, softcapped,           headWrapped,            notLogProbabilities,
+constexpr Check Checks[] = {inMacro,        lineDirectiveInEffect, positionDependent, qualifierCaptured, lossDeclaredByProgram, softcapped,           headWrapped,            notLogProbabilities,
                             headNotLinear,
                             logitsRebound,  logitsIndexed,        logitsUsedElsewhere,    labelsBranchNontrivial,
                             labelsMismatch, guardOutOfReach, lossConditionNotRepeated, headPartsReevaluated, inputsModified,
@@ -871,6 +907,55 @@ std::optional<Refusal> findRefusal(const CapturedSite &Site, const PatternSet &P
   for (Check Run : Checks)
     if (auto Found = Run(Site, Patterns, Query, Uses))
       return Found;
+  return std::nullopt;
+}
+
+std::optional<Refusal> findWrittenNameRefusal(const CapturedSite &Site, llvm::ArrayRef<tooling::Replacement> Edits,
+                                              const PatternSet &Patterns, const AstQuery &Query) {
+  const SourceManager &SM = Query.sourceManager();
+  const LangOptions &Language = Query.context().getLangOpts();
+  // The program's own words: every name in the code the rewrite moves or copies, whose macros the move checks
+  // compare where they are written and where they go (macroMeaningChanged). Any other name of the written
+  // text is the rewrite's own, and must be no macro where it is written.
+  std::set<std::string> ProgramWords;
+  std::vector<const Stmt *> Parts = {Site.Loss, Site.Input, Site.Target, Site.Producer, Site.Guard.Condition};
+  if (Site.Head)
+    Parts.push_back(Site.Head->Call);
+  for (const ChainStep &Step : Site.Chain)
+    Parts.push_back(Step.Statement);
+  for (const VarDecl *Local : Site.OptionLocals)
+    Parts.push_back(Local->getInit());
+  for (const VarDecl *Local : Site.LabelLocals)
+    Parts.push_back(Local->getInit());
+  for (const Stmt *Part : Parts) {
+    CharSourceRange Range = Part ? Query.fileRange(Part->getSourceRange()) : CharSourceRange();
+    if (Range.isInvalid())
+      continue;
+    auto [File, Begin] = SM.getDecomposedLoc(Range.getBegin());
+    forEachRawToken(SM, Language, File, Begin, SM.getFileOffset(Range.getEnd()), [&](const Token &Word) {
+      if (Word.is(tok::raw_identifier))
+        ProgramWords.insert(Word.getRawIdentifier().str());
+      return true;
+    });
+  }
+  const std::set<std::string> Qualifiers = Patterns.Replacement.leadingQualifiers();
+  FileID File = SM.getFileID(SM.getExpansionLoc(Site.Loss->getBeginLoc()));
+  for (const tooling::Replacement &Edit : Edits) {
+    SourceLocation At = SM.getComposedLoc(File, Edit.getOffset());
+    std::optional<Refusal> Found;
+    forEachRawTokenOf(Edit.getReplacementText(), Language, [&](const Token &Word) {
+      if (!Word.is(tok::raw_identifier))
+        return true;
+      std::string Name = Word.getRawIdentifier().str();
+      if ((!ProgramWords.count(Name) || Qualifiers.count(Name)) && Query.isMacroAt(Name, At))
+        Found = Refusal{ReasonKind::NameCaptured, Site.Loss,
+                        "the rewritten code writes `" + Name + "` on line " + std::to_string(Query.line(At)) +
+                            ", where it is a macro of the program"};
+      return !Found;
+    });
+    if (Found)
+      return Found;
+  }
   return std::nullopt;
 }
 

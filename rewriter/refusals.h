@@ -13,6 +13,9 @@
 #include "site.h"
 #include "captured_site.h"
 
+#include "clang/Tooling/Core/Replacement.h"
+#include "llvm/ADT/ArrayRef.h"
+
 namespace lmfuse::rewriter {
 
 struct Refusal {
@@ -24,5 +27,12 @@ struct Refusal {
 /// The first reason, in order, that forbids rewriting the site; none when it may be rewritten.
 std::optional<Refusal> findRefusal(const CapturedSite &Site, const PatternSet &Patterns, const AstQuery &Query,
                                    const VariableUses &Uses);
+
+/// The check of the text the rewrite writes for a site that passed findRefusal (Edits: edit_plan.h's
+/// planSiteEdits): a name it writes of its own (`lmfuse`, `enabled`, an option's setter, a stand-in) that is a
+/// macro of the program where it is written would make the rewritten code other code than planned. Refused
+/// `name-captured`, as findRefusal refuses a `lmfuse::` or `torch::` that lookup would find elsewhere.
+std::optional<Refusal> findWrittenNameRefusal(const CapturedSite &Site, llvm::ArrayRef<clang::tooling::Replacement> Edits,
+                                              const PatternSet &Patterns, const AstQuery &Query);
 
 }  // namespace lmfuse::rewriter

@@ -283,6 +283,17 @@ TranslationUnitResult analyzeTranslationUnit(ASTContext &Context, Preprocessor &
   std::map<FileID, std::vector<tooling::Replacement>> PlansByInclusion;
   std::vector<FileID> SiteInclusion;  // per entry of Result.Sites
   SuppressionIndex Suppressions(SM);
+  // A refused site's record: unmatched, with its reason and where the offending code is.
+  auto refuse = [&](SiteRecord &Record, const Refusal &Refused) {
+    Record.Status = SiteStatus::Unmatched;
+    Record.Reason = Refused.Reason;
+    Record.Detail = describe(Refused.Node, Refused.Why, Query);
+    if (Refused.Node) {
+      SourceLocation Offending = SM.getExpansionLoc(Refused.Node->getBeginLoc());
+      Record.DetailLine = SM.getExpansionLineNumber(Offending);
+      Record.DetailColumn = SM.getExpansionColumnNumber(Offending);
+    }
+  };
 
   for (const Candidate &Found : Candidates) {
     const CallExpr *Loss = Found.Loss;
@@ -357,19 +368,8 @@ TranslationUnitResult analyzeTranslationUnit(ASTContext &Context, Preprocessor &
       Record.Detail = "line " + std::to_string(Query.line(Anchor->getBeginLoc())) +
                       ": suppressed by a NOLINT(lmfuse) comment.";
     } else if (auto Refused = findRefusal(Site, Patterns, Query, *Uses)) {
-      Record.Status = SiteStatus::Unmatched;
-      Record.Reason = Refused->Reason;
-      Record.Detail = describe(Refused->Node, Refused->Why, Query);
-      if (Refused->Node) {
-        SourceLocation Offending = SM.getExpansionLoc(Refused->Node->getBeginLoc());
-        Record.DetailLine = SM.getExpansionLineNumber(Offending);
-        Record.DetailColumn = SM.getExpansionColumnNumber(Offending);
-      }
+      refuse(Record, *Refused);
     } else {
-      Record.Status = SiteStatus::Patched;
-      Record.Options = Site.Options.Effective;
-      Record.Detail = "line " + std::to_string(Query.line(Loss->getBeginLoc())) + ": " + Record.Loss +
-                      " fused with the head `" + Record.Head + "`.";
       // The hoisted local gets a name nothing in the function can mean already.
       std::string HiddenName = Patterns.Replacement.HoistedHidden;
       if (Site.HoistHidden) {
@@ -387,11 +387,20 @@ TranslationUnitResult analyzeTranslationUnit(ASTContext &Context, Preprocessor &
       };
       const StandInNames StandIns{unusedName(Patterns.Replacement.StandIn),
                                   unusedName(Patterns.Replacement.LabelsStandIn)};
-      for (tooling::Replacement &Edit : planSiteEdits(Site, Patterns, Query, HiddenName, StandIns)) {
-        PlansByInclusion[SM.getFileID(Location)].push_back(Edit);
-        Result.Edits.push_back(std::move(Edit));
+      std::vector<tooling::Replacement> Edits = planSiteEdits(Site, Patterns, Query, HiddenName, StandIns);
+      if (auto Refused = findWrittenNameRefusal(Site, Edits, Patterns, Query)) {
+        refuse(Record, *Refused);
+      } else {
+        Record.Status = SiteStatus::Patched;
+        Record.Options = Site.Options.Effective;
+        Record.Detail = "line " + std::to_string(Query.line(Loss->getBeginLoc())) + ": " + Record.Loss +
+                        " fused with the head `" + Record.Head + "`.";
+        for (tooling::Replacement &Edit : Edits) {
+          PlansByInclusion[SM.getFileID(Location)].push_back(Edit);
+          Result.Edits.push_back(std::move(Edit));
+        }
+        EditedFiles.insert(SM.getFileID(Location));
       }
-      EditedFiles.insert(SM.getFileID(Location));
     }
     PlansByInclusion[SM.getFileID(Location)];  // a site's inclusion plans its edits, or none
     SiteInclusion.resize(Result.Sites.size() + 1);

@@ -42,6 +42,9 @@ constexpr ReasonEntry Reasons[] = {
     {ReasonKind::PositionDependent, "position-dependent",
      "code the rewrite moves or copies reads where it is written (__LINE__, __builtin_COLUMN(), __func__) or "
      "how often it was expanded (__COUNTER__)"},
+    {ReasonKind::NameCaptured, "name-captured",
+     "a name the rewritten code writes (lmfuse::, torch::Tensor, an option's setter) would mean something else "
+     "where it is written: a macro of the program, or a declaration of the program that lookup finds first"},
     {ReasonKind::ParseError, "parse-error", "the translation unit did not compile"},
     {ReasonKind::ReparseFailed, "reparse-failed", "the rewritten source did not compile"},
     {ReasonKind::EditConflict, "edit-conflict",

@@ -31,6 +31,8 @@ enum class ReasonKind {
   TemplateDependent,  ///< in a template, with types only an instantiation decides
   LineDirective,      ///< the program's own #line maps the site's lines, which the copy's #line would change
   PositionDependent,  ///< code the rewrite moves or copies reads its own place (__LINE__, __func__) or a count
+  NameCaptured,       ///< a name the rewritten code writes means another thing where it is written (a macro, a
+                      ///< program's `lmfuse` or `torch` that lookup finds first)
   // failures (status Failed)
   ParseError,
   ReparseFailed,

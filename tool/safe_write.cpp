@@ -5,6 +5,7 @@
 #include <cerrno>
 #include <chrono>
 #include <csignal>
+#include <cstdio>  // renameat2
 #include <cstdlib>
 #include <cstring>
 #include <thread>
@@ -167,17 +168,31 @@ llvm::Error writeFileAtomically(llvm::StringRef PathRef, llvm::StringRef Content
     if (std::error_code EC = llvm::sys::fs::createUniqueFile(Model, FD, Temporary, llvm::sys::fs::OF_None,
                                                              llvm::sys::fs::all_read | llvm::sys::fs::all_write))
       return Failure("cannot create a temporary file beside it: " + EC.message());
+    // The lock is taken through a descriptor of its own; a step that fails says which, with its error.
+    const char *FailedStep = nullptr;
     Lock = ::open(Temporary.c_str(), O_RDONLY | O_CLOEXEC);
+    if (Lock < 0)
+      FailedStep = "open";
+    else if (::flock(Lock, LOCK_EX) != 0)
+      FailedStep = "lock";
+    const std::string Why = FailedStep ? std::strerror(errno) : "";
     struct stat Made;
-    if (Lock >= 0 && ::flock(Lock, LOCK_EX) == 0 && ::fstat(Lock, &Made) == 0 && Made.st_nlink > 0) {
+    if (!FailedStep && ::fstat(Lock, &Made) == 0 && Made.st_nlink > 0) {
       llvm::sys::RemoveFileOnSignal(Temporary);
       break;
     }
-    // Removed as abandoned by another run between its creation and the lock (or not lockable): another.
+    // Ours is removed whatever went wrong, unless another run already did (then the name may be another's).
+    struct stat Ours, Named;
+    if (::fstat(FD, &Ours) == 0 && Ours.st_nlink > 0 && ::lstat(Temporary.c_str(), &Named) == 0 &&
+        Named.st_ino == Ours.st_ino && Named.st_dev == Ours.st_dev)
+      ::unlink(Temporary.c_str());
     if (Lock >= 0)
       ::close(Lock);
     Lock = -1;
     ::close(FD);
+    if (FailedStep)
+      return Failure(llvm::Twine("cannot ") + FailedStep + " the temporary file it made beside it: " + Why);
+    // Removed as abandoned by another run between its creation and the lock: another.
     if (Attempt == 8)
       return Failure("cannot hold a temporary file beside it: another run keeps removing them");
   }
@@ -208,20 +223,42 @@ llvm::Error writeFileAtomically(llvm::StringRef PathRef, llvm::StringRef Content
       return Discard(Written < 0 ? Errno() : std::string("write returned 0"));
     Data += Written;
   }
-  holdTemporaryForTesting();
   if (::fsync(FD) != 0)
     return Discard(Errno());
   int Closing = FD;
   FD = -1;
   if (::close(Closing) != 0)
     return Discard(Errno());
-  if (Replacing) {
-    auto Now = llvm::MemoryBuffer::getFile(Path, /*IsText=*/false, /*RequiresNullTerminator=*/false);
-    if (!Now || (*Now)->getBuffer() != *Replacing)
-      return Discard("it changed on disk while lmfuse ran (its rewrite was made from the contents it held "
-                     "before); run lmfuse again");
+  const char *ChangedMeanwhile = "it changed on disk while lmfuse ran (its rewrite was made from the contents it "
+                                 "held before); run lmfuse again";
+  auto Held = [](const llvm::Twine &File) -> std::optional<std::string> {
+    auto Buffer = llvm::MemoryBuffer::getFile(File, /*IsText=*/false, /*RequiresNullTerminator=*/false);
+    return Buffer ? std::optional<std::string>((*Buffer)->getBuffer().str()) : std::nullopt;
+  };
+  if (Replacing && Held(Path) != Replacing->str())
+    return Discard(ChangedMeanwhile);
+  holdTemporaryForTesting();
+  // In place, the file and the temporary swap names rather than the temporary being renamed over it: a save
+  // that lands after the check above is then under the temporary's name, not lost, and is put back. Signals
+  // wait meanwhile (their handler removes the temporary, which may hold that save).
+  SignalsBlocked Blocked;
+  int Swapped = Replacing ? ::renameat2(AT_FDCWD, Temporary.c_str(), AT_FDCWD, Path.c_str(), RENAME_EXCHANGE) : -1;
+  if (Replacing && Swapped != 0 && errno != EINVAL && errno != ENOSYS && errno != ENOTSUP)
+    return Discard(errno == ENOENT ? std::string(ChangedMeanwhile) : Errno());  // ENOENT: it was removed
+  if (Swapped == 0 && Held(Temporary) != Replacing->str()) {
+    // The save goes back to its name; our rewrite, now beside it, is removed only if it is ours.
+    if (::renameat2(AT_FDCWD, Temporary.c_str(), AT_FDCWD, Path.c_str(), RENAME_EXCHANGE) != 0 ||
+        Held(Temporary) != Contents.str()) {
+      ::close(Lock);
+      llvm::sys::DontRemoveFileOnSignal(Temporary);
+      return Failure("it was saved while lmfuse replaced it; what it held is kept in " + Temporary +
+                     " (compare it with the file); run lmfuse again");
+    }
+    return Discard(ChangedMeanwhile);
   }
-  if (::rename(Temporary.c_str(), Path.c_str()) != 0)
+  if (Swapped == 0)
+    ::unlink(Temporary.c_str());  // the contents the rewrite was made from
+  else if (::rename(Temporary.c_str(), Path.c_str()) != 0)  // not in place, or no exchange on this file system
     return Discard(Errno());
   ::close(Lock);
   llvm::sys::DontRemoveFileOnSignal(Temporary);

@@ -3,6 +3,11 @@
 // written) and at the last moment of an in-place write (writeFileAtomically's Replacing). The driver runs
 // in this process: a cache whose lookup for the second unit saves the first unit's file puts the save
 // between the first unit's parse and the writes, deterministically.
+#include <chrono>
+#include <cstdlib>
+#include <cstdio>
+#include <thread>
+
 #include "cli_support.h"
 
 #include "driver.h"
@@ -120,4 +125,35 @@ TEST_CASE("an in-place write keeps a save made after the rewrite was computed", 
   // Unchanged since: written.
   REQUIRE(!lmfuse::tool::writeFileAtomically(Tree.path("model.cpp"), "rewritten\n", llvm::StringRef("saved meanwhile\n")));
   CHECK(Tree.read("model.cpp") == "rewritten\n");
+}
+
+// The last moment: an editor's save (its own temporary renamed over the file) after lmfuse read the file a last
+// time, while its temporary waits to replace it (LMFUSE_TEST_HOLD_TEMPORARY_MS holds it there). A rename over
+// the file would drop the save; the exchange puts it back.
+TEST_CASE("an in-place write keeps a save made after its last check of the file", "[cli][writes]") {
+  SourceTree Tree({{"model.cpp", "before\n"}, {"editor.tmp", "saved at the last moment\n"}});
+  ::setenv("LMFUSE_TEST_HOLD_TEMPORARY_MS", "1500", 1);
+  std::thread Editor([&] {
+    // Waits until lmfuse's temporary exists and its content is complete, then saves.
+    for (int Tries = 0; Tries < 1000; ++Tries) {
+      bool Seen = false;
+      std::error_code EC;
+      for (llvm::sys::fs::directory_iterator It(Tree.Root, EC), End; It != End && !EC; It.increment(EC))
+        Seen = Seen || llvm::StringRef(It->path()).contains(".lmfuse-tmp-");
+      if (Seen)
+        break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(500));
+    ::rename(Tree.path("editor.tmp").c_str(), Tree.path("model.cpp").c_str());
+  });
+  llvm::Error Err = lmfuse::tool::writeFileAtomically(Tree.path("model.cpp"), "rewritten\n", llvm::StringRef("before\n"));
+  Editor.join();
+  ::unsetenv("LMFUSE_TEST_HOLD_TEMPORARY_MS");
+  REQUIRE(static_cast<bool>(Err));
+  CHECK(llvm::StringRef(llvm::toString(std::move(Err))).contains("changed on disk while lmfuse ran"));
+  CHECK(Tree.read("model.cpp") == "saved at the last moment\n");
+  std::error_code EC;
+  for (llvm::sys::fs::directory_iterator It(Tree.Root, EC), End; It != End && !EC; It.increment(EC))
+    CHECK(!llvm::StringRef(It->path()).contains(".lmfuse-tmp-"));
 }

@@ -9,7 +9,9 @@
 #   3. SIGINT and SIGTERM while a temporary exists, with -j 2 (LMFUSE_TEST_HOLD_TEMPORARY_MS holds each
 #      complete temporary before its rename, so the signal lands while it exists);
 #   4. SIGKILL while a temporary exists: the next write of that target removes it, but not one a live
-#      writer holds.
+#      writer holds;
+#   5. the lock on a new temporary fails (an LD_PRELOAD shim): the write stops naming the lock, no
+#      temporary stays.
 #   write_faults.sh <lmfuse> <stub include folder>
 set -uo pipefail
 lmfuse=$1 stubs=$2
@@ -178,6 +180,48 @@ pkill -P "$holder" 2>/dev/null
 kill "$holder" 2>/dev/null
 wait "$holder" 2>/dev/null
 echo "SIGKILL: checked"
+
+# 5. The lock on a new temporary fails (an LD_PRELOAD shim makes the first flock(2) fail with EIO): the write
+# stops naming the lock and its error, the source is as it was and no temporary stays; the next run writes.
+# Skipped without a C compiler.
+if command -v cc >/dev/null 2>&1; then
+  cat >"$work/flock_fault.c" <<'C'
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <errno.h>
+#include <stdlib.h>
+#include <sys/file.h>
+static int calls;
+int flock(int fd, int operation) {
+  const char *fails = getenv("FLOCK_FAILS");  /* how many of the first calls fail */
+  if (fails && calls++ < atoi(fails)) { errno = EIO; return -1; }
+  int (*real)(int, int) = (int (*)(int, int))dlsym(RTLD_NEXT, "flock");
+  return real(fd, operation);
+}
+C
+  if cc -shared -fPIC -o "$work/flock_fault.so" "$work/flock_fault.c" -ldl 2>"$work/cc.txt"; then
+    dir="$work/flock"
+    model "$dir/model.cpp"
+    cp "$dir/model.cpp" "$work/flock.orig"
+    FLOCK_FAILS=1 LD_PRELOAD="$work/flock_fault.so" "$lmfuse" --in-place --audit "$dir/audit.json" \
+      "$dir/model.cpp" "${flags[@]}" >/dev/null 2>"$work/err.txt"
+    status=$?
+    [[ $status == 1 ]] || fail "flock fails: exit $status, expected 1"
+    cmp -s "$dir/model.cpp" "$work/flock.orig" || fail "flock fails: the source changed"
+    grep -q 'cannot lock the temporary file it made beside it: Input/output error' "$work/err.txt" ||
+      fail "flock fails: the error does not name the lock: $(cat "$work/err.txt")"
+    no_temporaries "$dir" "flock fails"
+    "$lmfuse" --in-place --audit "$dir/audit.json" "$dir/model.cpp" "${flags[@]}" >/dev/null 2>"$work/err.txt" ||
+      fail "flock fails, then a run without the fault: $(cat "$work/err.txt")"
+    grep -q 'lmfuse::linear_cross_entropy' "$dir/model.cpp" || fail "flock fails, then a run without it: not rewritten"
+    no_temporaries "$dir" "flock fails, then a run without it"
+    echo "lock faults: checked"
+  else
+    echo "lock faults: skipped (the shim did not compile: $(head -n 1 "$work/cc.txt"))"
+  fi
+else
+  echo "lock faults: skipped (no C compiler)"
+fi
 
 [[ $failures == 0 ]] || exit 1
 echo "write faults: all checked"

@@ -4,6 +4,8 @@
 #include <catch2/catch.hpp>
 
 #include <fstream>
+#include <set>
+#include <string>
 #include <algorithm>
 
 #include "llvm/Support/FileSystem.h"
@@ -158,7 +160,7 @@ TEST_CASE("reason codes round-trip through their spelling", "[site]") {
         ReasonKind::LabelsMismatch, ReasonKind::LossUnsupported, ReasonKind::InMacro, ReasonKind::ParseError,
         ReasonKind::ReparseFailed, ReasonKind::EditConflict, ReasonKind::WriteFailed, ReasonKind::SourceChanged,
         ReasonKind::BuildRefused, ReasonKind::LineDirective, ReasonKind::PositionDependent, ReasonKind::InputsModified,
-        ReasonKind::TemplateDependent}) {
+        ReasonKind::TemplateDependent, ReasonKind::NameCaptured}) {
     INFO(static_cast<int>(Reason));
     CHECK(!reasonCode(Reason).empty());
     CHECK(!reasonDescription(Reason).empty());
@@ -171,6 +173,20 @@ TEST_CASE("reason codes round-trip through their spelling", "[site]") {
   CHECK(!reasonFromCode(""));
   CHECK(statusName(SiteStatus::AlreadyPatched) == "already_patched");
   CHECK(statusName(SiteStatus::Suppressed) == "suppressed");
+}
+
+// The names whose meaning at a site the name-captured check asks about: the first name of each qualified name
+// the replacement writes, not a name written from the global namespace (`::lmfuse::enabled()`).
+TEST_CASE("the replacement's leading qualifiers", "[patterns]") {
+  const std::string Yaml = readFile(LMFUSE_PATTERNS_FILE);
+  auto Loaded = parsePatterns(Yaml, "libtorch.yaml");
+  REQUIRE(static_cast<bool>(Loaded));
+  CHECK(Loaded->Replacement.leadingQualifiers() == std::set<std::string>{"lmfuse", "torch"});
+  std::string Rooted = withLineReplaced(Yaml, "  undefined_tensor: torch::Tensor()", "  undefined_tensor: ::at::Tensor()");
+  Rooted = withLineReplaced(Rooted, "  tensor_type: torch::Tensor", "  tensor_type: ::at::Tensor");
+  auto RootedLoaded = parsePatterns(Rooted, "rooted.yaml");
+  REQUIRE(static_cast<bool>(RootedLoaded));
+  CHECK(RootedLoaded->Replacement.leadingQualifiers() == std::set<std::string>{"lmfuse"});
 }
 
 TEST_CASE("qualified names may be written with a leading ::", "[patterns]") {

@@ -2,6 +2,8 @@
 // the all-gather, with a flag, so the others fail with it instead of waiting in the next collective.
 #include "distributed_check.h"
 
+#include "environment.h"
+
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
@@ -49,8 +51,7 @@ Table checkAgreement(const c10::intrusive_ptr<c10d::ProcessGroup>& group, const 
   std::vector<int64_t> signature;
   for (const Field& field : fields) signature.push_back(field.value);
   const auto key = std::make_pair(static_cast<const void*>(group.get()), signature);
-  const char* everyCall = std::getenv("LMFUSE_CHECK_EVERY_CALL");
-  const bool cacheable = device.is_cuda() && !(everyCall && std::strcmp(everyCall, "1") == 0);
+  const bool cacheable = device.is_cuda() && !torch_detail::switchOn("LMFUSE_CHECK_EVERY_CALL");
   if (cacheable && localError.empty()) {
     std::lock_guard<std::mutex> lock(checkedMutex);
     auto found = checked.find(key);

@@ -1,6 +1,7 @@
 // Validation, flattening and the runtime call for the LibTorch adapter (see fused_call.h).
 #include "fused_call.h"
 
+#include "environment.h"
 #include "errors.h"
 
 #include <ATen/Parallel.h>
@@ -9,7 +10,6 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstdlib>
-#include <cstring>
 
 #ifdef LMFUSE_TORCH_CUDA
 #include <c10/cuda/CUDAStream.h>  // defines: getCurrentCUDAStream (the stream the call runs on)
@@ -49,11 +49,6 @@ torch::Tensor runtimeMatrix(const torch::Tensor& tensor, int64_t cols) {
   const bool usable = (matrix.stride(1) == 1 || cols == 1) && (oneRow || matrix.stride(0) >= cols) &&
                       aligned(matrix);
   return usable ? matrix : matrix.contiguous();
-}
-
-bool environmentSays(const char* name) {
-  const char* value = std::getenv(name);
-  return value && std::strcmp(value, "1") == 0;
 }
 
 Context contextFor(const torch::Device& device) {
@@ -224,7 +219,7 @@ CallResult runFused(const Operands& operands, Gradients wanted, const torch::Ten
     space.data = workspace.data_ptr();
     linear_cross_entropy(problem, options, outputs, space, operands.context);
   });
-  if (operands.context.device == DeviceKind::Cpu || environmentSays("LMFUSE_CHECK_LABELS"))
+  if (operands.context.device == DeviceKind::Cpu || switchOn("LMFUSE_CHECK_LABELS"))
     callRuntime(Check::LabelOutOfRange, [&] { check(space, operands.context); });
   return result;
 }

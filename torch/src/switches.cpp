@@ -1,31 +1,27 @@
 // The run-time switches rewritten code consults: enabled(), return_logits(), skip_logits(), and the
 // count of fused calls that tells whether it took the fused path.
-// Each is read from the environment once, at its first use, and can be overridden from code at any time.
+// Each is read from the environment once, at its first use (environment.h: a value that is no switch's throws
+// there), and can be overridden from code at any time.
 #include <lmfuse/torch.h>
 
+#include "environment.h"
 #include "fused_call.h"
 
 #include <atomic>
 #include <cstdio>
 #include <cstdlib>
-#include <cstring>
 
 namespace lmfuse {
 namespace {
 
-bool environmentSays(const char* name) {
-  const char* value = std::getenv(name);
-  return value && std::strcmp(value, "1") == 0;
-}
-
 // Function-local statics: initialised once (thread-safe), at the first call, from the environment.
 std::atomic<bool>& enabledFlag() {
-  static std::atomic<bool> flag{!environmentSays("LMFUSE_DISABLE")};
+  static std::atomic<bool> flag{!torch_detail::switchOn("LMFUSE_DISABLE")};
   return flag;
 }
 
 std::atomic<bool>& returnLogitsFlag() {
-  static std::atomic<bool> flag{environmentSays("LMFUSE_RETURN_LOGITS")};
+  static std::atomic<bool> flag{torch_detail::switchOn("LMFUSE_RETURN_LOGITS")};
   return flag;
 }
 
@@ -38,8 +34,12 @@ std::atomic<int64_t>& fusedCalls() {
 // test can tell from outside that a program it did not write trained through the fused path.
 struct ExitReport {
   ~ExitReport() {
-    if (environmentSays("LMFUSE_REPORT_FUSED_CALLS"))
-      std::fprintf(stderr, "lmfuse: %lld fused calls\n", static_cast<long long>(fusedCalls().load()));
+    try {
+      if (torch_detail::switchOn("LMFUSE_REPORT_FUSED_CALLS"))
+        std::fprintf(stderr, "lmfuse: %lld fused calls\n", static_cast<long long>(fusedCalls().load()));
+    } catch (const std::exception& error) {  // at exit nothing can catch it: said instead
+      std::fprintf(stderr, "%s\n", error.what());
+    }
   }
 } exitReport;
 
