@@ -396,6 +396,23 @@ const Case Cases[] = {
     return F::cross_entropy(logits.view({-1, 32}), labels.view(-1));
   }
 )", Verb::RefusesWith, "inputs-modified"},
+    {"a signal raised between the head and the loss runs the program's handler", R"(
+#include <csignal>
+  torch::Tensor forward(torch::Tensor x, torch::Tensor labels) {
+    auto logits = lm_head(x);
+    std::raise(SIGUSR1);
+    return F::cross_entropy(logits.view({-1, 32}), labels.view(-1));
+  }
+)", Verb::RefusesWith, "inputs-modified"},
+    {"a signal sent to the process itself between the head and the loss", R"(
+#include <signal.h>
+#include <unistd.h>
+  torch::Tensor forward(torch::Tensor x, torch::Tensor labels) {
+    auto logits = lm_head(x);
+    kill(getpid(), SIGUSR1);
+    return F::cross_entropy(logits.view({-1, 32}), labels.view(-1));
+  }
+)", Verb::RefusesWith, "inputs-modified"},
     {"torch::autograd::grad between the head and the loss runs the program's hooks", R"(
   torch::Tensor forward(torch::Tensor x, torch::Tensor aux, torch::Tensor labels) {
     auto logits = lm_head(x);
