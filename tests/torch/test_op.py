@@ -113,6 +113,29 @@ def test_bf16_and_no_grad(device):
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+def test_label_check_inside_a_capture_is_an_error_naming_it(monkeypatch):
+    """LMFUSE_CHECK_LABELS waits for the stream, which a captured stream must not: the call says so, and the
+    capture ends cleanly (no crash, no invalidated stream left behind)."""
+    h = torch.randn(64, D, device="cuda", requires_grad=True)
+    w = torch.randn(V, D, device="cuda").requires_grad_()
+    labels = torch.randint(0, V, (64,), device="cuda")
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        torch.ops.lmfuse.linear_cross_entropy(h, w, None, labels).backward()
+    torch.cuda.current_stream().wait_stream(side)
+    monkeypatch.setenv("LMFUSE_CHECK_LABELS", "1")
+    graph = torch.cuda.CUDAGraph()
+    with pytest.raises(RuntimeError, match="captured into a CUDA graph"):
+        with torch.cuda.graph(graph):
+            torch.ops.lmfuse.linear_cross_entropy(h, w, None, labels)
+    monkeypatch.delenv("LMFUSE_CHECK_LABELS")
+    loss = torch.ops.lmfuse.linear_cross_entropy(h, w, None, labels)  # the device still works
+    torch.cuda.synchronize()
+    assert torch.isfinite(loss).item()
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
 def test_cuda_graph_capture_and_replay():
     """Forward and backward captured in a CUDA graph, replayed on new data: no host synchronisation and
     no allocation outside the graph's pool may happen inside the call."""

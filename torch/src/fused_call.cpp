@@ -13,6 +13,7 @@
 
 #ifdef LMFUSE_TORCH_CUDA
 #include <c10/cuda/CUDAStream.h>  // defines: getCurrentCUDAStream (the stream the call runs on)
+#include <cuda_runtime_api.h>     // defines: cudaStreamIsCapturing
 #endif
 
 namespace lmfuse::torch_detail {
@@ -219,7 +220,20 @@ CallResult runFused(const Operands& operands, Gradients wanted, const torch::Ten
     space.data = workspace.data_ptr();
     linear_cross_entropy(problem, options, outputs, space, operands.context);
   });
-  if (operands.context.device == DeviceKind::Cpu || switchOn("LMFUSE_CHECK_LABELS"))
+  const bool checkLabels = operands.context.device == DeviceKind::Cpu || switchOn("LMFUSE_CHECK_LABELS");
+#ifdef LMFUSE_TORCH_CUDA
+  // The check waits for the stream, which a stream being captured into a CUDA graph must not: said here, as an
+  // error of the call's use (the runtime's own refusal would reach the caller as a label's IndexError).
+  cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+  LMFUSE_TORCH_CHECK(Check::Argument,
+                     !checkLabels || operands.context.device == DeviceKind::Cpu ||
+                         (cudaStreamIsCapturing(static_cast<cudaStream_t>(operands.context.stream), &capture) ==
+                              cudaSuccess &&
+                          capture == cudaStreamCaptureStatusNone),
+                     kWho, "LMFUSE_CHECK_LABELS is set, and the labels cannot be checked on a stream being captured "
+                     "into a CUDA graph (the check waits for the stream); leave it unset for captured calls");
+#endif
+  if (checkLabels)
     callRuntime(Check::LabelOutOfRange, [&] { check(space, operands.context); });
   return result;
 }

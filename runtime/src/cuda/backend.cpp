@@ -803,6 +803,13 @@ void scale_grads(const Problem& problem, const Outputs& outputs, const float* up
 
 void check(Workspace workspace, const Context& context) {
   cudaStream_t stream = static_cast<cudaStream_t>(context.stream);
+  // Reading the report waits for the stream, which a stream being captured into a CUDA graph must not do
+  // (the capture would be invalidated): said before anything is queued.
+  cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+  LMFUSE_CUDA_CHECK(cudaStreamIsCapturing(stream, &capture));
+  if (capture != cudaStreamCaptureStatusNone)
+    LMFUSE_FAIL("the labels cannot be checked on a stream being captured into a CUDA graph (the check waits for "
+                "the stream); leave LMFUSE_CHECK_LABELS unset for captured calls");
   LabelErrorReport report{};
   LMFUSE_CUDA_CHECK(cudaMemcpyAsync(&report, workspace.data, sizeof report, cudaMemcpyDeviceToHost, stream));
   LMFUSE_CUDA_CHECK(cudaStreamSynchronize(stream));
