@@ -29,17 +29,28 @@ std::optional<Refusal> fromBreak(const std::optional<TraceBreak> &Break, std::in
   return std::nullopt;
 }
 
-std::optional<Refusal> inMacro(const CapturedSite &Site, const PatternSet &, const AstQuery &Query,
-                               const VariableUses &) {
+/// The parts of the site the rewrite edits, moves or copies: the loss call and its arguments, the head's
+/// statement and call, the labels test it repeats at the head, the chain of statements between; with
+/// WithOptionLocals, also the initialisers of the option locals whose values it reads at the loss. Parts the
+/// site does not have are left out.
+std::vector<const Stmt *> rewrittenParts(const CapturedSite &Site, bool WithOptionLocals) {
   std::vector<const Stmt *> Parts = {Site.Loss, Site.Input, Site.Target, Site.Producer};
   if (Site.Head)
     Parts.push_back(Site.Head->Call);
-  if (Site.Guard.Condition)
-    Parts.push_back(Site.Guard.Condition);
+  Parts.push_back(Site.Guard.Condition);
   for (const ChainStep &Step : Site.Chain)
     Parts.push_back(Step.Statement);
-  for (const Stmt *Part : Parts)
-    if (Part && Query.inMacro(Part))
+  if (WithOptionLocals)
+    for (const VarDecl *Local : Site.OptionLocals)
+      Parts.push_back(Local->getInit());
+  llvm::erase(Parts, nullptr);
+  return Parts;
+}
+
+std::optional<Refusal> inMacro(const CapturedSite &Site, const PatternSet &, const AstQuery &Query,
+                               const VariableUses &) {
+  for (const Stmt *Part : rewrittenParts(Site, /*WithOptionLocals=*/false))
+    if (Query.inMacro(Part))
       return Refusal{ReasonKind::InMacro, Part, "this part of the site comes from a macro expansion"};
   if (auto Found = fromBreak(Site.OptionsBreak, {BreakKind::OptionInMacro}, ReasonKind::InMacro))
     return Found;
@@ -78,16 +89,11 @@ std::optional<Refusal> lineDirectiveInEffect(const CapturedSite &Site, const Pat
 /// shapes, labels or options in the copy (and in its LMFUSE_DISABLE path).
 std::optional<Refusal> positionDependent(const CapturedSite &Site, const PatternSet &, const AstQuery &Query,
                                          const VariableUses &) {
-  std::vector<const Stmt *> Parts = {Site.Loss, Site.Producer, Site.Guard.Condition};
-  for (const ChainStep &Step : Site.Chain)
-    Parts.push_back(Step.Statement);
   if (std::string Found = Query.compiledFileDependence(); !Found.empty())
     return Refusal{ReasonKind::PositionDependent, Site.Loss,
                    Found + " expands to the file being compiled, which for the rewritten unit is the copy (its path, "
                            "its modification time), not the file written"};
-  for (const VarDecl *Local : Site.OptionLocals)
-    Parts.push_back(Local->getInit());
-  for (const Stmt *Part : Parts)
+  for (const Stmt *Part : rewrittenParts(Site, /*WithOptionLocals=*/true))
     if (std::string Found = Query.positionDependence(Part); !Found.empty())
       return Refusal{ReasonKind::PositionDependent, Part,
                      Found + " in the code the rewrite moves or copies (line " + std::to_string(Query.line(Part->getBeginLoc())) +
@@ -774,13 +780,13 @@ std::optional<Refusal> lossConditionNotRepeated(const CapturedSite &Site, const 
   std::vector<const VarDecl *> Carriers = Site.Aliases;
   if (Site.Logits)
     Carriers.push_back(Site.Logits);
+  // In a `try` around the loss, what follows the loss in the try block runs only once the loss is done.
+  const auto *Try = dyn_cast<CXXTryStmt>(Condition);
   for (const VarDecl *Carrier : Carriers)
     for (const DeclRefExpr *Read : Uses.reads(Carrier)) {
       bool InSite = Query.within(Read, Site.Input) || Query.within(Read, Site.Producer);
       for (const ChainStep &Step : Site.Chain)
         InSite = InSite || Query.within(Read, Step.Statement);
-      // In a `try` around the loss, what follows the loss in the try block runs only once the loss is done.
-      const auto *Try = dyn_cast<CXXTryStmt>(Condition);
       if (Try && Query.within(Read, Try->getTryBlock()) && Query.before(Site.Loss->getEndLoc(), Read->getBeginLoc()))
         continue;
       if (InSite || (Carrier == Site.Logits && isShapeRead(Read, Patterns, Query)))
@@ -918,17 +924,11 @@ std::optional<Refusal> findWrittenNameRefusal(const CapturedSite &Site, llvm::Ar
   // compare where they are written and where they go (macroMeaningChanged). Any other name of the written
   // text is the rewrite's own, and must be no macro where it is written.
   std::set<std::string> ProgramWords;
-  std::vector<const Stmt *> Parts = {Site.Loss, Site.Input, Site.Target, Site.Producer, Site.Guard.Condition};
-  if (Site.Head)
-    Parts.push_back(Site.Head->Call);
-  for (const ChainStep &Step : Site.Chain)
-    Parts.push_back(Step.Statement);
-  for (const VarDecl *Local : Site.OptionLocals)
-    Parts.push_back(Local->getInit());
+  std::vector<const Stmt *> Parts = rewrittenParts(Site, /*WithOptionLocals=*/true);
   for (const VarDecl *Local : Site.LabelLocals)
     Parts.push_back(Local->getInit());
   for (const Stmt *Part : Parts) {
-    CharSourceRange Range = Part ? Query.fileRange(Part->getSourceRange()) : CharSourceRange();
+    CharSourceRange Range = Query.fileRange(Part->getSourceRange());
     if (Range.isInvalid())
       continue;
     auto [File, Begin] = SM.getDecomposedLoc(Range.getBegin());

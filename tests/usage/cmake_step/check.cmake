@@ -239,25 +239,18 @@ foreach(form IN ITEMS genex file path flag genex_path option link_flags)
   endif()
 endforeach()
 step("${CMAKE_COMMAND}" --build "${BUILD}" --target via_other)
-# Linked through another target: an imported one (which compiles nothing, but links headlib), and one whose
-# INTERFACE_LINK_LIBRARIES_DIRECT CMake links into its consumers.
-set(through_forms imported)
+# Programs that share a binary with headlib other than by linking it themselves, each as program|the target
+# compiling uses.cpp: linked through another target (an imported one, which compiles nothing but links
+# headlib, and one whose INTERFACE_LINK_LIBRARIES_DIRECT CMake links into its consumers), uses.cpp's objects
+# in a program linking headlib (handed over by an INTERFACE library, or named through an expression), and a
+# link made by a call deferred after lmfuse_rewrite's own. The check of the targets sharing a binary runs for
+# each and names uses.cpp.
+set(shared_binaries "via_imported|via_imported" "via_objects_iface|uses_obj_iface"
+                    "via_objects_nested|uses_obj_nested" "via_deferred|via_deferred")
 if(CMAKE_VERSION VERSION_GREATER_EQUAL 3.24)
-  list(APPEND through_forms direct)
+  list(APPEND shared_binaries "via_direct|via_direct")
 endif()
-foreach(form IN LISTS through_forms)
-  build_target("${BUILD}" via_${form})
-  if(STATUS EQUAL 0 OR NOT FLAT MATCHES "via_${form} is linked into one binary with headlib" OR
-     NOT FLAT MATCHES "uses\\.cpp includes the original [^ ]*head_model\\.h")
-    message(FATAL_ERROR "via_${form} compiles the original of headlib's patched header and links headlib through "
-                        "bundle_${form}: its build (exit ${STATUS}) must fail naming the unit:\n${OUT}")
-  endif()
-endforeach()
-
-# uses.cpp's objects in a program linking headlib (handed over by an INTERFACE library, or named through an
-# expression), and a link made by a call deferred after lmfuse_rewrite's own: the check of the targets sharing
-# a binary runs for each and names uses.cpp.
-foreach(form IN ITEMS "via_objects_iface|uses_obj_iface" "via_objects_nested|uses_obj_nested" "via_deferred|via_deferred")
+foreach(form IN LISTS shared_binaries)
   string(REPLACE "|" ";" form "${form}")
   list(GET form 0 program)
   list(GET form 1 member)
