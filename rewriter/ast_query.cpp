@@ -524,6 +524,20 @@ const NamedDecl *AstQuery::nameShadowsGlobalNamespace(llvm::StringRef Name, cons
   return nullptr;
 }
 
+const NamespaceDecl *AstQuery::programOpening(llvm::StringRef Name, llvm::StringRef LibraryFolder) const {
+  const SourceManager &SM = sourceManager();
+  DeclarationName Identifier(&Context.Idents.get(Name));
+  for (const NamedDecl *Found : Context.getTranslationUnitDecl()->lookup(Identifier))
+    if (const auto *Namespace = dyn_cast<NamespaceDecl>(Found))
+      for (const NamespaceDecl *Opening : Namespace->redecls()) {
+        SourceLocation At = SM.getExpansionLoc(Opening->getLocation());
+        if (inProgramFile(At) &&
+            llvm::sys::path::filename(llvm::sys::path::parent_path(SM.getFilename(At))) != LibraryFolder)
+          return Opening;
+      }
+  return nullptr;
+}
+
 bool AstQuery::isMacroAt(llvm::StringRef Name, SourceLocation Location) const {
   IdentifierInfo *Identifier = PP.getIdentifierInfo(Name);
   return Identifier->hadMacroDefinition() &&

@@ -108,6 +108,9 @@ public:
   /// a class, a member defined outside its namespace). A using-directive at file scope is not counted: what
   /// it makes visible meets the global namespace in one scope, which is an ambiguity the compiler reports.
   const clang::NamedDecl *nameShadowsGlobalNamespace(llvm::StringRef Name, const clang::FunctionDecl *Function) const;
+  /// A declaration of the global namespace Name (one opening of it) in the program's files, outside any
+  /// folder named LibraryFolder (where the library's own headers declare it: `lmfuse/torch.h`), or null.
+  const clang::NamespaceDecl *programOpening(llvm::StringRef Name, llvm::StringRef LibraryFolder) const;
   /// Whether Name is a macro where Location is (its expansion), by the unit's macro history.
   bool isMacroAt(llvm::StringRef Name, clang::SourceLocation Location) const;
 

@@ -134,6 +134,22 @@ std::optional<Refusal> qualifierCaptured(const CapturedSite &Site, const Pattern
       return Refusal{ReasonKind::NameCaptured, Site.Loss,
                      "the rewritten code writes `" + Head + "::` here, where it would name " +
                          declarationDetail(Found, Query) + ", not the global namespace `::" + Head + "`"};
+  // The replacement's functions are found by qualified lookup in their namespace: one the program opens too may
+  // hold an overload that resolution prefers to the library's (a template taking any argument), which the
+  // rewritten code would call. Only the library's headers (the folder of the replacement's include) open it.
+  llvm::StringRef Call = Patterns.Replacement.Call;
+  llvm::StringRef Namespace = Call.take_front(Call.find("::"));
+  llvm::StringRef LibraryFolder = llvm::StringRef(Patterns.Replacement.Include).split('/').first;
+  if (Call.contains("::"))
+    if (const NamespaceDecl *Opening = Query.programOpening(Namespace, LibraryFolder)) {
+      const SourceManager &SM = Query.sourceManager();
+      SourceLocation At = SM.getExpansionLoc(Opening->getLocation());
+      return Refusal{ReasonKind::NameCaptured, Site.Loss,
+                     "the program declares in namespace `" + Namespace.str() + "` (" +
+                         llvm::sys::path::filename(SM.getFilename(At)).str() + ":" +
+                         std::to_string(SM.getExpansionLineNumber(At)) +
+                         "), whose functions the rewritten code calls: a declaration of its may be the one they call"};
+    }
   return std::nullopt;
 }
 

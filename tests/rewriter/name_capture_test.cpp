@@ -1,8 +1,9 @@
 // The names the rewritten code writes of its own (`lmfuse::enabled()`, `torch::Tensor`, an option's setter, a
 // stand-in) must mean there what the rewrite means: a site where lookup from its function finds a program's
-// `lmfuse` or `torch` before the global namespace, or where one of those names is a macro of the program, is
-// refused `name-captured`; the same names elsewhere, an alias of the global namespace, or a macro the site's
-// own code spells, leave it patched. A case body sits inside `struct Model`; the cases that need a namespace
+// `lmfuse` or `torch` before the global namespace, where the program opens the namespace of the replacement's
+// functions itself, or where one of those names is a macro of the program, is refused `name-captured`; the
+// same names elsewhere, an alias of the global namespace, or a macro the site's own code spells, leave it
+// patched. A case body sits inside `struct Model`; the cases that need a namespace
 // around the site close the model first and leave a struct open for the table's closing brace.
 #include "rewrite_harness.h"
 
@@ -135,6 +136,19 @@ struct Tail {
   }
 )", Verb::RefusesWith, "name-captured"},
      "`shift`"},
+    {{"an overload the program adds to namespace lmfuse, which resolution may prefer to the library's", R"(
+};
+namespace lmfuse { template <class... Anything> bool enabled(Anything &&...) { return false; } }
+struct Small : torch::nn::Module {
+  torch::nn::Linear lm_head{nullptr};
+  torch::Tensor forward(torch::Tensor h, torch::Tensor labels) {
+    auto logits = lm_head(h);
+    return F::cross_entropy(logits.view({-1, 32}), labels.view(-1));
+  }
+};
+struct Tail {
+)", Verb::RefusesWith, "name-captured"},
+     "declares in namespace `lmfuse` (model.cpp:"},
     {{"a macro named like the head's weight member, which the rewrite writes and the site does not", R"(
 #define weight bias
   torch::Tensor forward(torch::Tensor h, torch::Tensor labels) {
