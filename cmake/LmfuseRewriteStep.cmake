@@ -26,7 +26,7 @@ cmake_minimum_required(VERSION 3.22)
 
 # The files of lmfuse_rewritten/<target>/ that are no copies: the audit, the step's inputs, its stage (the
 # tool's cache) and depfile. A carried mirror, a copy of that folder, holds them too.
-set(bookkeeping "step\\.stamp|audit\\.json|\\.stage|\\.database|\\.lmfuse-cache|flags-[^/]*\\.txt|sources\\.txt|extra-args\\.txt|units\\.txt|rewrite\\.d(\\.part)?")
+set(bookkeeping "step\\.stamp(\\.started)?|audit\\.json|\\.stage|\\.database|\\.lmfuse-cache|flags-[^/]*\\.txt|sources\\.txt|extra-args\\.txt|units\\.txt|rewrite\\.d(\\.part)?")
 
 set(who "lmfuse_rewrite(${TARGET})")
 
@@ -90,6 +90,9 @@ function(fail)
   foreach(copy IN LISTS COPIES)
     file(REMOVE "${copy}")
   endforeach()
+  if(STAMP)
+    file(REMOVE "${STAMP}.started")
+  endif()
   fail_audit("${message}" note)
   message(FATAL_ERROR "${who}: ${message}${note}")
 endfunction()
@@ -207,6 +210,27 @@ foreach(path IN ITEMS "${DEPFILE}" "${STAMP}" "${AUDIT}")
     make_folder("${folder}")
   endif()
 endforeach()
+
+# The stamp is written now, under another name, and renamed into place once the step is done: it keeps the
+# time the step started, so a file saved while the step runs (after the tool read it) is newer than the stamp,
+# and a build tool that compares the stamp's time (Make) runs the step again rather than taking the stamp for
+# proof that the save was seen. The mirror's files are also compared with what the tool read (at the end).
+if(STAMP)
+  if(MODE STREQUAL "consumer")
+    set(stamp_text "checked against ${REWRITTEN_AUDIT}\n")
+  else()
+    set(stamp_text "${TARGET}: rewritten, checked, audited\n")
+  endif()
+  place_text("${STAMP}.started" "${stamp_text}")
+endif()
+# The stamp, the command's first output, says the step is done (removed when it started), with the time it
+# started.
+function(place_stamp)
+  file(RENAME "${STAMP}.started" "${STAMP}" RESULT renamed)
+  if(NOT renamed EQUAL 0)
+    fail("cannot write ${STAMP} (renaming ${STAMP}.started into place): ${renamed}")
+  endif()
+endfunction()
 
 # The sites of an audit as "file:line: status reason: detail" lines, but those whose status is in `skip`.
 function(describe_sites audit_file skip out)
@@ -493,7 +517,7 @@ if(MODE STREQUAL "consumer")
   endif()
   # The stamp last: it is what tells the build tool the check is done.
   place_text("${DEPFILE}" "${STAMP}:${dependencies}\n")
-  place_text("${STAMP}" "checked against ${REWRITTEN_AUDIT}\n")
+  place_stamp()
   return()
 endif()
 
@@ -1221,6 +1245,33 @@ if(MODE STREQUAL "carried")
     string(APPEND dependencies " \\\n  ${path}")
   endforeach()
 endif()
+# A file of the mirror saved while the step ran, after the tool read it: the copies are of the contents before
+# the save, and the build tool may not see the save (Ninja takes the time of the outputs written since, which
+# is later). The step fails, leaving the stamp absent, so the next build runs it again on the files as they are.
+if(NOT MODE STREQUAL "carried")
+  string(JSON mirror_root ERROR_VARIABLE no_root GET "${audit}" mirror root)
+  string(JSON mirror_count ERROR_VARIABLE no_files LENGTH "${audit}" mirror files)
+  set(saved "")
+  if(NOT no_root AND NOT no_files AND mirror_count GREATER 0)
+    math(EXPR last "${mirror_count} - 1")
+    foreach(i RANGE ${last})
+      string(JSON relative GET "${audit}" mirror files ${i} path)
+      string(JSON recorded GET "${audit}" mirror files ${i} sha256)
+      set(original "${mirror_root}/${relative}")
+      set(digest "(gone)")
+      if(EXISTS "${original}" AND NOT IS_DIRECTORY "${original}")
+        file(SHA256 "${original}" digest)
+      endif()
+      if(NOT digest STREQUAL recorded)
+        string(APPEND saved "\n  ${original}")
+      endif()
+    endforeach()
+  endif()
+  if(saved)
+    fail("files changed while the rewrite step ran, after the lmfuse tool read them, so its copies are of what "
+         "they held before:${saved}\nBuild again: the step runs again on the files as they are now.")
+  endif()
+endif()
 # The depfile names the command's first output, the stamp (LmfuseRewrite.cmake).
 string(REPLACE " " "\\ " depfile_target "${STAMP}")
 place_text("${DEPFILE}" "${depfile_target}: ${dependencies}\n")
@@ -1232,4 +1283,4 @@ if(why)
   fail("${why}")
 endif()
 # Done: the stamp, the command's first output, says so (removed when the step started).
-place_text("${STAMP}" "${TARGET}: rewritten, checked, audited\n")
+place_stamp()

@@ -276,6 +276,43 @@ foreach(case IN ITEMS "unity_late|late\\.cpp" "late_upper|late_upper\\.CPP" "lat
   endif()
 endforeach()
 
+# A source saved while the step runs, after the tool read it: that build fails naming it (or succeeds), and the
+# next build runs the step again, under each generator. The tool here saves model.cpp once after its
+# rewriting run (a save-once file says it is still to do).
+foreach(generator IN LISTS generators)
+  string(MAKE_C_IDENTIFIER "${generator}" name)
+  set(build "${WORK}/build-saved-${name}")
+  set(log "${WORK}/saved-${name}.log")
+  file(WRITE "${tool}.new" "#!/bin/bash\necho \"run: $*\" >> \"${log}\"\n\"${tool}.real\" \"$@\"\nstatus=$?\n"
+                           "if [[ \"$*\" == *--out-dir* && -e \"${WORK}/save-once\" ]]; then rm \"${WORK}/save-once\"; "
+                           "echo '// saved during the build' >> \"${tree}/model/model.cpp\"; fi\nexit $status\n")
+  file(CHMOD "${tool}.new" PERMISSIONS OWNER_READ OWNER_WRITE OWNER_EXECUTE)
+  file(RENAME "${tool}.new" "${tool}")
+  file(READ "${tree}/model/model.cpp" unsaved)
+  configure("${build}" "${generator}")
+  if(NOT STATUS EQUAL 0)
+    message(FATAL_ERROR "${generator}: configuring for the save during the step failed:\n${OUT}")
+  endif()
+  file(WRITE "${WORK}/save-once" "")
+  build_target("${build}" app)
+  if(NOT STATUS EQUAL 0 AND NOT FLAT MATCHES "files changed while the rewrite step ran, after the lmfuse tool read them.* [^ ]*/model/model\\.cpp Build again")
+    message(FATAL_ERROR "${generator}: a build during which model.cpp was saved failed (exit ${STATUS}) without "
+                        "naming the save:\n${OUT}")
+  endif()
+  file(REMOVE "${log}")
+  step("${CMAKE_COMMAND}" --build "${build}" --target app)
+  set(runs "")
+  if(EXISTS "${log}")
+    file(STRINGS "${log}" runs REGEX "^run:.*--out-dir")
+  endif()
+  file(WRITE "${tree}/model/model.cpp" "${unsaved}")
+  if(EXISTS "${WORK}/save-once" OR NOT runs)
+    message(FATAL_ERROR "${generator}: model.cpp was saved while the rewrite step ran, and the next build did not "
+                        "run the step again: the copy compiled is of the contents before the save")
+  endif()
+endforeach()
+install_tool("")
+
 # What the call read, changed after it, or a call that cannot be right: configuring stops, naming it.
 foreach(case IN ITEMS
         "late_property|the source property COMPILE_DEFINITIONS of [^ ]*model\\.cpp was set after the call"
