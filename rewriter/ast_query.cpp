@@ -412,10 +412,37 @@ bool AstQuery::nameInUse(llvm::StringRef Name, const FunctionDecl *Function) con
         return true;
     return false;
   };
+  // What using-directives make visible counts too (a type `lmfuse_hidden` of a namespace the file uses, read in
+  // a `sizeof`), through the namespaces those nominate in turn.
+  std::set<const DeclContext *> Nominated;
+  std::function<bool(const DeclContext *)> ThroughDirectives = [&](const DeclContext *Scope) {
+    for (const UsingDirectiveDecl *Directive : Scope->using_directives()) {
+      const NamespaceDecl *Namespace = Directive->getNominatedNamespace();
+      if (Namespace && Nominated.insert(Namespace->getPrimaryContext()).second &&
+          (!Namespace->lookup(Identifier).empty() || ThroughDirectives(Namespace)))
+        return true;
+    }
+    return false;
+  };
+  struct DirectiveFinder : RecursiveASTVisitor<DirectiveFinder> {
+    std::vector<const UsingDirectiveDecl *> Found;
+    bool shouldVisitLambdaBody() const { return true; }
+    bool VisitUsingDirectiveDecl(UsingDirectiveDecl *Directive) {
+      Found.push_back(Directive);
+      return true;
+    }
+  } InBody;
+  InBody.TraverseStmt(Function->getBody());
+  for (const UsingDirectiveDecl *Directive : InBody.Found)
+    if (const NamespaceDecl *Namespace = Directive->getNominatedNamespace();
+        Namespace && (!Namespace->lookup(Identifier).empty() || ThroughDirectives(Namespace)))
+      return true;
   for (const DeclContext *Scope = Function; Scope; Scope = Scope->getParent()) {
     if (const auto *Record = dyn_cast<CXXRecordDecl>(Scope); Record && InClass(Record))
       return true;
     if (!Scope->lookup(Identifier).empty())
+      return true;
+    if ((Scope->isFileContext()) && ThroughDirectives(Scope))
       return true;
   }
   return false;

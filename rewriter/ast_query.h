@@ -96,7 +96,8 @@ public:
   /// The function whose body holds Node (a lambda's call operator for lambda bodies).
   const clang::FunctionDecl *enclosingFunction(const clang::Stmt *Node) const;
   /// Whether Name means something inside Function: a parameter, a declaration or a use in its body,
-  /// or a name found by lookup from its scope outwards (members of the class and its bases included).
+  /// or a name found by lookup from its scope outwards (members of the class and its bases, and what the
+  /// using-directives of its body and of the namespaces around it make visible, included).
   /// A name the rewrite introduces must not be one of these.
   bool nameInUse(llvm::StringRef Name, const clang::FunctionDecl *Function) const;
   /// What the unqualified Name at the head of a qualified name written in Function's body (`lmfuse` of

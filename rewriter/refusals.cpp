@@ -932,7 +932,7 @@ std::optional<Refusal> findRefusal(const CapturedSite &Site, const PatternSet &P
   return std::nullopt;
 }
 
-std::optional<Refusal> findWrittenNameRefusal(const CapturedSite &Site, llvm::ArrayRef<tooling::Replacement> Edits,
+std::optional<Refusal> findEditRefusal(const CapturedSite &Site, llvm::ArrayRef<tooling::Replacement> Edits,
                                               const PatternSet &Patterns, const AstQuery &Query) {
   const SourceManager &SM = Query.sourceManager();
   const LangOptions &Language = Query.context().getLangOpts();
@@ -959,6 +959,18 @@ std::optional<Refusal> findWrittenNameRefusal(const CapturedSite &Site, llvm::Ar
   for (const tooling::Replacement &Edit : Edits) {
     SourceLocation At = SM.getComposedLoc(File, Edit.getOffset());
     std::optional<Refusal> Found;
+    // A directive inside the code an edit replaces would go with the text that moves (above a hoisted head,
+    // into a lambda), changing what the names after it mean there, or be run twice.
+    forEachRawToken(SM, Language, File, Edit.getOffset(), Edit.getOffset() + Edit.getLength(), [&](const Token &Word) {
+      if (Word.is(tok::hash) && Word.isAtStartOfLine())
+        Found = Refusal{ReasonKind::InMacro, Site.Loss,
+                        "a preprocessor directive on line " + std::to_string(Query.line(Word.getLocation())) +
+                            " lies inside code the rewrite replaces, where it would move with the text or be "
+                            "read twice"};
+      return !Found;
+    });
+    if (Found)
+      return Found;
     forEachRawTokenOf(Edit.getReplacementText(), Language, [&](const Token &Word) {
       if (!Word.is(tok::raw_identifier))
         return true;

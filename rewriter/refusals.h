@@ -28,11 +28,13 @@ struct Refusal {
 std::optional<Refusal> findRefusal(const CapturedSite &Site, const PatternSet &Patterns, const AstQuery &Query,
                                    const VariableUses &Uses);
 
-/// The check of the text the rewrite writes for a site that passed findRefusal (Edits: edit_plan.h's
-/// planSiteEdits): a name it writes of its own (`lmfuse`, `enabled`, an option's setter, a stand-in) that is a
-/// macro of the program where it is written would make the rewritten code other code than planned. Refused
-/// `name-captured`, as findRefusal refuses a `lmfuse::` or `torch::` that lookup would find elsewhere.
-std::optional<Refusal> findWrittenNameRefusal(const CapturedSite &Site, llvm::ArrayRef<clang::tooling::Replacement> Edits,
+/// The checks of the edits planned for a site that passed findRefusal (Edits: edit_plan.h's planSiteEdits): a
+/// preprocessor directive inside the code an edit replaces (it would move with the text or be read twice) is
+/// refused `in-macro`; a name the rewrite writes of its own (`lmfuse`, `enabled`, an option's setter, a
+/// stand-in) that is a macro of the program where it is written would make the rewritten code other code than
+/// planned, refused `name-captured`, as findRefusal refuses a `lmfuse::` or `torch::` that lookup would find
+/// elsewhere.
+std::optional<Refusal> findEditRefusal(const CapturedSite &Site, llvm::ArrayRef<clang::tooling::Replacement> Edits,
                                               const PatternSet &Patterns, const AstQuery &Query);
 
 }  // namespace lmfuse::rewriter

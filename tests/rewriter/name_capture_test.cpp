@@ -216,6 +216,35 @@ struct Small : torch::nn::Module {
 };
 struct Tail {
 )"},
+    {"a type named like the stand-in, from a namespace the file uses, read in the loss's code: another stand-in",
+     R"(
+};
+namespace shapes { struct lmfuse_logits { char pad[32]; }; }
+using namespace shapes;
+struct Small : torch::nn::Module {
+  torch::nn::Linear lm_head{nullptr};
+  torch::Tensor forward(torch::Tensor h, torch::Tensor labels) {
+    auto logits = lm_head(h);
+    return F::cross_entropy(logits.view({-1, int64_t(sizeof(lmfuse_logits))}), labels.view(-1));
+  }
+};
+struct Tail {
+)", Verb::RewritesTo, R"(
+};
+namespace shapes { struct lmfuse_logits { char pad[32]; }; }
+using namespace shapes;
+struct Small : torch::nn::Module {
+  torch::nn::Linear lm_head{nullptr};
+  torch::Tensor forward(torch::Tensor h, torch::Tensor labels) {
+    auto logits = lmfuse::skip_logits() ? lmfuse::skipped_logits(h, lm_head->weight, lm_head->bias, "model.cpp:N") : lm_head(h);
+    return lmfuse::enabled()
+        ? lmfuse::linear_cross_entropy(h, lm_head->weight, lm_head->bias, labels, lmfuse::LossOptions()
+            .logits_as_passed({"model.cpp:N", logits, [&](const torch::Tensor &lmfuse_logits2) { return lmfuse_logits2.view({-1, int64_t(sizeof(lmfuse_logits))}); }, {}, labels, [&](const torch::Tensor &lmfuse_labels) { return lmfuse_labels.view(-1); }}))
+        : F::cross_entropy(logits.view({-1, int64_t(sizeof(lmfuse_logits))}), labels.view(-1));
+  }
+};
+struct Tail {
+)"},
     {"a macro of the program that the site's own code spells, written where it means the same", R"(
 #define VOCAB 32
   torch::Tensor forward(torch::Tensor h, torch::Tensor labels) {

@@ -1567,6 +1567,14 @@ struct Child : Model::Base {
         : F::cross_entropy(logits.view({-1, line}), labels.view(-1));
   }
 )"},
+    {"a #define inside the head's statement, which the rewritten head line would move", R"(
+  torch::Tensor forward(torch::Tensor h, torch::Tensor labels) {
+    auto logits = lm_head(h
+#define SCALE 1
+    );
+    return F::cross_entropy(logits.view({-1, 32 * SCALE}), labels.view(-1));
+  }
+)", Verb::RefusesWith, "in-macro"},
     {"an option value expanded inside a macro's body", R"(
 #define IGNORING(opts) opts.ignore_index(-1)
   torch::Tensor forward(torch::Tensor h, torch::Tensor labels) {
