@@ -3,6 +3,7 @@
 #include "edit_plan.h"
 
 #include "loss_option_table.h"
+#include "raw_tokens.h"
 
 #include <climits>
 
@@ -16,6 +17,10 @@ using namespace clang;
 
 namespace lmfuse::rewriter {
 namespace {
+
+/// The keywords the planner writes around the program's text: the hoisted local's declaration (`auto`,
+/// `static_cast<const T &>`) and the stand-in lambdas (`const T &`, `return`). ownWords lists them.
+constexpr const char *PlannerKeywords[] = {"auto", "static_cast", "const", "return"};
 
 /// Half-open file offsets of an expression's tokens.
 std::pair<unsigned, unsigned> offsets(const Stmt *Node, const AstQuery &Query) {
@@ -142,6 +147,43 @@ std::string lossOptionsText(const CapturedSite &Site, const PatternSet &Patterns
   if (carriesUpcastInOptions(Site, Patterns))
     Text += "." + Replacement.LossDtypeSetter + "(" + Site.UpcastType + ")";
   return Text;
+}
+
+std::set<std::string> ownWords(const PatternSet &Patterns, const LangOptions &Language,
+                               const std::string &HiddenName, const StandInNames &StandIns) {
+  const ReplacementPattern &Replacement = Patterns.Replacement;
+  std::vector<std::string> Texts = {Replacement.Call,          Replacement.OptionsType,   Replacement.Enabled,
+                                    Replacement.SkipLogits,    Replacement.UndefinedTensor, Replacement.SkippedLogits,
+                                    Replacement.SkippedLogitsAfter, Replacement.LogitsAsPassedSetter,
+                                    Replacement.ShiftDims,     Replacement.TensorType,    Replacement.ModuleOptions,
+                                    Replacement.LossDtypeSetter, Patterns.Benign.CastMethod, HiddenName,
+                                    StandIns.Logits,           StandIns.Labels};
+  Texts.insert(Texts.end(), std::begin(PlannerKeywords), std::end(PlannerKeywords));
+  for (const ModuleHeadPattern &Rule : Patterns.ModuleHeads) {
+    Texts.push_back(Rule.Weight);
+    Texts.push_back(Rule.Bias);
+  }
+  for (const LossPattern &Rule : Patterns.Losses) {
+    Texts.push_back(Rule.OptionsMember);
+    Texts.push_back(Rule.WeightMember);
+  }
+  // Each setter as the table writes it for options that all differ from the default, once per reduction.
+  for (const auto &[Reduction, Enumerator] : Replacement.Reductions) {
+    PatchedOptions Every;
+    Every.IgnoreIndexText = Every.LabelSmoothingText = "0";
+    Every.Reduction = Reduction;
+    Every.Shift = Every.Bias = true;
+    for (const LossOptionField &Field : lossOptionFields())
+      Texts.push_back(Field.Setter(Every, Replacement));
+  }
+  std::set<std::string> Words;
+  for (const std::string &Text : Texts)
+    forEachRawTokenOf(Text, Language, [&](const Token &Word) {
+      if (Word.is(tok::raw_identifier))
+        Words.insert(Word.getRawIdentifier().str());
+      return true;
+    });
+  return Words;
 }
 
 std::vector<tooling::Replacement> planSiteEdits(const CapturedSite &Site, const PatternSet &Patterns,

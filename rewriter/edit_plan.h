@@ -6,6 +6,7 @@
 #pragma once
 
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -28,6 +29,15 @@ struct StandInNames {
 std::vector<clang::tooling::Replacement> planSiteEdits(const CapturedSite &Site, const PatternSet &Patterns,
                                                        const AstQuery &Query, const std::string &HiddenName,
                                                        const StandInNames &StandIns);
+
+/// Every name the edits planned with these names may write that is not a copy of the program's text: the
+/// replacement's names (`lmfuse`, `enabled`, the stand-ins, the hoisted local), the rule set's members the
+/// head and loss are read through (`weight`, `bias`, `options`), the option table's setters with the
+/// reductions' enumerators, the labels' cast method, and the planner's own keywords (`auto`, `const`).
+/// findEditRefusal checks each for a macro where it is written, whether or not the program's moved code
+/// spells the same name.
+std::set<std::string> ownWords(const PatternSet &Patterns, const clang::LangOptions &Language,
+                               const std::string &HiddenName, const StandInNames &StandIns);
 
 /// The fused call's options, e.g. `lmfuse::LossOptions().ignore_index(-1).shift(true)`.
 std::string lossOptionsText(const CapturedSite &Site, const PatternSet &Patterns);

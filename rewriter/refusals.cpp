@@ -933,12 +933,13 @@ std::optional<Refusal> findRefusal(const CapturedSite &Site, const PatternSet &P
 }
 
 std::optional<Refusal> findEditRefusal(const CapturedSite &Site, llvm::ArrayRef<tooling::Replacement> Edits,
-                                              const PatternSet &Patterns, const AstQuery &Query) {
+                                       const std::set<std::string> &OwnWords, const AstQuery &Query) {
   const SourceManager &SM = Query.sourceManager();
   const LangOptions &Language = Query.context().getLangOpts();
   // The program's own words: every name in the code the rewrite moves or copies, whose macros the move checks
-  // compare where they are written and where they go (macroMeaningChanged). Any other name of the written
-  // text is the rewrite's own, and must be no macro where it is written.
+  // compare where they are written and where they go (macroMeaningChanged). A word of the written text is a
+  // copy of those only if it is one of them and not one the rewrite also writes of its own (`weight` of the
+  // `lm_head->weight` it spells, where the loss's copied code reads `lm_head->weight.size(0)` too).
   std::set<std::string> ProgramWords;
   std::vector<const Stmt *> Parts = rewrittenParts(Site, /*WithOptionLocals=*/true);
   for (const VarDecl *Local : Site.LabelLocals)
@@ -954,7 +955,6 @@ std::optional<Refusal> findEditRefusal(const CapturedSite &Site, llvm::ArrayRef<
       return true;
     });
   }
-  const std::set<std::string> Qualifiers = Patterns.Replacement.leadingQualifiers();
   FileID File = SM.getFileID(SM.getExpansionLoc(Site.Loss->getBeginLoc()));
   for (const tooling::Replacement &Edit : Edits) {
     SourceLocation At = SM.getComposedLoc(File, Edit.getOffset());
@@ -975,10 +975,17 @@ std::optional<Refusal> findEditRefusal(const CapturedSite &Site, llvm::ArrayRef<
       if (!Word.is(tok::raw_identifier))
         return true;
       std::string Name = Word.getRawIdentifier().str();
-      if ((!ProgramWords.count(Name) || Qualifiers.count(Name)) && Query.isMacroAt(Name, At))
+      bool Own = OwnWords.count(Name);
+      if ((Own || !ProgramWords.count(Name)) && Query.isMacroAt(Name, At))
         Found = Refusal{ReasonKind::NameCaptured, Site.Loss,
                         "the rewritten code writes `" + Name + "` on line " + std::to_string(Query.line(At)) +
                             ", where it is a macro of the program"};
+      else if (!Own && !ProgramWords.count(Name))
+        // A word from neither list: the planner wrote a name ownWords does not know, whose macro the check above
+        // could miss at another site (where the program spells it too). Refused rather than trusted.
+        Found = Refusal{ReasonKind::NameCaptured, Site.Loss,
+                        "the rewritten code writes `" + Name + "` on line " + std::to_string(Query.line(At)) +
+                            ", which is neither the program's nor one the rewrite lists as its own"};
       return !Found;
     });
     if (Found)

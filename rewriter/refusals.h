@@ -6,6 +6,7 @@
 #pragma once
 
 #include <optional>
+#include <set>
 #include <string>
 
 #include "ast_query.h"
@@ -30,11 +31,12 @@ std::optional<Refusal> findRefusal(const CapturedSite &Site, const PatternSet &P
 
 /// The checks of the edits planned for a site that passed findRefusal (Edits: edit_plan.h's planSiteEdits): a
 /// preprocessor directive inside the code an edit replaces (it would move with the text or be read twice) is
-/// refused `in-macro`; a name the rewrite writes of its own (`lmfuse`, `enabled`, an option's setter, a
-/// stand-in) that is a macro of the program where it is written would make the rewritten code other code than
-/// planned, refused `name-captured`, as findRefusal refuses a `lmfuse::` or `torch::` that lookup would find
-/// elsewhere.
+/// refused `in-macro`; a name the rewrite writes of its own (OwnWords, edit_plan.h's ownWords: `lmfuse`,
+/// `enabled`, an option's setter, a stand-in, the head's `weight`) that is a macro of the program where it is
+/// written would make the rewritten code other code than planned, refused `name-captured`, as findRefusal
+/// refuses a `lmfuse::` or `torch::` that lookup would find elsewhere; so is a written name that is neither
+/// one of those nor a word of the program's code the edits copy.
 std::optional<Refusal> findEditRefusal(const CapturedSite &Site, llvm::ArrayRef<clang::tooling::Replacement> Edits,
-                                              const PatternSet &Patterns, const AstQuery &Query);
+                                       const std::set<std::string> &OwnWords, const AstQuery &Query);
 
 }  // namespace lmfuse::rewriter

@@ -388,7 +388,9 @@ TranslationUnitResult analyzeTranslationUnit(ASTContext &Context, Preprocessor &
       const StandInNames StandIns{unusedName(Patterns.Replacement.StandIn),
                                   unusedName(Patterns.Replacement.LabelsStandIn)};
       std::vector<tooling::Replacement> Edits = planSiteEdits(Site, Patterns, Query, HiddenName, StandIns);
-      if (auto Refused = findEditRefusal(Site, Edits, Patterns, Query)) {
+      if (auto Refused = findEditRefusal(Site, Edits,
+                                         ownWords(Patterns, Query.context().getLangOpts(), HiddenName, StandIns),
+                                         Query)) {
         refuse(Record, *Refused);
       } else {
         Record.Status = SiteStatus::Patched;

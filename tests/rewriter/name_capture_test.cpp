@@ -157,6 +157,25 @@ struct Tail {
   }
 )", Verb::RefusesWith, "name-captured"},
      "`weight`"},
+    {{"a macro named like the head's weight member, which the loss's own code spells too", R"(
+#define weight bias
+  torch::Tensor forward(torch::Tensor h, torch::Tensor labels) {
+    auto logits = lm_head(h);
+    return F::cross_entropy(logits.view({-1, lm_head->weight.size(0)}), labels.view(-1));
+  }
+)", Verb::RefusesWith, "name-captured"},
+     "`weight`"},
+    {{"a macro named like the shift setter, which a constant the loss's code reads is named too", R"(
+#define shift(on) shift(!(on))
+  torch::Tensor forward(torch::Tensor h, torch::Tensor labels) {
+    const int64_t shift = 32;
+    auto logits = lm_head(h);
+    auto shift_logits = logits.index({torch::indexing::Slice(), torch::indexing::Slice(torch::indexing::None, -1), torch::indexing::Slice()}).contiguous();
+    auto shift_labels = labels.index({torch::indexing::Slice(), torch::indexing::Slice(1, torch::indexing::None)}).contiguous();
+    return F::cross_entropy(shift_logits.view({-1, shift}), shift_labels.view(-1));
+  }
+)", Verb::RefusesWith, "name-captured"},
+     "`shift`"},
 };
 
 const Case Kept[] = {

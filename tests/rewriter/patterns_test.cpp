@@ -1,6 +1,8 @@
 // The rule set's loader and the audit vocabulary: the built-in default is the shipped YAML, a
 // malformed file is an error naming the file, the line and the key, and every reason code
 // round-trips through its spelling.
+#include "edit_plan.h"
+
 #include <catch2/catch.hpp>
 
 #include <fstream>
@@ -187,6 +189,31 @@ TEST_CASE("the replacement's leading qualifiers", "[patterns]") {
   auto RootedLoaded = parsePatterns(Rooted, "rooted.yaml");
   REQUIRE(static_cast<bool>(RootedLoaded));
   CHECK(RootedLoaded->Replacement.leadingQualifiers() == std::set<std::string>{"lmfuse"});
+}
+
+// Every name the planned edits may write that is not copied from the program: the check of the written text
+// for the program's macros asks about each of these even where the program's moved code spells it too.
+TEST_CASE("the words the rewrite writes of its own", "[patterns]") {
+  auto Loaded = parsePatterns(readFile(LMFUSE_PATTERNS_FILE), "libtorch.yaml");
+  REQUIRE(static_cast<bool>(Loaded));
+  clang::LangOptions Language;
+  Language.CPlusPlus = Language.CPlusPlus11 = Language.CPlusPlus14 = Language.CPlusPlus17 = true;
+  std::set<std::string> Words = ownWords(*Loaded, Language, "lmfuse_hidden3", {"lmfuse_logits2", "lmfuse_labels"});
+  std::string Listed;
+  for (const std::string &Word : Words)
+    Listed += Word + " ";
+  INFO(Listed);
+  CHECK(Words == std::set<std::string>{
+                     // the replacement's names, and the names this site's edits take
+                     "lmfuse", "linear_cross_entropy", "LossOptions", "enabled", "skip_logits", "skipped_logits",
+                     "skipped_logits_after", "logits_as_passed", "ShiftDims", "torch", "Tensor",
+                     "module_loss_options", "dtype", "lmfuse_hidden3", "lmfuse_logits2", "lmfuse_labels",
+                     // the head's members and the module loss's, the labels' cast
+                     "weight", "bias", "options", "to",
+                     // the option table's setters and the enumerator of the reduction it writes (the mean is the default)
+                     "ignore_index", "label_smoothing", "reduction", "Reduction", "Sum", "shift", "true",
+                     // the planner's keywords
+                     "auto", "static_cast", "const", "return"});
 }
 
 TEST_CASE("qualified names may be written with a leading ::", "[patterns]") {
