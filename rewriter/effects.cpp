@@ -263,10 +263,14 @@ private:
         for (const Expr *Argument : Finder.changeableArguments(Call))
           for (Root Local : Finder.locals(Argument))
             Into.push_back(Local);
-        // A non-const method (or user code) may keep its arguments in its object (`v.push_back(h)`).
+        // A non-const method (or user code) may keep its arguments in its object (`v.push_back(h)`); so may a
+        // method that writes its object (`a.set_(h)`, `a.set_data(h)`: `a` then shares `h`'s storage, though
+        // a tensor's methods are const), and any method of a library container that holds storage through its
+        // type arguments (`c10::List<Tensor>`, whose const `push_back` stores into the list its copies share).
         const auto *Member = dyn_cast<CXXMemberCallExpr>(Call);
         const auto *Method = Member ? Member->getMethodDecl() : nullptr;
-        if (Method && (!Method->isConst() || !Finder.isLibrary(Method)))
+        if (Method && (!Method->isConst() || !Finder.isLibrary(Method) || Finder.writesByName(Method) ||
+                       Finder.holdsThroughTypeArguments(Method->getParent())))
           for (Root Local : Finder.locals(Member->getImplicitObjectArgument()))
             Into.push_back(Local);
         if (Into.empty())
@@ -282,6 +286,20 @@ private:
     } Collector(*this);
     Collector.TraverseStmt(const_cast<Stmt *>(Site.Body));
     return std::move(Collector.Flows);
+  }
+
+  /// Whether a library call writes what it is given by its name alone: in place (`_`, `_out`) or a writer.
+  bool writesByName(const FunctionDecl *Callee) {
+    if (!Callee)
+      return false;
+    std::string Name = calleeName(Callee);
+    return llvm::StringRef(Name).ends_with("_") || llvm::StringRef(Name).ends_with("_out") ||
+           contains(Effects.Writers, Name);
+  }
+
+  /// Whether Record is a class template's specialisation given a type that can hold storage (`c10::List<Tensor>`).
+  bool holdsThroughTypeArguments(const CXXRecordDecl *Record) {
+    return Record && llvm::any_of(typeArguments(Record), [&](QualType Type) { return Types.reaches(Type); });
   }
 
   /// The input (or value that may share storage with one) that E gives access to, if any. An input of
@@ -1191,9 +1209,7 @@ private:
                               "the fused call would run under (the analysis does not look into the program's code)");
     }
     // The library: in-place by name, non-const reference parameters, non-const methods of non-tensors.
-    bool Writes = llvm::StringRef(Name).ends_with("_") || llvm::StringRef(Name).ends_with("_out") ||
-                  contains(Effects.Writers, Name);
-    if (Writes)
+    if (writesByName(Callee))
       if (auto Of = Reached())
         return change(Call, "`" + Name + "` writes `" + nameOf(*Of) + "`, which may share storage with " + inputs());
     if (setsWritingOption(Call))

@@ -396,6 +396,47 @@ const Case Cases[] = {
     return F::cross_entropy(logits.view({-1, 32}), labels.view(-1));
   }
 )", Verb::RefusesWith, "inputs-modified"},
+    {"a tensor made to share the input's storage with set_, written between the head and the loss", R"(
+  torch::Tensor forward(torch::Tensor x, torch::Tensor labels) {
+    torch::Tensor a;
+    a.set_(x);
+    auto logits = lm_head(x);
+    a.mul_(2);
+    return F::cross_entropy(logits.view({-1, 32}), labels.view(-1));
+  }
+)", Verb::RefusesWith, "inputs-modified"},
+    {"a tensor given the head's weight as its data, written between the head and the loss", R"(
+  torch::Tensor forward(torch::Tensor x, torch::Tensor labels) {
+    torch::Tensor a;
+    a.set_data(lm_head->weight.detach());
+    auto logits = lm_head(x);
+    a.zero_();
+    return F::cross_entropy(logits.view({-1, 32}), labels.view(-1));
+  }
+)", Verb::RefusesWith, "inputs-modified"},
+    {"the input kept in a c10::List (const methods, shared elements), written through it between head and loss", R"(
+  torch::Tensor forward(torch::Tensor x, torch::Tensor labels) {
+    c10::List<torch::Tensor> kept;
+    kept.push_back(x);
+    auto logits = lm_head(x);
+    kept.get(0).mul_(2);
+    return F::cross_entropy(logits.view({-1, 32}), labels.view(-1));
+  }
+)", Verb::RefusesWith, "inputs-modified"},
+    {"an ATen helper that copies into the input it takes by const reference", R"(
+  torch::Tensor forward(torch::Tensor x, torch::Tensor labels) {
+    auto logits = lm_head(x);
+    at::native::copy_ignoring_overlaps(x, x.clone());
+    return F::cross_entropy(logits.view({-1, 32}), labels.view(-1));
+  }
+)", Verb::RefusesWith, "inputs-modified"},
+    {"an ATen helper that resizes the input it takes by const reference", R"(
+  torch::Tensor forward(torch::Tensor x, torch::Tensor labels) {
+    auto logits = lm_head(x);
+    at::native::resize_output(x, {6, 16});
+    return F::cross_entropy(logits.view({-1, 32}), labels.view(-1));
+  }
+)", Verb::RefusesWith, "inputs-modified"},
     {"a signal raised between the head and the loss runs the program's handler", R"(
 #include <csignal>
   torch::Tensor forward(torch::Tensor x, torch::Tensor labels) {

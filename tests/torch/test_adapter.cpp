@@ -641,17 +641,21 @@ TEST_CASE("skipped logits record the graph the head's logits would, and a backwa
   struct Case {
     const char* name;
     bool hiddenGrad, weightGrad, gradMode;
+    int bias;  // 0: none, 1: without grad, 2: requiring grad
   };
-  for (const Case& each : {Case{"the weight requires grad", false, true, true},
-                           Case{"the hidden states require grad", true, false, true},
-                           Case{"neither requires grad", false, false, true},
-                           Case{"no grad mode", true, true, false}}) {
+  for (const Case& each : {Case{"the weight requires grad", false, true, true, 0},
+                           Case{"the hidden states require grad", true, false, true, 0},
+                           Case{"neither requires grad", false, false, true, 0},
+                           Case{"neither requires grad, nor the bias", false, false, true, 1},
+                           Case{"only the bias requires grad (the head frozen but its bias)", false, false, true, 2},
+                           Case{"no grad mode", true, true, false, 2}}) {
     INFO(each.name);
     auto hidden = torch::randn({2, 5, kDim}).requires_grad_(each.hiddenGrad);
     auto weight = torch::randn({kVocab, kDim}).requires_grad_(each.weightGrad);
+    auto bias = each.bias ? torch::randn({kVocab}).requires_grad_(each.bias == 2) : torch::Tensor();
     torch::AutoGradMode mode(each.gradMode);
-    const auto real = F::linear(hidden, weight);
-    const auto skipped = lmfuse::skipped_logits(hidden, weight, "model.h:3");
+    const auto real = F::linear(hidden, weight, bias);
+    const auto skipped = lmfuse::skipped_logits(hidden, weight, bias, "model.h:3");
     const auto flat = [](const torch::Tensor& l) { return l.view({-1, kVocab}); };
     const auto realFlat = flat(real);
     const auto skippedFlat = lmfuse::skipped_logits_after(skipped, flat);

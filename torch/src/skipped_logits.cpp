@@ -118,13 +118,13 @@ struct SkippedLogitsBackward final : torch::autograd::Node {
   std::string site_;
 };
 
-// Gives skipped logits the graph the original's would have: a node whose inputs are From's, when grad mode
-// is on and one of them requires grad (as for F::linear's result, or a reshape's).
-torch::Tensor withGraph(torch::Tensor skipped, const std::string& site, const torch::Tensor& from,
-                        const torch::Tensor& other = {}) {
-  if (!torch::autograd::compute_requires_grad(from, other)) return skipped;
+// Gives skipped logits the graph the original's would have: a node whose inputs are the tensors From holds,
+// when grad mode is on and one of them requires grad (as for F::linear's result from hidden, weight and bias,
+// or a reshape's from the logits).
+torch::Tensor withGraph(torch::Tensor skipped, const std::string& site, const torch::autograd::variable_list& from) {
+  if (!torch::autograd::compute_requires_grad(from)) return skipped;
   std::shared_ptr<SkippedLogitsBackward> node(new SkippedLogitsBackward(site), torch::autograd::deleteNode);
-  node->set_next_edges(torch::autograd::collect_next_edges(from, other));
+  node->set_next_edges(torch::autograd::collect_next_edges(from));
   torch::autograd::create_gradient_edge(skipped, std::move(node));
   return skipped;
 }
@@ -214,7 +214,7 @@ torch::Tensor skipped_logits(const torch::Tensor& hidden, const torch::Tensor& w
   auto lineage = std::make_shared<Lineage>();
   lineage->root = standIn;
   const std::string where(site ? site : "?");
-  return withGraph(makeSkipped(standIn, hidden.device(), where, std::move(lineage)), where, hidden, weight);
+  return withGraph(makeSkipped(standIn, hidden.device(), where, std::move(lineage)), where, {hidden, weight, bias});
 }
 
 torch::Tensor skipped_logits_after(const torch::Tensor& skipped,
@@ -224,7 +224,7 @@ torch::Tensor skipped_logits_after(const torch::Tensor& skipped,
   const torch::Tensor result = code(torch_detail::logitsStandIn(skipped));
   TORCH_CHECK(result.defined() && result.is_meta(), "lmfuse::skipped_logits_after(", impl->site(),
               "): the reshape did not give a tensor of the logits' shape");
-  return withGraph(makeSkipped(result, skipped.device(), impl->site(), impl->lineage()), impl->site(), skipped);
+  return withGraph(makeSkipped(result, skipped.device(), impl->site(), impl->lineage()), impl->site(), {skipped});
 }
 
 bool is_skipped_logits(const torch::Tensor& tensor) { return asSkipped(tensor) != nullptr; }

@@ -111,6 +111,9 @@ public:
   const Tensor &add_(double value) const;
   const Tensor &zero_() const;
   const Tensor &copy_(const Tensor &source) const;
+  // These make the tensor a view of another's storage (ATen: `set_`; the variable's data: `set_data`).
+  const Tensor &set_(const Tensor &source) const;
+  void set_data(const Tensor &new_data) const;
   Tensor &operator+=(double value);
   Tensor &operator=(double value) &&;
   template <class T> T *data_ptr() const;
@@ -219,12 +222,24 @@ struct AutogradState {
   static AutogradState &get_tls_state();
   bool get_grad_mode() const;
 };
+// ATen/core/List.h: a list with reference semantics, whose methods are const and whose copies share elements.
+template <class T> class List {
+public:
+  List();
+  void push_back(const T &value) const;
+  T get(size_t position) const;
+  void set(size_t position, const T &value) const;
+};
 }  // namespace c10
 namespace at {  // ATen ops that write an argument their name does not say
 Tensor batch_norm(const Tensor &input, const Tensor &weight, const Tensor &bias, const Tensor &running_mean,
                   const Tensor &running_var, bool training, double momentum, double eps, bool cudnn_enabled);
 Tensor batch_norm_update_stats(const Tensor &input, const Tensor &running_mean, const Tensor &running_var,
                               double momentum);  // returns a tuple in LibTorch
+namespace native {  // ATen/native helpers that write their first argument, taken by const reference
+void copy_ignoring_overlaps(const Tensor &dst, const Tensor &src);
+bool resize_output(const Tensor &output, IntArrayRef shape);
+}  // namespace native
 // The process's arithmetic (ATen/Context.h).
 struct Context {
   bool setFlushDenormal(bool on);
