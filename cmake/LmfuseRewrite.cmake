@@ -96,6 +96,25 @@ function(_lmfuse_write_list path content)
 endfunction()
 
 # The tool and the pattern set: the in-tree targets, or what lmfuse-config.cmake found.
+# <path> = how the build launches target's compiler, one line each: the compile rule's launcher
+# (RULE_LAUNCH_COMPILE: the target's, else its folder's, else the global one; a command line) and the
+# compiler launcher (CXX_COMPILER_LAUNCHER, a list: one word a line), as the build has them when it is
+# generated. The step runs its checks of a unit's compile command through them: a launcher may add flags
+# of its own (a definition the model tests), which the compile database does not show.
+function(_lmfuse_launcher_file target path)
+  get_property(folder_rule DIRECTORY PROPERTY RULE_LAUNCH_COMPILE)
+  get_property(global_rule GLOBAL PROPERTY RULE_LAUNCH_COMPILE)
+  if(NOT folder_rule)
+    set(folder_rule "${global_rule}")
+  endif()
+  set(rule "$<TARGET_PROPERTY:${target},RULE_LAUNCH_COMPILE>")
+  file(GENERATE OUTPUT "${path}" CONTENT
+"rule $<IF:$<BOOL:${rule}>,${rule},${folder_rule}>
+$<$<BOOL:$<TARGET_PROPERTY:${target},CXX_COMPILER_LAUNCHER>>:word $<JOIN:$<TARGET_PROPERTY:${target},CXX_COMPILER_LAUNCHER>,
+word >
+>")
+endfunction()
+
 function(_lmfuse_rewrite_tool out_tool out_patterns)
   if(TARGET lmfuse::lmfuse)
     set(tool "$<TARGET_FILE:lmfuse::lmfuse>")
@@ -622,11 +641,13 @@ function(_lmfuse_check_linked_targets)
     # written to a file, since the item may hold a generator expression the command would evaluate.
     string(MAKE_C_IDENTIFIER "${member}|${target}" key)
     _lmfuse_write_list("${stamp}.how" "${_lmfuse_how_${key}}")
+    _lmfuse_launcher_file("${member}" "${stamp}.launcher")
     add_custom_command(
       OUTPUT "${stamp}"
       COMMAND "${CMAKE_COMMAND}" "-DMODE=consumer" "-DTARGET=${member}" "-DREWRITTEN=${target}"
               "-DLINKED_HOW=${stamp}.how"
               "-DREWRITTEN_AUDIT=${audit}" "-DREWRITTEN_OUT_DIR=${out_dir}" ${member_arguments}
+              "-DLAUNCHER_FILE=${stamp}.launcher"
               "-DEDIT_ROOT=${edit_root}" "-DSOURCE_ROOT=${edit_root}"
               "-DCOMPILE_COMMANDS=${CMAKE_BINARY_DIR}/compile_commands.json" "-DCXX=${CMAKE_CXX_COMPILER}"
               "-DSTAMP=${stamp}" "-DDEPFILE=${stamp}.d"
@@ -879,8 +900,9 @@ $<JOIN:${global_flags},
       "-DCOMPILE_COMMANDS=${CMAKE_BINARY_DIR}/compile_commands.json" "-DFLAGS_FILE=${flags_file}"
       "-DSOURCES_FILE=${out_dir}/sources.txt" "-DSOURCE_ROOT=${CMAKE_CURRENT_SOURCE_DIR}"
       "-DCXX=${CMAKE_CXX_COMPILER}" "-DUNITS_FILE=${out_dir}/units.txt" "-DBINARY_DIR=${CMAKE_BINARY_DIR}"
-      "-DPATTERNS=${patterns}")
-  set(unit_check_inputs "${flags_file}" "${out_dir}/sources.txt" "${out_dir}/units.txt")
+      "-DPATTERNS=${patterns}" "-DLAUNCHER_FILE=${out_dir}/launcher.txt")
+  _lmfuse_launcher_file("${target}" "${out_dir}/launcher.txt")
+  set(unit_check_inputs "${flags_file}" "${out_dir}/sources.txt" "${out_dir}/units.txt" "${out_dir}/launcher.txt")
 
   if(LMFUSE_REWRITTEN_DIR)
     # A mirror made elsewhere. Its audit lists every copy with the SHA-256 of the original it was made

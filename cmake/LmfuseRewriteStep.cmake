@@ -15,20 +15,39 @@
 #
 # Both modes: TARGET EDIT_ROOT OUT_DIR COPIES AUDIT STAMP EXPECT_PATCHED DEPFILE COMPILE_COMMANDS FLAGS_FILE
 #             SOURCES_FILE SOURCE_ROOT CXX UNITS_FILE BINARY_DIR PATTERNS (carried: where there is one)
+#             LAUNCHER_FILE (how the build launches the compiler: `rule <command line>`, `word <word>` lines)
 # MODE=tool:    TOOL EXTRA_ARGS_FILE
 # MODE=carried: FROM_DIR CARRIED_AUDIT
 # MODE=consumer (a target linked into one binary with the rewritten REWRITTEN: none of its units may compile
 #               the original of a header REWRITTEN's rewrite patched, nor, when it is rewritten too
 #               (MEMBER_OUT_DIR, MEMBER_EDIT_ROOT), a copy of it other than REWRITTEN's): TARGET REWRITTEN
-#               REWRITTEN_AUDIT REWRITTEN_OUT_DIR EDIT_ROOT SOURCE_ROOT COMPILE_COMMANDS CXX STAMP DEPFILE
+#               REWRITTEN_AUDIT REWRITTEN_OUT_DIR EDIT_ROOT SOURCE_ROOT COMPILE_COMMANDS CXX STAMP DEPFILE LAUNCHER_FILE
 #               LINKED_HOW (a file: the link item that may have put the two in one binary, or empty)
 cmake_minimum_required(VERSION 3.22)
 
 # The files of lmfuse_rewritten/<target>/ that are no copies: the audit, the step's inputs, its stage (the
 # tool's cache) and depfile. A carried mirror, a copy of that folder, holds them too.
-set(bookkeeping "step\\.stamp(\\.started)?|audit\\.json|\\.stage|\\.database|\\.lmfuse-cache|flags-[^/]*\\.txt|sources\\.txt|extra-args\\.txt|units\\.txt|rewrite\\.d(\\.part)?")
+set(bookkeeping "step\\.stamp(\\.started)?|audit\\.json|\\.stage|\\.database|\\.lmfuse-cache|flags-[^/]*\\.txt|sources\\.txt|extra-args\\.txt|units\\.txt|launcher\\.txt|rewrite\\.d(\\.part)?")
 
 set(who "lmfuse_rewrite(${TARGET})")
+
+# The compiler as the build runs it: behind the launchers the target names (RULE_LAUNCH_COMPILE,
+# CXX_COMPILER_LAUNCHER), which may add flags the compile database does not show (a definition the model
+# tests). The checks of each unit's command (what it reads, the macros it sees) run through them too.
+set(compiler "${CXX}")
+if(DEFINED LAUNCHER_FILE AND EXISTS "${LAUNCHER_FILE}")
+  file(STRINGS "${LAUNCHER_FILE}" launcher_lines)
+  set(rule_words "")
+  set(launcher_words "")
+  foreach(line IN LISTS launcher_lines)
+    if(line MATCHES "^rule (.+)$")
+      separate_arguments(rule_words UNIX_COMMAND "${CMAKE_MATCH_1}")
+    elseif(line MATCHES "^word (.+)$")
+      list(APPEND launcher_words "${CMAKE_MATCH_1}")
+    endif()
+  endforeach()
+  set(compiler ${rule_words} ${launcher_words} "${CXX}")
+endif()
 
 # Every file the step produces (the mirror's copies, the audit, the stamp, the depfile, the lists it hands
 # the tool) is written whole or not at all (LmfuseWriteFile.cmake).
@@ -371,7 +390,7 @@ function(files_read unit arguments directory out)
     set(directory "${SOURCE_ROOT}")
   endif()
   execute_process(
-    COMMAND "${CXX}" ${arguments} -M -MF "${DEPFILE}.part" -MT unit "${unit}"
+    COMMAND ${compiler} ${arguments} -M -MF "${DEPFILE}.part" -MT unit "${unit}"
     WORKING_DIRECTORY "${directory}" RESULT_VARIABLE status OUTPUT_QUIET ERROR_VARIABLE errors)
   if(NOT status EQUAL 0)
     fail("${unit} does not preprocess with its compile command:\n${errors}")
@@ -888,7 +907,7 @@ function(macro_mismatches source unit arguments directory index out)
     if(probe STREQUAL "start")
       set(input "${empty}")
     endif()
-    execute_process(COMMAND "${CXX}" ${arguments} -dM -E "${input}" WORKING_DIRECTORY "${directory}"
+    execute_process(COMMAND ${compiler} ${arguments} -dM -E "${input}" WORKING_DIRECTORY "${directory}"
                     RESULT_VARIABLE status OUTPUT_VARIABLE defined ERROR_VARIABLE errors)
     if(NOT status EQUAL 0)
       fail("${input} does not preprocess with ${unit}'s compile command:\n${errors}")
@@ -976,7 +995,7 @@ function(macro_mismatches source unit arguments directory index out)
     endforeach()
     set(probe "${OUT_DIR}/.database/include-tests-${key}.cpp")
     place_text("${probe}" "${probe_text}")
-    execute_process(COMMAND "${CXX}" -iquote "${folder}" ${arguments} -dM -E "${probe}"
+    execute_process(COMMAND ${compiler} -iquote "${folder}" ${arguments} -dM -E "${probe}"
                     WORKING_DIRECTORY "${directory}" RESULT_VARIABLE status OUTPUT_VARIABLE defined ERROR_VARIABLE errors)
     if(NOT status EQUAL 0)
       fail("the __has_include tests of ${unit} do not preprocess with its compile command:\n${errors}")

@@ -258,6 +258,12 @@ elseif(STEP STREQUAL "build_guards")
       message(FATAL_ERROR "guard_compiler: the build under ${compiler_id} does not name __clang__:\n${OUT}")
     endif()
   endif()
+  # A compiler launcher that adds a definition the model tests (CAPPED_BY_LAUNCHER): the build fails naming it.
+  build_fails(guard_launcher)
+  string(REGEX REPLACE "[ \t\r\n]+" " " flat "${OUT}")
+  if(NOT flat MATCHES "CAPPED_BY_LAUNCHER")
+    message(FATAL_ERROR "guard_launcher: the build with the launcher's definition does not name it:\n${OUT}")
+  endif()
   # A precompiled model header: the tool finds its site (the header is the program's, however included),
   # and the units, which read the original through the precompiled headers, stop the build naming them.
   build_fails(guard_pch)
