@@ -399,7 +399,8 @@ DriverResult runDriver(const clang::tooling::CompilationDatabase &Compilations,
     std::vector<std::string> Errors(Batch.size());
     parallelFor(Batch.size(), Options.Jobs, [&](size_t K) {
       const Job &Unit = Units[Batch[K]];
-      Errors[K] = verifyRewrite(Unit.CommandLine, Unit.Command.Directory, Overlays[K], Options.EditRoot);
+      Errors[K] = verifyRewrite(Unit.CommandLine, Unit.Command.Directory, Overlays[K], Options.EditRoot,
+                                llvm::StringRef(Patterns.Replacement.Include).split('/').first);
     });
     std::set<std::string> NewlyDropped;
     for (size_t K = 0; K < Batch.size(); ++K) {

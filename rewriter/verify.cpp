@@ -5,6 +5,9 @@
 #include "edit_set.h"
 
 #include "clang/AST/ASTConsumer.h"
+#include "clang/AST/RecursiveASTVisitor.h"
+#include "clang/Lex/Lexer.h"
+#include "clang/Lex/Preprocessor.h"
 #include "clang/Basic/DiagnosticOptions.h"
 #include "clang/Basic/FileManager.h"
 #include "clang/Basic/SourceManager.h"
@@ -257,12 +260,109 @@ ParseOutcome parseTranslationUnit(const std::vector<std::string> &CommandLine, l
   return Outcome;
 }
 
+namespace {
+
+/// What of the program's own reaches the library's headers (the files in a folder named LibraryFolder) where
+/// the rewrite included them: a macro defined in a program file that one of their words expands to (`#define
+/// Mean Sum` above the inserted include, a pushed `TORCH_ARG`), a namespace, class or linkage block of the
+/// program around them, or a `#pragma pack` in effect over their classes. Any of these makes the library's
+/// declarations other code than the library was built from. "" when none does.
+std::string programStateInLibrary(clang::ASTContext &Context, clang::Preprocessor &PP, llvm::StringRef LibraryFolder,
+                                  llvm::StringRef ProjectRoot, llvm::StringRef Directory) {
+  const clang::SourceManager &SM = Context.getSourceManager();
+  auto InLibrary = [&](clang::SourceLocation At) {
+    clang::OptionalFileEntryRef Entry = SM.getFileEntryRefForID(SM.getFileID(SM.getExpansionLoc(At)));
+    return Entry && llvm::sys::path::filename(llvm::sys::path::parent_path(Entry->getName())) == LibraryFolder;
+  };
+  std::string Root = ProjectRoot.str();
+  if (Root.empty())
+    if (clang::OptionalFileEntryRef Main = SM.getFileEntryRefForID(SM.getMainFileID()))
+      Root = llvm::sys::path::parent_path(canonicalPath(Main->getName(), Directory)).str();
+  auto InProgram = [&](clang::SourceLocation At) {
+    At = SM.getExpansionLoc(At);
+    if (At.isInvalid() || InLibrary(At))
+      return false;
+    if (SM.isWrittenInMainFile(At))
+      return true;
+    clang::OptionalFileEntryRef Entry = SM.getFileEntryRefForID(SM.getFileID(At));
+    return Entry && !Root.empty() && isUnder(canonicalPath(Entry->getName(), Directory), Root);
+  };
+  auto Place = [&](clang::SourceLocation At) {
+    clang::PresumedLoc Presumed = SM.getPresumedLoc(SM.getExpansionLoc(At));
+    return Presumed.isValid() ? llvm::sys::path::filename(Presumed.getFilename()).str() + ":" +
+                                    std::to_string(Presumed.getLine())
+                              : std::string("?");
+  };
+  // The macros: each word of each library file, as the preprocessor's history has it where the word stands.
+  for (unsigned I = 0; I < SM.local_sloc_entry_size(); ++I) {
+    const clang::SrcMgr::SLocEntry &Entry = SM.getLocalSLocEntry(I);
+    if (!Entry.isFile() || !InLibrary(clang::SourceLocation::getFromRawEncoding(Entry.getOffset())))
+      continue;
+    clang::FileID File = SM.getFileID(clang::SourceLocation::getFromRawEncoding(Entry.getOffset()));
+    std::optional<llvm::MemoryBufferRef> Buffer = SM.getBufferOrNone(File);
+    if (!Buffer)
+      continue;
+    clang::Lexer Raw(File, *Buffer, SM, Context.getLangOpts());
+    Raw.SetCommentRetentionState(false);
+    for (clang::Token Word; !Raw.LexFromRawLexer(Word);) {
+      if (!Word.is(clang::tok::raw_identifier))
+        continue;
+      clang::IdentifierInfo *Name = PP.getIdentifierInfo(Word.getRawIdentifier());
+      if (!Name->hadMacroDefinition())
+        continue;
+      if (const clang::MacroInfo *Macro = PP.getMacroDefinitionAtLoc(Name, Word.getLocation()).getMacroInfo();
+          Macro && InProgram(Macro->getDefinitionLoc()))
+        return "the program's macro `" + Name->getName().str() + "` (" + Place(Macro->getDefinitionLoc()) +
+               ") is in effect in the library header " + llvm::sys::path::filename(SM.getFilename(Word.getLocation())).str() +
+               " where the rewrite includes it";
+    }
+  }
+  // The scopes and the packing around the library's declarations.
+  class Scopes : public clang::RecursiveASTVisitor<Scopes> {
+  public:
+    explicit Scopes(std::function<bool(clang::SourceLocation)> InLibrary) : InLibrary(std::move(InLibrary)) {}
+    bool VisitNamespaceDecl(clang::NamespaceDecl *Namespace) { return check(Namespace); }
+    bool VisitCXXRecordDecl(clang::CXXRecordDecl *Record) {
+      if (InLibrary(Record->getLocation()) && (Record->hasAttr<clang::MaxFieldAlignmentAttr>() ||
+                                               Record->hasAttr<clang::AlignMac68kAttr>()))
+        Found = "a `#pragma pack` of the program is in effect over `" + Record->getNameAsString() +
+                "`, a class of the library header the rewrite includes";
+      return Found.empty() && check(Record);
+    }
+    bool check(clang::Decl *D) {
+      if (!InLibrary(D->getLocation()))
+        return true;
+      const clang::DeclContext *Around = D->getLexicalDeclContext();
+      while (Around && llvm::isa<clang::LinkageSpecDecl>(Around) && InLibrary(clang::Decl::castFromDeclContext(Around)->getLocation()))
+        Around = Around->getLexicalParent();
+      if (Around && !Around->isTranslationUnit() && !InLibrary(clang::Decl::castFromDeclContext(Around)->getLocation()))
+        Found = "the library header the rewrite includes is read inside a namespace, class or linkage block of the "
+                "program";
+      return Found.empty();
+    }
+    std::function<bool(clang::SourceLocation)> InLibrary;
+    std::string Found;
+  } Visitor(InLibrary);
+  Visitor.TraverseDecl(Context.getTranslationUnitDecl());
+  return Visitor.Found;
+}
+
+}  // namespace
+
 std::string verifyRewrite(const std::vector<std::string> &CommandLine, llvm::StringRef Directory,
-                          const llvm::StringMap<std::string> &Overlay, const std::string &ProjectRoot) {
-  ParseOutcome Outcome = parseTranslationUnit(CommandLine, Directory, Overlay, nullptr, ProjectRoot);
-  if (!Outcome.HadErrors)
-    return "";
-  return Outcome.FirstError;
+                          const llvm::StringMap<std::string> &Overlay, const std::string &ProjectRoot,
+                          llvm::StringRef LibraryFolder) {
+  std::string Found;
+  ParseOutcome Outcome = parseTranslationUnit(
+      CommandLine, Directory, Overlay,
+      [&](clang::ASTContext &Context, clang::Preprocessor &PP) {
+        if (!LibraryFolder.empty())
+          Found = programStateInLibrary(Context, PP, LibraryFolder, ProjectRoot, Directory);
+      },
+      ProjectRoot);
+  if (Outcome.HadErrors)
+    return Outcome.FirstError;
+  return Found;
 }
 
 }  // namespace lmfuse::rewriter

@@ -61,9 +61,13 @@ ParseOutcome parseTranslationUnit(const std::vector<std::string> &CommandLine, l
                                   const std::function<void(clang::ASTContext &, clang::Preprocessor &)> &OnParsed,
                                   const std::string &ProjectRoot = "", bool RecordMacros = false);
 
-/// The re-parse check: the translation unit must compile with Overlay's rewritten contents.
-/// Returns "" when it does, else the first error (file:line: message).
+/// The re-parse check: the translation unit must compile with Overlay's rewritten contents, and the library
+/// headers the rewrite includes (those in a folder named LibraryFolder: `lmfuse/torch.h`) must be read as
+/// the library wrote them: no macro of the program's files expanded in them, no namespace, class or linkage
+/// block of the program around them, no `#pragma pack` over their classes.
+/// Returns "" when it does, else the first error (file:line: message) or what reached the library's headers.
 std::string verifyRewrite(const std::vector<std::string> &CommandLine, llvm::StringRef Directory,
-                          const llvm::StringMap<std::string> &Overlay, const std::string &ProjectRoot = "");
+                          const llvm::StringMap<std::string> &Overlay, const std::string &ProjectRoot = "",
+                          llvm::StringRef LibraryFolder = "");
 
 }  // namespace lmfuse::rewriter

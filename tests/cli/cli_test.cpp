@@ -83,6 +83,50 @@ TEST_CASE("exit 1: a rewrite that does not re-parse is reparse-failed and nothin
   CHECK(countOf(field(Sites[0], "detail"), "lmfuse") >= 1);
 }
 
+// The rewrite includes lmfuse's header after the file's last #include: what the program has set up there (a
+// macro a word of the header expands to, a #pragma pack, a namespace around it) would make the library's
+// declarations other code than the library was built from; the re-parse finds it and nothing is written.
+TEST_CASE("the program's state where the rewrite includes lmfuse's header fails the re-parse, nothing written",
+          "[cli][exit]") {
+  const std::string Body = llvm::StringRef(ModelSource).split('\n').second.str();  // after its #include
+  struct Case {
+    const char *Name;
+    std::string Source;
+    const char *Named;  // what the audit's detail names; "" for a site that stays patched
+  };
+  const Case Cases[] = {
+      {"a macro named like a word of the header, undefined after the include",
+       "#include <torch/torch.h>\n#define int64_t int\n#include \"empty.h\"\n#undef int64_t\n" + Body,
+       "the program's macro `int64_t` (model.cpp:2)"},
+      {"a #pragma pack around the include", "#include <torch/torch.h>\n#pragma pack(push, 1)\n#include \"empty.h\"\n#pragma pack(pop)\n" + Body,
+       "`#pragma pack` of the program is in effect"},
+      {"the include inside a namespace of the program", "#include <torch/torch.h>\nnamespace app {\n#include \"empty.h\"\n" + Body + "}\n",
+       "inside a namespace, class or linkage block of the program"},
+      {"a macro of the program the header does not spell", "#include <torch/torch.h>\n#define VOCAB 32\n#include \"empty.h\"\n" + Body, ""},
+  };
+  for (const Case &Each : Cases) {
+    DYNAMIC_SECTION(Each.Name) {
+      SourceTree Tree({{"model.cpp", Each.Source.c_str()}, {"empty.h", "#pragma once\n"}});
+      std::string Audit = Tree.path("audit.json");
+      ToolRun Run = runLmfuse(withFlags({"--in-place", "--audit", Audit, Tree.path("model.cpp")}, Tree));
+      INFO(Run.Err);
+      llvm::json::Value Document = readAudit(Audit);
+      const llvm::json::Array &Sites = sitesOf(Document);
+      REQUIRE(Sites.size() == 1);
+      INFO(field(Sites[0], "detail"));
+      if (*Each.Named) {
+        CHECK(Run.ExitCode == 1);
+        CHECK(Tree.read("model.cpp") == Each.Source);
+        CHECK(field(Sites[0], "reason") == "reparse-failed");
+        CHECK(countOf(field(Sites[0], "detail"), Each.Named) == 1);
+      } else {
+        CHECK(Run.ExitCode == 0);
+        CHECK(field(Sites[0], "status") == "patched");
+      }
+    }
+  }
+}
+
 TEST_CASE("exit 2: files without compile flags or unreadable are skipped", "[cli][exit]") {
   SourceTree Tree({{"model.cpp", ModelSource}, {"other.cpp", "int other() { return 0; }\n"}});
 
