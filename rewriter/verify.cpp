@@ -3,10 +3,10 @@
 #include "verify.h"
 
 #include "edit_set.h"
+#include "raw_tokens.h"
 
 #include "clang/AST/ASTConsumer.h"
 #include "clang/AST/RecursiveASTVisitor.h"
-#include "clang/Lex/Lexer.h"
 #include "clang/Lex/Preprocessor.h"
 #include "clang/Basic/DiagnosticOptions.h"
 #include "clang/Basic/FileManager.h"
@@ -299,23 +299,22 @@ std::string programStateInLibrary(clang::ASTContext &Context, clang::Preprocesso
     if (!Entry.isFile() || !InLibrary(clang::SourceLocation::getFromRawEncoding(Entry.getOffset())))
       continue;
     clang::FileID File = SM.getFileID(clang::SourceLocation::getFromRawEncoding(Entry.getOffset()));
-    std::optional<llvm::MemoryBufferRef> Buffer = SM.getBufferOrNone(File);
-    if (!Buffer)
-      continue;
-    clang::Lexer Raw(File, *Buffer, SM, Context.getLangOpts());
-    Raw.SetCommentRetentionState(false);
-    for (clang::Token Word; !Raw.LexFromRawLexer(Word);) {
+    std::string Found;
+    forEachRawToken(SM, Context.getLangOpts(), File, 0, ~0u, [&](const clang::Token &Word) {
       if (!Word.is(clang::tok::raw_identifier))
-        continue;
+        return true;
       clang::IdentifierInfo *Name = PP.getIdentifierInfo(Word.getRawIdentifier());
       if (!Name->hadMacroDefinition())
-        continue;
+        return true;
       if (const clang::MacroInfo *Macro = PP.getMacroDefinitionAtLoc(Name, Word.getLocation()).getMacroInfo();
           Macro && InProgram(Macro->getDefinitionLoc()))
-        return "the program's macro `" + Name->getName().str() + "` (" + Place(Macro->getDefinitionLoc()) +
-               ") is in effect in the library header " + llvm::sys::path::filename(SM.getFilename(Word.getLocation())).str() +
-               " where the rewrite includes it";
-    }
+        Found = "the program's macro `" + Name->getName().str() + "` (" + Place(Macro->getDefinitionLoc()) +
+                ") is in effect in the library header " +
+                llvm::sys::path::filename(SM.getFilename(Word.getLocation())).str() + " where the rewrite includes it";
+      return Found.empty();
+    });
+    if (!Found.empty())
+      return Found;
   }
   // The scopes and the packing around the library's declarations.
   class Scopes : public clang::RecursiveASTVisitor<Scopes> {
