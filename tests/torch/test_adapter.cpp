@@ -952,3 +952,108 @@ TEST_CASE("a loss module's options give the module's loss", "[torch][adapter]") 
   torch::nn::CrossEntropyLoss perToken(torch::nn::CrossEntropyLossOptions().reduction(torch::kNone));
   CHECK_THAT(message([&] { lmfuse::module_loss_options(perToken->options); }), Catch::Contains("reduction is None"));
 }
+
+TEST_CASE("what a rewritten call saves for backward is what the original's nodes save", "[torch][adapter]") {
+  // Each case runs the original (F::linear, then cross_entropy over the loss's input and labels code) and the
+  // rewritten call (skipped logits, the same codes handed over), does the same thing to the loss, the
+  // activations or the labels between the loss and backward, and runs backward: both fail, or both give the
+  // same gradients. Autograd's checks of what is saved (a change in place since, an inference tensor) see what
+  // each program saved: the copy a fold or a labels code made, or a view of the caller's tensor.
+  constexpr int64_t batch = 2, time = 5, vocab = 11;
+  const uint64_t seed = freshSeed();
+  INFO("seed " << seed);
+  torch::manual_seed(seed);
+  const auto activations = torch::randn({time, batch, kDim});  // [T, B, D]: transposed, hidden is not contiguous
+  const auto weights = torch::randn({vocab, kDim});
+  const auto allLabels = torch::randint(0, vocab, {batch, time});
+  using Code = std::function<torch::Tensor(const torch::Tensor&)>;
+  struct Between {
+    torch::Tensor &loss, &activations, &labels;
+  };
+  struct Saved {
+    const char* name;
+    bool transposed;  // hidden = activations.transpose(0, 1), else a contiguous copy of that
+    bool shift;       // labels->slice(1, 1).reshape(-1) (a copy) against labels->view(-1) (a view)
+    lmfuse::Reduction reduction;
+    bool inferenceActivations, inferenceLabels;
+    std::function<void(Between)> between;
+  };
+  const auto none = [](Between) {};
+  const std::vector<Saved> cases = {
+      {"a Sum loss divided in place (gradient accumulation)", false, false, lmfuse::Reduction::Sum, false, false,
+       [](Between b) { b.loss.div_(4); }},
+      {"a per-token loss masked in place", false, false, lmfuse::Reduction::None, false, false,
+       [](Between b) { b.loss.mul_(b.labels.view(b.loss.sizes()).ne(3)); }},
+      {"a Mean loss detached in place", false, false, lmfuse::Reduction::Mean, false, false,
+       [](Between b) { b.loss.detach_(); }},
+      {"shifted labels (copied by their code) refilled", false, true, lmfuse::Reduction::Mean, false, false,
+       [](Between b) { b.labels.fill_(1); }},
+      {"labels viewed by their code refilled", false, false, lmfuse::Reduction::Mean, false, false,
+       [](Between b) { b.labels.fill_(1); }},
+      {"transposed activations (copied by the fold) written", true, false, lmfuse::Reduction::Mean, false, false,
+       [](Between b) { b.activations.mul_(2); }},
+      {"contiguous activations (viewed by the fold) written", false, false, lmfuse::Reduction::Mean, false, false,
+       [](Between b) { b.activations.mul_(2); }},
+      {"transposed activations made under InferenceMode", true, false, lmfuse::Reduction::Mean, true, false, none},
+      {"contiguous activations made under InferenceMode", false, false, lmfuse::Reduction::Mean, true, false, none},
+      {"shifted labels made under InferenceMode", false, true, lmfuse::Reduction::Mean, false, true, none},
+      {"viewed labels made under InferenceMode", false, false, lmfuse::Reduction::Mean, false, true, none},
+      {"a per-token loss of transposed activations, recomputed", true, false, lmfuse::Reduction::None, false, false,
+       [](Between b) { b.activations.mul_(2); }},
+  };
+  for (const Saved& item : cases) {
+    INFO(item.name);
+    struct Outcome {
+      std::string error;
+      torch::Tensor gradWeight;
+    };
+    const auto run = [&](bool fused) {
+      torch::Tensor x, labels;
+      {
+        c10::InferenceMode inference(item.inferenceActivations);
+        x = item.transposed ? activations.clone() : activations.transpose(0, 1).contiguous().transpose(0, 1);
+      }
+      {
+        c10::InferenceMode inference(item.inferenceLabels);
+        labels = allLabels.clone();
+      }
+      const auto weight = weights.clone().requires_grad_(true);
+      const Code input = item.shift ? Code([](const torch::Tensor& l) { return l.slice(1, 0, -1).reshape({-1, vocab}); })
+                                    : Code([](const torch::Tensor& l) { return l.reshape({-1, vocab}); });
+      const Code target = item.shift ? Code([](const torch::Tensor& y) { return y.slice(1, 1).reshape(-1); })
+                                     : Code([](const torch::Tensor& y) { return y.view(-1); });
+      const auto reduction = item.reduction == lmfuse::Reduction::Sum    ? F::CrossEntropyFuncOptions::reduction_t(torch::kSum)
+                             : item.reduction == lmfuse::Reduction::None ? F::CrossEntropyFuncOptions::reduction_t(torch::kNone)
+                                                                         : F::CrossEntropyFuncOptions::reduction_t(torch::kMean);
+      Outcome outcome;
+      torch::Tensor loss;
+      outcome.error = errorOf([&] {
+        const auto hidden = x.transpose(0, 1);  // [B, T, D]
+        if (fused) {
+          const auto skipped = lmfuse::skipped_logits(hidden, weight, "model.cpp:9");
+          auto options = lmfuse::LossOptions().shift(item.shift).reduction(item.reduction);
+          options.logits_as_passed({"model.cpp:10", skipped, input,
+                                    item.shift ? c10::optional<lmfuse::ShiftDims>(lmfuse::ShiftDims{1, 1}) : c10::nullopt,
+                                    labels, target});
+          loss = lmfuse::linear_cross_entropy(hidden, weight, {}, labels, options);
+        } else {
+          loss = F::cross_entropy(input(F::linear(hidden, weight)), target(labels),
+                                  F::CrossEntropyFuncOptions().reduction(reduction));
+        }
+        if (item.reduction == lmfuse::Reduction::None) loss = loss.view({batch, -1});
+        item.between({loss, x, labels});
+        if (loss.requires_grad()) (item.reduction == lmfuse::Reduction::None ? loss.sum() : loss).backward();
+      });
+      outcome.gradWeight = weight.grad();
+      return outcome;
+    };
+    const Outcome original = run(false), rewritten = run(true);
+    INFO("original: " << (original.error.empty() ? "ran" : original.error));
+    INFO("rewritten: " << (rewritten.error.empty() ? "ran" : rewritten.error));
+    CHECK(original.error.empty() == rewritten.error.empty());
+    if (original.error.empty() && rewritten.error.empty()) {
+      REQUIRE(original.gradWeight.defined() == rewritten.gradWeight.defined());
+      if (original.gradWeight.defined()) CHECK(relativeError(rewritten.gradWeight, original.gradWeight) < 1e-5);
+    }
+  }
+}

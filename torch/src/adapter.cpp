@@ -30,11 +30,6 @@ using torch_detail::CallResult;
 using torch_detail::Gradients;
 using torch_detail::Operands;
 
-torch::Tensor shapedLoss(const Operands& operands, const torch::Tensor& loss, torch::ScalarType dtype) {
-  if (operands.options.reduction == Reduction::None) return loss.view(operands.leading_shape).to(dtype);
-  return loss.reshape(std::vector<int64_t>{}).to(dtype);  // 0-d, like a reduced F::cross_entropy
-}
-
 // The names, in saved_data, of the GEMM operands kept aside rather than saved (see forward): hidden, weight, bias.
 constexpr const char* kAside[] = {"hidden", "weight", "bias"};
 
@@ -67,9 +62,9 @@ LossOptions loadOptions(AutogradContext* ctx, const torch::Tensor& n_items) {
 }
 
 variable_list inputGradients(const CallResult& result, const torch::Tensor& hidden) {
-  // One per forward argument: hidden, weight, bias, hasBias, labels, n_items, options, gemmWeight,
+  // One per forward argument: hidden, weight, bias, hasBias, labels, labelsAsRead, n_items, options, gemmWeight,
   // gemmBias (never differentiable: the half copies), fp32Params.
-  variable_list grads(10);
+  variable_list grads(11);
   if (result.grad_hidden.defined()) grads[0] = result.grad_hidden.view(hidden.sizes());
   grads[1] = result.grad_weight;
   grads[2] = result.grad_bias;
@@ -87,7 +82,7 @@ public:
   // or under fp32Params the detached half copies of the fp32 weight and bias.
   static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& hidden, const torch::Tensor& weight,
                                const torch::Tensor& biasOrEmpty, bool hasBias, const torch::Tensor& labels,
-                               const torch::Tensor& n_itemsOrEmpty, const LossOptions& options,
+                               const torch::Tensor& labelsAsRead, const torch::Tensor& n_itemsOrEmpty, const LossOptions& options,
                                const torch::Tensor& gemmWeight, const torch::Tensor& gemmBiasOrEmpty,
                                bool fp32Params) {
     const torch::Tensor bias = hasBias ? biasOrEmpty : torch::Tensor();
@@ -101,10 +96,18 @@ public:
     // backward of anything else (a bias clamped under NoGradGuard, a linear probe's weight) leaves the
     // original's backward running, so it leaves this one's too: such an operand is kept aside with its
     // version, which only a backward that computes with it (a recompute) checks.
+    // What is saved is what the original's nodes save, so that autograd's checks of saved variables (a change
+    // in place before backward, an inference tensor) hold where they held for it: of hidden, its rows as
+    // F::linear's product folds them (a view of hidden, or the copy the fold made of a non-contiguous one); of
+    // the labels, the tensor the original's loss read (labelsAsRead: its labels code's result, a view of the
+    // caller's labels or a copy), while the runtime's own labels are kept aside as they were for a recompute.
     const torch::Tensor operandsKept[] = {hidden, gemmWeight, gemmBiasOrEmpty};
     const bool asVariable[] = {weight.requires_grad(), hidden.requires_grad(), false};
-    ctx->save_for_backward({asVariable[0] ? hidden : torch::Tensor(), asVariable[1] ? gemmWeight : torch::Tensor(),
-                            torch::Tensor(), labels, n_itemsOrEmpty});
+    ctx->save_for_backward({asVariable[0] ? operands.hidden_rows : torch::Tensor(),
+                            asVariable[1] ? gemmWeight : torch::Tensor(), torch::Tensor(), labelsAsRead,
+                            n_itemsOrEmpty});
+    ctx->saved_data["hidden_sizes"] = hidden.sizes().vec();
+    if (!labelsAsRead.is_same(labels)) ctx->saved_data["labels"] = labels.clone();
     for (int i = 0; i < 3; ++i)
       if (!asVariable[i]) {
         ctx->saved_data[kAside[i]] = operandsKept[i];
@@ -131,7 +134,7 @@ public:
       ctx->saved_data["grad_weight"] = result.grad_weight;
       ctx->saved_data["grad_bias"] = result.grad_bias;
     }
-    return shapedLoss(operands, result.loss, options.dtype().value_or(hidden.scalar_type()));
+    return result.loss.to(options.dtype().value_or(hidden.scalar_type()));  // shaped as the original's already
   }
 
   static variable_list backward(AutogradContext* ctx, variable_list grad_outputs) {
@@ -146,7 +149,9 @@ public:
     torch::Tensor operandsKept[3];
     for (int i = 0; i < 3; ++i)
       operandsKept[i] = ctx->saved_data.count(kAside[i]) ? ctx->saved_data[kAside[i]].toTensor() : saved[i];
-    const torch::Tensor &hidden = operandsKept[0], &gemmWeight = operandsKept[1], &labels = saved[3];
+    if (!ctx->saved_data.count(kAside[0])) operandsKept[0] = operandsKept[0].reshape(ctx->saved_data["hidden_sizes"].toIntVector());
+    const torch::Tensor &hidden = operandsKept[0], &gemmWeight = operandsKept[1];
+    const torch::Tensor labels = ctx->saved_data.count("labels") ? ctx->saved_data["labels"].toTensor() : saved[3];
     const torch::Tensor gemmBias = ctx->saved_data["has_bias"].toBool() ? operandsKept[2] : torch::Tensor();
     const LossOptions options =
         loadOptions(ctx, ctx->saved_data["has_n_items"].toBool() ? saved[4] : torch::Tensor());
@@ -269,9 +274,9 @@ torch::Tensor linear_cross_entropy(const torch::Tensor& hidden_, const torch::Te
                            (gradBias.defined() && gradBias.requires_grad()));
   if (!needsGraph) {  // no graph: the loss alone, no gradient computed
     const Operands operands = torch_detail::prepareOperands(hidden, weight, bias, labels, options);
-    return asOriginalEmptyMean(shapedLoss(operands, torch_detail::runFused(operands, Gradients{}).loss,
-                                          options.dtype().value_or(hidden.scalar_type())),
-                               labels, options_);
+    return asOriginalEmptyMean(
+        torch_detail::runFused(operands, Gradients{}).loss.to(options.dtype().value_or(hidden.scalar_type())), labels,
+        options_);
   }
   // LibTorch 1.13's Function::apply cannot take an undefined tensor: an absent bias or n_items travels
   // as an empty placeholder and is told apart by a flag in saved_data.
@@ -281,7 +286,7 @@ torch::Tensor linear_cross_entropy(const torch::Tensor& hidden_, const torch::Te
   const torch::Tensor biasOrEmpty = bias.defined() ? bias : placeholder;
   return asOriginalEmptyMean(
       FusedLinearCrossEntropy::apply(hidden, gradWeight, bias.defined() ? gradBias : placeholder, bias.defined(),
-                                     labels, options.n_items().defined() ? options.n_items() : placeholder, options,
+                                     labels, target.defined() ? target : labels, options.n_items().defined() ? options.n_items() : placeholder, options,
                                      weight, biasOrEmpty, cast.fp32Params),
       labels, options_);
 }

@@ -43,9 +43,9 @@ bool aligned(const torch::Tensor& matrix) {
   return address % kAlignmentBytes == 0 && (oneRow || (matrix.stride(0) * element) % kAlignmentBytes == 0);
 }
 
-// A [rows, cols] view with unit inner stride and aligned rows, copying only when it must.
-torch::Tensor runtimeMatrix(const torch::Tensor& tensor, int64_t cols) {
-  torch::Tensor matrix = tensor.reshape({-1, cols});
+// The [rows, cols] matrix itself where its inner stride is 1 and its rows are aligned, else a contiguous copy.
+torch::Tensor runtimeMatrix(const torch::Tensor& matrix) {
+  const int64_t cols = matrix.size(1);
   const bool oneRow = matrix.size(0) <= 1;
   const bool usable = (matrix.stride(1) == 1 || cols == 1) && (oneRow || matrix.stride(0) >= cols) &&
                       aligned(matrix);
@@ -124,8 +124,9 @@ Operands prepareOperands(const torch::Tensor& hidden, const torch::Tensor& weigh
   LMFUSE_TORCH_CHECK(Check::LabelCount, labels.numel() == tokens, kWho, "labels has ", labels.numel(), " elements (shape ",
               labels.sizes(), ") but hidden ", hidden.sizes(), " has ", tokens, " tokens");
 
-  operands.hidden = runtimeMatrix(hidden, dim);
-  operands.weight = runtimeMatrix(weight, dim);
+  operands.hidden_rows = hidden.reshape({-1, dim});
+  operands.hidden = runtimeMatrix(operands.hidden_rows);
+  operands.weight = runtimeMatrix(weight);
   operands.bias = bias.defined() ? bias.contiguous() : torch::Tensor();
   operands.labels = labels.reshape({-1}).contiguous();
 
@@ -175,7 +176,9 @@ CallResult runFused(const Operands& operands, Gradients wanted, const torch::Ten
   const auto floatOptions = operands.hidden.options().dtype(torch::kFloat);
   const bool perToken = operands.options.reduction == Reduction::None;
   CallResult result;
-  result.loss = torch::empty({perToken ? problem.tokens : 1}, floatOptions);
+  // In the shape the call returns, so that the loss handed to the program is no view (an in-place op on it, `loss /=
+  // steps`, works as on the original's).
+  result.loss = perToken ? torch::empty(operands.leading_shape, floatOptions) : torch::empty({}, floatOptions);
   if (wanted.hidden) result.grad_hidden = torch::empty({problem.tokens, problem.hidden_dim}, operands.hidden.options());
   const bool fp32Params = operands.param_grads == ParamGradKind::Float32;
   const auto paramOptions = fp32Params ? floatOptions : operands.weight.options();

@@ -14,6 +14,9 @@ namespace lmfuse::torch_detail {
 /// unit inner strides and aligned rows; the tensors keep the memory the Problem points to alive.
 struct Operands {
   torch::Tensor hidden, weight, bias, labels, n_items;
+  /// hidden folded into rows as F::linear's product folds it (`reshape({-1, D})`: a view of hidden where one
+  /// exists, else a copy): what the original's backward saves of its input. `hidden` is this or its copy.
+  torch::Tensor hidden_rows;
   std::vector<int64_t> leading_shape;  ///< hidden's shape without its last dimension
   Problem problem;
   Options options;
@@ -33,7 +36,7 @@ struct Gradients {
 };
 
 struct CallResult {
-  torch::Tensor loss;  ///< fp32: [1] for Mean/Sum, [N] for None
+  torch::Tensor loss;  ///< fp32: 0-dim for Mean/Sum, hidden's leading shape for None (a tensor of its own, no view)
   torch::Tensor grad_hidden, grad_weight, grad_bias;  ///< [N, D], [V, D], [V]; undefined when not asked
 };
 
