@@ -384,68 +384,20 @@ const FunctionDecl *AstQuery::enclosingFunction(const Stmt *Node) const {
 }
 
 bool AstQuery::nameInUse(llvm::StringRef Name, const FunctionDecl *Function) const {
-  class NameFinder : public RecursiveASTVisitor<NameFinder> {
-  public:
-    explicit NameFinder(llvm::StringRef Name) : Name(Name) {}
+  // A use in the body names a declaration lookup from here may not find (a member of another class read
+  // through an object: `other.lmfuse_hidden`).
+  struct UseFinder : RecursiveASTVisitor<UseFinder> {
+    llvm::StringRef Name;
+    bool Found = false;
     bool shouldVisitLambdaBody() const { return true; }
-    bool VisitNamedDecl(NamedDecl *D) { return !(Found = Found || named(D)); }
     bool VisitDeclRefExpr(DeclRefExpr *Ref) { return !(Found = Found || named(Ref->getDecl())); }
     bool VisitMemberExpr(MemberExpr *Member) { return !(Found = Found || named(Member->getMemberDecl())); }
     bool named(const NamedDecl *D) const { return D && D->getDeclName().isIdentifier() && D->getName() == Name; }
-    llvm::StringRef Name;
-    bool Found = false;
-  } Finder(Name);
-  for (const ParmVarDecl *Parameter : Function->parameters())
-    if (Finder.named(Parameter))
-      return true;
-  Finder.TraverseStmt(Function->getBody());
-  if (Finder.Found)
-    return true;
-  DeclarationName Identifier(&Context.Idents.get(Name));
-  std::function<bool(const CXXRecordDecl *)> InClass = [&](const CXXRecordDecl *Record) {
-    if (!Record || !(Record = Record->getDefinition()))
-      return false;
-    if (!Record->lookup(Identifier).empty())
-      return true;
-    for (const CXXBaseSpecifier &Base : Record->bases())
-      if (InClass(Base.getType()->getAsCXXRecordDecl()))
-        return true;
-    return false;
-  };
-  // What using-directives make visible counts too (a type `lmfuse_hidden` of a namespace the file uses, read in
-  // a `sizeof`), through the namespaces those nominate in turn.
-  std::set<const DeclContext *> Nominated;
-  std::function<bool(const DeclContext *)> ThroughDirectives = [&](const DeclContext *Scope) {
-    for (const UsingDirectiveDecl *Directive : Scope->using_directives()) {
-      const NamespaceDecl *Namespace = Directive->getNominatedNamespace();
-      if (Namespace && Nominated.insert(Namespace->getPrimaryContext()).second &&
-          (!Namespace->lookup(Identifier).empty() || ThroughDirectives(Namespace)))
-        return true;
-    }
-    return false;
-  };
-  struct DirectiveFinder : RecursiveASTVisitor<DirectiveFinder> {
-    std::vector<const UsingDirectiveDecl *> Found;
-    bool shouldVisitLambdaBody() const { return true; }
-    bool VisitUsingDirectiveDecl(UsingDirectiveDecl *Directive) {
-      Found.push_back(Directive);
-      return true;
-    }
-  } InBody;
-  InBody.TraverseStmt(Function->getBody());
-  for (const UsingDirectiveDecl *Directive : InBody.Found)
-    if (const NamespaceDecl *Namespace = Directive->getNominatedNamespace();
-        Namespace && (!Namespace->lookup(Identifier).empty() || ThroughDirectives(Namespace)))
-      return true;
-  for (const DeclContext *Scope = Function; Scope; Scope = Scope->getParent()) {
-    if (const auto *Record = dyn_cast<CXXRecordDecl>(Scope); Record && InClass(Record))
-      return true;
-    if (!Scope->lookup(Identifier).empty())
-      return true;
-    if ((Scope->isFileContext()) && ThroughDirectives(Scope))
-      return true;
-  }
-  return false;
+  } Uses;
+  Uses.Name = Name;
+  Uses.TraverseStmt(Function->getBody());
+  return Uses.Found ||
+         declarationNamed(Name, Function, [](const NamedDecl *) { return true; }, /*WithGlobalScope=*/true);
 }
 
 const NamedDecl *AstQuery::nameShadowsGlobalNamespace(llvm::StringRef Name, const FunctionDecl *Function) const {
@@ -459,9 +411,17 @@ const NamedDecl *AstQuery::nameShadowsGlobalNamespace(llvm::StringRef Name, cons
     return Namespace && Namespace->getDeclName() == Identifier &&
            Namespace->getDeclContext()->getRedeclContext()->isTranslationUnit();
   };
+  return declarationNamed(Name, Function, [&](const NamedDecl *D) { return !IsTheGlobalNamespace(D); },
+                          /*WithGlobalScope=*/false);
+}
+
+const NamedDecl *AstQuery::declarationNamed(llvm::StringRef Name, const FunctionDecl *Function,
+                                            llvm::function_ref<bool(const NamedDecl *)> Counts,
+                                            bool WithGlobalScope) const {
+  DeclarationName Identifier(&Context.Idents.get(Name));
   auto Other = [&](const DeclContext *Scope) -> const NamedDecl * {
     for (const NamedDecl *Found : Scope->lookup(Identifier))
-      if (!IsTheGlobalNamespace(Found))
+      if (Counts(Found))
         return Found;
     return nullptr;
   };
@@ -490,7 +450,7 @@ const NamedDecl *AstQuery::nameShadowsGlobalNamespace(llvm::StringRef Name, cons
   auto InParameters = [&](const TemplateParameterList *Parameters) -> const NamedDecl * {
     if (Parameters)
       for (const NamedDecl *Parameter : *Parameters)
-        if (Parameter->getDeclName() == Identifier)
+        if (Parameter->getDeclName() == Identifier && Counts(Parameter))
           return Parameter;
     return nullptr;
   };
@@ -512,7 +472,7 @@ const NamedDecl *AstQuery::nameShadowsGlobalNamespace(llvm::StringRef Name, cons
         return !Found;
       }
     } Search;
-    Search.Counts = [&](const NamedDecl *D) { return D->getDeclName() == Identifier && !IsTheGlobalNamespace(D); };
+    Search.Counts = [&](const NamedDecl *D) { return D->getDeclName() == Identifier && Counts(D); };
     Search.Through = Through;
     for (const ParmVarDecl *Parameter : Scope->parameters())
       if (Search.Counts(Parameter))
@@ -529,8 +489,18 @@ const NamedDecl *AstQuery::nameShadowsGlobalNamespace(llvm::StringRef Name, cons
   while (!Pending.empty()) {
     const DeclContext *Scope = Pending.back();
     Pending.pop_back();
-    if (!Scope || Scope->isTranslationUnit() || !Seen.insert(Scope).second)
+    if (!Scope || !Seen.insert(Scope).second)
       continue;
+    if (Scope->isTranslationUnit()) {
+      if (!WithGlobalScope)
+        continue;
+      if (const NamedDecl *Found = Other(Scope))
+        return Found;
+      for (const UsingDirectiveDecl *Directive : Scope->using_directives())
+        if (const NamedDecl *Found = Through(Directive->getNominatedNamespace()))
+          return Found;
+      continue;
+    }
     const NamedDecl *Found = nullptr;
     if (const auto *Inner = dyn_cast<FunctionDecl>(Scope))
       Found = InFunction(Inner);

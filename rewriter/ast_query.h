@@ -137,6 +137,15 @@ private:
   /// with its name; read once from the source manager's record of expansions.
   const std::vector<std::pair<clang::SourceLocation, std::string>> &positionMacroExpansions() const;
 
+  /// The first declaration named Name that Counts takes, as lookup from Function's body would meet them, scope by
+  /// scope outwards, both as written and as declared: the function's own declarations and what its block-scope
+  /// using-directives bring, template parameters, members of enclosing classes and their bases, members of
+  /// enclosing namespaces and what their using-directives nominate in turn; the global scope and its
+  /// using-directives only WithGlobalScope. The one walk behind nameInUse and nameShadowsGlobalNamespace.
+  const clang::NamedDecl *declarationNamed(llvm::StringRef Name, const clang::FunctionDecl *Function,
+                                           llvm::function_ref<bool(const clang::NamedDecl *)> Counts,
+                                           bool WithGlobalScope) const;
+
   clang::ASTContext &Context;
   clang::Preprocessor &PP;  // the unit's, with every macro's history
   std::string ProgramRoot;

@@ -31,6 +31,41 @@ namespace lmfuse::rewriter {
 
 namespace {
 
+// The program's own files, as the analysis counts them (ast_query.h: inProgramFile): the main file and the
+// files under the project root ("": the main file's folder), decided by where a file lies and never by how
+// it was included. Paths are made canonical on the real file system against the command's directory: the
+// in-memory overlay of a re-parse resolves no links.
+class ProgramFiles {
+public:
+  ProgramFiles(const clang::SourceManager &Sources, llvm::StringRef Root, llvm::StringRef Directory)
+      : Sources(Sources), Root(Root), Directory(Directory) {}
+
+  /// Whether Location (its expansion) lies in one of the program's files.
+  bool contains(clang::SourceLocation Location) {
+    Location = Sources.getExpansionLoc(Location);
+    if (Location.isInvalid())
+      return false;
+    clang::FileID File = Sources.getFileID(Location);
+    if (File == Sources.getMainFileID())
+      return true;
+    auto [It, Inserted] = Known.try_emplace(File.getHashValue(), false);
+    if (Inserted) {
+      if (Root.empty())  // the main file is known once the parse has begun, not when this is made
+        if (clang::OptionalFileEntryRef Main = Sources.getFileEntryRefForID(Sources.getMainFileID()))
+          Root = llvm::sys::path::parent_path(canonicalPath(Main->getName(), Directory)).str();
+      clang::OptionalFileEntryRef Entry = Sources.getFileEntryRefForID(File);
+      It->second = Entry && !Root.empty() && isUnder(canonicalPath(Entry->getName(), Directory), Root);
+    }
+    return It->second;
+  }
+
+private:
+  const clang::SourceManager &Sources;
+  std::string Root;
+  std::string Directory;
+  std::map<unsigned, bool> Known;  // FileID hash -> a program file
+};
+
 // Passes every call through, and remembers the paths looked up (absolute): those that do not exist (the
 // include search's misses, which decide as much as the files it found) and the files found, by the names
 // they were looked up by (a link's name among them).
@@ -108,7 +143,7 @@ public:
                   const std::function<void(clang::ASTContext &, clang::Preprocessor &)> &OnParsed, const MacroNameRecorder *Macros,
                   llvm::StringRef ProjectRoot)
       : Compiler(Compiler), Directory(Directory), Outcome(Outcome), OnParsed(OnParsed), Macros(Macros),
-        ProjectRoot(ProjectRoot) {}
+        Program(Compiler.getSourceManager(), ProjectRoot, Directory) {}
 
   // Only reached with SkipFunctionBodies on; Sema already keeps constexpr and auto-returning bodies. A
   // program header included as a system header (-isystem, a precompiled header) keeps its bodies: the
@@ -116,19 +151,7 @@ public:
   bool shouldSkipFunctionBody(clang::Decl *D) override {
     const clang::SourceManager &Sources = Compiler.getSourceManager();
     clang::SourceLocation Location = Sources.getExpansionLoc(D->getLocation());
-    if (!Sources.isInSystemHeader(Location))
-      return false;
-    clang::FileID File = Sources.getFileID(Location);
-    auto [It, Inserted] = ProgramFiles.try_emplace(File.getHashValue(), false);
-    if (Inserted) {
-      std::string Root = ProjectRoot;
-      if (Root.empty())
-        if (clang::OptionalFileEntryRef Main = Sources.getFileEntryRefForID(Sources.getMainFileID()))
-          Root = llvm::sys::path::parent_path(canonicalPath(Main->getName(), Directory)).str();
-      clang::OptionalFileEntryRef Entry = Sources.getFileEntryRefForID(File);
-      It->second = Entry && !Root.empty() && isUnder(canonicalPath(Entry->getName(), Directory), Root);
-    }
-    return !It->second;
+    return Sources.isInSystemHeader(Location) && !Program.contains(Location);
   }
 
   void HandleTranslationUnit(clang::ASTContext &Context) override {
@@ -151,8 +174,7 @@ private:
   ParseOutcome &Outcome;
   const std::function<void(clang::ASTContext &, clang::Preprocessor &)> &OnParsed;
   const MacroNameRecorder *Macros;
-  std::string ProjectRoot;
-  std::map<unsigned, bool> ProgramFiles;  // FileID hash -> a program file (keeps its bodies)
+  ProgramFiles Program;
 };
 
 class ParsingAction : public clang::ASTFrontendAction {
@@ -274,19 +296,8 @@ std::string programStateInLibrary(clang::ASTContext &Context, clang::Preprocesso
     clang::OptionalFileEntryRef Entry = SM.getFileEntryRefForID(SM.getFileID(SM.getExpansionLoc(At)));
     return Entry && llvm::sys::path::filename(llvm::sys::path::parent_path(Entry->getName())) == LibraryFolder;
   };
-  std::string Root = ProjectRoot.str();
-  if (Root.empty())
-    if (clang::OptionalFileEntryRef Main = SM.getFileEntryRefForID(SM.getMainFileID()))
-      Root = llvm::sys::path::parent_path(canonicalPath(Main->getName(), Directory)).str();
-  auto InProgram = [&](clang::SourceLocation At) {
-    At = SM.getExpansionLoc(At);
-    if (At.isInvalid() || InLibrary(At))
-      return false;
-    if (SM.isWrittenInMainFile(At))
-      return true;
-    clang::OptionalFileEntryRef Entry = SM.getFileEntryRefForID(SM.getFileID(At));
-    return Entry && !Root.empty() && isUnder(canonicalPath(Entry->getName(), Directory), Root);
-  };
+  ProgramFiles Program(SM, ProjectRoot, Directory);
+  auto InProgram = [&](clang::SourceLocation At) { return !InLibrary(At) && Program.contains(At); };
   auto Place = [&](clang::SourceLocation At) {
     clang::PresumedLoc Presumed = SM.getPresumedLoc(SM.getExpansionLoc(At));
     return Presumed.isValid() ? llvm::sys::path::filename(Presumed.getFilename()).str() + ":" +
