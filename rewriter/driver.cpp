@@ -399,8 +399,10 @@ DriverResult runDriver(const clang::tooling::CompilationDatabase &Compilations,
     std::vector<std::string> Errors(Batch.size());
     parallelFor(Batch.size(), Options.Jobs, [&](size_t K) {
       const Job &Unit = Units[Batch[K]];
+      llvm::StringRef Call = Patterns.Replacement.Call;
       Errors[K] = verifyRewrite(Unit.CommandLine, Unit.Command.Directory, Overlays[K], Options.EditRoot,
-                                llvm::StringRef(Patterns.Replacement.Include).split('/').first);
+                                llvm::StringRef(Patterns.Replacement.Include).split('/').first,
+                                Call.contains("::") ? Call.take_front(Call.find("::")) : llvm::StringRef());
     });
     std::set<std::string> NewlyDropped;
     for (size_t K = 0; K < Batch.size(); ++K) {

@@ -19,8 +19,9 @@ namespace lmfuse::rewriter {
 namespace {
 
 /// The keywords the planner writes around the program's text: the hoisted local's declaration (`auto`,
-/// `static_cast<const T &>`) and the stand-in lambdas (`const T &`, `return`). ownWords lists them.
-constexpr const char *PlannerKeywords[] = {"auto", "static_cast", "const", "return"};
+/// `static_cast<const T &>`), the stand-in lambdas (`const T &`, `return`) and the guard repeated at the head
+/// (`static_cast<bool>`, labels_guard.cpp: asTest). ownWords lists them.
+constexpr const char *PlannerKeywords[] = {"auto", "static_cast", "const", "return", "bool"};
 
 /// Half-open file offsets of an expression's tokens.
 std::pair<unsigned, unsigned> offsets(const Stmt *Node, const AstQuery &Query) {
@@ -98,18 +99,12 @@ std::string siteName(const Stmt *Node, const AstQuery &Query) {
   return "\"" + Quoted + "\"";
 }
 
-/// A guard text safe to put after `&&`.
-std::string operand(const std::string &Text) {
-  bool Simple = Text.find_first_of(" !?&|<>=") == std::string::npos;
-  return Simple ? Text : "(" + Text + ")";
-}
-
 /// The condition under which a statement may skip the logits: the fused path is on and, unless
 /// the statement only runs when labels are present, the labels are present.
 std::string skipCondition(const Stmt *Statement, const CapturedSite &Site, const PatternSet &Patterns,
                           const AstQuery &Query) {
   const std::string &Skip = Patterns.Replacement.SkipLogits;
-  return runsWithoutLoss(Statement, Site.Guard, Query) ? Skip + " && " + operand(Site.Guard.Positive) : Skip;
+  return runsWithoutLoss(Statement, Site.Guard, Query) ? Skip + " && " + Site.Guard.Positive : Skip;
 }
 
 /// Whether the loss call can take a conditional expression without parentheses.

@@ -13,9 +13,25 @@ namespace {
 
 struct GuardTest {
   const VarDecl *Labels = nullptr;
-  bool Present = true;   ///< the condition is true when the labels are present
-  std::string Positive;  ///< source text of the presence test
+  bool Present = true;  ///< the condition is true when the labels are present
 };
+
+/// The condition as the rewrite writes it again at the head (after `&&`): its own text, converted to bool as the
+/// `if` or `?:` converted it, negated where the loss runs when it is false. Only built-in operators then apply
+/// to what the rewrite writes around it: a program's `operator&&` or `operator!` for the labels' type (an
+/// optional, a pointer) cannot take the written `&&` or `!`, and an equality the program wrote is evaluated as
+/// it wrote it, never turned into another operator.
+std::string asTest(const Expr *Condition, bool Holds, const AstQuery &Query) {
+  const Expr *Spelled = AstQuery::spelled(Condition);
+  if (const auto *Not = dyn_cast<UnaryOperator>(Spelled); Not && Not->getOpcode() == UO_LNot && !Holds)
+    return asTest(Not->getSubExpr(), true, Query);  // the built-in `!` undone: `labels.has_value()`, not `!(!...)`
+  std::string Text = Query.text(Spelled);
+  if (Spelled->getType()->isBooleanType()) {
+    bool Simple = Text.find_first_of(" !?&|<>=,") == std::string::npos;
+    return Holds ? (Simple ? Text : "(" + Text + ")") : "!(" + Text + ")";
+  }
+  return (Holds ? "static_cast<bool>(" : "!static_cast<bool>(") + Text + ")";
+}
 
 std::optional<GuardTest> parseGuard(const Expr *Condition, const PatternSet &Patterns, const AstQuery &Query) {
   const Expr *E = AstQuery::spelled(Condition);
@@ -41,21 +57,20 @@ std::optional<GuardTest> parseGuard(const Expr *Condition, const PatternSet &Pat
     const VarDecl *Labels = AstQuery::namedVariable(Left);
     if (!Labels || !isNullConstant(Right, Patterns, Query))
       return std::nullopt;
-    std::string Positive = Query.text(AstQuery::spelled(Left)) + " != " + Query.text(AstQuery::spelled(Right));
-    return GuardTest{Labels, !Equal, Positive};
+    return GuardTest{Labels, !Equal};
   }
   // labels.has_value(), labels.defined()
   if (auto Call = AstQuery::asCall(E); Call && Call->Object && Call->Args.empty() &&
                                        contains(Patterns.Guards.Methods, Call->Name)) {
     if (const VarDecl *Labels = AstQuery::namedVariable(Call->Object))
-      return GuardTest{Labels, true, Query.text(E)};
+      return GuardTest{Labels, true};
     return std::nullopt;
   }
   // if (labels) on an optional or a pointer
   if (const VarDecl *Labels = AstQuery::namedVariable(E)) {
     QualType Type = Labels->getType().getNonReferenceType();
     if (!Type->isBooleanType() && !Type->isIntegralOrEnumerationType())
-      return GuardTest{Labels, true, Query.text(E)};
+      return GuardTest{Labels, true};
   }
   return std::nullopt;
 }
@@ -96,10 +111,9 @@ LabelsGuard branchGuard(const Stmt *Construct, const Expr *Condition, bool InThe
                         const Stmt *NotTaken, const PatternSet &Patterns, const AstQuery &Query) {
   auto Test = parseGuard(Condition, Patterns, Query);
   if (Test && Test->Present == InThen)
-    return LabelsGuard{GuardKind::Branch, Construct, Condition, Taken, NotTaken, Test->Labels, Test->Positive};
-  std::string Text = Query.text(AstQuery::spelled(Condition));
-  return LabelsGuard{GuardKind::Unrelated, Construct, Condition, Taken, NotTaken, nullptr,
-                     InThen ? Text : "!(" + Text + ")"};
+    return LabelsGuard{GuardKind::Branch, Construct, Condition, Taken, NotTaken, Test->Labels,
+                       asTest(Condition, InThen, Query)};
+  return LabelsGuard{GuardKind::Unrelated, Construct, Condition, Taken, NotTaken, nullptr, asTest(Condition, InThen, Query)};
 }
 
 }  // namespace
@@ -131,7 +145,8 @@ LabelsGuard findGuard(const CallExpr *Loss, const Stmt *Body, const PatternSet &
           continue;
         auto Test = parseGuard(If->getCond(), Patterns, Query);
         if (Test && !Test->Present)
-          return LabelsGuard{GuardKind::EarlyReturn, If, If->getCond(), nullptr, nullptr, Test->Labels, Test->Positive};
+          return LabelsGuard{GuardKind::EarlyReturn, If, If->getCond(), nullptr, nullptr, Test->Labels,
+                             asTest(If->getCond(), false, Query)};
       }
     }
     if (Parent == Body || isa<LambdaExpr>(Parent))

@@ -28,7 +28,7 @@ struct LabelsGuard {
   const clang::Stmt *Taken = nullptr;      ///< Branch/Unrelated: the branch of Construct that holds the loss
   const clang::Stmt *NotTaken = nullptr;   ///< Branch/Unrelated: the other branch (may be null)
   const clang::VarDecl *Labels = nullptr;  ///< the guarded variable
-  std::string Positive;                    ///< the condition under which the loss runs, as source text
+  std::string Positive;  ///< the condition under which the loss runs, as source text that can follow `&&` (asTest)
 };
 
 /// The guard of the loss call within the function body Body.

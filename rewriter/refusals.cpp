@@ -82,6 +82,31 @@ std::optional<Refusal> lineDirectiveInEffect(const CapturedSite &Site, const Pat
                      ", which the rewritten copy's own #line directives would change (__FILE__, __LINE__)"};
 }
 
+/// The first write in E: an assignment, `++` or `--` (built-in or a class's operator), or what Clang counts as a
+/// side effect without a call (a volatile read). Calls are the effect analysis's (inputsModified).
+const Expr *writeIn(const Expr *E, const ASTContext &Context) {
+  if (!E)
+    return nullptr;
+  struct Finder : RecursiveASTVisitor<Finder> {
+    const Expr *Found = nullptr;
+    bool VisitBinaryOperator(BinaryOperator *Operator) { return note(Operator, Operator->isAssignmentOp()); }
+    bool VisitUnaryOperator(UnaryOperator *Operator) { return note(Operator, Operator->isIncrementDecrementOp()); }
+    bool VisitCXXOperatorCallExpr(CXXOperatorCallExpr *Call) {
+      OverloadedOperatorKind Kind = Call->getOperator();
+      return note(Call, Call->isAssignmentOp() || Kind == OO_PlusPlus || Kind == OO_MinusMinus);
+    }
+    bool note(const Expr *Candidate, bool Writes) {
+      if (Writes && !Found)
+        Found = Candidate;
+      return !Found;
+    }
+  } Search;
+  Search.TraverseStmt(const_cast<Expr *>(E));
+  if (Search.Found)
+    return Search.Found;
+  return E->HasSideEffects(Context, /*IncludePossibleEffects=*/false) ? E : nullptr;
+}
+
 /// The rewrite moves the loss (into the fused call's alternative, lines below and columns to the right),
 /// copies its logits and labels code into lambdas, spells the labels test again at the head, and moves or
 /// copies the head's statement and the chain after it; the options a local holds are read at the loss. Code
@@ -99,6 +124,16 @@ std::optional<Refusal> positionDependent(const CapturedSite &Site, const Pattern
                      Found + " in the code the rewrite moves or copies (line " + std::to_string(Query.line(Part->getBeginLoc())) +
                          "), where it would give another value: another line, column or function name, or another "
                          "count of expansions"};
+  // The loss's code and the labels test run another number of times in the copy: the test again at the head, the
+  // logits code on a stand-in and again where the call computes the original's loss. A write there (an
+  // assignment, `++`, `--`; calls are the effect analysis's) would be made that many times.
+  for (const Expr *Part : {static_cast<const Expr *>(Site.Loss), Site.Guard.Condition})
+    if (const Expr *Code = writeIn(Part, Query.context()))
+      return Refusal{ReasonKind::PositionDependent, Code,
+                     "`" + Query.text(AstQuery::spelled(Code)) +
+                         "` writes a value, and the rewritten code runs it another number of times than the original: "
+                         "the labels test again at the head, the loss's logits code again where the fused call "
+                         "computes the original's loss"};
   return std::nullopt;
 }
 

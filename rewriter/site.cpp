@@ -41,7 +41,7 @@ constexpr ReasonEntry Reasons[] = {
      "copy's own #line directives would change"},
     {ReasonKind::PositionDependent, "position-dependent",
      "code the rewrite moves or copies reads where it is written (__LINE__, __builtin_COLUMN(), __func__) or "
-     "how often it was expanded (__COUNTER__)"},
+     "how often it was expanded (__COUNTER__), or writes a value where the copy runs it another number of times"},
     {ReasonKind::NameCaptured, "name-captured",
      "a name the rewritten code writes (lmfuse::, torch::Tensor, an option's setter) would mean something else "
      "where it is written: a macro of the program, or a declaration of the program that lookup finds first"},

@@ -288,13 +288,18 @@ namespace {
 /// the rewrite included them: a macro defined in a program file that one of their words expands to (`#define
 /// Mean Sum` above the inserted include, a pushed `TORCH_ARG`), a namespace, class or linkage block of the
 /// program around them, or a `#pragma pack` in effect over their classes. Any of these makes the library's
-/// declarations other code than the library was built from. "" when none does.
+/// declarations other code than the library was built from; so does a declaration in LibraryNamespace made
+/// anywhere else. "" when none does.
 std::string programStateInLibrary(clang::ASTContext &Context, clang::Preprocessor &PP, llvm::StringRef LibraryFolder,
-                                  llvm::StringRef ProjectRoot, llvm::StringRef Directory) {
+                                  llvm::StringRef LibraryNamespace, llvm::StringRef ProjectRoot,
+                                  llvm::StringRef Directory) {
   const clang::SourceManager &SM = Context.getSourceManager();
+  // The main file is the program's wherever it lies (a model in a folder named like the library's).
   auto InLibrary = [&](clang::SourceLocation At) {
-    clang::OptionalFileEntryRef Entry = SM.getFileEntryRefForID(SM.getFileID(SM.getExpansionLoc(At)));
-    return Entry && llvm::sys::path::filename(llvm::sys::path::parent_path(Entry->getName())) == LibraryFolder;
+    clang::FileID File = SM.getFileID(SM.getExpansionLoc(At));
+    clang::OptionalFileEntryRef Entry = SM.getFileEntryRefForID(File);
+    return Entry && File != SM.getMainFileID() &&
+           llvm::sys::path::filename(llvm::sys::path::parent_path(Entry->getName())) == LibraryFolder;
   };
   ProgramFiles Program(SM, ProjectRoot, Directory);
   auto InProgram = [&](clang::SourceLocation At) { return !InLibrary(At) && Program.contains(At); };
@@ -330,8 +335,31 @@ std::string programStateInLibrary(clang::ASTContext &Context, clang::Preprocesso
   // The scopes and the packing around the library's declarations.
   class Scopes : public clang::RecursiveASTVisitor<Scopes> {
   public:
-    explicit Scopes(std::function<bool(clang::SourceLocation)> InLibrary) : InLibrary(std::move(InLibrary)) {}
+    Scopes(std::function<bool(clang::SourceLocation)> InLibrary, llvm::StringRef LibraryNamespace,
+           std::function<std::string(clang::SourceLocation)> Place)
+        : InLibrary(std::move(InLibrary)), LibraryNamespace(LibraryNamespace), Place(std::move(Place)) {}
     bool VisitNamespaceDecl(clang::NamespaceDecl *Namespace) { return check(Namespace); }
+    // A declaration of the program's in the library's namespace (an opening of it in any file the library does
+    // not hold, or one named from outside: an explicit specialisation of a library template, a member defined
+    // out of line) may be what the rewritten calls resolve to or instantiate: a better-matching overload, a
+    // trait that changes which options a module loss passes.
+    bool VisitDecl(clang::Decl *D) {
+      if (!Found.empty() || InLibrary(D->getLocation()) || D->isImplicit() || LibraryNamespace.empty())
+        return Found.empty();
+      const clang::DeclContext *Context = llvm::isa<clang::NamespaceDecl>(D) ? llvm::cast<clang::DeclContext>(D)
+                                                                             : D->getDeclContext();
+      for (; Context && !Context->isTranslationUnit(); Context = Context->getParent())
+        if (const auto *Namespace = llvm::dyn_cast<clang::NamespaceDecl>(Context);
+            Namespace && Namespace->getName() == LibraryNamespace && Namespace->getParent()->getRedeclContext()->isTranslationUnit()) {
+          const auto *Named = llvm::dyn_cast<clang::NamedDecl>(D);
+          Found = "the program declares " + (Named ? "`" + Named->getQualifiedNameAsString() + "`" : std::string("something")) +
+                  " in namespace `" + LibraryNamespace + "` (" + Place(D->getLocation()) +
+                  "), whose declarations the rewritten code calls: a declaration of the program's may be what they "
+                  "resolve to";
+          break;
+        }
+      return Found.empty();
+    }
     bool VisitCXXRecordDecl(clang::CXXRecordDecl *Record) {
       if (InLibrary(Record->getLocation()) && (Record->hasAttr<clang::MaxFieldAlignmentAttr>() ||
                                                Record->hasAttr<clang::AlignMac68kAttr>()))
@@ -351,8 +379,10 @@ std::string programStateInLibrary(clang::ASTContext &Context, clang::Preprocesso
       return Found.empty();
     }
     std::function<bool(clang::SourceLocation)> InLibrary;
+    std::string LibraryNamespace;
+    std::function<std::string(clang::SourceLocation)> Place;
     std::string Found;
-  } Visitor(InLibrary);
+  } Visitor(InLibrary, LibraryNamespace, Place);
   Visitor.TraverseDecl(Context.getTranslationUnitDecl());
   return Visitor.Found;
 }
@@ -361,13 +391,13 @@ std::string programStateInLibrary(clang::ASTContext &Context, clang::Preprocesso
 
 std::string verifyRewrite(const std::vector<std::string> &CommandLine, llvm::StringRef Directory,
                           const llvm::StringMap<std::string> &Overlay, const std::string &ProjectRoot,
-                          llvm::StringRef LibraryFolder) {
+                          llvm::StringRef LibraryFolder, llvm::StringRef LibraryNamespace) {
   std::string Found;
   ParseOutcome Outcome = parseTranslationUnit(
       CommandLine, Directory, Overlay,
       [&](clang::ASTContext &Context, clang::Preprocessor &PP) {
         if (!LibraryFolder.empty())
-          Found = programStateInLibrary(Context, PP, LibraryFolder, ProjectRoot, Directory);
+          Found = programStateInLibrary(Context, PP, LibraryFolder, LibraryNamespace, ProjectRoot, Directory);
       },
       ProjectRoot);
   if (Outcome.HadErrors)

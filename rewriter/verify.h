@@ -62,12 +62,13 @@ ParseOutcome parseTranslationUnit(const std::vector<std::string> &CommandLine, l
                                   const std::string &ProjectRoot = "", bool RecordMacros = false);
 
 /// The re-parse check: the translation unit must compile with Overlay's rewritten contents, and the library
-/// headers the rewrite includes (those in a folder named LibraryFolder: `lmfuse/torch.h`) must be read as
-/// the library wrote them: no macro of the program's files expanded in them, no namespace, class or linkage
-/// block of the program around them, no `#pragma pack` over their classes.
+/// headers the rewrite includes (those in a folder named LibraryFolder: `lmfuse/torch.h`; never the main file)
+/// must be read as the library wrote them: no macro of the program's files expanded in them, no namespace, class
+/// or linkage block of the program around them, no `#pragma pack` over their classes; and nothing outside them
+/// may declare into LibraryNamespace (`lmfuse`), whose functions and templates the rewritten code uses.
 /// Returns "" when it does, else the first error (file:line: message) or what reached the library's headers.
 std::string verifyRewrite(const std::vector<std::string> &CommandLine, llvm::StringRef Directory,
                           const llvm::StringMap<std::string> &Overlay, const std::string &ProjectRoot = "",
-                          llvm::StringRef LibraryFolder = "");
+                          llvm::StringRef LibraryFolder = "", llvm::StringRef LibraryNamespace = "");
 
 }  // namespace lmfuse::rewriter

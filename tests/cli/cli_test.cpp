@@ -93,6 +93,8 @@ TEST_CASE("the program's state where the rewrite includes lmfuse's header fails 
     const char *Name;
     std::string Source;
     const char *Named;  // what the audit's detail names; "" for a site that stays patched
+    const char *Main = "model.cpp";
+    std::pair<const char *, const char *> Other = {"empty.h", "#pragma once\n"};  // a second file of the tree
   };
   const Case Cases[] = {
       {"a macro named like a word of the header, undefined after the include",
@@ -103,12 +105,23 @@ TEST_CASE("the program's state where the rewrite includes lmfuse's header fails 
       {"the include inside a namespace of the program", "#include <torch/torch.h>\nnamespace app {\n#include \"empty.h\"\n" + Body + "}\n",
        "inside a namespace, class or linkage block of the program"},
       {"a macro of the program the header does not spell", "#include <torch/torch.h>\n#define VOCAB 32\n#include \"empty.h\"\n" + Body, ""},
+      // Declarations of the program's in the library's namespace, which the rewritten calls may resolve to.
+      {"a function of the library's defined by the program, named from outside its namespace",
+       "#include <torch/torch.h>\n#include <lmfuse/torch.h>\nbool lmfuse::enabled() { return false; }\n" + Body,
+       "the program declares `lmfuse::enabled` in namespace `lmfuse` (model.cpp:"},
+      {"the library's namespace opened in a header outside the edit root",
+       "#include <torch/torch.h>\n#include \"../ext/compat.h\"\n" + Body,
+       "the program declares `lmfuse` in namespace `lmfuse` (compat.h:2)", "src/model.cpp",
+       {"ext/compat.h", "#pragma once\nnamespace lmfuse { inline int helper() { return 1; } }\n"}},
+      {"the library's namespace opened in a main file whose folder is named like the library's",
+       "#include <torch/torch.h>\nnamespace lmfuse { inline int helper() { return 1; } }\n" + Body,
+       "the program declares `lmfuse` in namespace `lmfuse` (model.cpp:", "lmfuse/model.cpp"},
   };
   for (const Case &Each : Cases) {
     DYNAMIC_SECTION(Each.Name) {
-      SourceTree Tree({{"model.cpp", Each.Source.c_str()}, {"empty.h", "#pragma once\n"}});
+      SourceTree Tree({{Each.Main, Each.Source.c_str()}, {"empty.h", "#pragma once\n"}, Each.Other});
       std::string Audit = Tree.path("audit.json");
-      ToolRun Run = runLmfuse(withFlags({"--in-place", "--audit", Audit, Tree.path("model.cpp")}, Tree));
+      ToolRun Run = runLmfuse(withFlags({"--in-place", "--audit", Audit, Tree.path(Each.Main)}, Tree));
       INFO(Run.Err);
       llvm::json::Value Document = readAudit(Audit);
       const llvm::json::Array &Sites = sitesOf(Document);
@@ -116,7 +129,7 @@ TEST_CASE("the program's state where the rewrite includes lmfuse's header fails 
       INFO(field(Sites[0], "detail"));
       if (*Each.Named) {
         CHECK(Run.ExitCode == 1);
-        CHECK(Tree.read("model.cpp") == Each.Source);
+        CHECK(Tree.read(Each.Main) == Each.Source);
         CHECK(field(Sites[0], "reason") == "reparse-failed");
         CHECK(countOf(field(Sites[0], "detail"), Each.Named) == 1);
       } else {

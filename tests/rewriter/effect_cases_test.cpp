@@ -1328,7 +1328,7 @@ define x other_
   }
 )", Verb::RewritesTo, R"(
   Output forward(torch::Tensor h, c10::optional<torch::Tensor> labels) {
-    auto logits = lmfuse::skip_logits() && labels ? lmfuse::skipped_logits(h, lm_head->weight, lm_head->bias, "model.cpp:N") : lm_head(h);
+    auto logits = lmfuse::skip_logits() && static_cast<bool>(labels) ? lmfuse::skipped_logits(h, lm_head->weight, lm_head->bias, "model.cpp:N") : lm_head(h);
     auto loss = !labels ? torch::Tensor() : (lmfuse::enabled()
         ? lmfuse::linear_cross_entropy(h, lm_head->weight, lm_head->bias, *labels, lmfuse::LossOptions()
             .logits_as_passed({"model.cpp:N", logits, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits.view({-1, 32}); }, {}, *labels, [&](const torch::Tensor &lmfuse_labels) { return lmfuse_labels.view(-1); }}))

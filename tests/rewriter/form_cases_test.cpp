@@ -195,7 +195,7 @@ const Case Accepted[] = {
   }
 )", Verb::RewritesTo, R"(
   Output forward(const torch::Tensor &x, c10::optional<torch::Tensor> targets) {
-    auto logits = lmfuse::skip_logits() && targets ? lmfuse::skipped_logits(x, lm_head->weight, lm_head->bias, "model.cpp:N") : lm_head(x);
+    auto logits = lmfuse::skip_logits() && static_cast<bool>(targets) ? lmfuse::skipped_logits(x, lm_head->weight, lm_head->bias, "model.cpp:N") : lm_head(x);
     torch::Tensor loss;
     if (targets) {
       auto logp = lmfuse::skip_logits() ? lmfuse::skipped_logits_after(logits, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits.log_softmax(-1); }) : logits.log_softmax(-1);

@@ -213,7 +213,7 @@ TEST_CASE("the words the rewrite writes of its own", "[patterns]") {
                      // the option table's setters and the enumerator of the reduction it writes (the mean is the default)
                      "ignore_index", "label_smoothing", "reduction", "Reduction", "Sum", "shift", "true",
                      // the planner's keywords
-                     "auto", "static_cast", "const", "return"});
+                     "auto", "static_cast", "const", "return", "bool"});
 }
 
 TEST_CASE("qualified names may be written with a leading ::", "[patterns]") {

@@ -77,7 +77,7 @@ const Case Cases[] = {
   }
 )", Verb::RewritesTo, R"(
   torch::Tensor forward(torch::Tensor h, torch::optional<torch::Tensor> labels) {
-    auto logits = lmfuse::skip_logits() && labels ? lmfuse::skipped_logits(h, lm_head->weight, lm_head->bias, "model.cpp:N") : lm_head(h);
+    auto logits = lmfuse::skip_logits() && static_cast<bool>(labels) ? lmfuse::skipped_logits(h, lm_head->weight, lm_head->bias, "model.cpp:N") : lm_head(h);
     if (labels) {
       last_loss = lmfuse::enabled()
           ? lmfuse::linear_cross_entropy(h, lm_head->weight, lm_head->bias, labels.value(), lmfuse::LossOptions()
@@ -202,7 +202,7 @@ const Case Cases[] = {
   }
 )", Verb::RewritesTo, R"(
   torch::Tensor forward(torch::Tensor h, c10::optional<torch::Tensor> labels) {
-    auto logits = lmfuse::skip_logits() && labels ? lmfuse::skipped_logits(h, lm_head->weight, lm_head->bias, "model.cpp:N") : lm_head(h);
+    auto logits = lmfuse::skip_logits() && static_cast<bool>(labels) ? lmfuse::skipped_logits(h, lm_head->weight, lm_head->bias, "model.cpp:N") : lm_head(h);
     torch::Tensor loss;
     if (labels) loss = lmfuse::enabled()
         ? lmfuse::linear_cross_entropy(h, lm_head->weight, lm_head->bias, (*labels).to(logits.device()), lmfuse::LossOptions()
@@ -1544,6 +1544,29 @@ struct Child : Model::Base {
     return F::cross_entropy(logits.view({Here{}.line - 23, 32}), labels.view(-1));
   }
 )", Verb::RefusesWith, "position-dependent"},
+    {"a write in the loss's logits code (a comma expression), which the fused call may run twice", R"(
+  static inline int64_t calls = 0;  // not through `this`: no write of the model's
+  torch::Tensor forward(torch::Tensor h, torch::Tensor labels) {
+    auto logits = lm_head(h);
+    return F::cross_entropy(logits.view({-1, (++calls, 32)}), labels.view(-1));
+  }
+)", Verb::RefusesWith, "position-dependent"},
+    {"a compound assignment in the labels code", R"(
+  static inline int64_t calls = 0;  // not through `this`: no write of the model's
+  torch::Tensor forward(torch::Tensor h, torch::Tensor labels) {
+    auto logits = lm_head(h);
+    return F::cross_entropy(logits.view({-1, 32}), labels.view({(calls += 1) > 0 ? -1 : 1}));
+  }
+)", Verb::RefusesWith, "position-dependent"},
+    {"a write in the labels test, which the rewrite repeats at the head", R"(
+  static inline int64_t checks = 0;
+  torch::Tensor forward(torch::Tensor h, torch::Tensor labels) {
+    auto logits = lm_head(h);
+    torch::Tensor loss;
+    if ((checks++, labels.defined())) loss = F::cross_entropy(logits.view({-1, 32}), labels.view(-1));
+    return loss;
+  }
+)", Verb::RefusesWith, "position-dependent"},
     {"__BASE_FILE__ elsewhere in the file, which in the copy names the copy", R"(
   const char *built_from = __BASE_FILE__;
   torch::Tensor forward(torch::Tensor h, torch::Tensor labels) {
@@ -1819,7 +1842,7 @@ struct Model : torch::nn::Module {
 struct Model : torch::nn::Module {
   torch::nn::Linear head{nullptr};
   torch::Tensor forward(torch::Tensor h, std::optional<torch::Tensor> labels) {
-    auto logits = lmfuse::skip_logits() && labels ? lmfuse::skipped_logits(h, head->weight, head->bias, "model.cpp:6") : head(h);
+    auto logits = lmfuse::skip_logits() && static_cast<bool>(labels) ? lmfuse::skipped_logits(h, head->weight, head->bias, "model.cpp:6") : head(h);
     if (!labels) return logits;
     return lmfuse::enabled()
         ? lmfuse::linear_cross_entropy(h, head->weight, head->bias, labels.value(), lmfuse::LossOptions()
@@ -2103,4 +2126,40 @@ TEST_CASE("refusal details name what is wrong with the statement they point at",
     CHECK(reasonCode(Result.Sites[0].Reason) == Item.Reason);
     CHECK(llvm::StringRef(Result.Sites[0].Detail).contains(Item.Says));
   }
+}
+
+TEST_CASE("the guard repeated at the head is converted to bool first: no operator of the program takes it", "[rewriter]") {
+  // The program's `operator&&` for the labels' type would take `skip_logits() && labels` (and its `operator!`
+  // a written `!labels`), which the original never calls; the written test converts the condition as the `if`
+  // did and applies only built-in operators to it.
+  const std::string Before = R"(#include <optional>
+#include <torch/torch.h>
+bool operator&&(bool, const std::optional<torch::Tensor> &) { return true; }
+bool operator!(const std::optional<torch::Tensor> &) { return false; }
+struct Model : torch::nn::Module {
+  torch::nn::Linear head{nullptr};
+  torch::Tensor forward(torch::Tensor h, std::optional<torch::Tensor> labels) {
+    auto logits = head(h);
+    torch::Tensor loss;
+    if (labels) loss = torch::nn::functional::cross_entropy(logits.view({-1, 32}), labels.value().view(-1));
+    return loss;
+  }
+  torch::Tensor other(torch::Tensor h, std::optional<torch::Tensor> labels) {
+    auto logits = head(h);
+    torch::Tensor loss;
+    if (labels) {} else loss = torch::nn::functional::cross_entropy(logits.view({-1, 32}), labels.value().view(-1));
+    return loss;
+  }
+};
+)";
+  RewriteResult Result = rewriteWithStubs(Before);
+  INFO(Result.Diagnostics << Result.Code);
+  REQUIRE(Result.Parsed);
+  REQUIRE(Result.Sites.size() == 2);
+  CHECK(Result.Code.find("lmfuse::skip_logits() && static_cast<bool>(labels) ?") != std::string::npos);
+  CHECK(Result.Code.find("lmfuse::skip_logits() && labels ?") == std::string::npos);
+  // The loss in the else branch runs where the condition is false: its test is negated after the conversion.
+  CHECK(Result.Sites[1].Status == SiteStatus::Patched);
+  CHECK(Result.Code.find("lmfuse::skip_logits() && !static_cast<bool>(labels) ?") != std::string::npos);
+  CHECK(Result.Code.find("!(labels)") == std::string::npos);
 }

@@ -130,7 +130,7 @@ const Case Accepted[] = {
   }
 )", Verb::RewritesTo, R"(
   torch::Tensor forward(torch::Tensor h, c10::optional<torch::Tensor> targets) {
-    auto logits = lmfuse::skip_logits() && targets ? lmfuse::skipped_logits(h, lm_head->weight, lm_head->bias, "model.cpp:N") : lm_head(h);
+    auto logits = lmfuse::skip_logits() && static_cast<bool>(targets) ? lmfuse::skipped_logits(h, lm_head->weight, lm_head->bias, "model.cpp:N") : lm_head(h);
     torch::Tensor loss;
     if (targets) {
       auto shift_logits = lmfuse::skip_logits() ? lmfuse::skipped_logits_after(logits, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits.slice(-2, 0, -1); }) : logits.slice(-2, 0, -1);
