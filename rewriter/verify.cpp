@@ -7,6 +7,7 @@
 
 #include "clang/AST/ASTConsumer.h"
 #include "clang/AST/RecursiveASTVisitor.h"
+#include "clang/Lex/HeaderSearch.h"
 #include "clang/Lex/Preprocessor.h"
 #include "clang/Basic/DiagnosticOptions.h"
 #include "clang/Basic/FileManager.h"
@@ -284,7 +285,7 @@ ParseOutcome parseTranslationUnit(const std::vector<std::string> &CommandLine, l
 
 namespace {
 
-/// What of the program's own reaches the library's headers (the files in a folder named LibraryFolder) where
+/// What of the program's own reaches the library's headers (what `#include <LibraryFolder/NAME>` finds) where
 /// the rewrite included them: a macro defined in a program file that one of their words expands to (`#define
 /// Mean Sum` above the inserted include, a pushed `TORCH_ARG`), a namespace, class or linkage block of the
 /// program around them, or a `#pragma pack` in effect over their classes. Any of these makes the library's
@@ -294,12 +295,27 @@ std::string programStateInLibrary(clang::ASTContext &Context, clang::Preprocesso
                                   llvm::StringRef LibraryNamespace, llvm::StringRef ProjectRoot,
                                   llvm::StringRef Directory) {
   const clang::SourceManager &SM = Context.getSourceManager();
-  // The main file is the program's wherever it lies (a model in a folder named like the library's).
+  // A library header is what `#include <lmfuse/NAME>` finds on this unit's include path: a file of a folder
+  // named so, which that include resolves to. A header of the program's in another folder of that name, reached
+  // by a relative path, and the main file wherever it lies, are not.
+  std::map<unsigned, bool> Library;  // FileID hash -> a library header
   auto InLibrary = [&](clang::SourceLocation At) {
     clang::FileID File = SM.getFileID(SM.getExpansionLoc(At));
+    auto [It, Inserted] = Library.try_emplace(File.getHashValue(), false);
+    if (!Inserted)
+      return It->second;
     clang::OptionalFileEntryRef Entry = SM.getFileEntryRefForID(File);
-    return Entry && File != SM.getMainFileID() &&
-           llvm::sys::path::filename(llvm::sys::path::parent_path(Entry->getName())) == LibraryFolder;
+    if (!Entry || File == SM.getMainFileID() ||
+        llvm::sys::path::filename(llvm::sys::path::parent_path(Entry->getName())) != LibraryFolder)
+      return false;
+    std::string Spelled = (LibraryFolder + "/" + llvm::sys::path::filename(Entry->getName())).str();
+    // The include path alone (an angled include searches no includer's folder); the preprocessor's own lookup
+    // reads its include stack, which is gone once the unit is parsed.
+    clang::ConstSearchDirIterator Searched = nullptr;
+    clang::OptionalFileEntryRef Found = PP.getHeaderSearchInfo().LookupFile(
+        Spelled, SM.getLocForStartOfFile(SM.getMainFileID()), /*isAngled=*/true, nullptr, &Searched, {}, nullptr,
+        nullptr, nullptr, nullptr, nullptr, nullptr);
+    return It->second = Found && &Found->getFileEntry() == &Entry->getFileEntry();
   };
   ProgramFiles Program(SM, ProjectRoot, Directory);
   auto InProgram = [&](clang::SourceLocation At) { return !InLibrary(At) && Program.contains(At); };

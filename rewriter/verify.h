@@ -62,7 +62,8 @@ ParseOutcome parseTranslationUnit(const std::vector<std::string> &CommandLine, l
                                   const std::string &ProjectRoot = "", bool RecordMacros = false);
 
 /// The re-parse check: the translation unit must compile with Overlay's rewritten contents, and the library
-/// headers the rewrite includes (those in a folder named LibraryFolder: `lmfuse/torch.h`; never the main file)
+/// headers the rewrite includes (what `#include <LibraryFolder/NAME>` finds on the unit's include path, such as
+/// `lmfuse/torch.h`; never the main file)
 /// must be read as the library wrote them: no macro of the program's files expanded in them, no namespace, class
 /// or linkage block of the program around them, no `#pragma pack` over their classes; and nothing outside them
 /// may declare into LibraryNamespace (`lmfuse`), whose functions and templates the rewritten code uses.
