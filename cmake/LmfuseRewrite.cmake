@@ -25,8 +25,13 @@
 #   other code than was analysed (a macro from a library header is compared where that header is the one
 #   the tool read);
 # - every source must be visible to this call: the step fails naming any other unit the build compiles
-#   into the target (a source given as a generator expression, or added after this call) that reads a
-#   file under EDIT_ROOT, since it would compile the originals;
+#   into the target (a source given as a generator expression, or added after this call), in any language
+#   (C++, C, CUDA: each asked with its own compiler's command), that reads a file under EDIT_ROOT, since it
+#   would compile the originals;
+# - a unit compiled from the copies must read no original of a file the mirror holds a copy of (an
+#   `#include_next` in a mirrored wrapper continues with the wrapper's original folder, and reads the
+#   original wrapper again; an include by a path that skips the mirror reads the original): the step fails
+#   naming the unit and the file;
 # - every other target linked into one binary with <target> (it links <target>, or an executable or shared
 #   library links both; a target named anywhere in a link item's generator expression, or whose library
 #   file a path or -l<name> may name, counts as linked, since the expression's value is not known when
@@ -880,7 +885,10 @@ function(lmfuse_rewrite)
   endforeach()
   separate_arguments(global_flags UNIX_COMMAND "${global_flags}")
   list(FILTER global_flags EXCLUDE REGEX "^$")
-  file(GENERATE OUTPUT "${flags_file}" CONTENT
+  # file(GENERATE) evaluates the content once for each language enabled in the project, and the options may
+  # depend on it ($<COMPILE_LANGUAGE:CXX>: the -idirafter fallback below, or the project's own): the C++
+  # evaluation writes flags_file, another language's a file of its own beside it (which the step ignores).
+  file(GENERATE OUTPUT "${out_dir}/flags-$<CONFIG>$<$<NOT:$<COMPILE_LANGUAGE:CXX>>:-$<COMPILE_LANGUAGE>>.txt" CONTENT
 "-std=c++$<IF:$<BOOL:${standard}>,${standard},17>
 $<$<BOOL:${includes}>:-I$<JOIN:${includes},
 -I>>
@@ -1056,11 +1064,14 @@ $<JOIN:${global_flags},
   # GCC and Clang search a folder named both ways only in its -idirafter place, which would move it behind
   # every other include folder (a `<head_type.h>` would then find another folder's first). The step checks
   # that no unit's command names a fallback folder otherwise too, and that each unit reads the same files as
-  # its original.
+  # its original. The fallback is a flag of the C++ compiler (GCC's, Clang's): nvcc, the compiler of a CUDA unit
+  # (which the step checks too: one the call never saw must read nothing under EDIT_ROOT), has no -idirafter
+  # and stops on it, so C++ units get it only.
   set(include_path "$<TARGET_PROPERTY:${target},INCLUDE_DIRECTORIES>")
   foreach(folder IN LISTS quote_dirs)
     set(listed "$<OR:$<IN_LIST:${folder},${include_path}>,$<IN_LIST:${folder}/,${include_path}>>")
-    target_compile_options("${target}" PRIVATE "$<$<NOT:${listed}>:SHELL:-idirafter \"${folder}\">")
+    target_compile_options("${target}" PRIVATE
+                           "$<$<AND:$<COMPILE_LANGUAGE:CXX>,$<NOT:${listed}>>:SHELL:-idirafter \"${folder}\">")
   endforeach()
   target_link_libraries("${target}" PRIVATE lmfuse::torch)
   set_property(TARGET "${target}" PROPERTY EXPORT_COMPILE_COMMANDS ON)

@@ -299,10 +299,12 @@ if(COMPILE_COMMANDS AND EXISTS "${COMPILE_COMMANDS}")
 endif()
 # The arguments of `file`'s compile command in the database whose output lies in the target's object
 # folder (a source compiled by several targets has several entries), without the compiler, the output,
-# the dependency flags and the file itself. Empty when the database has no such entry.
+# the dependency flags and the file itself. Empty when the database has no such entry. <out>_compiler = how
+# the step runs that unit's compiler (see compiler_of).
 function(command_of file out)
   set(arguments "")
   set(directory "")
+  set(unit_compiler "")
   if(entries GREATER 0)
     math(EXPR last "${entries} - 1")
     foreach(i RANGE ${last})
@@ -316,7 +318,7 @@ function(command_of file out)
       endif()
       string(JSON directory GET "${database}" ${i} directory)
       words_of("${command}" "the compile command of ${file}" words)
-      list(POP_FRONT words)  # the compiler
+      list(POP_FRONT words unit_compiler)  # the compiler
       set(skip_next OFF)
       foreach(word IN LISTS words)
         if(skip_next)
@@ -331,14 +333,28 @@ function(command_of file out)
       break()
     endforeach()
   endif()
+  compiler_of("${unit_compiler}" unit_compiler)
   set(${out} "${arguments}" PARENT_SCOPE)
   set(${out}_directory "${directory}" PARENT_SCOPE)
+  set(${out}_compiler "${unit_compiler}" PARENT_SCOPE)
 endfunction()
 
-# <out> = every C++ unit the compile database lists in the target's object folder (generator expressions
-# and late sources included): a unit the C++ compiler compiles, whatever its extension (`.CPP`, a `.c` source
-# whose LANGUAGE is CXX), or one of a C++ extension. C and CUDA units have other compilers' commands, which
-# CXX cannot run.
+# <out> = how the step runs a unit's compiler, given the first word of its command in the compile database:
+# the C++ compiler behind the target's launchers (`compiler`) for a C++ unit (or where the database has no
+# command), else the unit's own compiler (a C unit's, nvcc for a CUDA unit: CXX cannot run their flags).
+function(compiler_of word out)
+  if(word STREQUAL "" OR word STREQUAL CXX)
+    set(${out} "${compiler}" PARENT_SCOPE)
+  else()
+    set(${out} "${word}" PARENT_SCOPE)
+  endif()
+endfunction()
+
+# <out> = every unit the compile database lists in the target's object folder (generator expressions and late
+# sources included), in any language that includes files: C++, C, CUDA (each checked with its own compiler's
+# command, see compiler_of: nvcc and the C compiler write the list of files a unit reads with -M as the C++
+# compiler does). Units of languages without a preprocessor that reads the project's headers (Fortran,
+# assembly without preprocessing, resource scripts) are left out.
 function(target_units out)
   set(units "")
   if(entries GREATER 0)
@@ -346,12 +362,17 @@ function(target_units out)
     foreach(i RANGE ${last})
       string(JSON entry_file GET "${database}" ${i} file)
       string(JSON command GET "${database}" ${i} command)
-      string(FIND "${command}" "${CXX} " compiler_at)
-      string(TOLOWER "${entry_file}" lower_file)
-      if(command MATCHES "CMakeFiles/${target_pattern}\\.dir/" AND
-         (compiler_at EQUAL 0 OR lower_file MATCHES "\\.(cpp|cc|cxx|c\\+\\+|cp)$" OR entry_file MATCHES "\\.C$"))
-        list(APPEND units "${entry_file}")
+      if(NOT command MATCHES "CMakeFiles/${target_pattern}\\.dir/")
+        continue()
       endif()
+      string(TOLOWER "${entry_file}" lower_file)
+      string(FIND "${command}" "${CXX} " compiler_at)
+      if(NOT compiler_at EQUAL 0 AND
+         (lower_file MATCHES "\\.(f|f77|f90|f95|f03|f08|for|ftn|fpp|asm|nasm|rc|def|manifest)$" OR
+          entry_file MATCHES "\\.s$"))
+        continue()
+      endif()
+      list(APPEND units "${entry_file}")
     endforeach()
   endif()
   set(${out} "${units}" PARENT_SCOPE)
@@ -384,13 +405,18 @@ function(without_mirror arguments out)
 endfunction()
 
 # <out> = the files a unit reads (itself and every header), by real path, preprocessing it with <arguments>
-# in <directory>; a unit that does not preprocess fails the step.
+# in <directory>, by the compiler ARGN names (the unit's own, see command_of's <out>_compiler; the C++
+# compiler where none is given); a unit that does not preprocess fails the step.
 function(files_read unit arguments directory out)
   if(NOT directory)
     set(directory "${SOURCE_ROOT}")
   endif()
+  set(run ${compiler})
+  if(ARGN)
+    set(run ${ARGN})
+  endif()
   execute_process(
-    COMMAND ${compiler} ${arguments} -M -MF "${DEPFILE}.part" -MT unit "${unit}"
+    COMMAND ${run} ${arguments} -M -MF "${DEPFILE}.part" -MT unit "${unit}"
     WORKING_DIRECTORY "${directory}" RESULT_VARIABLE status OUTPUT_QUIET ERROR_VARIABLE errors)
   if(NOT status EQUAL 0)
     fail("${unit} does not preprocess with its compile command:\n${errors}")
@@ -482,7 +508,7 @@ if(MODE STREQUAL "consumer")
   endif()
   foreach(source IN LISTS units)
     command_of("${source}" source_flags)
-    files_read("${source}" "${source_flags}" "${source_flags_directory}" headers)
+    files_read("${source}" "${source_flags}" "${source_flags_directory}" headers ${source_flags_compiler})
     foreach(header IN LISTS headers)
       get_filename_component(real_header "${header}" REALPATH)
       if(real_header IN_LIST patched_files)
@@ -754,6 +780,18 @@ endif()
 # The files the tool rewrote: the patched sites' files, by real path here.
 file(READ "${result_audit}" audit)
 patched_files_of("${audit}" patched_files)
+# The files of the project the mirror holds a copy of (the audit's mirror.files, relative to EDIT_ROOT), by real
+# path here: a unit compiled from a copy must read their copies only, never these originals.
+set(mirrored_originals "")
+string(JSON mirrored_count ERROR_VARIABLE no_mirrored LENGTH "${audit}" mirror files)
+if(NOT no_mirrored AND mirrored_count GREATER 0)
+  math(EXPR last "${mirrored_count} - 1")
+  foreach(i RANGE ${last})
+    string(JSON relative GET "${audit}" mirror files ${i} path)
+    get_filename_component(real_original "${real_edit_root}/${relative}" REALPATH)
+    list(APPEND mirrored_originals "${real_original}")
+  endforeach()
+endif()
 
 # <out> = <files> by real path, with a mirrored file standing for its original: what a copy's reads are
 # compared with its original's by.
@@ -1039,6 +1077,7 @@ endfunction()
 # the mirror resolves elsewhere compiles other code); its header list also feeds the depfile.
 set(dependencies "")
 set(bypassing "")
+set(twice "")
 set(elsewhere "")
 set(demoted "")
 set(macros_differ "")
@@ -1050,6 +1089,7 @@ function(unit_command unit out)
   endif()
   set(${out} "${arguments}" PARENT_SCOPE)
   set(${out}_directory "${arguments_directory}" PARENT_SCOPE)
+  set(${out}_compiler "${arguments_compiler}" PARENT_SCOPE)
 endfunction()
 
 # What a rewritten copy reads beyond its original: the header the rewrite includes (the rule set's
@@ -1073,7 +1113,7 @@ foreach(source IN LISTS SOURCES)
   get_filename_component(real_source "${source}" REALPATH)
   unit_of("${source}" unit)
   unit_command("${unit}" unit_flags)
-  files_read("${unit}" "${unit_flags}" "${unit_flags_directory}" headers)
+  files_read("${unit}" "${unit_flags}" "${unit_flags_directory}" headers ${unit_flags_compiler})
   set(reads_rewritten OFF)
   if(real_source IN_LIST patched_files)
     set(reads_rewritten ON)
@@ -1107,6 +1147,42 @@ foreach(source IN LISTS SOURCES)
     string(REPLACE " " "\\ " header "${header}")
     string(APPEND dependencies " \\\n  ${header}")
   endforeach()
+  # A unit must never read the original of a file the mirror holds a copy of: beside the copy it reads that
+  # file twice (a wrapper's `#include_next` from its copy finds the original wrapper next on the include
+  # path, which runs again), and alone it compiles the original rather than the copy the tool analysed (an
+  # include by a path that skips the mirror: absolute, or relative to a folder outside it). The comparison
+  # of a copy's reads with its original's (below) cannot tell, since a mirrored file stands for its original
+  # there. A unit compiled as it is (a source outside EDIT_ROOT) may read an original that is not patched (the
+  # check above names a patched one), but never both it and its copy. lmfuse's own headers, which the
+  # rewrite includes, are left out.
+  set(copies_read "")
+  foreach(header IN LISTS headers)
+    file(RELATIVE_PATH in_mirror "${OUT_DIR}" "${header}")
+    if(NOT in_mirror MATCHES "^\\.\\./")
+      list(APPEND copies_read "${in_mirror}")
+    endif()
+  endforeach()
+  foreach(header IN LISTS headers)
+    file(RELATIVE_PATH in_mirror "${OUT_DIR}" "${header}")
+    if(NOT in_mirror MATCHES "^\\.\\./")
+      continue()
+    endif()
+    get_filename_component(real_header "${header}" REALPATH)
+    if(NOT real_header IN_LIST mirrored_originals OR real_header IN_LIST runtime_reads OR
+       (real_header IN_LIST patched_files AND NOT real_header STREQUAL real_source))
+      continue()  # not mirrored, lmfuse's own, or a patched original (named above, as bypassing)
+    endif()
+    file(RELATIVE_PATH relative "${real_edit_root}" "${real_header}")
+    if(relative IN_LIST copies_read)
+      list(APPEND twice "\n  ${source} reads both ${OUT_DIR}/${relative} and its original ${header} (an "
+                        "`#include_next` in the copy, or an include by a path that skips the mirror, reaches the "
+                        "original): the file's code runs twice")
+    elseif(NOT unit STREQUAL source)
+      list(APPEND twice "\n  ${source}'s copy reads the original ${header}, not its copy ${OUT_DIR}/${relative} (an "
+                        "`#include_next`, or an include by a path that skips the mirror: absolute, or relative to a "
+                        "folder outside it)")
+    endif()
+  endforeach()
   # Each unit's command adds the mirror's folders in front and each source's folder last (-idirafter, the
   # fallback of a relative include that leaves the mirror). A folder its command names both as a fallback
   # and otherwise (-I, -isystem, -iquote) is searched only in its -idirafter place by GCC and Clang, behind
@@ -1121,7 +1197,7 @@ foreach(source IN LISTS SOURCES)
   endforeach()
   if(NOT unit STREQUAL source AND unit_flags_directory)
     without_mirror("${unit_flags}" original_flags)
-    files_read("${source}" "${original_flags}" "${unit_flags_directory}" original_headers)
+    files_read("${source}" "${original_flags}" "${unit_flags_directory}" original_headers ${unit_flags_compiler})
     # Every file, the project's and the libraries': a library header resolved from another folder is other
     # code as well.
     resolved_files("${headers}" copy_reads)
@@ -1192,6 +1268,15 @@ if(elsewhere)
   fail("a rewritten copy would include other files than its original (an include resolved from the mirror, "
        "or through the fallback folders lmfuse_rewrite adds, finds another file first):${elsewhere}")
 endif()
+if(twice)
+  fail("a unit compiled from the rewritten copies reads the original of a file the mirror holds a copy of, so it "
+       "would compile that file twice, or the original rather than the copy the tool analysed. The mirror puts "
+       "each include folder under EDIT_ROOT in front of its original: an `#include_next` from a copy continues "
+       "with the original folder, and a path that skips the mirror reaches the original. Keep a header that "
+       "wraps another of the same name with `#include_next` out of EDIT_ROOT (or put the wrapped header's folder "
+       "under EDIT_ROOT too, so that its copy comes next), and include the project's files through the include "
+       "folders or relative to the including file:${twice}")
+endif()
 if(macros_differ)
   fail("this build compiles the rewritten code with macros or headers the rewrite was not analysed with (another "
        "flag, compiler, configuration or include path than the lmfuse tool's), so it could compute otherwise than "
@@ -1206,8 +1291,8 @@ lines_of("${UNITS_FILE}" known_units)
 set(unseen "")
 # <unit> (a source, or one that a unity source includes, compiled with that unity source's <arguments>) is one
 # the call never saw: it must read nothing under EDIT_ROOT.
-macro(check_unseen unit arguments directory)
-  files_read("${unit}" "${arguments}" "${directory}" all_reads)
+macro(check_unseen unit arguments directory unit_compiler)
+  files_read("${unit}" "${arguments}" "${directory}" all_reads ${unit_compiler})
   project_files("${all_reads}" reads)
   if(reads)
     # Name a header it reads where there is one: the unit itself may be the only file of the project.
@@ -1229,7 +1314,7 @@ foreach(entry_file IN LISTS units)
   endif()
   command_of("${entry_file}" entry_flags)
   if(NOT entry_file MATCHES "/CMakeFiles/${target_pattern}\\.dir/Unity/")
-    check_unseen("${entry_file}" "${entry_flags}" "${entry_flags_directory}")
+    check_unseen("${entry_file}" "${entry_flags}" "${entry_flags_directory}" "${entry_flags_compiler}")
     continue()
   endif()
   # A unity source compiles the target's sources that are not copies (those the call saw were checked above)
@@ -1240,10 +1325,10 @@ foreach(entry_file IN LISTS units)
   foreach(line IN LISTS unity_lines)
     string(REGEX REPLACE "^#include \"(.*)\"$" "\\1" included "${line}")
     if(NOT included IN_LIST known_units AND NOT included IN_LIST SOURCES)
-      check_unseen("${included}" "${entry_flags}" "${entry_flags_directory}")
+      check_unseen("${included}" "${entry_flags}" "${entry_flags_directory}" "${entry_flags_compiler}")
     endif()
   endforeach()
-  files_read("${entry_file}" "${entry_flags}" "${entry_flags_directory}" unity_reads)
+  files_read("${entry_file}" "${entry_flags}" "${entry_flags_directory}" unity_reads ${entry_flags_compiler})
   foreach(header IN LISTS unity_reads)
     get_filename_component(real_header "${header}" REALPATH)
     if(real_header IN_LIST patched_files)

@@ -283,6 +283,40 @@ elseif(STEP STREQUAL "build_guards")
   if(NOT copy MATCHES "auto lmfuse_hidden = h;")
     message(FATAL_ERROR "guard_unity: the copy does not keep the head's input before the NDEBUG rebinding:\n${copy}")
   endif()
+  # A wrapper header whose `#include_next` (from its copy) reaches its original: the build fails naming the
+  # file read twice. With the wrapped header's folder under EDIT_ROOT too, its copy comes next: the program
+  # builds and runs the wrapper once (it exits 1 otherwise).
+  build_fails(guard_include_next)
+  string(REGEX REPLACE "[ \t\r\n]+" " " flat "${OUT}")
+  if(NOT flat MATCHES "reads both [^ ]*/lmfuse_rewritten/guard_include_next/inc/cfg\\.h and its original [^ ]*/include_next/app/inc/cfg\\.h" OR
+     NOT flat MATCHES "#include_next")
+    message(FATAL_ERROR "guard_include_next: the failed build does not name the wrapper read twice:\n${OUT}")
+  endif()
+  step("${CMAKE_COMMAND}" --build "${build}" --target guard_include_next_inside)
+  run_program("${build}/build_guards/guard_include_next_inside")
+  if(NOT STATUS EQUAL 0)
+    message(FATAL_ERROR "guard_include_next_inside: the program did not run its wrapper once (exit ${STATUS}):\n${OUT}")
+  endif()
+  # A CUDA unit the call never saw that reads the model (cuda_unit/, a project of its own: it needs nvcc, not a
+  # GPU, and stops before compiling any unit). With the -idirafter fallback on its command, nvcc would stop
+  # on the flag instead.
+  find_program(nvcc NAMES nvcc HINTS ENV CUDACXX PATHS /usr/local/cuda/bin NO_CACHE)
+  if(nvcc)
+    set(cuda_build "${WORK}/build_guards_cuda")
+    file(REMOVE_RECURSE "${cuda_build}")
+    step("${CMAKE_COMMAND}" -S "${USAGE}/build_guards/cuda_unit" -B "${cuda_build}" -G "${GENERATOR}"
+         -DCMAKE_BUILD_TYPE=Release "-DCMAKE_PREFIX_PATH=${prefix}" "-DTorch_DIR=${TORCH_PREFIX}"
+         "-DCMAKE_CUDA_COMPILER=${nvcc}")
+    foreach(target IN ITEMS cuda_unseen cuda_late)
+      build_fails(${target} "${cuda_build}")
+      string(REGEX REPLACE "[ \t\r\n]+" " " flat "${OUT}")
+      if(NOT flat MATCHES "did not see" OR NOT flat MATCHES "probe\\.cu \\(it reads [^)]*model\\.h\\)")
+        message(FATAL_ERROR "${target}: the failed build does not name the CUDA unit probe.cu and the model it reads:\n${OUT}")
+      endif()
+    endforeach()
+  else()
+    message(STATUS "build_guards: no nvcc found, the CUDA unit's case (cuda_unit/) is not built")
+  endif()
 
 elseif(STEP STREQUAL "public_include")
   # A unit linked into one binary with the rewritten library compiles the original of its patched header:
