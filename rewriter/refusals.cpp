@@ -82,25 +82,39 @@ std::optional<Refusal> lineDirectiveInEffect(const CapturedSite &Site, const Pat
                      ", which the rewritten copy's own #line directives would change (__FILE__, __LINE__)"};
 }
 
-/// The first write in E: an assignment, `++` or `--` (built-in or a class's operator), or what Clang counts as a
-/// side effect without a call (a volatile read). Calls are the effect analysis's (inputsModified).
-const Expr *writeIn(const Expr *E, const ASTContext &Context) {
+/// The first effect in E that the copy would repeat: a write (an assignment, `++` or `--`, built-in or a class's
+/// operator), a call of the C or C++ standard library that is not constexpr (`std::exchange`, `printf`, `rand`:
+/// the library's tensor functions are the effect analysis's, as are the program's), a statement expression, or
+/// what Clang counts as a side effect without a call (a volatile read). Member initialisers and default
+/// arguments E evaluates are looked into.
+const Expr *effectIn(const Expr *E, const ASTContext &Context) {
   if (!E)
     return nullptr;
   struct Finder : RecursiveASTVisitor<Finder> {
+    const ASTContext &Context;
     const Expr *Found = nullptr;
+    explicit Finder(const ASTContext &Context) : Context(Context) {}
     bool VisitBinaryOperator(BinaryOperator *Operator) { return note(Operator, Operator->isAssignmentOp()); }
     bool VisitUnaryOperator(UnaryOperator *Operator) { return note(Operator, Operator->isIncrementDecrementOp()); }
     bool VisitCXXOperatorCallExpr(CXXOperatorCallExpr *Call) {
       OverloadedOperatorKind Kind = Call->getOperator();
       return note(Call, Call->isAssignmentOp() || Kind == OO_PlusPlus || Kind == OO_MinusMinus);
     }
-    bool note(const Expr *Candidate, bool Writes) {
-      if (Writes && !Found)
+    bool VisitCallExpr(CallExpr *Call) {
+      const FunctionDecl *Callee = Call->getDirectCallee();
+      bool Standard = Callee && !isa<CXXMethodDecl>(Callee) && !Callee->isConstexpr() &&
+                      (Callee->isInStdNamespace() || Callee->isExternC() || Callee->getBuiltinID() != 0);
+      return note(Call, Standard);
+    }
+    bool VisitStmtExpr(StmtExpr *Statements) { return note(Statements, true); }
+    bool VisitCXXDefaultInitExpr(CXXDefaultInitExpr *Default) { return !Found && TraverseStmt(Default->getExpr()); }
+    bool VisitCXXDefaultArgExpr(CXXDefaultArgExpr *Default) { return !Found && TraverseStmt(Default->getExpr()); }
+    bool note(const Expr *Candidate, bool Repeats) {
+      if (Repeats && !Found)
         Found = Candidate;
       return !Found;
     }
-  } Search;
+  } Search(Context);
   Search.TraverseStmt(const_cast<Expr *>(E));
   if (Search.Found)
     return Search.Found;
@@ -125,13 +139,14 @@ std::optional<Refusal> positionDependent(const CapturedSite &Site, const Pattern
                          "), where it would give another value: another line, column or function name, or another "
                          "count of expansions"};
   // The loss's code and the labels test run another number of times in the copy: the test again at the head, the
-  // logits code on a stand-in and again where the call computes the original's loss. A write there (an
-  // assignment, `++`, `--`; calls are the effect analysis's) would be made that many times.
+  // logits code on a stand-in and again where the call computes the original's loss. An effect there (a write,
+  // a call of the standard library's: effectIn) would be made that many times.
   for (const Expr *Part : {static_cast<const Expr *>(Site.Loss), Site.Guard.Condition})
-    if (const Expr *Code = writeIn(Part, Query.context()))
+    if (const Expr *Code = effectIn(Part, Query.context()))
       return Refusal{ReasonKind::PositionDependent, Code,
                      "`" + Query.text(AstQuery::spelled(Code)) +
-                         "` writes a value, and the rewritten code runs it another number of times than the original: "
+                         "` has an effect (a write, a call of the standard library's), and the rewritten code runs it "
+                         "another number of times than the original: "
                          "the labels test again at the head, the loss's logits code again where the fused call "
                          "computes the original's loss"};
   return std::nullopt;
@@ -438,7 +453,17 @@ std::optional<Refusal> logitsUsedElsewhere(const CapturedSite &Site, const Patte
     Variables.push_back(Site.Logits);
   for (const VarDecl *Variable : Variables) {
     for (const DeclRefExpr *Read : Uses.reads(Variable)) {
-      if (Query.within(Read, Site.Input) || (Site.Producer && Query.within(Read, Site.Producer)))
+      // In the loss's input the variable the input starts from is the one the rewrite hands over; another read
+      // of it there (a size in a view) runs on the fused path too, where it holds only the logits' shape.
+      if (Query.within(Read, Site.Input) &&
+          ((Site.InputBase && Query.within(Read, Site.InputBase)) || isShapeRead(Read, Patterns, Query)))
+        continue;
+      if (Query.within(Read, Site.Input))
+        return Refusal{ReasonKind::LogitsUsedElsewhere, Read,
+                       "the loss's input reads `" + Variable->getNameAsString() +
+                           "` beside the input itself, for more than its shape, where the fused path holds only "
+                           "its shape"};
+      if (Site.Producer && Query.within(Read, Site.Producer))
         continue;
       bool InChain = false;
       for (const ChainStep &Step : Site.Chain)
@@ -590,6 +615,18 @@ std::optional<Refusal> labelsMismatch(const CapturedSite &Site, const PatternSet
     return Refusal{ReasonKind::LabelsMismatch, Site.Target,
                    "the loss target `" + Query.text(Site.Target) + "` does not come from the guarded `" +
                        Guard.Labels->getNameAsString() + "`"};
+  // The rewrite reads the labels itself (`*labels` for a `labels->` of the original, the variable handed to the
+  // fused call): through a class of the program's, its own operators (an `operator*` beside the library
+  // optional's `->`) or conversions would run where the original ran others.
+  if (Site.TargetBase) {
+    const Expr *Labels = AstQuery::spelled(Site.TargetBase);
+    const CXXRecordDecl *Record = Labels->getType().getNonReferenceType()->getAsCXXRecordDecl();
+    if (Record && !isLibraryDeclaration(Record, Patterns, Query))
+      return Refusal{ReasonKind::LabelsMismatch, Site.Target,
+                     "the labels `" + Query.text(Labels) + "` are a `" + Record->getNameAsString() +
+                         "`, a class of the program's: the rewritten call reads them through its operators, which "
+                         "may give otherwise than the ones the original used"};
+  }
   if (Guard.Kind == GuardKind::Unrelated && Site.Producer && !Query.within(Site.Producer, Guard.Taken) &&
       !repeatableCondition(Guard.Condition, Patterns, Query))
     return Refusal{ReasonKind::LabelsMismatch, Guard.Condition,

@@ -1241,6 +1241,12 @@ struct Child : Model::Base {
     return loss + probs;
   }
 )", Verb::RefusesWith, "logits-used-elsewhere"},
+    {"the loss's input reads the logits' values beside the input itself", R"(
+  torch::Tensor forward(torch::Tensor h, torch::Tensor labels) {
+    auto logits = lm_head(h);
+    return F::cross_entropy(logits.view({-1, logits.sum().item() > 1e9 ? 16 : 32}), labels.view(-1));
+  }
+)", Verb::RefusesWith, "logits-used-elsewhere"},
     {"logits stored in a member after the loss", R"(
   torch::Tensor forward(torch::Tensor h, torch::Tensor labels) {
     auto logits = lm_head(h);
@@ -1331,6 +1337,18 @@ struct Child : Model::Base {
     auto logits = lm_head(h);
     torch::Tensor loss;
     if (labels.has_value()) loss = F::cross_entropy(logits.view({-1, 32}), other.view(-1));
+    return loss;
+  }
+)", Verb::RefusesWith, "labels-mismatch"},
+    {"labels of a class of the program's, derived from the library's optional, with its own operator*", R"(
+  struct Labels : c10::optional<torch::Tensor> {
+    using c10::optional<torch::Tensor>::optional;
+    torch::Tensor operator*() const { return torch::Tensor(); }
+  };
+  torch::Tensor forward(torch::Tensor h, Labels labels) {
+    auto logits = lm_head(h);
+    torch::Tensor loss;
+    if (labels.has_value()) loss = F::cross_entropy(logits.view({-1, 32}), labels->view(-1));
     return loss;
   }
 )", Verb::RefusesWith, "labels-mismatch"},
@@ -1556,6 +1574,19 @@ struct Child : Model::Base {
   torch::Tensor forward(torch::Tensor h, torch::Tensor labels) {
     auto logits = lm_head(h);
     return F::cross_entropy(logits.view({-1, 32}), labels.view({(calls += 1) > 0 ? -1 : 1}));
+  }
+)", Verb::RefusesWith, "position-dependent"},
+    {"a call of the standard library with an effect in the loss's logits code", R"(
+  static inline int64_t calls = 0;
+  torch::Tensor forward(torch::Tensor h, torch::Tensor labels) {
+    auto logits = lm_head(h);
+    return F::cross_entropy(logits.view({-1, std::exchange(calls, calls + 1) >= 0 ? 32 : 16}), labels.view(-1));
+  }
+)", Verb::RefusesWith, "position-dependent"},
+    {"a statement expression in the loss's logits code", R"(
+  torch::Tensor forward(torch::Tensor h, torch::Tensor labels) {
+    auto logits = lm_head(h);
+    return F::cross_entropy(logits.view({-1, ({ int64_t v = 32; v; })}), labels.view(-1));
   }
 )", Verb::RefusesWith, "position-dependent"},
     {"a write in the labels test, which the rewrite repeats at the head", R"(
