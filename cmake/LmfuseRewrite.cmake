@@ -60,7 +60,9 @@
 # - the audit JSON goes to AUDIT (default: lmfuse_rewritten/<target>/audit.json) and is always the last
 #   run's: a failed run leaves its own audit, or none (or, where its own cannot be written, the previous one,
 #   whole, and the failure says so);
-# - <target> links lmfuse::torch; the compile database (compile_commands.json) also lists the original
+# - <target> links lmfuse::torch, and the tool is given its include folders (--library-include): a header of
+#   the program's read as one of the library's (its own lmfuse/torch.h first on the include path) fails the
+#   build, naming it; the compile database (compile_commands.json) also lists the original
 #   sources with the target's flags (through the never-built object library <target>_lmfuse_originals),
 #   so `lmfuse -p <build dir> <source>` works on them.
 #
@@ -989,6 +991,10 @@ $<JOIN:${global_flags},
     endif()
     string(REPLACE ";" "\n" extra_lines "${ARG_EXTRA_ARGS}")
     _lmfuse_write_list("${out_dir}/extra-args.txt" "${extra_lines}\n")
+    # Where the library the target links keeps its headers (lmfuse::torch's include folders, with those of what
+    # it links): the tool takes only those for the library's, never a header of the program's of the same name.
+    file(GENERATE OUTPUT "${out_dir}/library-includes.txt"
+         CONTENT "$<JOIN:$<TARGET_PROPERTY:lmfuse::torch,INTERFACE_INCLUDE_DIRECTORIES>,\n>\n")
     # The stamp first: a Makefile's rule is that of the first output, and the step removes the stamp when it
     # starts and writes it when it is done, so a step stopped before its end (the build killed) leaves no
     # first output, and the next build runs it again, whatever copies it had placed. (The copies first, a
@@ -997,12 +1003,14 @@ $<JOIN:${global_flags},
     add_custom_command(
       OUTPUT "${out_dir}/step.stamp" ${copies} "${audit}"
       COMMAND "${CMAKE_COMMAND}" "-DMODE=tool" "-DSTAMP=${out_dir}/step.stamp" "-DTARGET=${target}" "-DTOOL=${tool}"
-              "-DEXTRA_ARGS_FILE=${out_dir}/extra-args.txt" "-DCOPIES=${copies}"
+              "-DEXTRA_ARGS_FILE=${out_dir}/extra-args.txt" "-DLIBRARY_INCLUDES_FILE=${out_dir}/library-includes.txt"
+              "-DCOPIES=${copies}"
               "-DEDIT_ROOT=${edit_root}" "-DOUT_DIR=${out_dir}"
               "-DAUDIT=${audit}" "-DEXPECT_PATCHED=${ARG_EXPECT_PATCHED}"
               "-DDEPFILE=${depfile}" ${unit_check_arguments}
               -P "${_LMFUSE_REWRITE_STEP}"
-      DEPENDS ${originals} "${patterns}" "${out_dir}/extra-args.txt" ${unit_check_inputs}
+      DEPENDS ${originals} "${patterns}" "${out_dir}/extra-args.txt" "${out_dir}/library-includes.txt"
+              ${unit_check_inputs}
               "${_LMFUSE_REWRITE_STEP}" "${tool}" $<$<TARGET_EXISTS:lmfuse>:lmfuse>
       ${depfile_arguments}
       COMMENT "lmfuse: rewriting the sources of ${target}"

@@ -16,7 +16,7 @@
 # Both modes: TARGET EDIT_ROOT OUT_DIR COPIES AUDIT STAMP EXPECT_PATCHED DEPFILE COMPILE_COMMANDS FLAGS_FILE
 #             SOURCES_FILE SOURCE_ROOT CXX UNITS_FILE BINARY_DIR PATTERNS (carried: where there is one)
 #             LAUNCHER_FILE (how the build launches the compiler: `rule <command line>`, `word <word>` lines)
-# MODE=tool:    TOOL EXTRA_ARGS_FILE
+# MODE=tool:    TOOL EXTRA_ARGS_FILE LIBRARY_INCLUDES_FILE (lmfuse::torch's include folders, one per line)
 # MODE=carried: FROM_DIR CARRIED_AUDIT
 # MODE=consumer (a target linked into one binary with the rewritten REWRITTEN: none of its units may compile
 #               the original of a header REWRITTEN's rewrite patched, nor, when it is rewritten too
@@ -27,7 +27,7 @@ cmake_minimum_required(VERSION 3.22)
 
 # The files of lmfuse_rewritten/<target>/ that are no copies: the audit, the step's inputs, its stage (the
 # tool's cache) and depfile. A carried mirror, a copy of that folder, holds them too.
-set(bookkeeping "step\\.stamp(\\.started)?|audit\\.json|\\.stage|\\.database|\\.lmfuse-cache|flags-[^/]*\\.txt|sources\\.txt|extra-args\\.txt|units\\.txt|launcher\\.txt|rewrite\\.d(\\.part)?")
+set(bookkeeping "step\\.stamp(\\.started)?|audit\\.json|\\.stage|\\.database|\\.lmfuse-cache|flags-[^/]*\\.txt|sources\\.txt|extra-args\\.txt|library-includes\\.txt|units\\.txt|launcher\\.txt|rewrite\\.d(\\.part)?")
 
 set(who "lmfuse_rewrite(${TARGET})")
 
@@ -724,6 +724,20 @@ else()
     fail("the lmfuse tool ${TOOL} has no --extra-arg, which EXTRA_ARGS need")
   endif()
 
+  # The library's include folders, as the build links it: the tool's re-parse takes only their lmfuse/ headers
+  # for the library's, so a header of the program's found first as <lmfuse/torch.h> fails the unit.
+  lines_of("${LIBRARY_INCLUDES_FILE}" library_includes)
+  set(library "")
+  foreach(folder IN LISTS library_includes)
+    if(IS_DIRECTORY "${folder}")
+      list(APPEND library "--library-include=${folder}")
+    endif()
+  endforeach()
+  if(NOT help MATCHES "library-include")
+    fail("the lmfuse tool ${TOOL} has no --library-include: it is older than this lmfuse package (use the tool "
+         "installed with it, or unset LMFUSE_EXECUTABLE)")
+  endif()
+
   # The stage keeps the tool's cache (.lmfuse-cache) between runs; everything else in it is this run's.
   set(stage "${OUT_DIR}/.stage")
   file(GLOB stale LIST_DIRECTORIES true "${stage}/*")
@@ -739,7 +753,7 @@ else()
   endif()
   execute_process(
     COMMAND "${TOOL}" --out-dir "${stage}" --edit-root "${EDIT_ROOT}" --audit "${STAGE_AUDIT}"
-            --patterns "${PATTERNS}" ${expect} ${extra} ${SOURCES} ${compile_flags}
+            --patterns "${PATTERNS}" ${expect} ${extra} ${library} ${SOURCES} ${compile_flags}
     WORKING_DIRECTORY "${SOURCE_ROOT}"
     RESULT_VARIABLE status
     OUTPUT_VARIABLE output

@@ -378,6 +378,10 @@ DriverResult runDriver(const clang::tooling::CompilationDatabase &Compilations,
 
   // 5. Re-parse every unit that reads a rewritten file. A failure drops the files that unit reads, which
   //    changes what other units see, so repeat until nothing more is dropped.
+  llvm::StringRef Call = Patterns.Replacement.Call;
+  const LibraryHeaders Library{llvm::StringRef(Patterns.Replacement.Include).split('/').first.str(),
+                               Call.contains("::") ? Call.take_front(Call.find("::")).str() : std::string(),
+                               Options.LibraryIncludes};
   std::set<size_t> ToVerify;
   for (size_t I = 0; I < Units.size(); ++I)
     if (!Units[I].Outcome.FromCache && !Units[I].Outcome.ParseFailed)
@@ -389,7 +393,9 @@ DriverResult runDriver(const clang::tooling::CompilationDatabase &Compilations,
       llvm::StringMap<std::string> Overlay;
       for (const std::string &File : Units[I].Outcome.FilesRead)
         if (auto It = Rewritten.find(File); It != Rewritten.end())
-          Overlay[File] = It->second;
+          Overlay[File] = Options.LineDirectives
+                              ? rewrittenWithLineDirectives(File, Originals[File], Edits.editsFor(File))
+                              : It->second;
       if (Overlay.empty())
         continue;
       Batch.push_back(I);
@@ -399,10 +405,7 @@ DriverResult runDriver(const clang::tooling::CompilationDatabase &Compilations,
     std::vector<std::string> Errors(Batch.size());
     parallelFor(Batch.size(), Options.Jobs, [&](size_t K) {
       const Job &Unit = Units[Batch[K]];
-      llvm::StringRef Call = Patterns.Replacement.Call;
-      Errors[K] = verifyRewrite(Unit.CommandLine, Unit.Command.Directory, Overlays[K], Options.EditRoot,
-                                llvm::StringRef(Patterns.Replacement.Include).split('/').first,
-                                Call.contains("::") ? Call.take_front(Call.find("::")) : llvm::StringRef());
+      Errors[K] = verifyRewrite(Unit.CommandLine, Unit.Command.Directory, Overlays[K], Options.EditRoot, &Library);
     });
     std::set<std::string> NewlyDropped;
     for (size_t K = 0; K < Batch.size(); ++K) {

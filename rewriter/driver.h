@@ -48,9 +48,16 @@ public:
 struct DriverOptions {
   std::string ResourceDir;              ///< the Clang resource directory (stddef.h and friends)
   std::vector<std::string> HeaderDirs;  ///< where <lmfuse/torch.h> and <lmfuse/flce.h> are found
+  /// --library-include: the folders of the library the build links (canonical); the re-parse takes only their
+  /// files for the library's headers (verify.h: LibraryHeaders::Directories). Empty: what the include path finds.
+  std::vector<std::string> LibraryIncludes;
   std::vector<std::string> ExtraArgs;        ///< --extra-arg: appended to every compile command
   std::vector<std::string> ExtraArgsBefore;  ///< --extra-arg-before: prepended to every compile command
   std::string EditRoot;                 ///< canonical; edits outside it are never kept ("" = anywhere)
+  /// The rewritten files are written with #line directives (--out-dir: rewrittenWithLineDirectives), so the
+  /// re-parse reads them so too: what it checks is what the build compiles, and its errors name the original's
+  /// lines. Otherwise (in place, a diff) the files are written as edited.
+  bool LineDirectives = false;
   unsigned Jobs = 1;                    ///< translation units parsed at once
   bool Progress = false;                ///< one line per file on stderr
   TranslationUnitCache *Cache = nullptr;

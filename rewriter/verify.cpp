@@ -285,38 +285,68 @@ ParseOutcome parseTranslationUnit(const std::vector<std::string> &CommandLine, l
 
 namespace {
 
-/// What of the program's own reaches the library's headers (what `#include <LibraryFolder/NAME>` finds) where
-/// the rewrite included them: a macro defined in a program file that one of their words expands to (`#define
-/// Mean Sum` above the inserted include, a pushed `TORCH_ARG`), a namespace, class or linkage block of the
-/// program around them, or a `#pragma pack` in effect over their classes. Any of these makes the library's
-/// declarations other code than the library was built from; so does a declaration in LibraryNamespace made
-/// anywhere else. "" when none does.
-std::string programStateInLibrary(clang::ASTContext &Context, clang::Preprocessor &PP, llvm::StringRef LibraryFolder,
-                                  llvm::StringRef LibraryNamespace, llvm::StringRef ProjectRoot,
-                                  llvm::StringRef Directory) {
+/// What of the program's own reaches the library's headers where the rewrite included them: a header of the
+/// program's read in place of one of the library's (found first on the include path), a macro defined in a
+/// program file that one of their words expands to (`#define Mean Sum` above the inserted include, a pushed
+/// `TORCH_ARG`), a namespace, class or linkage block of the program around them, or a `#pragma pack` in effect
+/// over their classes. Any of these makes the library's declarations other code than the library was built
+/// from; so does a declaration in the library's namespace made anywhere else. "" when none does.
+std::string programStateInLibrary(clang::ASTContext &Context, clang::Preprocessor &PP, const LibraryHeaders &Library,
+                                  llvm::StringRef ProjectRoot, llvm::StringRef Directory) {
   const clang::SourceManager &SM = Context.getSourceManager();
-  // A library header is what `#include <lmfuse/NAME>` finds on this unit's include path: a file of a folder
-  // named so, which that include resolves to. A header of the program's in another folder of that name, reached
-  // by a relative path, and the main file wherever it lies, are not.
-  std::map<unsigned, bool> Library;  // FileID hash -> a library header
-  auto InLibrary = [&](clang::SourceLocation At) {
-    clang::FileID File = SM.getFileID(SM.getExpansionLoc(At));
-    auto [It, Inserted] = Library.try_emplace(File.getHashValue(), false);
-    if (!Inserted)
-      return It->second;
+  // The library's own file of a name (`lmfuse/torch.h`): the one in the library's folders where the build named
+  // them, else what `#include <lmfuse/torch.h>` finds on this unit's include path (an angled include searches no
+  // includer's folder; the preprocessor's own lookup reads its include stack, which is gone once the unit is
+  // parsed).
+  auto LibraryFile = [&](const std::string &Spelled) -> clang::OptionalFileEntryRef {
+    if (Library.Directories.empty()) {
+      clang::ConstSearchDirIterator Searched = nullptr;
+      return PP.getHeaderSearchInfo().LookupFile(Spelled, SM.getLocForStartOfFile(SM.getMainFileID()),
+                                                 /*isAngled=*/true, nullptr, &Searched, {}, nullptr, nullptr, nullptr,
+                                                 nullptr, nullptr, nullptr);
+    }
+    for (const std::string &Folder : Library.Directories) {
+      llvm::SmallString<256> Path(Folder);
+      llvm::sys::path::append(Path, Spelled);
+      if (clang::OptionalFileEntryRef Found = SM.getFileManager().getOptionalFileRef(Path))
+        return Found;
+    }
+    return std::nullopt;
+  };
+  // A file read as `lmfuse/NAME` (a file of a folder named so, never the main file) and what the library's own
+  // file of that name is.
+  auto LibraryNamesake = [&](clang::FileID File) -> std::pair<clang::OptionalFileEntryRef, clang::OptionalFileEntryRef> {
     clang::OptionalFileEntryRef Entry = SM.getFileEntryRefForID(File);
     if (!Entry || File == SM.getMainFileID() ||
-        llvm::sys::path::filename(llvm::sys::path::parent_path(Entry->getName())) != LibraryFolder)
-      return false;
-    std::string Spelled = (LibraryFolder + "/" + llvm::sys::path::filename(Entry->getName())).str();
-    // The include path alone (an angled include searches no includer's folder); the preprocessor's own lookup
-    // reads its include stack, which is gone once the unit is parsed.
-    clang::ConstSearchDirIterator Searched = nullptr;
-    clang::OptionalFileEntryRef Found = PP.getHeaderSearchInfo().LookupFile(
-        Spelled, SM.getLocForStartOfFile(SM.getMainFileID()), /*isAngled=*/true, nullptr, &Searched, {}, nullptr,
-        nullptr, nullptr, nullptr, nullptr, nullptr);
-    return It->second = Found && &Found->getFileEntry() == &Entry->getFileEntry();
+        llvm::sys::path::filename(llvm::sys::path::parent_path(Entry->getName())) != Library.Folder)
+      return {std::nullopt, std::nullopt};
+    return {Entry, LibraryFile(Library.Folder + "/" + llvm::sys::path::filename(Entry->getName()).str())};
   };
+  std::map<unsigned, bool> IsLibrary;  // FileID hash -> a library header
+  auto InLibrary = [&](clang::SourceLocation At) {
+    clang::FileID File = SM.getFileID(SM.getExpansionLoc(At));
+    auto [It, Inserted] = IsLibrary.try_emplace(File.getHashValue(), false);
+    if (Inserted) {
+      auto [Read, Own] = LibraryNamesake(File);
+      It->second = Read && Own && &Read->getFileEntry() == &Own->getFileEntry();
+    }
+    return It->second;
+  };
+  // Where the build named the library's folders, a file of the program's read as one of the library's headers (a
+  // `lmfuse/torch.h` of its own ahead of the library's on the include path, which may include the library's
+  // after its own code) is compiled in its place.
+  if (!Library.Directories.empty())
+    for (unsigned I = 0; I < SM.local_sloc_entry_size(); ++I) {
+      const clang::SrcMgr::SLocEntry &Entry = SM.getLocalSLocEntry(I);
+      if (!Entry.isFile())
+        continue;
+      clang::SourceLocation Start = clang::SourceLocation::getFromRawEncoding(Entry.getOffset());
+      if (auto [Read, Own] = LibraryNamesake(SM.getFileID(Start)); Read && Own && !InLibrary(Start))
+        return "the unit reads " + Read->getName().str() + " as <" + Library.Folder + "/" +
+               llvm::sys::path::filename(Read->getName()).str() + ">, which is not the library's header of that name (" +
+               Own->getName().str() + "): a file of the program's found first on the include path would be "
+               "compiled in the library's place";
+    }
   ProgramFiles Program(SM, ProjectRoot, Directory);
   auto InProgram = [&](clang::SourceLocation At) { return !InLibrary(At) && Program.contains(At); };
   auto Place = [&](clang::SourceLocation At) {
@@ -398,7 +428,7 @@ std::string programStateInLibrary(clang::ASTContext &Context, clang::Preprocesso
     std::string LibraryNamespace;
     std::function<std::string(clang::SourceLocation)> Place;
     std::string Found;
-  } Visitor(InLibrary, LibraryNamespace, Place);
+  } Visitor(InLibrary, Library.Namespace, Place);
   Visitor.TraverseDecl(Context.getTranslationUnitDecl());
   return Visitor.Found;
 }
@@ -407,13 +437,13 @@ std::string programStateInLibrary(clang::ASTContext &Context, clang::Preprocesso
 
 std::string verifyRewrite(const std::vector<std::string> &CommandLine, llvm::StringRef Directory,
                           const llvm::StringMap<std::string> &Overlay, const std::string &ProjectRoot,
-                          llvm::StringRef LibraryFolder, llvm::StringRef LibraryNamespace) {
+                          const LibraryHeaders *Library) {
   std::string Found;
   ParseOutcome Outcome = parseTranslationUnit(
       CommandLine, Directory, Overlay,
       [&](clang::ASTContext &Context, clang::Preprocessor &PP) {
-        if (!LibraryFolder.empty())
-          Found = programStateInLibrary(Context, PP, LibraryFolder, LibraryNamespace, ProjectRoot, Directory);
+        if (Library && !Library->Folder.empty())
+          Found = programStateInLibrary(Context, PP, *Library, ProjectRoot, Directory);
       },
       ProjectRoot);
   if (Outcome.HadErrors)

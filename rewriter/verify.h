@@ -61,15 +61,26 @@ ParseOutcome parseTranslationUnit(const std::vector<std::string> &CommandLine, l
                                   const std::function<void(clang::ASTContext &, clang::Preprocessor &)> &OnParsed,
                                   const std::string &ProjectRoot = "", bool RecordMacros = false);
 
+/// The library the rewritten code calls, as the re-parse checks it.
+struct LibraryHeaders {
+  std::string Folder;     ///< the folder of the rewrite's include: `lmfuse` of `lmfuse/torch.h`
+  std::string Namespace;  ///< the namespace of its calls: `lmfuse` of `lmfuse::linear_cross_entropy`
+  /// Where the library's headers are (canonical folders holding Folder/): the include folders of the library the
+  /// build links (lmfuse_rewrite passes lmfuse::torch's). Empty: whatever `#include <Folder/NAME>` finds on the
+  /// unit's include path is taken for the library's header.
+  std::vector<std::string> Directories;
+};
+
 /// The re-parse check: the translation unit must compile with Overlay's rewritten contents, and the library
-/// headers the rewrite includes (what `#include <LibraryFolder/NAME>` finds on the unit's include path, such as
-/// `lmfuse/torch.h`; never the main file)
-/// must be read as the library wrote them: no macro of the program's files expanded in them, no namespace, class
-/// or linkage block of the program around them, no `#pragma pack` over their classes; and nothing outside them
-/// may declare into LibraryNamespace (`lmfuse`), whose functions and templates the rewritten code uses.
+/// headers the rewrite includes must be read as the library wrote them: no macro of the program's files
+/// expanded in them, no namespace, class or linkage block of the program around them, no `#pragma pack` over
+/// their classes; nothing outside them may declare into the library's namespace, whose functions and templates
+/// the rewritten code uses; and, where Library.Directories are known, every header the unit reads as
+/// `Folder/NAME` of a name the library has must be the library's own file, not one of the program's found first
+/// on the include path. A library header is never the main file.
 /// Returns "" when it does, else the first error (file:line: message) or what reached the library's headers.
 std::string verifyRewrite(const std::vector<std::string> &CommandLine, llvm::StringRef Directory,
                           const llvm::StringMap<std::string> &Overlay, const std::string &ProjectRoot = "",
-                          llvm::StringRef LibraryFolder = "", llvm::StringRef LibraryNamespace = "");
+                          const LibraryHeaders *Library = nullptr);
 
 }  // namespace lmfuse::rewriter

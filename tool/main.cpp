@@ -81,6 +81,11 @@ cl::list<std::string> ExtraArgs("extra-arg", cl::desc("Additional argument to ap
 cl::list<std::string> ExtraArgsBefore("extra-arg-before",
                                       cl::desc("Additional argument to prepend to every compile command"),
                                       cl::value_desc("ARG"), cl::cat(LmfuseCategory));
+cl::list<std::string> LibraryIncludes(
+    "library-include",
+    cl::desc("An include folder of the lmfuse library the program is built with (repeatable; lmfuse_rewrite gives "
+             "lmfuse::torch's): only its lmfuse/ headers are taken for the library's when the rewrite is checked"),
+    cl::value_desc("DIR"), cl::cat(LmfuseCategory));
 cl::opt<bool> Quiet("quiet", cl::desc("Print errors only: no per-site warnings, no notes"), cl::cat(LmfuseCategory));
 cl::opt<bool> Verbose("verbose", cl::desc("Also print a remark for every patched or already patched site"),
                       cl::cat(LmfuseCategory));
@@ -204,12 +209,16 @@ std::string cacheFingerprint(StringRef PatternText, const DriverOptions &Options
                             "\npatterns " +
                             lmfuse::tool::hashText(PatternText) + "\nresource-dir " + Options.ResourceDir +
                             "\nedit-root " + Options.EditRoot;
+  for (const std::string &Folder : Options.LibraryIncludes)
+    Fingerprint += "\nlibrary-include " + Folder;
   for (const std::string &Argument : Options.ExtraArgsBefore)
     Fingerprint += "\nextra-arg-before " + Argument;
   for (const std::string &Argument : Options.ExtraArgs)
     Fingerprint += "\nextra-arg " + Argument;
   // The re-parse check reads the lmfuse headers: a changed header must check the rewrites again.
-  for (const std::string &Dir : Options.HeaderDirs)
+  std::vector<std::string> Folders = Options.HeaderDirs;
+  Folders.insert(Folders.end(), Options.LibraryIncludes.begin(), Options.LibraryIncludes.end());
+  for (const std::string &Dir : Folders)
     for (StringRef Header : {"lmfuse/torch.h", "lmfuse/flce.h"}) {
       SmallString<256> Path(Dir);
       sys::path::append(Path, Header);
@@ -358,6 +367,21 @@ int main(int argc, const char **argv) {
     Options.EditRoot = canonicalPath(EditRoot, CurrentDir);
   }
 
+  for (const std::string &Folder : LibraryIncludes) {
+    if (Folder.empty())
+      return fail(ExitSkipped, "--library-include needs a value");
+    if (!sys::fs::is_directory(Folder))
+      return fail(ExitSkipped, "--library-include " + Folder + " is not a folder");
+    Options.LibraryIncludes.push_back(canonicalPath(Folder, CurrentDir));
+  }
+  // The rewrite includes the library's header: folders that hold none of it name another library.
+  if (!Options.LibraryIncludes.empty() &&
+      llvm::none_of(Options.LibraryIncludes, [&](const std::string &Folder) {
+        return isDirectoryWith(Folder, Patterns->Replacement.Include);
+      }))
+    return fail(ExitSkipped, "no --library-include folder holds " + Patterns->Replacement.Include +
+                                 ", the header the rewrite includes: give the library's include folder");
+
   std::vector<std::string> Inputs;
   for (const std::string &Path : SourcePaths)
     Inputs.push_back(canonicalPath(Path, CurrentDir));
@@ -384,6 +408,7 @@ int main(int argc, const char **argv) {
     std::string Executable = sys::fs::getMainExecutable(argv[0], reinterpret_cast<void *>(&executableDir));
     Cache.emplace(std::string(CacheDir), cacheFingerprint(PatternText, Options, Executable));
     Options.Cache = &*Cache;
+    Options.LineDirectives = true;
   }
 
   DriverResult Result = runDriver(*Compilations, SourcePaths, *Patterns, Options);

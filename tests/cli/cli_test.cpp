@@ -4,6 +4,7 @@
 // every run takes milliseconds.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <map>
 #include <string>
 #include <vector>
@@ -140,6 +141,102 @@ TEST_CASE("the program's state where the rewrite includes lmfuse's header fails 
         CHECK(Run.ExitCode == 0);
         CHECK(field(Sites[0], "status") == "patched");
       }
+    }
+  }
+}
+
+// With --out-dir the copies carry #line directives, and the re-parse reads them as written: a failure below the
+// include the rewrite inserts is named at the original's line, as the build would name it, not one line late.
+TEST_CASE("--out-dir: the re-parse reads the copies as written, #line directives included", "[cli][exit]") {
+  const std::string Source = std::string(ModelSource) + "namespace lmfuse { inline int helper() { return 1; } }\n";
+  const unsigned Line = unsigned(std::count(Source.begin(), Source.end(), '\n'));
+  // (In a folder named like the library's, so the analysis leaves the opening to the re-parse.)
+  SourceTree Tree({{"lmfuse/model.cpp", Source.c_str()}});
+  std::string Audit = Tree.path("audit.json");
+  ToolRun Run =
+      runLmfuse(withFlags({"--out-dir", Tree.path("out"), "--audit", Audit, Tree.path("lmfuse/model.cpp")}, Tree));
+  INFO(Run.Err);
+  CHECK(Run.ExitCode == 1);
+  llvm::json::Value Document = readAudit(Audit);
+  const llvm::json::Array &Sites = sitesOf(Document);
+  REQUIRE(Sites.size() == 1);
+  INFO(field(Sites[0], "detail"));
+  CHECK(field(Sites[0], "reason") == "reparse-failed");
+  CHECK(countOf(field(Sites[0], "detail"), "in namespace `lmfuse` (model.cpp:" + std::to_string(Line) + ")") == 1);
+}
+
+// Where the build names the library's include folders (--library-include, which lmfuse_rewrite passes), a
+// header of the program's read as one of the library's (its own lmfuse/torch.h ahead of the library's on the
+// include path: a copy with its own changes, or a wrapper including the library's after code of its own) fails
+// the re-parse: its code would be compiled as the library's. Without the folders, whatever the include path finds
+// first is taken for the library's header: a whole copy passes, a wrapper's declarations of the library are the
+// program's (README: what the re-parse checks).
+TEST_CASE("--library-include: a program's own lmfuse header read in the library's place fails the re-parse",
+          "[cli][exit]") {
+  llvm::SmallString<256> LibraryHeader(LMFUSE_CLI_STUBS);
+  llvm::sys::path::append(LibraryHeader, "lmfuse", "torch.h");
+  auto Library = llvm::MemoryBuffer::getFile(LibraryHeader);
+  REQUIRE(Library);
+  const std::string Copy = (*Library)->getBuffer().str() + "#define LMFUSE_PROGRAM_COPY 1\n";
+  const std::string Wrapper = "#pragma once\n#define LMFUSE_PROGRAM_WRAPPER 1\n#include_next <lmfuse/torch.h>\n";
+  const std::string ItsOwn = "reads %s as <lmfuse/torch.h>, which is not the library's header of that name";
+  struct Case {
+    const char *Name;
+    const std::string *Shadow;  // the program's inc/lmfuse/torch.h, first on the include path; null: none
+    std::vector<std::string> Options;
+    const char *Named;  // what the audit's detail names; "" for a site that stays patched
+  };
+  const Case Cases[] = {
+      {"no shadow, the library's folder given", nullptr, {"--library-include", LMFUSE_CLI_STUBS}, ""},
+      {"a copy first, the library's folder given", &Copy, {"--library-include", LMFUSE_CLI_STUBS}, ItsOwn.c_str()},
+      {"a wrapper first, the library's folder given", &Wrapper, {"--library-include", LMFUSE_CLI_STUBS}, ItsOwn.c_str()},
+      {"a copy first, the library's folder given by another spelling beside a folder without it", &Copy,
+       {"--library-include", "/", "--library-include", LMFUSE_CLI_STUBS "/lmfuse/.."}, ItsOwn.c_str()},
+      {"a copy first, no folder given: taken for the library's", &Copy, {}, ""},
+      {"a wrapper first, no folder given: the library's declarations are the program's", &Wrapper, {},
+       "the program declares `lmfuse` in namespace `lmfuse` (torch.h:"},
+  };
+  for (const Case &Each : Cases) {
+    DYNAMIC_SECTION(Each.Name) {
+      SourceTree Tree({{"model.cpp", ModelSource}});
+      std::vector<std::string> Extra;
+      if (Each.Shadow) {
+        Tree.write("inc/lmfuse/torch.h", *Each.Shadow);
+        Extra.push_back("-I" + Tree.path("inc"));
+      }
+      std::string Audit = Tree.path("audit.json");
+      std::vector<std::string> Arguments = Each.Options;
+      for (const std::string &Argument : {std::string("--in-place"), std::string("--audit"), Audit, Tree.path("model.cpp")})
+        Arguments.push_back(Argument);
+      ToolRun Run = runLmfuse(withFlags(Arguments, Tree, Extra));
+      INFO(Run.Err);
+      llvm::json::Value Document = readAudit(Audit);
+      const llvm::json::Array &Sites = sitesOf(Document);
+      REQUIRE(Sites.size() == 1);
+      INFO(field(Sites[0], "detail"));
+      if (*Each.Named) {
+        CHECK(Run.ExitCode == 1);
+        CHECK(Tree.read("model.cpp") == ModelSource);
+        CHECK(field(Sites[0], "reason") == "reparse-failed");
+        std::string Named = Each.Named;
+        if (size_t At = Named.find("%s"); At != std::string::npos)
+          Named.replace(At, 2, Tree.path("inc/lmfuse/torch.h"));
+        CHECK(countOf(field(Sites[0], "detail"), Named) == 1);
+      } else {
+        CHECK(Run.ExitCode == 0);
+        CHECK(field(Sites[0], "status") == "patched");
+      }
+    }
+  }
+  SECTION("a folder that is not one, or holds no lmfuse/torch.h, is refused before anything is read") {
+    SourceTree Tree({{"model.cpp", ModelSource}});
+    for (const auto &[Folder, Message] :
+         {std::pair<std::string, std::string>{Tree.path("missing"), "--library-include " + Tree.path("missing") + " is not a folder"},
+          {Tree.Root, "no --library-include folder holds lmfuse/torch.h"}}) {
+      ToolRun Run = runLmfuse(withFlags({"--in-place", "--library-include", Folder, Tree.path("model.cpp")}, Tree));
+      CHECK(Run.ExitCode == 2);
+      CHECK(countOf(Run.Err, Message) == 1);
+      CHECK(Tree.read("model.cpp") == ModelSource);
     }
   }
 }

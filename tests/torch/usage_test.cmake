@@ -62,6 +62,18 @@ function(build_fails target)
   set(OUT "${output}" PARENT_SCOPE)
 endfunction()
 
+# Builds <target> of the usage build, which must fail with output matching every regular expression after
+# <what> (CMake's wrapped lines joined into one); else the test fails saying the failure does not name <what>.
+function(build_fails_naming target what)
+  build_fails(${target})
+  string(REGEX REPLACE "[ \t\r\n]+" " " flat "${OUT}")
+  foreach(pattern IN LISTS ARGN)
+    if(NOT flat MATCHES "${pattern}")
+      message(FATAL_ERROR "${target}: the failed build does not name ${what}:\n${OUT}")
+    endif()
+  endforeach()
+endfunction()
+
 # include_src where Clang is not: a copy of its sources (so the test may change them) built from the mirror
 # the usage build made of them (LMFUSE_REWRITTEN_DIR = a copy of its lmfuse_rewritten/). It trains fused
 # while every original is what the mirror was made from; a header or source changed since, an original
@@ -251,31 +263,18 @@ elseif(STEP STREQUAL "build_guards")
   if(compiler_id MATCHES "Clang")
     step("${CMAKE_COMMAND}" --build "${build}" --target guard_compiler)
   else()
-    build_fails(guard_compiler)
-    string(REGEX REPLACE "[ \t\r\n]+" " " flat "${OUT}")
-    if(NOT flat MATCHES "__clang__ is undefined here, but the rewrite was analysed with `#define __clang__ 1` \\(built-in\\)" OR
-       NOT flat MATCHES "__clang__ is undefined before any file here")
-      message(FATAL_ERROR "guard_compiler: the build under ${compiler_id} does not name __clang__:\n${OUT}")
-    endif()
+    build_fails_naming(guard_compiler "__clang__ (compiled by ${compiler_id})"
+                       "__clang__ is undefined here, but the rewrite was analysed with `#define __clang__ 1` \\(built-in\\)"
+                       "__clang__ is undefined before any file here")
   endif()
   # A compiler launcher that adds a definition the model tests (CAPPED_BY_LAUNCHER): the build fails naming it.
-  build_fails(guard_launcher)
-  string(REGEX REPLACE "[ \t\r\n]+" " " flat "${OUT}")
-  if(NOT flat MATCHES "CAPPED_BY_LAUNCHER")
-    message(FATAL_ERROR "guard_launcher: the build with the launcher's definition does not name it:\n${OUT}")
-  endif()
+  build_fails_naming(guard_launcher "the launcher's definition" "CAPPED_BY_LAUNCHER")
   # A precompiled model header: the tool finds its site (the header is the program's, however included),
   # and the units, which read the original through the precompiled headers, stop the build naming them.
-  build_fails(guard_pch)
-  string(REGEX REPLACE "[ \t\r\n]+" " " flat "${OUT}")
-  if(NOT flat MATCHES "includes the original [^ ]*model\\.h, not its rewritten copy \\(through the target's precompiled headers")
-    message(FATAL_ERROR "guard_pch: the failed build does not name the precompiled headers:\n${OUT}")
-  endif()
-  build_fails(guard_pch_angle)
-  string(REGEX REPLACE "[ \t\r\n]+" " " flat "${OUT}")
-  if(NOT flat MATCHES "starts with the target's precompiled headers \\([^)]*cmake_pch[^)]*\\)")
-    message(FATAL_ERROR "guard_pch_angle: the failed build does not name the precompiled headers:\n${OUT}")
-  endif()
+  build_fails_naming(guard_pch "the precompiled headers"
+                     "includes the original [^ ]*model\\.h, not its rewritten copy \\(through the target's precompiled headers")
+  build_fails_naming(guard_pch_angle "the precompiled headers"
+                     "starts with the target's precompiled headers \\([^)]*cmake_pch[^)]*\\)")
   # Unity build: the copy was parsed with its own command (-DNDEBUG), so the rebinding of h after the
   # head was seen and the fused call reads the head's input from a local made before it.
   step("${CMAKE_COMMAND}" --build "${build}" --target guard_unity)
@@ -286,13 +285,13 @@ elseif(STEP STREQUAL "build_guards")
   # A wrapper header whose `#include_next` (from its copy) reaches its original: the build fails naming the
   # file read twice. With the wrapped header's folder under EDIT_ROOT too, its copy comes next: the program
   # builds and runs the wrapper once (it exits 1 otherwise).
-  build_fails(guard_include_next)
-  string(REGEX REPLACE "[ \t\r\n]+" " " flat "${OUT}")
-  if(NOT flat MATCHES "reads both [^ ]*/lmfuse_rewritten/guard_include_next/inc/cfg\\.h and its original [^ ]*/include_next/app/inc/cfg\\.h" OR
-     NOT flat MATCHES "#include_next")
-    message(FATAL_ERROR "guard_include_next: the failed build does not name the wrapper read twice:\n${OUT}")
-  endif()
+  build_fails_naming(guard_include_next "the wrapper read twice"
+                     "reads both [^ ]*/lmfuse_rewritten/guard_include_next/inc/cfg\\.h and its original [^ ]*/include_next/app/inc/cfg\\.h"
+                     "#include_next")
   step("${CMAKE_COMMAND}" --build "${build}" --target guard_include_next_inside)
+  # A copy of the library's header of the program's own, first on the include path: the build fails naming it.
+  build_fails_naming(guard_library_shadow "the program's copy of lmfuse/torch.h"
+                     "reads [^ ]*/shadow/lmfuse/torch\\.h as <lmfuse/torch\\.h>, which is not the library's header")
   run_program("${build}/build_guards/guard_include_next_inside")
   if(NOT STATUS EQUAL 0)
     message(FATAL_ERROR "guard_include_next_inside: the program did not run its wrapper once (exit ${STATUS}):\n${OUT}")
