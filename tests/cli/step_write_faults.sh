@@ -21,9 +21,10 @@ mounted="$work/out"
 printf -- '-std=c++17\n' > "$work/flags.txt"
 echo "$work/src/big.cpp" > "$work/sources.txt"
 : > "$work/extra.txt"
+: > "$work/library.txt"
 echo "$work/out/big.cpp" > "$work/units.txt"
 cmake -DMODE=tool -DTARGET=t "-DTOOL=$tool" "-DPATTERNS=$patterns" "-DCOMPILE_COMMANDS=" "-DFLAGS_FILE=$work/flags.txt" \
-  "-DSOURCES_FILE=$work/sources.txt" "-DEXTRA_ARGS_FILE=$work/extra.txt" "-DCOPIES=$work/out/big.cpp" \
+  "-DSOURCES_FILE=$work/sources.txt" "-DEXTRA_ARGS_FILE=$work/extra.txt" "-DLIBRARY_INCLUDES_FILE=$work/library.txt" "-DCOPIES=$work/out/big.cpp" \
   "-DSOURCE_ROOT=$work/src" "-DEDIT_ROOT=$work/src" "-DOUT_DIR=$work/out" "-DAUDIT=$work/audit.json" -DEXPECT_PATCHED= \
   "-DCXX=${CXX:-c++}" "-DDEPFILE=$work/rewrite.d" "-DUNITS_FILE=$work/units.txt" "-DBINARY_DIR=$work/build" \
   -P "$step" > "$work/log" 2>&1
