@@ -84,7 +84,8 @@ cl::list<std::string> ExtraArgsBefore("extra-arg-before",
 cl::list<std::string> LibraryIncludes(
     "library-include",
     cl::desc("An include folder of the lmfuse library the program is built with (repeatable; lmfuse_rewrite gives "
-             "lmfuse::torch's): only its lmfuse/ headers are taken for the library's when the rewrite is checked"),
+             "lmfuse::torch's; default: this tool's own): only its lmfuse/ headers are taken for the library's when "
+             "the rewrite is checked"),
     cl::value_desc("DIR"), cl::cat(LmfuseCategory));
 cl::opt<bool> Quiet("quiet", cl::desc("Print errors only: no per-site warnings, no notes"), cl::cat(LmfuseCategory));
 cl::opt<bool> Verbose("verbose", cl::desc("Also print a remark for every patched or already patched site"),
@@ -381,6 +382,12 @@ int main(int argc, const char **argv) {
       }))
     return fail(ExitSkipped, "no --library-include folder holds " + Patterns->Replacement.Include +
                                  ", the header the rewrite includes: give the library's include folder");
+  // None given: the library is the tool's own (its headers beside it, or the source tree's in a build tree), which
+  // the parse finds last on the include path; a unit that reads another lmfuse/torch.h fails the re-parse, naming
+  // it, rather than be checked against whatever the include path finds first.
+  if (Options.LibraryIncludes.empty())
+    for (const std::string &Folder : Options.HeaderDirs)
+      Options.LibraryIncludes.push_back(canonicalPath(Folder, CurrentDir));
 
   std::vector<std::string> Inputs;
   for (const std::string &Path : SourcePaths)

@@ -6,11 +6,13 @@
 #include <catch2/catch.hpp>
 
 #include <cstdlib>
+#include <map>
 #include <unistd.h>  // environ
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/SmallString.h"
 #include "llvm/ADT/StringRef.h"
 #include "llvm/Support/FileSystem.h"
@@ -146,7 +148,27 @@ struct ToolRun {
 struct RunContext {
   std::string WorkingDir;             ///< "": the test's
   std::vector<std::string> Variables;  ///< NAME=value added to the test's environment
+  /// The sources compile the stubs' lmfuse/torch.h (withFlags puts the stubs on the include path), so a run is
+  /// told they are the library's (--library-include), unless its arguments name a folder themselves or this
+  /// asks for the tool's own default.
+  bool ToolsOwnLibrary = false;
 };
+
+// Whether Executable takes --library-include (an older build under LMFUSE_CLI_UNDER_TEST may not).
+inline bool takesLibraryInclude(llvm::StringRef Executable) {
+  static std::map<std::string, bool> Known;
+  auto [It, Inserted] = Known.try_emplace(Executable.str(), false);
+  if (Inserted) {
+    llvm::SmallString<256> HelpPath;
+    REQUIRE(!llvm::sys::fs::createTemporaryFile("lmfuse-cli-help", "txt", HelpPath));
+    std::optional<llvm::StringRef> Redirects[] = {std::nullopt, llvm::StringRef(HelpPath), llvm::StringRef(HelpPath)};
+    llvm::StringRef Argv[] = {Executable, "--help"};
+    llvm::sys::ExecuteAndWait(Executable, Argv, std::nullopt, Redirects, 60);
+    It->second = readFile(HelpPath).find("--library-include") != std::string::npos;
+    llvm::sys::fs::remove(HelpPath);
+  }
+  return It->second;
+}
 
 // Runs Executable with Arguments and captures its exit code and output.
 ToolRun runLmfuseAt(llvm::StringRef Executable, const std::vector<std::string> &Arguments, unsigned Seconds = 60,
@@ -160,6 +182,9 @@ ToolRun runLmfuseAt(llvm::StringRef Executable, const std::vector<std::string> &
   if (!Context.WorkingDir.empty())
     Words = {"sh", "-c", "cd \"$0\" && exec \"$@\"", Context.WorkingDir};
   Words.push_back(Executable.str());
+  if (!Context.ToolsOwnLibrary && takesLibraryInclude(Executable) &&
+      llvm::none_of(Arguments, [](const std::string &Word) { return llvm::StringRef(Word).starts_with("--library-include"); }))
+    Words.push_back("--library-include=" LMFUSE_CLI_STUBS);
   Words.insert(Words.end(), Arguments.begin(), Arguments.end());
   std::vector<llvm::StringRef> Argv(Words.begin(), Words.end());
   std::vector<std::string> Environment;

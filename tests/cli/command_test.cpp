@@ -649,6 +649,8 @@ TEST_CASE("a run waits while another holds its output tree, then writes", "[cli]
   REQUIRE(!llvm::sys::fs::createTemporaryFile("lmfuse-cli-err", "txt", ErrPath));
   std::vector<std::string> Arguments = withFlags({"--out-dir", Tree.path("out"), Tree.path("src/model.cpp")}, Tree);
   std::string Executable = lmfuseUnderTest();
+  if (takesLibraryInclude(Executable))  // as runLmfuse tells it: the stubs' lmfuse header is the library's
+    Arguments.insert(Arguments.begin(), "--library-include=" LMFUSE_CLI_STUBS);
   std::vector<llvm::StringRef> Argv{Executable};
   for (const std::string &Argument : Arguments)
     Argv.push_back(Argument);

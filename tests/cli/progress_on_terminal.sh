@@ -19,7 +19,7 @@ torch::Tensor refused(torch::nn::Linear &head, const torch::Tensor &h, const tor
   return F::cross_entropy(logits.view({-1, 8}), labels.view(-1));
 }
 CPP
-command=("$lmfuse" "$work/model.cpp" -- -std=c++17 -I "$stubs")
+command=("$lmfuse" --library-include "$stubs" "$work/model.cpp" -- -std=c++17 -I "$stubs")
 on_terminal=$(TERM=xterm-256color script -qec "$(printf '%q ' "${command[@]}") 2>&1 >/dev/null" /dev/null)
 grep -q 'lmfuse: \[1/1\] .*model.cpp' <<<"$on_terminal" || { echo "no progress line on a terminal:"; echo "$on_terminal"; exit 1; }
 piped=$("${command[@]}" 2>&1 >/dev/null)

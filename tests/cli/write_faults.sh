@@ -43,7 +43,7 @@ torch::Tensor loss_of(torch::nn::Linear &head, const torch::Tensor &h, c10::opti
 CPP
   for i in $(seq 200); do echo "// padding line $i: the file is larger than one write of a few bytes" >>"$1"; done
 }
-flags=(-- -std=c++17 -I "$stubs")
+flags=(--library-include "$stubs" -- -std=c++17 -I "$stubs")
 
 # 1. Disk full.
 if [[ $(id -u) == 0 ]] && mkdir -p "$work/full" && mount -t tmpfs -o size=64k tmpfs "$work/full" 2>/dev/null; then
