@@ -83,10 +83,11 @@ std::optional<Refusal> lineDirectiveInEffect(const CapturedSite &Site, const Pat
 }
 
 /// The first effect in E that the copy would repeat: a write (an assignment, `++` or `--`, built-in or a class's
-/// operator), a call of the C or C++ standard library that is not constexpr (`std::exchange`, `printf`, `rand`:
-/// the library's tensor functions are the effect analysis's, as are the program's), a statement expression, or
-/// what Clang counts as a side effect without a call (a volatile read). Member initialisers and default
-/// arguments E evaluates are looked into.
+/// operator), a call of the C or C++ standard library that is not constexpr (`std::exchange`, `printf`, `rand`),
+/// or that may write what it is given, constexpr or not (`sv.remove_prefix(1)`, `std::advance(p, 1)`), a tensor
+/// function that draws from a random generator (`torch::randint`; the library's other tensor functions are the
+/// effect analysis's, as are the program's), a statement expression, or what Clang counts as a side effect
+/// without a call (a volatile read). Member initialisers and default arguments E evaluates are looked into.
 const Expr *effectIn(const Expr *E, const ASTContext &Context) {
   if (!E)
     return nullptr;
@@ -104,7 +105,54 @@ const Expr *effectIn(const Expr *E, const ASTContext &Context) {
       const FunctionDecl *Callee = Call->getDirectCallee();
       bool Standard = Callee && !isa<CXXMethodDecl>(Callee) && !Callee->isConstexpr() &&
                       (Callee->isInStdNamespace() || Callee->isExternC() || Callee->getBuiltinID() != 0);
-      return note(Call, Standard);
+      return note(Call, Standard || (Callee && (standardWrite(Callee) || drawsRandom(Callee))));
+    }
+    // A function of the standard library's, constexpr or not, that may write what it is given: a member that
+    // is not const (`remove_prefix`), or a parameter that is a reference or pointer to something not const
+    // (`std::char_traits<char>::assign`, `std::advance`). Accessors that hand out a reference write nothing.
+    static bool standardWrite(const FunctionDecl *Callee) {
+      const DeclContext *Around = Callee->getDeclContext();  // a member's class, up to its namespace
+      while (Around && !Around->isStdNamespace())
+        Around = Around->getParent();
+      if (!Around)
+        return false;
+      if (const auto *Method = dyn_cast<CXXMethodDecl>(Callee)) {
+        OverloadedOperatorKind Kind = Method->getOverloadedOperator();
+        bool Accessor = Kind == OO_Arrow || Kind == OO_Star || Kind == OO_Subscript ||
+                        (Method->getIdentifier() &&
+                         llvm::is_contained({"value", "front", "back", "data", "begin", "end", "get"}, Method->getName()));
+        if (Method->isInstance() && !Method->isConst() && !Accessor)
+          return true;
+      }
+      if (Callee->getIdentifier() &&
+          llvm::is_contained({"move", "forward", "as_const", "addressof"}, Callee->getName()))
+        return false;
+      return llvm::any_of(Callee->parameters(), [](const ParmVarDecl *Parameter) {
+        QualType Type = Parameter->getType();
+        QualType Pointee = Type->isPointerType() ? Type->getPointeeType()
+                           : Type->isLValueReferenceType() ? Type.getNonReferenceType()
+                                                           : QualType();
+        return !Pointee.isNull() && !Pointee.isConstQualified() && !Pointee->isFunctionType();
+      });
+    }
+    // A tensor library function that draws from a random generator: it, or a function of its name beside it,
+    // takes one (`torch::randint`, `torch::randn`, `at::bernoulli`); each run advances the global generator.
+    static bool drawsRandom(const FunctionDecl *Callee) {
+      const DeclContext *Context = Callee->getDeclContext()->getRedeclContext();
+      const auto *Namespace = dyn_cast<NamespaceDecl>(Context);
+      if (!Namespace || !llvm::is_contained({"torch", "at"}, Namespace->getName()) || !Callee->getIdentifier())
+        return false;
+      auto TakesGenerator = [](const FunctionDecl *Function) {
+        return llvm::any_of(Function->parameters(), [](const ParmVarDecl *Parameter) {
+          return Parameter->getType().getAsString().find("Generator") != std::string::npos;
+        });
+      };
+      if (TakesGenerator(Callee))
+        return true;
+      for (const NamedDecl *Found : Context->lookup(Callee->getDeclName()))
+        if (const auto *Function = Found->getAsFunction(); Function && TakesGenerator(Function))
+          return true;
+      return false;
     }
     bool VisitStmtExpr(StmtExpr *Statements) { return note(Statements, true); }
     bool VisitCXXDefaultInitExpr(CXXDefaultInitExpr *Default) { return !Found && TraverseStmt(Default->getExpr()); }
@@ -145,7 +193,7 @@ std::optional<Refusal> positionDependent(const CapturedSite &Site, const Pattern
     if (const Expr *Code = effectIn(Part, Query.context()))
       return Refusal{ReasonKind::PositionDependent, Code,
                      "`" + Query.text(AstQuery::spelled(Code)) +
-                         "` has an effect (a write, a call of the standard library's), and the rewritten code runs it "
+                         "` has an effect (a write, a call of the standard library's, a random draw), and the rewritten code runs it "
                          "another number of times than the original: "
                          "the labels test again at the head, the loss's logits code again where the fused call "
                          "computes the original's loss"};

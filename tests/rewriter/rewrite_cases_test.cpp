@@ -1583,6 +1583,20 @@ struct Child : Model::Base {
     return F::cross_entropy(logits.view({-1, std::exchange(calls, calls + 1) >= 0 ? 32 : 16}), labels.view(-1));
   }
 )", Verb::RefusesWith, "position-dependent"},
+    {"a constexpr function of the standard library that writes through a reference, in the loss's logits code", R"(
+  static inline const int64_t widths[2] = {16, 32};
+  static inline const int64_t *next = widths;
+  torch::Tensor forward(torch::Tensor h, torch::Tensor labels) {
+    auto logits = lm_head(h);
+    return F::cross_entropy(logits.view({-1, (std::advance(next, 1), *next)}), labels.view(-1));
+  }
+)", Verb::RefusesWith, "position-dependent"},
+    {"a tensor function that draws from the default generator, in the loss's logits code", R"(
+  torch::Tensor forward(torch::Tensor h, torch::Tensor labels) {
+    auto logits = lm_head(h);
+    return F::cross_entropy(logits.view({-1, torch::randint(2, {1}).item() > 0 ? 32 : 16}), labels.view(-1));
+  }
+)", Verb::RefusesWith, "position-dependent"},
     {"a statement expression in the loss's logits code", R"(
   torch::Tensor forward(torch::Tensor h, torch::Tensor labels) {
     auto logits = lm_head(h);

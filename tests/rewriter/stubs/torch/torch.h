@@ -181,6 +181,10 @@ Tensor cross_entropy_loss(const Tensor &self, const Tensor &target, const option
                           double label_smoothing = 0.0);
 Tensor zeros(IntArrayRef shape);
 Tensor zeros_like(const Tensor &self);
+// A draw from a random generator, the one given or the default one (ATen/Functions.h's pair of overloads).
+struct Generator {};
+Tensor randint(int64_t high, IntArrayRef size);
+Tensor randint(int64_t high, IntArrayRef size, optional<Generator> generator);
 Tensor from_blob(void *data, IntArrayRef sizes);
 // The thread's autograd and autocast mode (c10/core/GradMode.h, ATen/autocast_mode.h).
 struct GradMode {
