@@ -8,6 +8,7 @@
 #include <lmfuse/torch.h>
 
 #include <torch/autograd.h>
+#include <torch/csrc/jit/frontend/tracer.h>
 #include <torch/nn/functional/loss.h>
 
 #include <algorithm>
@@ -61,13 +62,37 @@ LossOptions loadOptions(AutogradContext* ctx, const torch::Tensor& n_items) {
       .n_items(n_items);
 }
 
-variable_list inputGradients(const CallResult& result, const torch::Tensor& hidden) {
+// True for a matrix LibTorch's mm backward calls column-major (mm_mat1_backward, mm_mat2_backward): unit stride
+// down its columns, its rows one column apart. The gradient of such an operand comes back column-major too.
+bool columnMajor(const torch::Tensor& matrix) {
+  return matrix.stride(0) == 1 && matrix.stride(1) == matrix.size(0);
+}
+
+// The gradients as the original's nodes hand them to autograd (and so to autograd::grad, a tensor hook, a
+// gradient-accumulation hook): hidden's in the layout of the [N, D] rows F::linear's product read
+// (operands.hidden_rows), reshaped to hidden's shape, and a view only where the original's is one (a 2-D hidden's
+// is a tensor of its own, which a program may change in place); the weight's as mm's product of weight.t()
+// returns it, through the transpose back (a view: column-major unless the weight's rows are contiguous); the
+// bias's as sum_to returns it (a view). Under fp32Params the parameters' gradients come through the casts of the
+// fp32 parameters (tensors of their own, as the runtime writes them).
+variable_list inputGradients(const CallResult& result, const Operands& operands, const torch::Tensor& hidden,
+                             bool fp32Params) {
   // One per forward argument: hidden, weight, bias, hasBias, labels, labelsAsRead, n_items, options, gemmWeight,
   // gemmBias (never differentiable: the half copies), fp32Params.
   variable_list grads(11);
-  if (result.grad_hidden.defined()) grads[0] = result.grad_hidden.view(hidden.sizes());
-  grads[1] = result.grad_weight;
-  grads[2] = result.grad_bias;
+  if (result.grad_hidden.defined()) {
+    torch::Tensor rows = result.grad_hidden;
+    if (columnMajor(operands.hidden_rows)) rows = rows.t().contiguous().t();
+    grads[0] = hidden.dim() == 2 ? rows : rows.view(hidden.sizes());
+  }
+  if (result.grad_weight.defined()) {
+    const torch::Tensor& weight = operands.weight_passed;
+    const bool rowsContiguous = weight.stride(1) == 1 && weight.stride(0) == weight.size(1);
+    grads[1] = fp32Params ? result.grad_weight
+               : rowsContiguous ? result.grad_weight.t().t()
+                                : result.grad_weight.t().contiguous().t();
+  }
+  if (result.grad_bias.defined()) grads[2] = fp32Params ? result.grad_bias : result.grad_bias.view(result.grad_bias.sizes());
   return grads;
 }
 
@@ -169,7 +194,7 @@ public:
       result.grad_bias = ctx->saved_data["grad_bias"].toTensor();
       for (const char* key : {"grad_hidden", "grad_weight", "grad_bias"}) ctx->saved_data.erase(key);
       torch_detail::scaleGradients(operands, result, upstream);
-      return inputGradients(result, hidden);
+      return inputGradients(result, operands, hidden, ctx->saved_data["fp32_params"].toBool());
     }
     // A recompute reads the operands kept aside as they are now, where the original's backward reads what
     // its forward saved: one changed in place since would give other gradients, so the backward fails as
@@ -189,7 +214,7 @@ public:
     wanted.bias = gemmBias.defined() && ctx->needs_input_grad(2);  // index 3 is hasBias
     const torch::Tensor scale = options.reduction() == Reduction::None ? upstream.reshape({-1}) : upstream.reshape({1});
     const CallResult result = torch_detail::runFused(operands, wanted, scale);
-    return inputGradients(result, hidden);
+    return inputGradients(result, operands, hidden, ctx->saved_data["fp32_params"].toBool());
   }
 };
 
@@ -229,6 +254,17 @@ torch::Tensor asOriginalEmptyMean(const torch::Tensor& loss, const torch::Tensor
   return torch::where(none.to(loss.device()), originalEmptyMean(loss, targets.numel(), options), loss);
 }
 
+// Whether LibTorch's operators on these tensors reach autograd's kernels here, which record the graph: the
+// dispatcher computes each call's keys as the tensors' keys less the thread's excluded ones, and a guard in the
+// caller (at::AutoDispatchBelowADInplaceOrView, at::AutoDispatchBelowAutograd, an ExcludeDispatchKeyGuard of
+// autograd's keys) excludes them with grad mode still on. The original then records no graph; neither does this.
+bool autogradRecords(const torch::Tensor& hidden, const torch::Tensor& weight, const torch::Tensor& bias) {
+  c10::DispatchKeySet keys;
+  for (const torch::Tensor* operand : {&hidden, &weight, &bias})
+    if (operand->defined()) keys = keys | operand->key_set();
+  return (keys - c10::impl::tls_local_dispatch_key_set().excluded_).has_any(c10::autograd_dispatch_keyset);
+}
+
 }  // namespace
 
 torch::Tensor linear_cross_entropy(const torch::Tensor& hidden_, const torch::Tensor& weight_,
@@ -266,9 +302,14 @@ torch::Tensor linear_cross_entropy(const torch::Tensor& hidden_, const torch::Te
   options.dtype(cast.lossDtype);
   if (options.process_group())  // data parallel: the Mean's divisor counted over the group (distributed_mean.h)
     options = distributed_detail::withGlobalMean(hidden, weight, bias, labels, options);
+  // A call the tool did not write (no original to compute with): traced, the graph would hold no loss.
+  LMFUSE_TORCH_CHECK(torch_detail::Check::Unsupported, !torch::jit::tracer::isTracing(),
+                     "lmfuse::linear_cross_entropy: the JIT tracer is recording, and the fused loss computes through no "
+                     "operator it records (the traced graph would hold no loss); trace this loss unfused "
+                     "(LMFUSE_DISABLE=1)");
   torch_detail::countFusedCall();
   const torch::Tensor &gradWeight = cast.gradWeight, &gradBias = cast.gradBias;
-  const bool needsGraph = torch::GradMode::is_enabled() &&
+  const bool needsGraph = torch::GradMode::is_enabled() && autogradRecords(hidden, gradWeight, gradBias) &&
                           ((hidden.defined() && hidden.requires_grad()) ||
                            (gradWeight.defined() && gradWeight.requires_grad()) ||
                            (gradBias.defined() && gradBias.requires_grad()));

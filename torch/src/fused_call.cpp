@@ -84,7 +84,26 @@ void callRuntime(Check what, Call&& call) {
   }
 }
 
+// Requires `operand` (named `name` in the message) to hold its values in its memory (valuesInMemory).
+void requireValuesInMemory(const torch::Tensor& operand, const char* name) {
+  LMFUSE_TORCH_CHECK(Check::Argument, valuesInMemory(operand), kWho, name, " holds no values in memory the fused loss "
+                     "can read (a meta tensor, an efficient zero tensor, or a wrapper such as functionalization's; its "
+                     "key set is ", operand.key_set(), "); compute this loss with LibTorch's operators");
+}
+
 }  // namespace
+
+bool valuesInMemory(const torch::Tensor& tensor) {
+  if (!tensor.defined()) return true;
+  // Keys of tensors whose values live elsewhere than their storage, or are computed by kernels of their own.
+  static const c10::DispatchKeySet elsewhere({c10::DispatchKey::Functionalize, c10::DispatchKey::ZeroTensor,
+                                              c10::DispatchKey::Python, c10::DispatchKey::PythonTLSSnapshot,
+                                              c10::DispatchKey::FuncTorchBatched, c10::DispatchKey::FuncTorchGradWrapper,
+                                              c10::DispatchKey::Batched});
+  return !tensor.key_set().has_any(elsewhere) && tensor.layout() == at::kStrided &&
+         (tensor.device().is_cpu() || tensor.device().is_cuda()) && tensor.has_storage() &&
+         (tensor.numel() == 0 || tensor.data_ptr() != nullptr);
+}
 
 Operands prepareOperands(const torch::Tensor& hidden, const torch::Tensor& weight,
                          const torch::Tensor& bias, const torch::Tensor& labels,
@@ -92,6 +111,11 @@ Operands prepareOperands(const torch::Tensor& hidden, const torch::Tensor& weigh
   LMFUSE_TORCH_CHECK(Check::Argument, hidden.defined(), kWho, "hidden is an undefined tensor");
   LMFUSE_TORCH_CHECK(Check::Argument, weight.defined(), kWho, "weight is an undefined tensor");
   LMFUSE_TORCH_CHECK(Check::Argument, labels.defined(), kWho, "labels is an undefined tensor");
+  requireValuesInMemory(hidden, "hidden");
+  requireValuesInMemory(weight, "weight");
+  requireValuesInMemory(bias, "bias");
+  requireValuesInMemory(labels, "labels");
+  requireValuesInMemory(options.n_items(), "n_items");
   LMFUSE_TORCH_CHECK(Check::Argument, hidden.dim() >= 1, kWho, "hidden must have a last (hidden) dimension, got a scalar");
   LMFUSE_TORCH_CHECK(Check::Argument, weight.dim() == 2, kWho, "weight must be [V, D], got shape ", weight.sizes());
   const int64_t dim = hidden.size(-1);
@@ -124,11 +148,14 @@ Operands prepareOperands(const torch::Tensor& hidden, const torch::Tensor& weigh
   LMFUSE_TORCH_CHECK(Check::LabelCount, labels.numel() == tokens, kWho, "labels has ", labels.numel(), " elements (shape ",
               labels.sizes(), ") but hidden ", hidden.sizes(), " has ", tokens, " tokens");
 
+  // The runtime reads memory: a tensor with LibTorch's negative bit (at::_neg_view, the imaginary part of a
+  // conjugate) holds the negation of its values there, so it is read from a copy with the bit resolved.
   operands.hidden_rows = hidden.reshape({-1, dim});
-  operands.hidden = runtimeMatrix(operands.hidden_rows);
-  operands.weight = runtimeMatrix(weight);
-  operands.bias = bias.defined() ? bias.contiguous() : torch::Tensor();
-  operands.labels = labels.reshape({-1}).contiguous();
+  operands.hidden = runtimeMatrix(operands.hidden_rows.resolve_neg());
+  operands.weight_passed = weight;
+  operands.weight = runtimeMatrix(weight.resolve_neg());
+  operands.bias = bias.defined() ? bias.resolve_neg().contiguous() : torch::Tensor();
+  operands.labels = labels.reshape({-1}).resolve_neg().contiguous();
 
   Problem& problem = operands.problem;
   problem.tokens = tokens;
@@ -158,7 +185,7 @@ Operands prepareOperands(const torch::Tensor& hidden, const torch::Tensor& weigh
     LMFUSE_TORCH_CHECK(Check::Argument, count.device() == hidden.device(), kWho, "n_items is on ", count.device(),
                 " but hidden is on ", hidden.device());
     // A device-side conversion: no synchronisation, whatever n_items' dtype.
-    operands.n_items = count.reshape({1}).to(torch::kFloat).contiguous();
+    operands.n_items = count.reshape({1}).resolve_neg().to(torch::kFloat).contiguous();
     runtimeOptions.n_items = operands.n_items.data_ptr<float>();
   }
   if (options.shift()) {
@@ -194,7 +221,7 @@ CallResult runFused(const Operands& operands, Gradients wanted, const torch::Ten
   Options options = operands.options;
   torch::Tensor scale;
   if (grad_scale.defined()) {
-    scale = grad_scale.to(torch::kFloat).contiguous();
+    scale = grad_scale.resolve_neg().to(torch::kFloat).contiguous();
     LMFUSE_TORCH_CHECK(Check::Argument, scale.numel() == (perToken ? problem.tokens : 1), kWho, "upstream gradient has ",
                 scale.numel(), " elements");
     options.grad_scale = scale.data_ptr<float>();
@@ -249,7 +276,7 @@ void scaleGradients(const Operands& operands, CallResult& result, const torch::T
   if (result.grad_weight.defined()) outputs.grad_weight = result.grad_weight.data_ptr();
   if (result.grad_bias.defined()) outputs.grad_bias = result.grad_bias.data_ptr();
   if (!outputs.wants_gradients()) return;
-  const torch::Tensor scale = upstream.to(torch::kFloat).contiguous();
+  const torch::Tensor scale = upstream.resolve_neg().to(torch::kFloat).contiguous();
   LMFUSE_TORCH_CHECK(Check::Argument, scale.numel() == 1, kWho, "upstream gradient of a reduced loss has ", scale.numel(), " elements");
   const c10::DeviceGuard deviceGuard(operands.hidden.device());
   callRuntime(Check::Argument, [&] { scale_grads(operands.problem, outputs, scale.data_ptr<float>(), operands.context); });

@@ -17,12 +17,20 @@ struct Operands {
   /// hidden folded into rows as F::linear's product folds it (`reshape({-1, D})`: a view of hidden where one
   /// exists, else a copy): what the original's backward saves of its input. `hidden` is this or its copy.
   torch::Tensor hidden_rows;
+  /// weight as passed, before any copy: F::linear's product reads weight.t() of it, and its layout decides the
+  /// layout of the gradient LibTorch hands back (adapter.cpp).
+  torch::Tensor weight_passed;
   std::vector<int64_t> leading_shape;  ///< hidden's shape without its last dimension
   Problem problem;
   Options options;
   Context context;
   ParamGradKind param_grads = ParamGradKind::ProblemDType;  ///< storage type of grad_weight and grad_bias
 };
+
+/// True for an undefined tensor or one whose values the runtime can read from its memory: a strided CPU or CUDA
+/// tensor with storage. Not: a functionalization or functorch wrapper, a Python subclass, an efficient zero
+/// tensor (its memory is none: all zeros), a meta tensor (no values). LibTorch's own kernels compute on those.
+bool valuesInMemory(const torch::Tensor& tensor);
 
 /// param_grads = Float32: weight and bias are half copies of fp32 parameters whose gradients are fp32
 /// (mixed precision, see flce.h).

@@ -4,8 +4,11 @@
 #include <torch/nn/functional/linear.h>
 #include <torch/nn/functional/loss.h>
 
+#include <torch/csrc/jit/frontend/tracer.h>
+
 #include "autocast_rule.h"
 #include "errors.h"
+#include "fused_call.h"
 #include "logits_stand_in.h"
 #include "passed_code.h"
 
@@ -27,8 +30,15 @@ bool needsOriginal(const torch::Tensor& hidden, const torch::Tensor& weight, con
   // A bias of another dtype than the weight as F::linear takes them (an fp64 or bf16 bias of an fp32 Linear):
   // F::linear adds it, the runtime takes one dtype for both.
   const bool biasOfOtherType = bias.defined() && weight.defined() && autocastType(bias) != autocastType(weight);
+  // Values the runtime cannot read from memory (valuesInMemory: a meta tensor, a zero tensor, a functionalization
+  // wrapper): LibTorch's kernels for them compute the original.
+  const bool elsewhere = !valuesInMemory(hidden) || !valuesInMemory(weight) || !valuesInMemory(bias) ||
+                         !valuesInMemory(target);
+  // The JIT tracer records LibTorch's operators, and the runtime computes through none: a traced graph would hold
+  // no loss. Traced, the call computes with the original's operators, which the tracer records.
   return target.is_floating_point() || target.is_complex() || target.scalar_type() == at::kByte ||
-         notTaken(hidden) || notTaken(weight) || noFeatures || biasOfOtherType;
+         notTaken(hidden) || notTaken(weight) || noFeatures || biasOfOtherType || elsewhere ||
+         torch::jit::tracer::isTracing();
 }
 
 namespace {
