@@ -67,7 +67,12 @@ const std::vector<std::pair<SourceLocation, std::string>> &AstQuery::positionMac
     if (Invalid || Name[0] != '_' || Name[1] != '_')
       continue;
     llvm::StringRef Word(Name, Lexer::MeasureTokenLength(NameAt, SM, Context.getLangOpts()));
-    if (Word == "__LINE__" || Word == "__COUNTER__" || Word == "__BASE_FILE__" || Word == "__TIMESTAMP__")
+    // __FILE__ counts where the program writes it (in its files, or in a macro of its own): a library macro's
+    // (TORCH_CHECK's, assert's) names the file in a message only (README: known differences).
+    const bool FileName = Word == "__FILE__" || Word == "__FILE_NAME__";
+    if (FileName && !inProgramFile(NameAt))
+      continue;
+    if (Word == "__LINE__" || Word == "__COUNTER__" || Word == "__BASE_FILE__" || Word == "__TIMESTAMP__" || FileName)
       PositionMacros->push_back({SM.getExpansionLoc(Entry.getExpansion().getExpansionLocStart()), Word.str()});
   }
   return *PositionMacros;
@@ -78,6 +83,25 @@ std::string AstQuery::compiledFileDependence() const {
     if ((Name == "__BASE_FILE__" || Name == "__TIMESTAMP__") && inProgramFile(At))
       return "`" + Name + "` on line " + std::to_string(line(At)) + " of " +
              llvm::sys::path::filename(sourceManager().getFilename(At)).str();
+  return "";
+}
+
+std::string AstQuery::fileNameDependence(SourceLocation Site) const {
+  const SourceManager &SM = sourceManager();
+  FileID SiteFile = SM.getFileID(SM.getExpansionLoc(Site));
+  OptionalFileEntryRef Entry = SM.getFileEntryRefForID(SiteFile);
+  if (!Entry)
+    return "";
+  llvm::StringRef RealPath = SM.getFileManager().getCanonicalName(*Entry);
+  for (const auto &[At, Name] : positionMacroExpansions()) {
+    if ((Name != "__FILE__" && Name != "__FILE_NAME__") || SM.getFileID(At) != SiteFile)
+      continue;
+    PresumedLoc Where = SM.getPresumedLoc(At);
+    if (Where.isValid() && llvm::StringRef(Where.getFilename()) != RealPath)
+      return "`" + Name + "` on line " + std::to_string(line(At)) + " gives \"" + Where.getFilename() +
+             "\", the file as this unit reaches it, and the rewritten copy names it by its real path (" +
+             RealPath.str() + ")";
+  }
   return "";
 }
 

@@ -131,6 +131,11 @@ public:
   /// written (`__BASE_FILE__`, the unit's main file; `__TIMESTAMP__`, the file's modification time), with
   /// where it is, or "": a rewritten copy is another file, compiled from another path at another time.
   std::string compiledFileDependence() const;
+  /// A `__FILE__` (or `__FILE_NAME__`) the program writes (in its files, or in a macro of its own), expanded in
+  /// the file that holds Site where it names the file otherwise than by its real path, with what it gives, or "": the
+  /// rewritten copy's #line directives name the file by its real path, while the original's name is the file
+  /// as the unit reached it (`src/../inc/model.h`, a folder linked to another, a relative path).
+  std::string fileNameDependence(clang::SourceLocation Site) const;
 
 private:
   /// The file location of each expansion of a position or count macro (positionDependence) in the unit,

@@ -180,6 +180,8 @@ std::optional<Refusal> positionDependent(const CapturedSite &Site, const Pattern
     return Refusal{ReasonKind::PositionDependent, Site.Loss,
                    Found + " expands to the file being compiled, which for the rewritten unit is the copy (its path, "
                            "its modification time), not the file written"};
+  if (std::string Found = Query.fileNameDependence(Site.Loss->getBeginLoc()); !Found.empty())
+    return Refusal{ReasonKind::PositionDependent, Site.Loss, Found};
   for (const Stmt *Part : rewrittenParts(Site, /*WithOptionLocals=*/true))
     if (std::string Found = Query.positionDependence(Part); !Found.empty())
       return Refusal{ReasonKind::PositionDependent, Part,

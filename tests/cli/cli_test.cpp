@@ -632,6 +632,48 @@ TEST_CASE("--out-dir copies a file found through a link under the link's name to
   }
 }
 
+// __FILE__ in the original is the file as the unit reached it; in the copy, the real path its #line directives
+// name. Where the two differ (an include through `..`, a folder linked to another), a site of that file is
+// refused position-dependent; where the unit reaches the file by its real path, it is patched.
+TEST_CASE("__FILE__ in a site's file: patched only where the unit names the file by its real path", "[cli]") {
+  // The program's own __FILE__ (a macro of its own) counts; a library macro's (TORCH_CHECK's message) does not.
+  const std::string Header = std::string(SharedHeader) + "#define HERE __FILE__\n"
+                             "inline const char *where_defined() { TORCH_CHECK(true, \"never\"); return HERE; }\n";
+  const std::string Checked = std::string(SharedHeader) + "inline void check() { TORCH_CHECK(true, \"never\"); }\n";
+  SourceTree Tree({{"inc/shared.h", Header.c_str()},
+                   {"inc/checked.h", Checked.c_str()},
+                   {"src/checked.cpp", "#include \"../inc/checked.h\"\nint unit_d() { return 4; }\n"},
+                   {"src/dotted.cpp", "#include \"../inc/shared.h\"\nint unit_a() { return 1; }\n"},
+                   {"src/plain.cpp", "#include \"shared.h\"\nint unit_b() { return 2; }\n"}});
+  REQUIRE(!llvm::sys::fs::create_link("inc", Tree.path("linked")));
+  Tree.write("src/linked.cpp", "#include \"linked/shared.h\"\nint unit_c() { return 3; }\n");
+  const struct {
+    const char *unit;
+    const char *status;
+  } Cases[] = {{"src/plain.cpp", "patched"},
+               {"src/dotted.cpp", "unmatched"},
+               {"src/linked.cpp", "unmatched"},
+               {"src/checked.cpp", "patched"}};
+  for (const auto &Case : Cases) {
+    INFO(Case.unit);
+    std::string Audit = Tree.path("audit.json");
+    ToolRun Run = runLmfuse(withFlags({"--out-dir", Tree.path("out"), "--edit-root", Tree.Root, "--audit", Audit,
+                                       Tree.path(Case.unit)}, Tree,
+                                      {"-I" + Tree.path("inc")}));
+    INFO(Run.Err);
+    llvm::json::Value Document = readAudit(Audit);
+    const llvm::json::Array &Sites = sitesOf(Document);
+    REQUIRE(Sites.size() == 1);
+    INFO(field(Sites[0], "detail"));
+    CHECK(field(Sites[0], "status") == Case.status);
+    if (llvm::StringRef(Case.status) == "unmatched") {
+      CHECK(field(Sites[0], "reason") == "position-dependent");
+      CHECK(countOf(field(Sites[0], "detail"), "`__FILE__` on line") == 1);
+    }
+    llvm::sys::fs::remove_directories(Tree.path("out"));
+  }
+}
+
 TEST_CASE("--edit-root: nothing is written outside it", "[cli]") {
   SourceTree Tree({{"src/model.cpp", ModelSource}, {"elsewhere/keep.txt", ""}});
   std::string Audit = Tree.path("audit.json");

@@ -86,3 +86,10 @@ Tensor linear(const Tensor &Input, const Tensor &Weight, const Tensor &Bias = {}
 }  // namespace functional
 }  // namespace nn
 }  // namespace torch
+
+// LibTorch's assertion macro: its message names the file through __FILE__, expanded where the check is written.
+namespace c10::detail {
+[[noreturn]] void torchCheckFail(const char *function, const char *file, unsigned line, const char *message);
+}  // namespace c10::detail
+#define TORCH_CHECK(cond, message) \
+  ((cond) ? (void)0 : ::c10::detail::torchCheckFail(__func__, __FILE__, __LINE__, message))
