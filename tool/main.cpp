@@ -31,15 +31,18 @@
 #include "site_diagnostics.h"
 
 #include "clang/Basic/Version.h"
+#include "clang/Tooling/DiagnosticsYaml.h"
 #include "clang/Tooling/CompilationDatabase.h"
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/InitLLVM.h"
+#include "llvm/Support/JSON.h"
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/Path.h"
 #include "llvm/Support/Process.h"
 #include "llvm/Support/Threading.h"
+#include "llvm/Support/YAMLTraits.h"
 #include "llvm/Support/raw_ostream.h"
 
 using namespace llvm;
@@ -246,8 +249,35 @@ std::vector<std::pair<std::string, std::string>> reportOutputs(StringRef Current
   return Outputs;
 }
 
-// Before anything is parsed or written: a report may not replace a source (or the other report), and its
-// folder must exist and be writable, so a run never rewrites sources in place and then fails to report.
+// Whether the file at Path (which exists) is one a report may replace: empty, or an earlier report of its kind
+// (an lmfuse audit: a JSON object whose schema is lmfuse-audit/N; fixes: clang-tidy's fixes YAML). Anything
+// else at that path (a source of the project, a header, notes) is the user's, and is left as it is.
+bool replaceableReport(StringRef Option, StringRef Path) {
+  ErrorOr<std::unique_ptr<MemoryBuffer>> Existing = MemoryBuffer::getFile(Path);
+  if (!Existing)
+    return false;
+  StringRef Text = (*Existing)->getBuffer();
+  if (Text.trim().empty())
+    return true;
+  if (Option == "--audit") {
+    Expected<json::Value> Document = json::parse(Text);
+    if (!Document) {
+      consumeError(Document.takeError());
+      return false;
+    }
+    const json::Object *Object = Document->getAsObject();
+    std::optional<StringRef> Schema = Object ? Object->getString("schema") : std::nullopt;
+    return Schema && Schema->starts_with("lmfuse-audit/");
+  }
+  clang::tooling::TranslationUnitDiagnostics Fixes;
+  yaml::Input YAML(Text);
+  YAML >> Fixes;
+  return !YAML.error() && !Fixes.MainSourceFile.empty();
+}
+
+// Before anything is parsed or written: a report may not replace a source (or the other report, or any file
+// that is not an earlier report), and its folder must exist and be writable, so a run never rewrites sources
+// in place and then fails to report.
 std::string unusableReportOutput(const std::vector<std::pair<std::string, std::string>> &Outputs,
                                  const std::vector<std::string> &Inputs) {
   for (const auto &[Option, Path] : Outputs) {
@@ -255,6 +285,9 @@ std::string unusableReportOutput(const std::vector<std::pair<std::string, std::s
       return Option + " " + Path + " is one of the sources: it would be overwritten";
     if (sys::fs::is_directory(Path))
       return Option + " " + Path + " is a folder";
+    if (sys::fs::exists(Path) && !replaceableReport(Option, Path))
+      return Option + " " + Path + " is a file that is not " +
+             (Option == "--audit" ? "an lmfuse audit" : "a fixes file") + "; it is left as it is: name another path";
     StringRef Folder = sys::path::parent_path(Path);
     if (!sys::fs::is_directory(Folder))
       return Option + " " + Path + ": its folder " + Folder.str() + " does not exist";

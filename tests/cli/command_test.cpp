@@ -247,18 +247,29 @@ TEST_CASE("--expect-patched not met lists every site with its status and reason"
 // exit 2, the message names the option, and with --in-place neither the source nor its header changes.
 TEST_CASE("report files over an input, unwritable or empty, and negative counts are refused up front",
           "[cli][options]") {
-  const std::string Source = "#include \"extra.h\"\n" + std::string(ModelSource);
-  SourceTree Tree({{"model.cpp", Source.c_str()}, {"extra.h", "#pragma once\n"}, {"folder/keep", ""}});
+  const std::string Source = "#include \"extra.h\"\n#include \"empty.h\"\n" + std::string(ModelSource);
+  SourceTree Tree({{"model.cpp", Source.c_str()},
+                   {"extra.h", "#pragma once\n"},
+                   {"empty.h", ""},
+                   {"notes.txt", "the user's\n"},
+                   {"old-audit.json", "{\"schema\": \"lmfuse-audit/3\"}\n"},
+                   {"folder/keep", ""}});
   struct Case {
     std::vector<std::string> Options;
     std::string Message;
   };
-  const std::string Model = Tree.path("model.cpp"), Header = Tree.path("extra.h");
+  const std::string Model = Tree.path("model.cpp"), Header = Tree.path("extra.h"), Empty = Tree.path("empty.h");
+  const std::string Notes = Tree.path("notes.txt"), OldAudit = Tree.path("old-audit.json");
   const Case Cases[] = {
       {{"--audit", Model}, "--audit " + Model + " is one of the sources: it would be overwritten"},
       {{"--export-fixes", Model}, "--export-fixes " + Model + " is one of the sources: it would be overwritten"},
-      {{"--audit", Header}, "--audit " + Header + " is a file the sources read: it would be overwritten"},
-      {{"--export-fixes", Header}, "--export-fixes " + Header + " is a file the sources read: it would be overwritten"},
+      // Any existing file but an earlier report of its kind (or an empty one) is the user's: left as it is.
+      {{"--audit", Header}, "--audit " + Header + " is a file that is not an lmfuse audit; it is left as it is: name another path"},
+      {{"--export-fixes", Header}, "--export-fixes " + Header + " is a file that is not a fixes file; it is left as it is: name another path"},
+      {{"--audit", Notes}, "--audit " + Notes + " is a file that is not an lmfuse audit; it is left as it is: name another path"},
+      {{"--export-fixes", OldAudit}, "--export-fixes " + OldAudit + " is a file that is not a fixes file; it is left as it is: name another path"},
+      {{"--audit", Empty}, "--audit " + Empty + " is a file the sources read: it would be overwritten"},
+      {{"--export-fixes", Empty}, "--export-fixes " + Empty + " is a file the sources read: it would be overwritten"},
       {{"--audit", Tree.path("folder")}, "--audit " + Tree.path("folder") + " is a folder"},
       {{"--audit", Tree.path("missing/audit.json")},
        "--audit " + Tree.path("missing/audit.json") + ": its folder " + Tree.path("missing") + " does not exist"},
@@ -280,7 +291,13 @@ TEST_CASE("report files over an input, unwritable or empty, and negative counts 
     CHECK(countOf(Run.Err, "lmfuse: error: " + C.Message + "\n") == 1);
     CHECK(Tree.read("model.cpp") == Source);
     CHECK(Tree.read("extra.h") == "#pragma once\n");
+    CHECK(Tree.read("notes.txt") == "the user's\n");
   }
+  // An earlier audit is replaced.
+  ToolRun Again = runLmfuse(withFlags({"--audit", OldAudit, Model}, Tree));
+  INFO(Again.Err);
+  CHECK(Again.ExitCode == 0);
+  CHECK(countOf(Tree.read("old-audit.json"), "\"sites\"") == 1);
   // With --out-dir, a report where the mirror writes the copy of a source or of a header it reads: the copy
   // and the report would replace each other. Refused, and nothing is written.
   Tree.write("out/keep", "");
