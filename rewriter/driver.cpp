@@ -14,6 +14,9 @@
 #include "rewrite.h"
 #include "verify.h"
 
+#include "clang/AST/ASTContext.h"
+#include "clang/AST/Decl.h"
+#include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/Path.h"
@@ -89,6 +92,38 @@ template <typename Fn> void parallelFor(size_t Count, unsigned Jobs, Fn Body) {
   Pool.wait();
 }
 
+// Clang's values of the unit's feature tests (`__has_builtin ( x )`: macro_dependence.h), under the unit's own
+// command: its main file read as a probe that declares one constant per test. A test the probe cannot evaluate
+// (the probe does not compile) is left "", which the build step reports.
+std::vector<std::string> featureTestValues(const Job &Unit, const std::vector<std::string> &Tests) {
+  std::string Probe;
+  for (size_t I = 0; I < Tests.size(); ++I)
+    Probe += "constexpr long long lmfuse_feature_test_" + std::to_string(I) + " = (" + Tests[I] + ");\n";
+  // The main file as the command names it (through a link, say), and by its real path.
+  llvm::SmallString<256> Named(Unit.Command.Filename);
+  llvm::sys::fs::make_absolute(Unit.Command.Directory, Named);
+  llvm::StringMap<std::string> Overlay;
+  Overlay[Unit.File] = Probe;
+  Overlay[Named] = Probe;
+  std::vector<std::string> Values(Tests.size());
+  parseTranslationUnit(Unit.CommandLine, Unit.Command.Directory, Overlay,
+                       [&](clang::ASTContext &Context, clang::Preprocessor &) {
+                         for (const clang::Decl *Declaration : Context.getTranslationUnitDecl()->decls()) {
+                           const auto *Variable = llvm::dyn_cast<clang::VarDecl>(Declaration);
+                           if (!Variable || !Variable->getIdentifier())
+                             continue;
+                           llvm::StringRef Name = Variable->getName();
+                           unsigned Index = 0;
+                           if (!Name.consume_front("lmfuse_feature_test_") || Name.getAsInteger(10, Index) ||
+                               Index >= Values.size())
+                             continue;
+                           if (const clang::APValue *Value = Variable->evaluateValue(); Value && Value->isInt())
+                             Values[Index] = llvm::toString(Value->getInt(), 10, /*Signed=*/true);
+                         }
+                       });
+  return Values;
+}
+
 TranslationUnitOutcome analyse(const Job &Unit, const PatternSet &Patterns, const std::string &ProgramRoot,
                                std::mutex &OutputLock) {
   TranslationUnitOutcome Outcome;
@@ -103,6 +138,10 @@ TranslationUnitOutcome analyse(const Job &Unit, const PatternSet &Patterns, cons
   Outcome.PathsMissing = std::move(Parse.PathsMissing);
   Outcome.Aliases = std::move(Parse.Aliases);
   Outcome.Macros = std::move(Parse.Macros);
+  if (!Parse.HadErrors)
+    evaluateFeatureTests(Outcome.Macros, [&](const std::vector<std::string> &Tests) {
+      return featureTestValues(Unit, Tests);
+    });
   if (Parse.HadErrors) {
     {
       std::lock_guard<std::mutex> Lock(OutputLock);

@@ -36,20 +36,44 @@ void MacroNameRecorder::MacroExpands(const clang::Token &Name, const clang::Macr
   // Expansions inside expansions too: their expansion location is the use in the project's file.
   name(Name, Name.getLocation());
 }
+void MacroNameRecorder::tested(const clang::Token &Name) {
+  const clang::IdentifierInfo *Identifier = Name.getIdentifierInfo();
+  if (!Identifier || !inProject(Name.getLocation()))
+    return;
+  const clang::MacroInfo *Info = PP.getMacroInfo(Identifier);
+  if (Info && Info->isBuiltinMacro())
+    featureTest(Name.getLocation(), "defined(" + Identifier->getName().str() + ")", "1");
+}
+
 void MacroNameRecorder::Defined(const clang::Token &Name, const clang::MacroDefinition &, clang::SourceRange) {
   name(Name, Name.getLocation());
+  tested(Name);
 }
 void MacroNameRecorder::Ifdef(clang::SourceLocation, const clang::Token &Name, const clang::MacroDefinition &) {
   name(Name, Name.getLocation());
+  tested(Name);
 }
 void MacroNameRecorder::Ifndef(clang::SourceLocation, const clang::Token &Name, const clang::MacroDefinition &) {
   name(Name, Name.getLocation());
+  tested(Name);
 }
-void MacroNameRecorder::Elifdef(clang::SourceLocation, const clang::Token &Name, const clang::MacroDefinition &) {
+// #elifdef and #elifndef are C++23's (and C23's): Clang takes them in every mode, a compiler before may take
+// them for unknown directives and skip them. Recorded whether the group is evaluated or skipped.
+void MacroNameRecorder::Elifdef(clang::SourceLocation Loc, const clang::Token &Name, const clang::MacroDefinition &) {
   name(Name, Name.getLocation());
+  tested(Name);
+  featureTest(Loc, "#elifdef", "1");
 }
-void MacroNameRecorder::Elifndef(clang::SourceLocation, const clang::Token &Name, const clang::MacroDefinition &) {
+void MacroNameRecorder::Elifndef(clang::SourceLocation Loc, const clang::Token &Name, const clang::MacroDefinition &) {
   name(Name, Name.getLocation());
+  tested(Name);
+  featureTest(Loc, "#elifndef", "1");
+}
+void MacroNameRecorder::Elifdef(clang::SourceLocation Loc, clang::SourceRange, clang::SourceLocation) {
+  featureTest(Loc, "#elifdef", "1");
+}
+void MacroNameRecorder::Elifndef(clang::SourceLocation Loc, clang::SourceRange, clang::SourceLocation) {
+  featureTest(Loc, "#elifndef", "1");
 }
 void MacroNameRecorder::If(clang::SourceLocation, clang::SourceRange Condition, ConditionValueKind) {
   conditionNames(Condition);
@@ -91,6 +115,22 @@ void MacroNameRecorder::HasInclude(clang::SourceLocation Loc, llvm::StringRef Fi
   IncludeTests.insert(std::move(Test));
 }
 
+void MacroNameRecorder::featureTest(clang::SourceLocation Where, std::string Test, std::string Value) {
+  if (!inProject(Where))
+    return;
+  const clang::SourceManager &Sources = PP.getSourceManager();
+  clang::OptionalFileEntryRef Tester = Sources.getFileEntryRefForID(Sources.getFileID(Sources.getExpansionLoc(Where)));
+  if (!Tester)
+    return;
+  MacroDependence Feature;
+  Feature.Name = std::move(Test);
+  Feature.Origin = MacroOrigin::FeatureTest;
+  Feature.Definition = std::move(Value);
+  std::string Path = canonicalPath(Tester->getName(), Directory);
+  Feature.Header = ProjectRoot.empty() ? Path : relativeTo(Path, ProjectRoot);
+  FeatureTests.insert(std::move(Feature));
+}
+
 // An identifier of an #if that is no macro counts as 0 and fires no callback: the condition's own text
 // is lexed for them. Every identifier is taken (a macro among them is recorded twice, harmlessly).
 void MacroNameRecorder::conditionNames(clang::SourceRange Condition) {
@@ -99,24 +139,53 @@ void MacroNameRecorder::conditionNames(clang::SourceRange Condition) {
   if (Begin.isInvalid() || !Begin.isFileID() || !inProject(Begin))
     return;
   auto [File, Offset] = Sources.getDecomposedLoc(Begin);
-  int SkippedDepth = 0;  // inside __has_include(...): a header name, not macros (HasInclude records the test)
+  // Inside __has_include(...): a header name, not macros (HasInclude records the test). Inside another built-in
+  // function-like macro's parentheses (__has_builtin(...)): the test's operand, recorded with it as a feature test.
+  int SkippedDepth = 0;
   bool SkipNext = false;
   bool First = true;
+  std::optional<unsigned> FeatureBegin;  // offset of the built-in's name whose call is being read
+  clang::SourceLocation FeatureAt;
+  llvm::StringRef Buffer = Sources.getBufferData(File);
   forEachRawToken(Sources, PP.getLangOpts(), File, Offset, ~0u, [&](const clang::Token &Token) {
     if (!First && Token.isAtStartOfLine())
       return false;  // the directive ends at the first unescaped newline
     First = false;
-    if (SkipNext || SkippedDepth > 0) {
+    if (SkipNext) {
       SkipNext = false;
+      if (Token.is(clang::tok::l_paren)) {
+        SkippedDepth = 1;
+        return true;
+      }
+      FeatureBegin.reset();  // a built-in's name without a call (`defined(__has_warning)`, `__LINE__`): no operand
+    }
+    if (SkippedDepth > 0) {
       SkippedDepth += Token.is(clang::tok::l_paren) ? 1 : Token.is(clang::tok::r_paren) ? -1 : 0;
+      if (SkippedDepth == 0 && FeatureBegin) {
+        unsigned End = Sources.getFileOffset(Token.getLocation()) + Token.getLength();
+        std::string Test;
+        for (char C : Buffer.slice(*FeatureBegin, End)) {  // one line, as the probe writes it
+          if (C == '\\' || C == '\n' || C == '\r')
+            C = ' ';
+          Test += C;
+        }
+        featureTest(FeatureAt, std::move(Test), "");
+        FeatureBegin.reset();
+      }
       return true;
     }
     if (Token.is(clang::tok::raw_identifier)) {
       llvm::StringRef Identifier = Token.getRawIdentifier();
-      if (Identifier == "__has_include" || Identifier == "__has_include_next")
+      const clang::MacroInfo *Info = PP.getMacroInfo(PP.getIdentifierInfo(Identifier));
+      if (Identifier == "__has_include" || Identifier == "__has_include_next") {
         SkipNext = true;  // its '(' opens the skipped span
-      else if (Identifier != "defined")
+      } else if (Identifier != "defined" && Info && Info->isBuiltinMacro()) {
+        SkipNext = true;  // __FILE__ and the like take no parentheses: reset at the next token
+        FeatureBegin = Sources.getFileOffset(Token.getLocation());
+        FeatureAt = Token.getLocation();
+      } else if (Identifier != "defined") {
         Names.insert(Identifier.str());
+      }
     }
     return true;
   });
@@ -194,6 +263,7 @@ std::vector<MacroDependence> MacroNameRecorder::dependences() const {
     Result.push_back(std::move(Macro));
   }
   Result.insert(Result.end(), IncludeTests.begin(), IncludeTests.end());
+  Result.insert(Result.end(), FeatureTests.begin(), FeatureTests.end());
   return Result;
 }
 
@@ -204,6 +274,7 @@ llvm::StringRef originName(MacroOrigin Origin) {
   case MacroOrigin::BuiltIn: return "built-in";
   case MacroOrigin::Library: return "library";
   case MacroOrigin::IncludeTest: return "include-test";
+  case MacroOrigin::FeatureTest: return "feature-test";
   }
   return "undefined";
 }
@@ -216,7 +287,7 @@ llvm::json::Object macroToJson(const MacroDependence &Macro) {
     Object["header"] = Macro.Header;
     Object["header_sha256"] = Macro.HeaderSha256;
   }
-  if (Macro.Origin == MacroOrigin::IncludeTest)
+  if (Macro.Origin == MacroOrigin::IncludeTest || Macro.Origin == MacroOrigin::FeatureTest)
     Object["file"] = Macro.Header;
   if (Macro.Predefined)
     Object["predefined"] = *Macro.Predefined;
@@ -239,7 +310,7 @@ llvm::Expected<MacroDependence> macroFromJson(const llvm::json::Value &Value) {
   std::optional<MacroOrigin> Parsed;
   for (MacroOrigin Candidate :
        {MacroOrigin::Undefined, MacroOrigin::CommandLine, MacroOrigin::BuiltIn, MacroOrigin::Library,
-        MacroOrigin::IncludeTest})
+        MacroOrigin::IncludeTest, MacroOrigin::FeatureTest})
     if (Origin && *Origin == originName(Candidate))
       Parsed = Candidate;
   if (!Parsed)
@@ -259,7 +330,7 @@ llvm::Expected<MacroDependence> macroFromJson(const llvm::json::Value &Value) {
     Macro.Header = Header->str();
     Macro.HeaderSha256 = Digest->str();
   }
-  if (Macro.Origin == MacroOrigin::IncludeTest) {
+  if (Macro.Origin == MacroOrigin::IncludeTest || Macro.Origin == MacroOrigin::FeatureTest) {
     auto File = Object->getString("file");
     if (!File)
       return Malformed("file");
@@ -271,6 +342,27 @@ llvm::Expected<MacroDependence> macroFromJson(const llvm::json::Value &Value) {
     Macro.Predefined = Predefined->getAsString()->str();
   }
   return Macro;
+}
+
+}  // namespace lmfuse::rewriter
+
+namespace lmfuse::rewriter {
+
+void evaluateFeatureTests(std::vector<MacroDependence> &Macros,
+                          const std::function<std::vector<std::string>(const std::vector<std::string> &)> &Evaluate) {
+  std::vector<std::string> Tests;
+  for (const MacroDependence &Macro : Macros)
+    if (Macro.Origin == MacroOrigin::FeatureTest && Macro.Definition.empty())
+      Tests.push_back(Macro.Name);
+  if (Tests.empty())
+    return;
+  std::vector<std::string> Values = Evaluate(Tests);
+  size_t Next = 0;
+  for (MacroDependence &Macro : Macros)
+    if (Macro.Origin == MacroOrigin::FeatureTest && Macro.Definition.empty()) {
+      Macro.Definition = Next < Values.size() && !Values[Next].empty() ? Values[Next] : "?";
+      ++Next;
+    }
 }
 
 }  // namespace lmfuse::rewriter

@@ -11,8 +11,15 @@
 // too (a header present where the mirror was made may be absent where it is built): recorded with its origin
 // `include-test`, the test as written for its name, its value (1 or 0) for its definition and the file that
 // makes it (relative to the project root) for its header, so the build step can ask its own compiler.
+// So is a test of the compiler's own features (`feature-test`), which another compiler answers otherwise: a
+// call of one of Clang's built-in function-like macros (`__has_builtin(x)`, `__has_attribute(x)`,
+// `__has_cpp_attribute(x)`, `__has_feature(x)`, `__has_warning("-W…")`, …: its value, which the driver
+// evaluates with the unit's command, evaluateFeatureTests), `defined(X)` (or #ifdef, #ifndef) of a built-in
+// macro (1: Clang has it; GCC has no `__has_warning`), and the directives `#elifdef` / `#elifndef`, which a
+// compiler before C++23 may not know (1: Clang took it as one).
 #pragma once
 
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -28,14 +35,14 @@
 
 namespace lmfuse::rewriter {
 
-enum class MacroOrigin { Undefined, CommandLine, BuiltIn, Library, IncludeTest };
+enum class MacroOrigin { Undefined, CommandLine, BuiltIn, Library, IncludeTest, FeatureTest };
 
 struct MacroDependence {
   std::string Name;
   MacroOrigin Origin = MacroOrigin::Undefined;
   /// `NAME body` or `NAME(params) body`, as `-dM` prints it after `#define `; empty when undefined.
   std::string Definition;
-  std::string Header;        ///< Library: the header that defines it (canonical); IncludeTest: the file testing
+  std::string Header;        ///< Library: the header that defines it (canonical); Include/FeatureTest: the file testing
   std::string HeaderSha256;  ///< Library: contentDigest() of that header
   /// The definition the unit started with (command line, compiler), where it is not `Definition` (a file
   /// redefined or #undef'd it): the end state alone would not tell a flag a file #undefs after testing it.
@@ -47,6 +54,12 @@ struct MacroDependence {
            Header == Other.Header && HeaderSha256 == Other.HeaderSha256 && Predefined == Other.Predefined;
   }
 };
+
+/// Evaluates the feature tests among Macros whose value is not known yet (calls of Clang's built-in function-like
+/// macros) with Evaluate, which gets the tests (`__has_builtin ( x )`) and returns their values in order
+/// ("" for one it could not evaluate: the build step then reports it).
+void evaluateFeatureTests(std::vector<MacroDependence> &Macros,
+                          const std::function<std::vector<std::string>(const std::vector<std::string> &)> &Evaluate);
 
 /// The names the files under ProjectRoot name, collected while the unit is preprocessed ("" : every file
 /// outside the system headers).
@@ -62,6 +75,8 @@ public:
   void Ifndef(clang::SourceLocation, const clang::Token &Name, const clang::MacroDefinition &) override;
   void Elifdef(clang::SourceLocation, const clang::Token &Name, const clang::MacroDefinition &) override;
   void Elifndef(clang::SourceLocation, const clang::Token &Name, const clang::MacroDefinition &) override;
+  void Elifdef(clang::SourceLocation, clang::SourceRange, clang::SourceLocation) override;
+  void Elifndef(clang::SourceLocation, clang::SourceRange, clang::SourceLocation) override;
   void If(clang::SourceLocation, clang::SourceRange Condition, ConditionValueKind) override;
   void Elif(clang::SourceLocation, clang::SourceRange Condition, ConditionValueKind,
             clang::SourceLocation) override;
@@ -75,12 +90,18 @@ private:
   bool inProject(clang::SourceLocation Loc);
   void name(const clang::Token &Name, clang::SourceLocation Where);
   void conditionNames(clang::SourceRange Condition);
+  /// Records a feature test made at Where (a file of the project): Test as written, with Value ("" where the
+  /// driver evaluates it).
+  void featureTest(clang::SourceLocation Where, std::string Test, std::string Value);
+  /// `defined(Name)` / #ifdef / #ifndef: a built-in macro's is a feature test.
+  void tested(const clang::Token &Name);
 
   const clang::Preprocessor &PP;
   std::string ProjectRoot;
   std::string Directory;
   std::set<std::string> Names;
   std::set<MacroDependence> IncludeTests;  // by name and file: a test made twice in one file is one record
+  std::set<MacroDependence> FeatureTests;  // the same
   std::map<unsigned, bool> ProjectFiles;  // FileID hash -> under ProjectRoot
 };
 

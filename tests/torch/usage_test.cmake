@@ -267,6 +267,15 @@ elseif(STEP STREQUAL "build_guards")
                        "__clang__ is undefined here, but the rewrite was analysed with `#define __clang__ 1` \\(built-in\\)"
                        "__clang__ is undefined before any file here")
   endif()
+  # Tests of the compiler's own features (__has_builtin, #elifdef) the build's compiler answers otherwise than
+  # Clang: the build fails naming them. Under Clang both agree and it builds.
+  if(compiler_id MATCHES "Clang")
+    step("${CMAKE_COMMAND}" --build "${build}" --target guard_feature_test)
+  else()
+    build_fails_naming(guard_feature_test "the compiler's feature tests (compiled by ${compiler_id})"
+                       "`__has_builtin\\(__builtin_assume\\)` in [^ ]*feature\\.cpp is not 1 here"
+                       "`#elifdef` in [^ ]*feature\\.cpp is no directive the build's compiler takes here")
+  endif()
   # A compiler launcher that adds a definition the model tests (CAPPED_BY_LAUNCHER): the build fails naming it.
   build_fails_naming(guard_launcher "the launcher's definition" "CAPPED_BY_LAUNCHER")
   # A precompiled model header: the tool finds its site (the header is the program's, however included),
