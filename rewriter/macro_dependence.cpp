@@ -75,12 +75,12 @@ void MacroNameRecorder::Elifdef(clang::SourceLocation Loc, clang::SourceRange, c
 void MacroNameRecorder::Elifndef(clang::SourceLocation Loc, clang::SourceRange, clang::SourceLocation) {
   featureTest(Loc, "#elifndef", "1");
 }
-void MacroNameRecorder::If(clang::SourceLocation, clang::SourceRange Condition, ConditionValueKind) {
-  conditionNames(Condition);
+void MacroNameRecorder::If(clang::SourceLocation Loc, clang::SourceRange, ConditionValueKind) {
+  conditionNames(Loc);
 }
-void MacroNameRecorder::Elif(clang::SourceLocation, clang::SourceRange Condition, ConditionValueKind,
+void MacroNameRecorder::Elif(clang::SourceLocation Loc, clang::SourceRange, ConditionValueKind,
                              clang::SourceLocation) {
-  conditionNames(Condition);
+  conditionNames(Loc);
 }
 
 namespace {
@@ -133,12 +133,13 @@ void MacroNameRecorder::featureTest(clang::SourceLocation Where, std::string Tes
 
 // An identifier of an #if that is no macro counts as 0 and fires no callback: the condition's own text
 // is lexed for them. Every identifier is taken (a macro among them is recorded twice, harmlessly).
-void MacroNameRecorder::conditionNames(clang::SourceRange Condition) {
+void MacroNameRecorder::conditionNames(clang::SourceLocation Directive) {
   const clang::SourceManager &Sources = PP.getSourceManager();
-  clang::SourceLocation Begin = Condition.getBegin();
-  if (Begin.isInvalid() || !Begin.isFileID() || !inProject(Begin))
+  // Read from the directive's name (`if`, `elif`), which is skipped: the condition's own range starts where its
+  // first token's expansion does, which for a built-in's call (`#if __has_builtin(x)`) is in no file.
+  if (Directive.isInvalid() || !Directive.isFileID() || !inProject(Directive))
     return;
-  auto [File, Offset] = Sources.getDecomposedLoc(Begin);
+  auto [File, Offset] = Sources.getDecomposedLoc(Directive);
   // Inside __has_include(...): a header name, not macros (HasInclude records the test). Inside another built-in
   // function-like macro's parentheses (__has_builtin(...)): the test's operand, recorded with it as a feature test.
   int SkippedDepth = 0;
@@ -150,7 +151,10 @@ void MacroNameRecorder::conditionNames(clang::SourceRange Condition) {
   forEachRawToken(Sources, PP.getLangOpts(), File, Offset, ~0u, [&](const clang::Token &Token) {
     if (!First && Token.isAtStartOfLine())
       return false;  // the directive ends at the first unescaped newline
-    First = false;
+    if (First) {
+      First = false;
+      return true;  // the directive's name
+    }
     if (SkipNext) {
       SkipNext = false;
       if (Token.is(clang::tok::l_paren)) {

@@ -89,7 +89,7 @@ public:
 private:
   bool inProject(clang::SourceLocation Loc);
   void name(const clang::Token &Name, clang::SourceLocation Where);
-  void conditionNames(clang::SourceRange Condition);
+  void conditionNames(clang::SourceLocation Directive);
   /// Records a feature test made at Where (a file of the project): Test as written, with Value ("" where the
   /// driver evaluates it).
   void featureTest(clang::SourceLocation Where, std::string Test, std::string Value);

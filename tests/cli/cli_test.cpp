@@ -888,6 +888,36 @@ TEST_CASE("--out-dir: the audit records the macros each unit that reads a rewrit
   }
 }
 
+// Tests of the compiler's own features, which another compiler (the build's) may answer otherwise: each call of
+// a built-in function-like macro with the value Clang gives it, defined() of a built-in macro, #elifdef.
+TEST_CASE("--out-dir: the audit records the compiler feature tests of each unit, with Clang's answers", "[cli]") {
+  const std::string Source = std::string("#if __has_cpp_attribute(nodiscard) >= 201603 && defined(__has_warning)\n"
+                                         "#endif\n#ifdef NOPE\n#elifdef ALSO\n#endif\n"
+                                         "#if __has_builtin(__builtin_no_such_thing) || __LINE__ > 0\n#endif\n") +
+                             ModelSource;
+  SourceTree Tree({{"src/model.cpp", Source.c_str()}});
+  std::string Audit = Tree.path("audit.json");
+  ToolRun Tool = runLmfuse(withFlags({"--out-dir", Tree.path("out"), "--edit-root", Tree.path("src"), "--audit",
+                                      Audit, Tree.path("src/model.cpp")},
+                                     Tree));
+  INFO(Tool.Err);
+  REQUIRE(Tool.ExitCode == 0);
+  llvm::json::Value Document = readAudit(Audit);
+  const llvm::json::Array *Units = Document.getAsObject()->getObject("mirror")->getArray("units");
+  REQUIRE(Units);
+  REQUIRE(Units->size() == 1);
+  const llvm::json::Array *Macros = (*Units)[0].getAsObject()->getArray("macros");
+  REQUIRE(Macros);
+  std::vector<std::string> Tests;
+  for (const llvm::json::Value &Macro : *Macros)
+    if (field(Macro, "origin") == "feature-test") {
+      CHECK(field(Macro, "file") == "model.cpp");
+      Tests.push_back(field(Macro, "name") + " = " + field(Macro, "definition"));
+    }
+  CHECK(Tests == std::vector<std::string>{"#elifdef = 1", "__has_builtin(__builtin_no_such_thing) = 0",
+                                          "__has_cpp_attribute(nodiscard) = 201907", "defined(__has_warning) = 1"});
+}
+
 // Which code is the program's is decided by where its file lies (the main file, the edit root), never by how
 // it was included: a project header reached through -isystem (or a precompiled header's `#pragma GCC
 // system_header`) is analysed like any other, its functions are not trusted as the library's, and a loss
