@@ -92,6 +92,45 @@ def test_matches_fp64_reference(device, case, bias):
 
 
 @pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("layout", ["row-major", "column-major hidden", "column-major weight", "negative bit"])
+def test_operands_and_gradient_layouts_as_linear_and_cross_entropy(device, layout):
+    """What autograd hands a program is what F.linear + F.cross_entropy hand it: the loss of an operand with the
+    negative bit as its values (not its memory), and each gradient's values, strides and view-ness (column-major
+    for an operand the product reads column-major; a 2-D hidden's gradient a tensor of its own)."""
+    N = 13
+    hidden = (torch.randn(D, N, device=device).t() if layout == "column-major hidden"
+              else torch.randn(N, D, device=device)).requires_grad_()
+    weight = (torch.randn(D, V, device=device).t() * 0.5 if layout == "column-major weight"
+              else torch.randn(V, D, device=device) * 0.5).requires_grad_()
+    labels = torch.randint(0, V, (N,), device=device)
+    def operand(t):
+        return torch._neg_view(t) if layout == "negative bit" else t
+    loss = torch.ops.lmfuse.linear_cross_entropy(operand(hidden), weight, None, labels)
+    grads = torch.autograd.grad(loss, [hidden, weight])
+    expected = F.cross_entropy(F.linear(operand(hidden), weight), labels)
+    expected_grads = torch.autograd.grad(expected, [hidden, weight])
+    assert relative_error(loss, expected.double()) < 1e-5
+    for grad, expected_grad in zip(grads, expected_grads):
+        assert relative_error(grad, expected_grad.double()) < 1e-4
+        assert grad.stride() == expected_grad.stride()
+        assert grad._is_view() == expected_grad._is_view()
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_traced_from_python_the_operator_is_one_node_that_replays(device):
+    """torch.jit.trace records the operator as one node (its body runs with the tracer's key excluded), so the
+    traced function computes the loss for new inputs."""
+    weight = torch.randn(V, D, device=device) * 0.5
+    def loss_of(h, labels):
+        return torch.ops.lmfuse.linear_cross_entropy(h, weight, None, labels)
+    traced = torch.jit.trace(loss_of, (torch.randn(7, D, device=device), torch.randint(0, V, (7,), device=device)))
+    assert "lmfuse::linear_cross_entropy" in str(traced.graph)
+    h, labels = torch.randn(11, D, device=device) * 3, torch.randint(0, V, (11,), device=device)
+    expected = F.cross_entropy(F.linear(h.double(), weight.double()), labels)
+    assert relative_error(traced(h, labels), expected) < 1e-5
+
+
+@pytest.mark.parametrize("device", DEVICES)
 def test_bf16_and_no_grad(device):
     h = torch.randn(4, 9, D, device=device).bfloat16().requires_grad_()
     w = (torch.randn(V, D, device=device) * 0.5).bfloat16().requires_grad_()

@@ -8,7 +8,6 @@
 #include <lmfuse/torch.h>
 
 #include <torch/autograd.h>
-#include <torch/csrc/jit/frontend/tracer.h>
 #include <torch/nn/functional/loss.h>
 
 #include <algorithm>
@@ -303,7 +302,7 @@ torch::Tensor linear_cross_entropy(const torch::Tensor& hidden_, const torch::Te
   if (options.process_group())  // data parallel: the Mean's divisor counted over the group (distributed_mean.h)
     options = distributed_detail::withGlobalMean(hidden, weight, bias, labels, options);
   // A call the tool did not write (no original to compute with): traced, the graph would hold no loss.
-  LMFUSE_TORCH_CHECK(torch_detail::Check::Unsupported, !torch::jit::tracer::isTracing(),
+  LMFUSE_TORCH_CHECK(torch_detail::Check::Unsupported, !torch_detail::tracerRecordsHere(),
                      "lmfuse::linear_cross_entropy: the JIT tracer is recording, and the fused loss computes through no "
                      "operator it records (the traced graph would hold no loss); trace this loss unfused "
                      "(LMFUSE_DISABLE=1)");

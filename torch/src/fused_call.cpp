@@ -5,6 +5,8 @@
 #include "errors.h"
 
 #include <ATen/Parallel.h>
+#include <c10/core/impl/LocalDispatchKeySet.h>
+#include <torch/csrc/jit/frontend/tracer.h>
 #include <c10/core/DeviceGuard.h>
 
 #include <algorithm>
@@ -103,6 +105,10 @@ bool valuesInMemory(const torch::Tensor& tensor) {
   return !tensor.key_set().has_any(elsewhere) && tensor.layout() == at::kStrided &&
          (tensor.device().is_cpu() || tensor.device().is_cuda()) && tensor.has_storage() &&
          (tensor.numel() == 0 || tensor.data_ptr() != nullptr);
+}
+
+bool tracerRecordsHere() {
+  return torch::jit::tracer::isTracing() && !c10::impl::tls_is_dispatch_key_excluded(c10::DispatchKey::Tracer);
 }
 
 Operands prepareOperands(const torch::Tensor& hidden, const torch::Tensor& weight,

@@ -32,6 +32,11 @@ struct Operands {
 /// tensor (its memory is none: all zeros), a meta tensor (no values). LibTorch's own kernels compute on those.
 bool valuesInMemory(const torch::Tensor& tensor);
 
+/// True while the JIT tracer records LibTorch's operators called here: tracing, and not inside an operator the
+/// tracer recorded as a whole (torch.ops.lmfuse.linear_cross_entropy, traced from Python, is one node; its
+/// body runs with the tracer's dispatch key excluded). The runtime computes through no operator it records.
+bool tracerRecordsHere();
+
 /// param_grads = Float32: weight and bias are half copies of fp32 parameters whose gradients are fp32
 /// (mixed precision, see flce.h).
 Operands prepareOperands(const torch::Tensor& hidden, const torch::Tensor& weight,

@@ -4,8 +4,6 @@
 #include <torch/nn/functional/linear.h>
 #include <torch/nn/functional/loss.h>
 
-#include <torch/csrc/jit/frontend/tracer.h>
-
 #include "autocast_rule.h"
 #include "errors.h"
 #include "fused_call.h"
@@ -38,7 +36,7 @@ bool needsOriginal(const torch::Tensor& hidden, const torch::Tensor& weight, con
   // no loss. Traced, the call computes with the original's operators, which the tracer records.
   return target.is_floating_point() || target.is_complex() || target.scalar_type() == at::kByte ||
          notTaken(hidden) || notTaken(weight) || noFeatures || biasOfOtherType || elsewhere ||
-         torch::jit::tracer::isTracing();
+         tracerRecordsHere();
 }
 
 namespace {
