@@ -163,8 +163,12 @@ llvm::json::Object mirrorToJson(AuditMirror Mirror) {
   std::sort(Mirror.Files.begin(), Mirror.Files.end(),
             [](const MirroredFile &A, const MirroredFile &B) { return A.Path < B.Path; });
   llvm::json::Array Files;
-  for (const MirroredFile &File : Mirror.Files)
-    Files.push_back(llvm::json::Object{{"path", File.Path}, {"sha256", File.Sha256}, {"copy_sha256", File.CopySha256}});
+  for (const MirroredFile &File : Mirror.Files) {
+    llvm::json::Object Entry{{"path", File.Path}, {"sha256", File.Sha256}, {"copy_sha256", File.CopySha256}};
+    if (!File.SameFileAs.empty())
+      Entry["same_file_as"] = File.SameFileAs;
+    Files.push_back(std::move(Entry));
+  }
   llvm::json::Array Units;
   for (const MirroredUnit &Unit : Mirror.Units) {
     llvm::json::Array Macros;

@@ -41,6 +41,9 @@ struct MirroredFile {
   std::string Path;        ///< relative to the root, '/'-separated
   std::string Sha256;      ///< contentDigest() of the original
   std::string CopySha256;  ///< contentDigest() of the copy as written (a copy cut short or edited since differs)
+  /// Another name of the copy at this path (relative to the root), one file with it as the original's names are
+  /// one file (a link in the sources): the build keeps them one (a hard link), so `#pragma once` reads it once.
+  std::string SameFileAs;
 };
 
 /// A unit that reads a rewritten copy, and the macros its analysis depended on (macro_dependence.h): the

@@ -270,9 +270,27 @@ ParseOutcome parseTranslationUnit(const std::vector<std::string> &CommandLine, l
   bool Succeeded = Invocation.run();
   Outcome.PathsMissing.assign(Missing.begin(), Missing.end());
   std::set<std::string> Read(Outcome.FilesRead.begin(), Outcome.FilesRead.end());
-  for (const std::string &Name : Found)
-    if (std::string Canonical = canonicalPath(Name, "/"); Canonical != Name && Read.count(Canonical))
+  // Another name of a file read: a link to it, or a hard link (a name of the same device and inode, which the
+  // file manager takes for the file already read).
+  std::map<std::pair<uint64_t, uint64_t>, std::string> ReadByIdentity;
+  auto Identity = [](const std::string &Path) -> std::optional<std::pair<uint64_t, uint64_t>> {
+    llvm::sys::fs::UniqueID Unique;
+    if (llvm::sys::fs::getUniqueID(Path, Unique))
+      return std::nullopt;
+    return std::make_pair(Unique.getDevice(), Unique.getFile());
+  };
+  for (const std::string &File : Read)
+    if (auto Id = Identity(File))
+      ReadByIdentity.try_emplace(*Id, File);
+  for (const std::string &Name : Found) {
+    std::string Canonical = canonicalPath(Name, "/");
+    if (Canonical != Name && Read.count(Canonical)) {
       Outcome.Aliases[Canonical].insert(Name);
+    } else if (!Read.count(Canonical)) {
+      if (auto Id = Identity(Canonical); Id && ReadByIdentity.count(*Id))
+        Outcome.Aliases[ReadByIdentity[*Id]].insert(Name);
+    }
+  }
   Outcome.Ran = Succeeded || !Outcome.FilesRead.empty();
   if (!Succeeded) {
     Outcome.HadErrors = true;

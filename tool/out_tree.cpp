@@ -172,16 +172,47 @@ OutTreeResult writeOutTree(const rewriter::DriverResult &Result, const std::vect
     Digests[File] = rewriter::contentDigest((*Buffer)->getBuffer());
   }
   // A file the parse found by another name (a link to it) is copied under that name too: the copies of the
-  // files that include it by that name must find the copy, not the original beside them.
+  // files that include it by that name must find the copy, not the original beside them. That name is made a
+  // hard link of the copy, so that the mirror's names are one file where the original's are (`#pragma once`
+  // knows a header by its file: two copies of a linked header would be read twice where it was read once).
+  // Names that are one file in the sources by a hard link (one device and inode) are one copy too, the rewritten
+  // one's where one of them is rewritten.
+  std::map<std::string, std::set<std::string>> Aliases = Result.Aliases;
+  std::set<std::string> RewrittenPaths;
+  for (const rewriter::FileRewrite &Rewrite : Result.Rewrites)
+    RewrittenPaths.insert(Rewrite.Path);
+  std::map<std::pair<uint64_t, uint64_t>, std::string> ByIdentity;
+  for (const std::string &File : std::vector<std::string>(llvm::make_first_range(Copies).begin(),
+                                                          llvm::make_first_range(Copies).end())) {
+    llvm::sys::fs::UniqueID Identity;
+    if (llvm::sys::fs::getUniqueID(File, Identity))
+      continue;
+    auto [Known, Inserted] = ByIdentity.try_emplace({Identity.getDevice(), Identity.getFile()}, File);
+    if (Inserted)
+      continue;
+    std::string Kept = Known->second, Other = File;
+    if (RewrittenPaths.count(Other) && RewrittenPaths.count(Kept))
+      continue;  // rewritten under both names: two copies, as the analysis made them
+    if (RewrittenPaths.count(Other))
+      std::swap(Kept, Other);
+    Known->second = Kept;
+    Copies.erase(Other);
+    Aliases[Kept].insert(Other);
+    if (auto Names = Aliases.find(Other); Names != Aliases.end()) {
+      Aliases[Kept].insert(Names->second.begin(), Names->second.end());
+      Aliases.erase(Names);
+    }
+  }
   std::vector<std::pair<std::string, std::string>> Placed;  // source, the name its copy takes
   for (const auto &Copy : Copies) {
     Placed.push_back({Copy.first, Copy.first});
-    if (auto Names = Result.Aliases.find(Copy.first); Names != Result.Aliases.end())
+    if (auto Names = Aliases.find(Copy.first); Names != Aliases.end())
       for (const std::string &Name : Names->second)
         if (!mirroredPath(Name, Root, OutDir).empty() && mirroredPath(Name, OutDir, "/").empty())
           Placed.push_back({Copy.first, Name});
   }
   std::set<std::string> Targets;
+  std::map<std::string, std::string> CopyOf;  // source -> where its copy under its own name was written
   for (const auto &[Source, Name] : Placed) {
     const std::string &Contents = Copies[Source];
     std::string Target = mirroredPath(Name, Root, OutDir);
@@ -206,12 +237,44 @@ OutTreeResult writeOutTree(const rewriter::DriverResult &Result, const std::vect
                                                                  "never replaces other files"});
       continue;
     }
+    if (Name != Source) {
+      auto Copy = CopyOf.find(Source);
+      if (Copy == CopyOf.end())
+        continue;  // its copy was not written (a failure says why): nor is its other name
+      bool Same = false;
+      if (!llvm::sys::fs::equivalent(Target, Copy->second, Same) && Same) {
+        ++Out.Unchanged;
+      } else {
+        llvm::sys::fs::remove(Target);  // an earlier run's copy (isForeignFile said so), or nothing
+        std::error_code EC = llvm::sys::fs::create_directories(llvm::sys::path::parent_path(Target));
+        if (!EC)
+          EC = llvm::sys::fs::create_hard_link(Copy->second, Target);
+        if (EC) {
+          Out.Failures.push_back({Source, "not written: " + Target + " cannot be made the same file as " +
+                                              Copy->second + " (" + EC.message() + "), as " + Name + " is of " +
+                                              Source});
+          continue;
+        }
+        ++Out.Written;
+      }
+      Out.Mirrored.push_back({mirroredPath(Name, Root, ""), Digests[Source], rewriter::contentDigest(Contents),
+                              mirroredPath(Source, Root, "")});
+      continue;
+    }
+    // Its other names' links to an earlier copy go first: the copy is replaced only where it has one name
+    // (writeIfChanged refuses to break hard links), and they are linked again to what is written.
+    if (auto Names = Aliases.find(Source); Names != Aliases.end())
+      for (const std::string &Other : Names->second)
+        if (std::string Linked = mirroredPath(Other, Root, OutDir); !Linked.empty() && !Sources.count(Linked) &&
+                                                                    isCopy(Linked))
+          llvm::sys::fs::remove(Linked);
     bool Changed = false;
     if (llvm::Error Err = writeIfChanged(Target, Contents, Changed)) {
       Out.Failures.push_back({Source, llvm::toString(std::move(Err))});
       continue;
     }
     ++(Changed ? Out.Written : Out.Unchanged);
+    CopyOf[Source] = Target;
     // "": relative to Root.
     Out.Mirrored.push_back({mirroredPath(Name, Root, ""), Digests[Source], rewriter::contentDigest(Contents)});
   }

@@ -628,6 +628,11 @@ TEST_CASE("--out-dir copies a file found through a link under the link's name to
       REQUIRE(fileExists(Tree.path(Copy)));
       CHECK(countOf(readFile(Tree.path(Copy)), "lmfuse::linear_cross_entropy") == 1);
     }
+    // One file under both names, as the original is: `#pragma once` (which knows a header by its file) reads it
+    // once through either name in the copies' build too.
+    bool Same = false;
+    CHECK_FALSE(llvm::sys::fs::equivalent(Tree.path("out/model.h"), Tree.path("out/impl/model_impl.h"), Same));
+    CHECK(Same);
     CHECK(Tree.read("src/impl/model_impl.h") == Header);
   }
 }
@@ -671,6 +676,39 @@ TEST_CASE("__FILE__ in a site's file: patched only where the unit names the file
       CHECK(countOf(field(Sites[0], "detail"), "`__FILE__` on line") == 1);
     }
     llvm::sys::fs::remove_directories(Tree.path("out"));
+  }
+}
+
+// A header reached under two names that are one file by a hard link (one inode: `#pragma once` reads it once
+// under either): its copy has both names and is one file under them, as the original is.
+TEST_CASE("--out-dir makes a hard-linked header's names one copy", "[cli][writes]") {
+  std::string Header = SharedHeader;
+  SourceTree Tree({{"src/a/cfg.h", "#pragma once\nconstexpr int cfg_value = 1;\n"},
+                   {"src/model.h", Header.c_str()},
+                   {"src/main.cpp", "#include <torch/torch.h>\n#include \"model.h\"\n#include \"a/cfg.h\"\n"
+                                    "#include \"b/cfg.h\"\nint main() { return cfg_value - 1; }\n"}});
+  REQUIRE(!llvm::sys::fs::create_directories(Tree.path("src/b")));
+  REQUIRE(!llvm::sys::fs::create_hard_link(Tree.path("src/a/cfg.h"), Tree.path("src/b/cfg.h")));
+  for (const char *Run : {"parsed", "from the cache"}) {
+    INFO(Run);
+    ToolRun Tool = runLmfuse(withFlags({"--out-dir", Tree.path("out"), "--audit", Tree.path("audit.json"),
+                                        Tree.path("src/main.cpp")}, Tree));
+    INFO(Tool.Err);
+    REQUIRE(Tool.ExitCode == 0);
+    REQUIRE(fileExists(Tree.path("out/a/cfg.h")));
+    REQUIRE(fileExists(Tree.path("out/b/cfg.h")));
+    bool Same = false;
+    CHECK_FALSE(llvm::sys::fs::equivalent(Tree.path("out/a/cfg.h"), Tree.path("out/b/cfg.h"), Same));
+    CHECK(Same);
+    // The audit says so, for a build that copies the mirror (losing its links) to make them again.
+    llvm::json::Value Document = readAudit(Tree.path("audit.json"));
+    const llvm::json::Array *Files = Document.getAsObject()->getObject("mirror")->getArray("files");
+    REQUIRE(Files);
+    std::vector<std::string> Linked;
+    for (const llvm::json::Value &File : *Files)
+      if (const llvm::json::Value *Same = File.getAsObject()->get("same_file_as"))
+        Linked.push_back(field(File, "path") + " = " + Same->getAsString()->str());
+    CHECK(Linked == std::vector<std::string>{"b/cfg.h = a/cfg.h"});
   }
 }
 

@@ -276,6 +276,23 @@ elseif(STEP STREQUAL "build_guards")
                        "`__has_builtin\\(__builtin_assume\\)` in [^ ]*feature\\.cpp is not 1 here"
                        "`#elifdef` in [^ ]*feature\\.cpp is no directive the build's compiler takes here")
   endif()
+  # A #pragma once header under a second name (a symbolic link): its copy is one file under both names.
+  step("${CMAKE_COMMAND}" --build "${build}" --target guard_once_link)
+  set(once_copies "")
+  foreach(name IN ITEMS a b)
+    execute_process(COMMAND stat -L -c "%d:%i" "${build}/build_guards/lmfuse_rewritten/guard_once_link/once/${name}/cfg.h"
+                    OUTPUT_VARIABLE identity OUTPUT_STRIP_TRAILING_WHITESPACE RESULT_VARIABLE status)
+    if(NOT status EQUAL 0)
+      message(FATAL_ERROR "guard_once_link: the mirror holds no once/${name}/cfg.h")
+    endif()
+    list(APPEND once_copies "${identity}")
+  endforeach()
+  list(REMOVE_DUPLICATES once_copies)
+  list(LENGTH once_copies files)
+  if(NOT files EQUAL 1)
+    message(FATAL_ERROR "guard_once_link: the mirror's a/cfg.h and b/cfg.h are two files (${once_copies}), where "
+                        "the sources' are one")
+  endif()
   # A compiler launcher that adds a definition the model tests (CAPPED_BY_LAUNCHER): the build fails naming it.
   build_fails_naming(guard_launcher "the launcher's definition" "CAPPED_BY_LAUNCHER")
   # A precompiled model header: the tool finds its site (the header is the program's, however included),
