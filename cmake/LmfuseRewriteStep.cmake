@@ -173,7 +173,7 @@ function(same_files_of audit out)
       endif()
       string(JSON relative GET "${audit}" mirror files ${i} path)
       if(same STREQUAL "" OR IS_ABSOLUTE "${same}" OR same MATCHES "(^|/)\\.\\.(/|$)" OR same MATCHES "[|;]" OR
-         relative MATCHES "[|;]")
+         relative MATCHES "[|;]" OR relative MATCHES "(^|/)\\.\\.(/|$)" OR relative STREQUAL same)
         fail("the audit has a malformed mirror.files entry (#${i}: same_file_as)")
       endif()
       list(APPEND pairs "${relative}|${same}")

@@ -177,7 +177,16 @@ OutTreeResult writeOutTree(const rewriter::DriverResult &Result, const std::vect
   // knows a header by its file: two copies of a linked header would be read twice where it was read once).
   // Names that are one file in the sources by a hard link (one device and inode) are one copy too, the rewritten
   // one's where one of them is rewritten.
-  std::map<std::string, std::set<std::string>> Aliases = Result.Aliases;
+  // Each name as the mirror resolves it: its folders are real ones there, so `..` steps back lexically; a name
+  // that only spells the file's own place otherwise (`src/../model.h`) is no other name of it.
+  std::map<std::string, std::set<std::string>> Aliases;
+  for (const auto &[File, Names] : Result.Aliases)
+    for (const std::string &Name : Names) {
+      llvm::SmallString<256> Spelled(Name);
+      llvm::sys::path::remove_dots(Spelled, /*remove_dot_dot=*/true);
+      if (Spelled != File)
+        Aliases[File].insert(std::string(Spelled));
+    }
   std::set<std::string> RewrittenPaths;
   for (const rewriter::FileRewrite &Rewrite : Result.Rewrites)
     RewrittenPaths.insert(Rewrite.Path);
@@ -207,9 +216,16 @@ OutTreeResult writeOutTree(const rewriter::DriverResult &Result, const std::vect
   for (const auto &Copy : Copies) {
     Placed.push_back({Copy.first, Copy.first});
     if (auto Names = Aliases.find(Copy.first); Names != Aliases.end())
-      for (const std::string &Name : Names->second)
+      for (const std::string &Name : Names->second) {
+        if (Copies.count(Name)) {  // `linked/../x.h` through a link, lexically another file's own name
+          Out.Failures.push_back({Copy.first, "not written: " + Copy.first + " is also read as " + Name +
+                                                  ", which in the mirror (whose folders are no links) names another "
+                                                  "file's copy"});
+          continue;
+        }
         if (!mirroredPath(Name, Root, OutDir).empty() && mirroredPath(Name, OutDir, "/").empty())
           Placed.push_back({Copy.first, Name});
+      }
   }
   std::set<std::string> Targets;
   std::map<std::string, std::string> CopyOf;  // source -> where its copy under its own name was written
