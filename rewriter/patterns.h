@@ -171,6 +171,17 @@ struct EffectPatterns {
   /// Library classes that hide the type of what they hold (`any`, `function`): a value of one may hold a
   /// mode guard. A library class template given `void` (`std::shared_ptr<void>`) hides it too.
   std::vector<std::string> TypeHidingHolders;
+  /// The code the rewrite runs again (the labels test at the head, the loss's logits code on a stand-in and
+  /// again for the original's loss) may not write: a standard-library call that may write what it is given
+  /// (a member that is not const, a parameter that refers to something not const) refuses the site, but for
+  /// these members, which hand out what their object holds (`operator->`, `value`, `begin`), and these
+  /// functions, which hand back what they are given (`move`, `as_const`).
+  std::vector<std::string> StandardAccessors;
+  std::vector<std::string> StandardPassThrough;
+  /// Nor draw from a random generator: a function of these namespaces of a name one of whose overloads takes
+  /// a parameter of class GeneratorType (or an optional of one): each run advances the generator.
+  std::vector<std::string> RandomNamespaces;
+  std::string GeneratorType;
 };
 
 /// A library call that differentiates with a graph of the gradient (double backward) unless its

@@ -88,13 +88,14 @@ std::optional<Refusal> lineDirectiveInEffect(const CapturedSite &Site, const Pat
 /// function that draws from a random generator (`torch::randint`; the library's other tensor functions are the
 /// effect analysis's, as are the program's), a statement expression, or what Clang counts as a side effect
 /// without a call (a volatile read). Member initialisers and default arguments E evaluates are looked into.
-const Expr *effectIn(const Expr *E, const ASTContext &Context) {
+const Expr *effectIn(const Expr *E, const ASTContext &Context, const EffectPatterns &Rules) {
   if (!E)
     return nullptr;
   struct Finder : RecursiveASTVisitor<Finder> {
     const ASTContext &Context;
+    const EffectPatterns &Rules;
     const Expr *Found = nullptr;
-    explicit Finder(const ASTContext &Context) : Context(Context) {}
+    Finder(const ASTContext &Context, const EffectPatterns &Rules) : Context(Context), Rules(Rules) {}
     bool VisitBinaryOperator(BinaryOperator *Operator) { return note(Operator, Operator->isAssignmentOp()); }
     bool VisitUnaryOperator(UnaryOperator *Operator) { return note(Operator, Operator->isIncrementDecrementOp()); }
     bool VisitCXXOperatorCallExpr(CXXOperatorCallExpr *Call) {
@@ -109,23 +110,19 @@ const Expr *effectIn(const Expr *E, const ASTContext &Context) {
     }
     // A function of the standard library's, constexpr or not, that may write what it is given: a member that
     // is not const (`remove_prefix`), or a parameter that is a reference or pointer to something not const
-    // (`std::char_traits<char>::assign`, `std::advance`). Accessors that hand out a reference write nothing.
-    static bool standardWrite(const FunctionDecl *Callee) {
+    // (`std::char_traits<char>::assign`, `std::advance`). The rule set's accessors (which hand out a reference
+    // to what the object holds) and pass-through functions (`std::move`) write nothing.
+    bool standardWrite(const FunctionDecl *Callee) const {
       const DeclContext *Around = Callee->getDeclContext();  // a member's class, up to its namespace
       while (Around && !Around->isStdNamespace())
         Around = Around->getParent();
       if (!Around)
         return false;
-      if (const auto *Method = dyn_cast<CXXMethodDecl>(Callee)) {
-        OverloadedOperatorKind Kind = Method->getOverloadedOperator();
-        bool Accessor = Kind == OO_Arrow || Kind == OO_Star || Kind == OO_Subscript ||
-                        (Method->getIdentifier() &&
-                         llvm::is_contained({"value", "front", "back", "data", "begin", "end", "get"}, Method->getName()));
-        if (Method->isInstance() && !Method->isConst() && !Accessor)
+      std::string Name = Callee->getNameAsString();
+      if (const auto *Method = dyn_cast<CXXMethodDecl>(Callee))
+        if (Method->isInstance() && !Method->isConst() && !llvm::is_contained(Rules.StandardAccessors, Name))
           return true;
-      }
-      if (Callee->getIdentifier() &&
-          llvm::is_contained({"move", "forward", "as_const", "addressof"}, Callee->getName()))
+      if (llvm::is_contained(Rules.StandardPassThrough, Name))
         return false;
       return llvm::any_of(Callee->parameters(), [](const ParmVarDecl *Parameter) {
         QualType Type = Parameter->getType();
@@ -135,21 +132,35 @@ const Expr *effectIn(const Expr *E, const ASTContext &Context) {
         return !Pointee.isNull() && !Pointee.isConstQualified() && !Pointee->isFunctionType();
       });
     }
+    // Whether Type is the rule set's generator class, or an optional (any class template) of it, by reference
+    // or value.
+    bool isGenerator(QualType Type) const {
+      const CXXRecordDecl *Record = Type.getNonReferenceType()->getAsCXXRecordDecl();
+      if (!Record)
+        return false;
+      if (Record->getName() == Rules.GeneratorType)
+        return true;
+      if (const auto *Specialization = dyn_cast<ClassTemplateSpecializationDecl>(Record))
+        for (const TemplateArgument &Argument : Specialization->getTemplateArgs().asArray())
+          if (Argument.getKind() == TemplateArgument::Type && isGenerator(Argument.getAsType()))
+            return true;
+      return false;
+    }
     // A tensor library function that draws from a random generator: it, or a function of its name beside it,
     // takes one (`torch::randint`, `torch::randn`, `at::bernoulli`); each run advances the global generator.
-    static bool drawsRandom(const FunctionDecl *Callee) {
-      const DeclContext *Context = Callee->getDeclContext()->getRedeclContext();
-      const auto *Namespace = dyn_cast<NamespaceDecl>(Context);
-      if (!Namespace || !llvm::is_contained({"torch", "at"}, Namespace->getName()) || !Callee->getIdentifier())
+    bool drawsRandom(const FunctionDecl *Callee) const {
+      const DeclContext *Around = Callee->getDeclContext()->getRedeclContext();
+      const auto *Namespace = dyn_cast<NamespaceDecl>(Around);
+      if (Rules.GeneratorType.empty() || !Namespace ||
+          !llvm::is_contained(Rules.RandomNamespaces, Namespace->getName()) || !Callee->getIdentifier())
         return false;
-      auto TakesGenerator = [](const FunctionDecl *Function) {
-        return llvm::any_of(Function->parameters(), [](const ParmVarDecl *Parameter) {
-          return Parameter->getType().getAsString().find("Generator") != std::string::npos;
-        });
+      auto TakesGenerator = [&](const FunctionDecl *Function) {
+        return llvm::any_of(Function->parameters(),
+                            [&](const ParmVarDecl *Parameter) { return isGenerator(Parameter->getType()); });
       };
       if (TakesGenerator(Callee))
         return true;
-      for (const NamedDecl *Found : Context->lookup(Callee->getDeclName()))
+      for (const NamedDecl *Found : Around->lookup(Callee->getDeclName()))
         if (const auto *Function = Found->getAsFunction(); Function && TakesGenerator(Function))
           return true;
       return false;
@@ -162,7 +173,7 @@ const Expr *effectIn(const Expr *E, const ASTContext &Context) {
         Found = Candidate;
       return !Found;
     }
-  } Search(Context);
+  } Search(Context, Rules);
   Search.TraverseStmt(const_cast<Expr *>(E));
   if (Search.Found)
     return Search.Found;
@@ -174,7 +185,7 @@ const Expr *effectIn(const Expr *E, const ASTContext &Context) {
 /// copies the head's statement and the chain after it; the options a local holds are read at the loss. Code
 /// among them that gives another value where it stands, or each time it is expanded, would compute other
 /// shapes, labels or options in the copy (and in its LMFUSE_DISABLE path).
-std::optional<Refusal> positionDependent(const CapturedSite &Site, const PatternSet &, const AstQuery &Query,
+std::optional<Refusal> positionDependent(const CapturedSite &Site, const PatternSet &Patterns, const AstQuery &Query,
                                          const VariableUses &) {
   if (std::string Found = Query.compiledFileDependence(); !Found.empty())
     return Refusal{ReasonKind::PositionDependent, Site.Loss,
@@ -192,7 +203,7 @@ std::optional<Refusal> positionDependent(const CapturedSite &Site, const Pattern
   // logits code on a stand-in and again where the call computes the original's loss. An effect there (a write,
   // a call of the standard library's: effectIn) would be made that many times.
   for (const Expr *Part : {static_cast<const Expr *>(Site.Loss), Site.Guard.Condition})
-    if (const Expr *Code = effectIn(Part, Query.context()))
+    if (const Expr *Code = effectIn(Part, Query.context(), Patterns.Effects))
       return Refusal{ReasonKind::PositionDependent, Code,
                      "`" + Query.text(AstQuery::spelled(Code)) +
                          "` has an effect (a write, a call of the standard library's, a random draw), and the rewritten code runs it "
