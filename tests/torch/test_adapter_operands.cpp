@@ -342,3 +342,43 @@ TEST_CASE("a direct call names what it cannot take: storage-less operands, traci
   CHECK_THAT(errorOf([&] { torch::jit::tracer::trace({torch::randn({kTokens, kDim}), labels()}, site, names, false, false); }),
              Catch::Matchers::Contains("trac"));
 }
+
+TEST_CASE("the loss's logits code runs under the caller's autograd mode, which it may read",
+          "[torch][adapter][operands]") {
+  const uint64_t seed = freshSeed();
+  INFO("seed " << seed);
+  torch::manual_seed(seed);
+  using Code = std::function<torch::Tensor(const torch::Tensor&)>;
+  const std::vector<std::pair<const char*, Code>> codes = {
+      // Under NoGradGuard the original reads the mode off: one class per row, a batch cross_entropy rejects.
+      {"a shape read from the mode",
+       [](const torch::Tensor& logits) { return logits.reshape({-1, torch::GradMode::is_enabled() ? kVocab : 1}); }},
+      {"a log_softmax of the logits",
+       [](const torch::Tensor& logits) { return torch::log_softmax(logits.view({-1, kVocab}), 1); }},
+  };
+  for (const auto& [name, code] : codes)
+    for (const bool gradMode : {true, false}) {
+      INFO(name << (gradMode ? ", grad mode on" : ", under NoGradGuard"));
+      const auto hidden = torch::randn({kTokens, kDim}), weight = torch::randn({kVocab, kDim});
+      const auto target = labels();
+      std::string errors[2];
+      torch::Tensor losses[2];
+      for (const bool fused : {false, true})
+        errors[fused] = errorOf([&] {
+          const torch::AutoGradMode mode(gradMode);
+          if (!fused) {
+            losses[fused] = F::cross_entropy(code(F::linear(hidden, weight)), target);
+            return;
+          }
+          const auto logits = lmfuse::skipped_logits(hidden, weight, "model.cpp:9");
+          const auto same = [](const torch::Tensor& tensor) { return tensor; };
+          losses[fused] = lmfuse::linear_cross_entropy(
+              hidden, weight, {}, target, lmfuse::LossOptions().logits_as_passed({"model.cpp:10", logits, code, {}, target, same}));
+        });
+      INFO("original: " << (errors[0].empty() ? "ran" : errors[0]));
+      INFO("rewritten: " << (errors[1].empty() ? "ran" : errors[1]));
+      CHECK(errors[0].empty() == errors[1].empty());
+      if (errors[0].empty() && errors[1].empty())
+        CHECK(torch::allclose(losses[1].to(torch::kDouble), losses[0].to(torch::kDouble), 1e-5, 1e-6));
+    }
+}

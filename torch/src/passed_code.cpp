@@ -1,8 +1,12 @@
 // The replaced loss's labels and input code, run once per call (see passed_code.h).
 #include "passed_code.h"
 
+#include <ATen/record_function.h>
 #include <c10/core/InferenceMode.h>
 #include <torch/autograd.h>
+
+#include <cstring>
+#include <functional>
 
 #include <unordered_set>
 #include <vector>
@@ -42,6 +46,33 @@ bool canRecord(const torch::Tensor& logits) {
   return !c10::InferenceMode::is_enabled() && !logits.is_inference() && !logits._fw_grad(/*level=*/0).defined();
 }
 
+// Whether a log_softmax ran on this thread while `code` ran: the operators LibTorch dispatches are observed
+// (a thread-local RecordFunction callback), so the code runs under the caller's own autograd mode, which it
+// may read (`torch::GradMode::is_enabled() ? 16 : 8` as a shape), and no graph is needed to tell.
+thread_local bool logSoftmaxRan = false;
+
+std::unique_ptr<at::ObserverContext> noteLogSoftmax(const at::RecordFunction& function) {
+  if (std::strstr(function.name(), "log_softmax") != nullptr)
+    logSoftmaxRan = true;
+  return nullptr;
+}
+
+InputAsPassed runObservingLogSoftmax(const std::function<torch::Tensor()>& code) {
+  logSoftmaxRan = false;
+  const at::CallbackHandle handle =
+      at::addThreadLocalCallback(at::RecordFunctionCallback(noteLogSoftmax).scopes({at::RecordScope::FUNCTION}));
+  InputAsPassed result;
+  try {
+    result.input = code();
+  } catch (...) {
+    at::removeCallback(handle);
+    throw;
+  }
+  at::removeCallback(handle);
+  result.logSoftmax = logSoftmaxRan;
+  return result;
+}
+
 }  // namespace
 
 torch::Tensor labelsAsPassed(const LossOptions& options) {
@@ -66,7 +97,11 @@ InputAsPassed inputOnStandIn(const torch::Tensor& hidden, const torch::Tensor& w
     result.input = passed.input(standIn);
     return result;
   }
-  const at::AutoGradMode gradMode(true);
+  if (!torch::GradMode::is_enabled()) {  // the code sees the caller's mode; the operators tell the log_softmax
+    result = runObservingLogSoftmax([&] { return passed.input(standIn); });
+    result.logSoftmax = result.logSoftmax || logitsAreLogSoftmax(passed);
+    return result;
+  }
   result.input = passed.input(standIn.detach().requires_grad_(true));
   result.logSoftmax = logitsAreLogSoftmax(passed) || reachesLogSoftmax(result.input.grad_fn(), nullptr);
   return result;
@@ -85,15 +120,10 @@ InputAsPassed inputFromLogits(const torch::Tensor& logits, bool programLogits, c
     result.logSoftmax = fromIsLogSoftmax;
     return result;
   }
-  // No graph to the logits in the original: the code runs on them as a leaf that records one, and its
-  // result leaves that graph (its values are the same tensor's).
-  torch::Tensor recorded;
-  {
-    const at::AutoGradMode gradMode(true);
-    recorded = passed.input(logits.detach().requires_grad_(true));
-  }
-  result.logSoftmax = fromIsLogSoftmax || reachesLogSoftmax(recorded.grad_fn(), nullptr);
-  result.input = recorded.detach();
+  // No graph to the logits in the original: the code runs on them under the caller's mode (which it may
+  // read), and the operators it dispatches tell a log_softmax.
+  result = runObservingLogSoftmax([&] { return passed.input(logits); });
+  result.logSoftmax = result.logSoftmax || fromIsLogSoftmax;
   return result;
 }
 

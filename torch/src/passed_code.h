@@ -21,8 +21,9 @@ struct InputAsPassed {
 };
 
 /// The input code run on a stand-in without values of the logits it starts from (logits_stand_in.h): the
-/// shape and dtype the original's input had, for the fused path, which computes no logits. The stand-in
-/// records autograd so that a log_softmax in the code shows.
+/// shape and dtype the original's input had, for the fused path, which computes no logits. Under grad mode
+/// the stand-in records autograd so that a log_softmax in the code shows; without, the code runs under the
+/// caller's mode (which it may read) and the operators it dispatches tell a log_softmax.
 InputAsPassed inputOnStandIn(const torch::Tensor& hidden, const torch::Tensor& weight, const LogitsAsPassed& passed);
 
 /// The input code run on `logits`, the values the original's input starts from (the program's own logits
