@@ -778,6 +778,10 @@ else()
 
   # The library's include folders, as the build links it: the tool's re-parse takes only their lmfuse/ headers
   # for the library's, so a header of the program's found first as <lmfuse/torch.h> fails the unit.
+  if(NOT help MATCHES "library-include")
+    fail("the lmfuse tool ${TOOL} has no --library-include: it is older than this lmfuse package (use the tool "
+         "installed with it, or unset LMFUSE_EXECUTABLE)")
+  endif()
   lines_of("${LIBRARY_INCLUDES_FILE}" library_includes)
   set(library "")
   foreach(folder IN LISTS library_includes)
@@ -785,10 +789,6 @@ else()
       list(APPEND library "--library-include=${folder}")
     endif()
   endforeach()
-  if(NOT help MATCHES "library-include")
-    fail("the lmfuse tool ${TOOL} has no --library-include: it is older than this lmfuse package (use the tool "
-         "installed with it, or unset LMFUSE_EXECUTABLE)")
-  endif()
 
   # The stage keeps the tool's cache (.lmfuse-cache) between runs; everything else in it is this run's.
   set(stage "${OUT_DIR}/.stage")

@@ -221,7 +221,9 @@ std::string cacheFingerprint(StringRef PatternText, const DriverOptions &Options
     Fingerprint += "\nextra-arg " + Argument;
   // The re-parse check reads the lmfuse headers: a changed header must check the rewrites again.
   std::vector<std::string> Folders = Options.HeaderDirs;
-  Folders.insert(Folders.end(), Options.LibraryIncludes.begin(), Options.LibraryIncludes.end());
+  for (const std::string &Folder : Options.LibraryIncludes)
+    if (!llvm::is_contained(Folders, Folder))  // the tool's own headers are the default library's
+      Folders.push_back(Folder);
   for (const std::string &Dir : Folders)
     for (StringRef Header : {"lmfuse/torch.h", "lmfuse/flce.h"}) {
       SmallString<256> Path(Dir);
