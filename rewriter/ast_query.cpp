@@ -105,6 +105,33 @@ std::string AstQuery::fileNameDependence(SourceLocation Site) const {
   return "";
 }
 
+std::string AstQuery::lineDependenceOn(const std::vector<SourceRange> &Edited, const Stmt *Body) const {
+  const SourceManager &SM = sourceManager();
+  auto OnEdited = [&](SourceLocation At) {
+    At = SM.getExpansionLoc(At);
+    for (const SourceRange &Range : Edited) {
+      SourceLocation Begin = SM.getExpansionLoc(Range.getBegin()), End = SM.getExpansionLoc(Range.getEnd());
+      if (SM.getFileID(At) == SM.getFileID(Begin) && line(Begin) <= line(At) && line(At) <= line(End))
+        return true;
+    }
+    return false;
+  };
+  for (const auto &[At, Name] : positionMacroExpansions())
+    if (Name == "__LINE__" && OnEdited(At))
+      return "`__LINE__` on line " + std::to_string(line(At));
+  std::function<std::string(const Stmt *)> Visit = [&](const Stmt *S) -> std::string {
+    if (!S)
+      return "";
+    if (const auto *Builtin = dyn_cast<SourceLocExpr>(S); Builtin && OnEdited(Builtin->getBeginLoc()))
+      return "`" + Builtin->getBuiltinStr().str() + "()` on line " + std::to_string(line(Builtin->getBeginLoc()));
+    for (const Stmt *Child : S->children())
+      if (std::string Found = Visit(Child); !Found.empty())
+        return Found;
+    return "";
+  };
+  return Visit(Body);
+}
+
 std::string AstQuery::positionDependence(const Stmt *Node) const {
   if (!Node)
     return "";

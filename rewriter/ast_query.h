@@ -127,6 +127,10 @@ public:
   /// argument, whose value is its caller's place) or a function-name variable (`__func__`, which in a lambda
   /// names the lambda).
   std::string positionDependence(const clang::Stmt *Node) const;
+  /// A line read (`__LINE__`, `__builtin_LINE()`, `std::source_location::current()`) anywhere in Body on the
+  /// lines of Edited (whole lines: the rewrite replaces text there, and the code after it on those lines is
+  /// compiled lines off until the copy's next #line), with where it is, or "".
+  std::string lineDependenceOn(const std::vector<clang::SourceRange> &Edited, const clang::Stmt *Body) const;
   /// A built-in macro in the program's files that expands to what the compiler compiles rather than to what is
   /// written (`__BASE_FILE__`, the unit's main file; `__TIMESTAMP__`, the file's modification time), with
   /// where it is, or "": a rewritten copy is another file, compiled from another path at another time.

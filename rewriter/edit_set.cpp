@@ -4,8 +4,11 @@
 #include "edit_set.h"
 
 #include <algorithm>
+#include <optional>
 #include <cstdio>
 
+#include "clang/Basic/LangOptions.h"
+#include "clang/Lex/Lexer.h"
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/SmallString.h"
 #include "llvm/Support/FileSystem.h"
@@ -315,6 +318,54 @@ std::string unifiedDiff(llvm::StringRef File, llvm::StringRef Contents, const Re
   return Out;
 }
 
+namespace {
+
+// The newlines of Contents a directive may follow: not inside a token (a comment continued by a backslash, a raw
+// string, a block comment) nor ending a line continued by a backslash. A `#line` after another would join the
+// comment or the string, or the line before it.
+class DirectivePlaces {
+public:
+  explicit DirectivePlaces(llvm::StringRef Contents) : Text(Contents.str()) {
+    clang::LangOptions Language;
+    Language.CPlusPlus = Language.CPlusPlus11 = Language.CPlusPlus14 = Language.CPlusPlus17 = true;
+    Language.LineComment = Language.Digraphs = true;
+    clang::Lexer Raw(clang::SourceLocation(), Language, Text.c_str(), Text.c_str(), Text.c_str() + Text.size());
+    Raw.SetCommentRetentionState(true);
+    for (clang::Token Token;;) {
+      const bool Last = Raw.LexFromRawLexer(Token);
+      if (Token.is(clang::tok::eof))
+        break;
+      unsigned Begin = Token.getLocation().getRawEncoding();  // the offset: the lexer's base location is 0
+      unsigned End = Begin + Token.getLength();
+      if (llvm::StringRef(Text).slice(Begin, End).contains('\n'))
+        Spanning.push_back({Begin, End});
+      if (Last)
+        break;
+    }
+  }
+
+  /// Whether a directive may start at Offset, the start of a line.
+  bool before(unsigned Offset) const {
+    if (Offset == 0 || Offset > Text.size())
+      return true;
+    for (const auto &[Begin, End] : Spanning)
+      if (Begin < Offset && Offset < End)
+        return false;
+    unsigned Before = Offset - 1;  // the newline
+    if (Before > 0 && Text[Before - 1] == '\r')
+      --Before;
+    while (Before > 0 && (Text[Before - 1] == ' ' || Text[Before - 1] == '\t'))
+      --Before;
+    return !(Before > 0 && Text[Before - 1] == '\\');
+  }
+
+private:
+  std::string Text;  // the lexer reads up to a terminating NUL
+  std::vector<std::pair<unsigned, unsigned>> Spanning;
+};
+
+}  // namespace
+
 std::string rewrittenWithLineDirectives(llvm::StringRef File, llvm::StringRef Contents,
                                         const Replacements &Edits) {
   std::string Quoted = quotedForLineDirective(File);
@@ -322,13 +373,31 @@ std::string rewrittenWithLineDirectives(llvm::StringRef File, llvm::StringRef Co
   // A byte-order mark stays the first bytes of the copy, before the directive.
   unsigned Cursor = Contents.starts_with(ByteOrderMark) ? ByteOrderMark.size() : 0;
   std::string Out = Contents.take_front(Cursor).str() + "#line 1 " + Quoted + Newline.str();
-  for (const LineBlock &Block : lineBlocks(Contents, Edits)) {
+  std::vector<LineBlock> Blocks = lineBlocks(Contents, Edits);
+  std::optional<DirectivePlaces> Places;
+  if (!Blocks.empty())
+    Places.emplace(Contents);
+  for (size_t I = 0; I < Blocks.size(); ++I) {
+    const LineBlock &Block = Blocks[I];
     Out += Contents.slice(Cursor, Block.BeginOffset);
     // The first line's block starts with the byte-order mark already written above (edits never touch it).
     Out += llvm::StringRef(Block.NewText).drop_front(Cursor > Block.BeginOffset ? Cursor - Block.BeginOffset : 0);
     Cursor = Block.EndOffset;
-    if (Cursor < Contents.size()) {  // a block that ends before the end of the file ends with a newline
-      Out += "#line " + std::to_string(Block.EndLine + 1) + " " + Quoted + Newline.str();
+    // The directive goes at the first line start after the block where one may stand, before the next block;
+    // the lines before it (the rest of a comment or a string) are copied as they are.
+    unsigned Line = Block.EndLine + 1, At = Cursor;
+    const unsigned Limit = I + 1 < Blocks.size() ? Blocks[I + 1].BeginOffset : Contents.size();
+    while (At < Limit && !Places->before(At)) {
+      size_t Next = Contents.find('\n', At);
+      if (Next == llvm::StringRef::npos || Next + 1 > Limit)
+        break;
+      At = Next + 1;
+      ++Line;
+    }
+    if (At < Contents.size() && At <= Limit && Places->before(At)) {
+      Out += Contents.slice(Cursor, At);
+      Cursor = At;
+      Out += "#line " + std::to_string(Line) + " " + Quoted + Newline.str();
     }
   }
   Out += Contents.substr(Cursor);

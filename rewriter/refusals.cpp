@@ -193,6 +193,15 @@ std::optional<Refusal> positionDependent(const CapturedSite &Site, const Pattern
                            "its modification time), not the file written"};
   if (std::string Found = Query.fileNameDependence(Site.Loss->getBeginLoc()); !Found.empty())
     return Refusal{ReasonKind::PositionDependent, Site.Loss, Found};
+  // The lines the rewrite edits (the head's statement, with what it inserts above it, and the loss call): code
+  // that reads its line there, moved or not, sits lines off in the copy until its next #line.
+  std::vector<SourceRange> Edited = {Site.Loss->getSourceRange()};
+  if (Site.Producer)
+    Edited.push_back(Site.Producer->getSourceRange());
+  if (std::string Found = Query.lineDependenceOn(Edited, Site.Body); !Found.empty())
+    return Refusal{ReasonKind::PositionDependent, Site.Loss,
+                   Found + " shares a line with code the rewrite replaces, where the copy's lines differ from the "
+                           "original's"};
   for (const Stmt *Part : rewrittenParts(Site, /*WithOptionLocals=*/true))
     if (std::string Found = Query.positionDependence(Part); !Found.empty())
       return Refusal{ReasonKind::PositionDependent, Part,

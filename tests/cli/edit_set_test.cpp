@@ -230,7 +230,8 @@ struct FormCase {
 
 }  // namespace
 
-TEST_CASE("a file's form is kept: byte-order mark first, CRLF lines, escaped #line names", "[edit_set]") {
+TEST_CASE("a file's form is kept: byte-order mark first, CRLF lines, escaped #line names, directives where they may stand",
+          "[edit_set]") {
   const std::string Mark = "\xEF\xBB\xBF";
   const FormCase Cases[] = {
       {"an insertion at the top goes after the byte-order mark", "/s/a.cpp", Mark + "#include <a>\nx;\n", 0, 0,
@@ -243,6 +244,14 @@ TEST_CASE("a file's form is kept: byte-order mark first, CRLF lines, escaped #li
       {"inserted lines and directives end in CRLF in a CRLF file", "/s/a.cpp", "a;\r\nb;\r\n", 4, 0,
        "c;\nd;\n", "a;\r\nc;\r\nd;\r\nb;\r\n",
        "#line 1 \"/s/a.cpp\"\r\na;\r\nc;\r\nd;\r\n#line 2 \"/s/a.cpp\"\r\nb;\r\n"},
+      // A directive never lands inside a comment a backslash continues, a raw string or a continued line: it
+      // goes at the next line start where one may stand (the lines between are the original's, compiled as before).
+      {"a comment continued by a backslash on the edited line", "/s/a.cpp", "a; // off \\\nb = 1;\nc;\n", 0, 2,
+       "z;", "z; // off \\\nb = 1;\nc;\n", "#line 1 \"/s/a.cpp\"\nz; // off \\\nb = 1;\n#line 3 \"/s/a.cpp\"\nc;\n"},
+      {"a raw string opened on the edited line", "/s/a.cpp", "a; auto s = R\"(x\ny)\";\nc;\n", 0, 2, "z;",
+       "z; auto s = R\"(x\ny)\";\nc;\n", "#line 1 \"/s/a.cpp\"\nz; auto s = R\"(x\ny)\";\n#line 3 \"/s/a.cpp\"\nc;\n"},
+      {"a line continued by a backslash", "/s/a.cpp", "a; int \\\nb;\nc;\n", 0, 2, "z;", "z; int \\\nb;\nc;\n",
+       "#line 1 \"/s/a.cpp\"\nz; int \\\nb;\n#line 3 \"/s/a.cpp\"\nc;\n"},
       {"quotes, backslashes and a newline in the name are escaped", "/s/q\"b\\n\nl.cpp", "a;\nb;\n", 0, 2, "c;",
        "c;\nb;\n", "#line 1 \"/s/q\\\"b\\\\n\\012l.cpp\"\nc;\n#line 2 \"/s/q\\\"b\\\\n\\012l.cpp\"\nb;\n"},
   };

@@ -1627,6 +1627,19 @@ struct Child : Model::Base {
     return F::cross_entropy(logits.view({-1, 32}), labels.view(-1));
   }
 )", Verb::RefusesWith, "position-dependent"},
+    {"__LINE__ in a statement after the loss call on its line, which the rewrite does not move but whose line the copy shifts", R"(
+  torch::Tensor forward(torch::Tensor h, torch::Tensor labels) {
+    auto logits = lm_head(h);
+    auto loss = F::cross_entropy(logits.view({-1, 32}), labels.view(-1)); int line = __LINE__;
+    return loss;
+  }
+)", Verb::RefusesWith, "position-dependent"},
+    {"__builtin_LINE() in a statement sharing the head's line", R"(
+  torch::Tensor forward(torch::Tensor h, torch::Tensor labels) {
+    auto logits = lm_head(h); int line = __builtin_LINE();
+    return F::cross_entropy(logits.view({-1, line}), labels.view(-1));
+  }
+)", Verb::RefusesWith, "position-dependent"},
     {"__LINE__ read into a local between the head and the loss, which the rewrite does not move", R"(
   torch::Tensor forward(torch::Tensor h, torch::Tensor labels) {
     auto logits = lm_head(h);
