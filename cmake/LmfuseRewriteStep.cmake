@@ -1095,6 +1095,17 @@ function(macro_mismatches source unit arguments directory index out)
         list(APPEND tests_${key} ${i})
         continue()
       endif()
+      # Used by the project's files where it was defined otherwise than at the end (a header after the use
+      # redefined or #undef'd it): what the build's compiler made of it there cannot be asked of it.
+      string(JSON at_use_where ERROR_VARIABLE no_at_use GET "${macros}" ${i} at_use where)
+      if(NOT no_at_use)
+        string(JSON at_use_definition GET "${macros}" ${i} at_use definition)
+        shown_definition("${at_use_definition}" "" at_use_shown)
+        shown_definition("${recorded}" "" end_shown)
+        string(APPEND found "\n  ${source}: ${name} is ${at_use_shown} where ${at_use_where} uses it, and ${end_shown} "
+                            "at the end of the unit: the build cannot check that its compiler defines it there as the "
+                            "analysis saw (define it once, or keep it as it is after its use)")
+      endif()
       # How the unit ends.
       set(compare ON)
       if(origin STREQUAL "library")

@@ -7,6 +7,7 @@
 
 #include "clang/Basic/SourceManager.h"
 #include "clang/Lex/MacroInfo.h"
+#include "llvm/Support/Path.h"
 
 namespace lmfuse::rewriter {
 
@@ -27,8 +28,12 @@ bool MacroNameRecorder::inProject(clang::SourceLocation Loc) {
 }
 
 void MacroNameRecorder::name(const clang::Token &Name, clang::SourceLocation Where) {
-  if (const clang::IdentifierInfo *Identifier = Name.getIdentifierInfo(); Identifier && inProject(Where))
+  if (const clang::IdentifierInfo *Identifier = Name.getIdentifierInfo(); Identifier && inProject(Where)) {
     Names.insert(Identifier->getName().str());
+    std::vector<clang::SourceLocation> &At = Uses[Identifier->getName().str()];
+    if (At.size() < 64)
+      At.push_back(PP.getSourceManager().getExpansionLoc(Where));
+  }
 }
 
 void MacroNameRecorder::MacroExpands(const clang::Token &Name, const clang::MacroDefinition &, clang::SourceRange,
@@ -189,6 +194,9 @@ void MacroNameRecorder::conditionNames(clang::SourceLocation Directive) {
         FeatureAt = Token.getLocation();
       } else if (Identifier != "defined") {
         Names.insert(Identifier.str());
+        std::vector<clang::SourceLocation> &At = Uses[Identifier.str()];
+        if (At.size() < 64)
+          At.push_back(Token.getLocation());
       }
     }
     return true;
@@ -261,6 +269,20 @@ std::vector<MacroDependence> MacroNameRecorder::dependences() const {
       }
       Macro.Definition = definitionText(Name, *Info, PP);
     }
+    // Its definition where the project uses it, against the end's.
+    if (auto At = Uses.find(Name); At != Uses.end())
+      for (clang::SourceLocation Use : At->second) {
+        const clang::MacroInfo *There = PP.getMacroDefinitionAtLoc(Identifier, Use).getMacroInfo();
+        std::string Text = There ? definitionText(Name, *There, PP) : "";
+        if (Text != Macro.Definition) {
+          clang::PresumedLoc Where = Sources.getPresumedLoc(Use);
+          Macro.AtUse = std::make_pair(
+              Where.isValid() ? (llvm::sys::path::filename(Where.getFilename()) + ":" + llvm::Twine(Where.getLine())).str()
+                              : std::string("?"),
+              Text);
+          break;
+        }
+      }
     bool EndIsPredefined = Macro.Origin == MacroOrigin::CommandLine || Macro.Origin == MacroOrigin::BuiltIn;
     if (Predefined && !(EndIsPredefined && *Predefined == Macro.Definition))
       Macro.Predefined = std::move(Predefined);
@@ -295,6 +317,8 @@ llvm::json::Object macroToJson(const MacroDependence &Macro) {
     Object["file"] = Macro.Header;
   if (Macro.Predefined)
     Object["predefined"] = *Macro.Predefined;
+  if (Macro.AtUse)
+    Object["at_use"] = llvm::json::Object{{"where", Macro.AtUse->first}, {"definition", Macro.AtUse->second}};
   return Object;
 }
 
@@ -339,6 +363,13 @@ llvm::Expected<MacroDependence> macroFromJson(const llvm::json::Value &Value) {
     if (!File)
       return Malformed("file");
     Macro.Header = File->str();
+  }
+  if (const llvm::json::Object *AtUse = Object->getObject("at_use")) {
+    auto Where = AtUse->getString("where");
+    auto Definition = AtUse->getString("definition");
+    if (!Where || !Definition)
+      return Malformed("at_use");
+    Macro.AtUse = std::make_pair(Where->str(), Definition->str());
   }
   if (const llvm::json::Value *Predefined = Object->get("predefined")) {
     if (!Predefined->getAsString())

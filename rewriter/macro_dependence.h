@@ -47,11 +47,16 @@ struct MacroDependence {
   /// The definition the unit started with (command line, compiler), where it is not `Definition` (a file
   /// redefined or #undef'd it): the end state alone would not tell a flag a file #undefs after testing it.
   std::optional<std::string> Predefined;
+  /// Where a file of the project uses it defined otherwise than the unit ends ("file:line"), and that
+  /// definition ("" undefined): a header after the use redefined or #undef'd it, so the end state the build
+  /// compares does not tell what the build's compiler made of it there.
+  std::optional<std::pair<std::string, std::string>> AtUse;
 
   bool operator<(const MacroDependence &Other) const { return Name < Other.Name; }
   bool operator==(const MacroDependence &Other) const {
     return Name == Other.Name && Origin == Other.Origin && Definition == Other.Definition &&
-           Header == Other.Header && HeaderSha256 == Other.HeaderSha256 && Predefined == Other.Predefined;
+           Header == Other.Header && HeaderSha256 == Other.HeaderSha256 && Predefined == Other.Predefined &&
+           AtUse == Other.AtUse;
   }
 };
 
@@ -65,7 +70,7 @@ void evaluateFeatureTests(std::vector<MacroDependence> &Macros,
 /// outside the system headers).
 class MacroNameRecorder : public clang::PPCallbacks {
 public:
-  MacroNameRecorder(const clang::Preprocessor &PP, std::string ProjectRoot, std::string Directory)
+  MacroNameRecorder(clang::Preprocessor &PP, std::string ProjectRoot, std::string Directory)
       : PP(PP), ProjectRoot(std::move(ProjectRoot)), Directory(std::move(Directory)) {}
 
   void MacroExpands(const clang::Token &Name, const clang::MacroDefinition &, clang::SourceRange,
@@ -96,10 +101,11 @@ private:
   /// `defined(Name)` / #ifdef / #ifndef: a built-in macro's is a feature test.
   void tested(const clang::Token &Name);
 
-  const clang::Preprocessor &PP;
+  clang::Preprocessor &PP;
   std::string ProjectRoot;
   std::string Directory;
   std::set<std::string> Names;
+  std::map<std::string, std::vector<clang::SourceLocation>> Uses;  // where the project's files use each name
   std::set<MacroDependence> IncludeTests;  // by name and file: a test made twice in one file is one record
   std::set<MacroDependence> FeatureTests;  // the same
   std::map<unsigned, bool> ProjectFiles;  // FileID hash -> under ProjectRoot

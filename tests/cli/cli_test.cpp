@@ -926,6 +926,41 @@ TEST_CASE("--out-dir: the audit records the macros each unit that reads a rewrit
   }
 }
 
+// A macro the project uses where a header outside it defines it otherwise than the unit ends (another header
+// redefines or #undefs it later): the end state the build compares does not tell what its compiler made of it
+// at the use, so the record says where and what the analysis saw there.
+TEST_CASE("--out-dir: the audit records a macro used where it was defined otherwise than at the end", "[cli]") {
+  const std::string Source = std::string("#include \"vendor.h\"\n#if VENDOR_HALVE\nint halved = 1;\n#endif\n"
+                                         "int steady = VENDOR_STEADY;\n#include \"reset.h\"\n") +
+                             ModelSource;
+  SourceTree Tree({{"src/model.cpp", Source.c_str()},
+                   {"lib/vendor.h", "#pragma once\n#define VENDOR_HALVE 1\n#define VENDOR_STEADY 2\n"},
+                   {"lib/reset.h", "#pragma once\n#undef VENDOR_HALVE\n#define VENDOR_HALVE 0\n"}});
+  std::string Audit = Tree.path("audit.json");
+  ToolRun Tool = runLmfuse(withFlags({"--out-dir", Tree.path("out"), "--edit-root", Tree.path("src"), "--audit",
+                                      Audit, Tree.path("src/model.cpp")},
+                                     Tree, {"-I" + Tree.path("lib")}));
+  INFO(Tool.Err);
+  REQUIRE(Tool.ExitCode == 0);
+  llvm::json::Value Document = readAudit(Audit);
+  const llvm::json::Array *Units = Document.getAsObject()->getObject("mirror")->getArray("units");
+  REQUIRE(Units);
+  REQUIRE(Units->size() == 1);
+  const llvm::json::Array *Macros = (*Units)[0].getAsObject()->getArray("macros");
+  REQUIRE(Macros);
+  std::map<std::string, const llvm::json::Object *> ByName;
+  for (const llvm::json::Value &Macro : *Macros)
+    ByName[field(Macro, "name")] = Macro.getAsObject();
+  REQUIRE(ByName.count("VENDOR_HALVE"));
+  REQUIRE(ByName.count("VENDOR_STEADY"));
+  CHECK(ByName["VENDOR_HALVE"]->getString("definition").value_or("") == "VENDOR_HALVE 0");
+  const llvm::json::Object *AtUse = ByName["VENDOR_HALVE"]->getObject("at_use");
+  REQUIRE(AtUse);
+  CHECK(AtUse->getString("where").value_or("") == "model.cpp:2");
+  CHECK(AtUse->getString("definition").value_or("") == "VENDOR_HALVE 1");
+  CHECK(ByName["VENDOR_STEADY"]->getObject("at_use") == nullptr);  // the same where used and at the end
+}
+
 // Tests of the compiler's own features, which another compiler (the build's) may answer otherwise: each call of
 // a built-in function-like macro with the value Clang gives it, defined() of a built-in macro, #elifdef.
 TEST_CASE("--out-dir: the audit records the compiler feature tests of each unit, with Clang's answers", "[cli]") {
