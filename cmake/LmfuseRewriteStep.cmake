@@ -1102,9 +1102,10 @@ function(macro_mismatches source unit arguments directory index out)
         string(JSON at_use_definition GET "${macros}" ${i} at_use definition)
         shown_definition("${at_use_definition}" "" at_use_shown)
         shown_definition("${recorded}" "" end_shown)
-        string(APPEND found "\n  ${source}: ${name} is ${at_use_shown} where ${at_use_where} uses it, and ${end_shown} "
-                            "at the end of the unit: the build cannot check that its compiler defines it there as the "
-                            "analysis saw (define it once, or keep it as it is after its use)")
+        string(APPEND found "\n  ${source}: ${name} is ${at_use_shown} where ${at_use_where} uses it, and a header "
+                            "redefines or #undefs it after that use (${end_shown} at the end of the unit): the build "
+                            "cannot check that its compiler defines it there as the analysis saw (define it once, or "
+                            "leave it as it is after its use)")
       endif()
       # How the unit ends.
       set(compare ON)

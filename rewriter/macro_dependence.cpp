@@ -270,11 +270,23 @@ std::vector<MacroDependence> MacroNameRecorder::dependences() const {
       Macro.Definition = definitionText(Name, *Info, PP);
     }
     // Its definition where the project uses it, against the end's.
-    if (auto At = Uses.find(Name); At != Uses.end())
+    // A directive after a use (a redefinition, even to the same text, or an #undef) means the end state does not
+    // tell the use's: another compiler may have taken another branch of the header that defined it there.
+    const clang::MacroDirective *Latest = PP.getLocalMacroDirectiveHistory(Identifier);
+    if (auto At = Uses.find(Name); At != Uses.end() && Latest)
       for (clang::SourceLocation Use : At->second) {
+        if (!Sources.isBeforeInTranslationUnit(Use, Latest->getLocation()))
+          continue;
         const clang::MacroInfo *There = PP.getMacroDefinitionAtLoc(Identifier, Use).getMacroInfo();
+        // Undefined at the use, with no directive of it before the use in this parse (a macro a header defines
+        // first after the use, such as a library's own after a project's test of it): not recorded.
+        bool DirectiveBefore = false;
+        for (const clang::MacroDirective *Directive = Latest; Directive; Directive = Directive->getPrevious())
+          DirectiveBefore = DirectiveBefore || Sources.isBeforeInTranslationUnit(Directive->getLocation(), Use);
+        if (!There && !DirectiveBefore)
+          continue;
         std::string Text = There ? definitionText(Name, *There, PP) : "";
-        if (Text != Macro.Definition) {
+        {
           clang::PresumedLoc Where = Sources.getPresumedLoc(Use);
           Macro.AtUse = std::make_pair(
               Where.isValid() ? (llvm::sys::path::filename(Where.getFilename()) + ":" + llvm::Twine(Where.getLine())).str()

@@ -47,8 +47,8 @@ struct MacroDependence {
   /// The definition the unit started with (command line, compiler), where it is not `Definition` (a file
   /// redefined or #undef'd it): the end state alone would not tell a flag a file #undefs after testing it.
   std::optional<std::string> Predefined;
-  /// Where a file of the project uses it defined otherwise than the unit ends ("file:line"), and that
-  /// definition ("" undefined): a header after the use redefined or #undef'd it, so the end state the build
+  /// Where a file of the project uses it before a directive of it (a redefinition, to the same text or not, or
+  /// an #undef) ("file:line"), and its definition there ("" undefined after an #undef): the end state the build
   /// compares does not tell what the build's compiler made of it there.
   std::optional<std::pair<std::string, std::string>> AtUse;
 
