@@ -50,7 +50,7 @@ if [[ $(id -u) == 0 ]] && mkdir -p "$work/full" && mount -t tmpfs -o size=64k tm
   mounted="$work/full"
   model "$work/full/model.cpp"
   cp "$work/full/model.cpp" "$work/model.orig"
-  echo '{"previous": "audit"}' >"$work/full/audit.json"
+  echo '{"schema": "lmfuse-audit/3", "previous": "audit"}' >"$work/full/audit.json"  # an earlier audit: replaceable
   cp "$work/full/audit.json" "$work/audit.orig"
   dd if=/dev/zero of="$work/full/filler" bs=4k count=64 2>/dev/null  # fills the rest
   "$lmfuse" --in-place --audit "$work/full/audit.json" --export-fixes "$work/full/fixes.yaml" \
