@@ -14,6 +14,7 @@
 #include <limits>
 
 #include "autocast_rule.h"
+#include "dispatch_state.h"
 #include "distributed_mean.h"
 #include "errors.h"
 #include "fused_call.h"
@@ -253,17 +254,6 @@ torch::Tensor asOriginalEmptyMean(const torch::Tensor& loss, const torch::Tensor
   return torch::where(none.to(loss.device()), originalEmptyMean(loss, targets.numel(), options), loss);
 }
 
-// Whether LibTorch's operators on these tensors reach autograd's kernels here, which record the graph: the
-// dispatcher computes each call's keys as the tensors' keys less the thread's excluded ones, and a guard in the
-// caller (at::AutoDispatchBelowADInplaceOrView, at::AutoDispatchBelowAutograd, an ExcludeDispatchKeyGuard of
-// autograd's keys) excludes them with grad mode still on. The original then records no graph; neither does this.
-bool autogradRecords(const torch::Tensor& hidden, const torch::Tensor& weight, const torch::Tensor& bias) {
-  c10::DispatchKeySet keys;
-  for (const torch::Tensor* operand : {&hidden, &weight, &bias})
-    if (operand->defined()) keys = keys | operand->key_set();
-  return (keys - c10::impl::tls_local_dispatch_key_set().excluded_).has_any(c10::autograd_dispatch_keyset);
-}
-
 }  // namespace
 
 torch::Tensor linear_cross_entropy(const torch::Tensor& hidden_, const torch::Tensor& weight_,
@@ -308,7 +298,7 @@ torch::Tensor linear_cross_entropy(const torch::Tensor& hidden_, const torch::Te
                      "(LMFUSE_DISABLE=1)");
   torch_detail::countFusedCall();
   const torch::Tensor &gradWeight = cast.gradWeight, &gradBias = cast.gradBias;
-  const bool needsGraph = torch::GradMode::is_enabled() && autogradRecords(hidden, gradWeight, gradBias) &&
+  const bool needsGraph = torch::GradMode::is_enabled() && torch_detail::autogradRecords(hidden, gradWeight, gradBias) &&
                           ((hidden.defined() && hidden.requires_grad()) ||
                            (gradWeight.defined() && gradWeight.requires_grad()) ||
                            (gradBias.defined() && gradBias.requires_grad()));

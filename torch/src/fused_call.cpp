@@ -1,12 +1,11 @@
 // Validation, flattening and the runtime call for the LibTorch adapter (see fused_call.h).
 #include "fused_call.h"
 
+#include "dispatch_state.h"
 #include "environment.h"
 #include "errors.h"
 
 #include <ATen/Parallel.h>
-#include <c10/core/impl/LocalDispatchKeySet.h>
-#include <torch/csrc/jit/frontend/tracer.h>
 #include <c10/core/DeviceGuard.h>
 
 #include <algorithm>
@@ -94,22 +93,6 @@ void requireValuesInMemory(const torch::Tensor& operand, const char* name) {
 }
 
 }  // namespace
-
-bool valuesInMemory(const torch::Tensor& tensor) {
-  if (!tensor.defined()) return true;
-  // Keys of tensors whose values live elsewhere than their storage, or are computed by kernels of their own.
-  static const c10::DispatchKeySet elsewhere({c10::DispatchKey::Functionalize, c10::DispatchKey::ZeroTensor,
-                                              c10::DispatchKey::Python, c10::DispatchKey::PythonTLSSnapshot,
-                                              c10::DispatchKey::FuncTorchBatched, c10::DispatchKey::FuncTorchGradWrapper,
-                                              c10::DispatchKey::Batched});
-  return !tensor.key_set().has_any(elsewhere) && tensor.layout() == at::kStrided &&
-         (tensor.device().is_cpu() || tensor.device().is_cuda()) && tensor.has_storage() &&
-         (tensor.numel() == 0 || tensor.data_ptr() != nullptr);
-}
-
-bool tracerRecordsHere() {
-  return torch::jit::tracer::isTracing() && !c10::impl::tls_is_dispatch_key_excluded(c10::DispatchKey::Tracer);
-}
 
 Operands prepareOperands(const torch::Tensor& hidden, const torch::Tensor& weight,
                          const torch::Tensor& bias, const torch::Tensor& labels,

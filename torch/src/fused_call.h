@@ -27,16 +27,6 @@ struct Operands {
   ParamGradKind param_grads = ParamGradKind::ProblemDType;  ///< storage type of grad_weight and grad_bias
 };
 
-/// True for an undefined tensor or one whose values the runtime can read from its memory: a strided CPU or CUDA
-/// tensor with storage. Not: a functionalization or functorch wrapper, a Python subclass, an efficient zero
-/// tensor (its memory is none: all zeros), a meta tensor (no values). LibTorch's own kernels compute on those.
-bool valuesInMemory(const torch::Tensor& tensor);
-
-/// True while the JIT tracer records LibTorch's operators called here: tracing, and not inside an operator the
-/// tracer recorded as a whole (torch.ops.lmfuse.linear_cross_entropy, traced from Python, is one node; its
-/// body runs with the tracer's dispatch key excluded). The runtime computes through no operator it records.
-bool tracerRecordsHere();
-
 /// param_grads = Float32: weight and bias are half copies of fp32 parameters whose gradients are fp32
 /// (mixed precision, see flce.h).
 Operands prepareOperands(const torch::Tensor& hidden, const torch::Tensor& weight,

@@ -5,6 +5,7 @@
 #include <torch/nn/functional/loss.h>
 
 #include "autocast_rule.h"
+#include "dispatch_state.h"
 #include "errors.h"
 #include "fused_call.h"
 #include "logits_stand_in.h"

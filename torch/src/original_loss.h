@@ -13,7 +13,7 @@ namespace lmfuse::torch_detail {
 /// complex: class probabilities to cross_entropy) or Byte class indices (which nll_loss takes), or fp64,
 /// sparse (not strided) or forward-mode-dual hidden states or weight, a weight of zero features, or a bias
 /// of another dtype than the weight as F::linear takes them, or operands whose values are not in their memory
-/// (fused_call.h: valuesInMemory), or any call while the JIT tracer records (the tracer sees LibTorch's operators,
+/// (dispatch_state.h: valuesInMemory), or any call while the JIT tracer records (the tracer sees LibTorch's operators,
 /// and the runtime runs none). Such a call computes originalLoss instead.
 bool needsOriginal(const torch::Tensor& hidden, const torch::Tensor& weight, const torch::Tensor& bias,
                    const torch::Tensor& target, const LossOptions& options);
