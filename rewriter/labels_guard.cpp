@@ -186,6 +186,13 @@ bool repeatableCondition(const Expr *Condition, const PatternSet &Patterns, cons
     return isa<VarDecl, EnumConstantDecl>(Name->getDecl());
   if (const auto *Member = dyn_cast<MemberExpr>(E))
     return isa<FieldDecl>(Member->getMemberDecl()) && Repeatable(Member->getBase());
+  // `labels->` and `*labels` of the library's optional (guards.accessors): they hand out what it holds and write
+  // nothing. Only the unary forms: a binary `operator*` of the library computes.
+  if (const auto *Operator = dyn_cast<CXXOperatorCallExpr>(E)) {
+    const auto *Method = dyn_cast_or_null<CXXMethodDecl>(Operator->getDirectCallee());
+    return Method && Operator->getNumArgs() == 1 && isLibraryDeclaration(Method, Patterns, Query) &&
+           contains(Patterns.Guards.Accessors, Method->getNameAsString()) && Repeatable(Operator->getArg(0));
+  }
   if (const auto *Call = dyn_cast<CXXMemberCallExpr>(E)) {
     const CXXMethodDecl *Method = Call->getMethodDecl();
     if (!Method || !Method->getIdentifier() || !isLibraryDeclaration(Method, Patterns, Query))

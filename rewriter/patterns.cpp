@@ -217,6 +217,7 @@ template <> struct MappingTraits<GuardPatterns> {
     Io.mapRequired("methods", P.Methods);
     Io.mapRequired("null_constants", P.NullConstants);
     Io.mapOptional("pure_methods", P.PureMethods);
+    Io.mapOptional("accessors", P.Accessors);
   }
 };
 

@@ -126,6 +126,9 @@ struct GuardPatterns {
   /// Library methods that neither change nor throw, which a condition the rewrite repeats at the head
   /// may call besides Methods: `is_training()`.
   std::vector<std::string> PureMethods;
+  /// Library operators of a labels wrapper that hand out what it holds (`operator->`, `operator*` of an
+  /// optional), which such a condition may go through: `labels.has_value() && labels->defined()`.
+  std::vector<std::string> Accessors;
 };
 
 /// What the effect analysis knows of library calls (effects.h): everything not listed is assumed

@@ -1354,6 +1354,54 @@ define x other_
     return {logits, loss};
   }
 )"},
+    {"a labels test through the optional's -> and *, the logits handed out: the head repeats the whole condition", R"(
+  Output forward(torch::Tensor h, c10::optional<torch::Tensor> labels) {
+    auto logits = lm_head(h);
+    torch::Tensor loss;
+    if (labels.has_value() && labels->defined() && (*labels).defined()) loss = F::cross_entropy(logits.view({-1, 32}), labels->view(-1));
+    return {logits, loss};
+  }
+)", Verb::RewritesTo, R"(
+  Output forward(torch::Tensor h, c10::optional<torch::Tensor> labels) {
+    auto logits = lmfuse::skip_logits() && (labels.has_value() && labels->defined() && (*labels).defined()) ? lmfuse::skipped_logits(h, lm_head->weight, lm_head->bias, "model.cpp:N") : lm_head(h);
+    torch::Tensor loss;
+    if (labels.has_value() && labels->defined() && (*labels).defined()) loss = lmfuse::enabled()
+        ? lmfuse::linear_cross_entropy(h, lm_head->weight, lm_head->bias, *labels, lmfuse::LossOptions()
+            .logits_as_passed({"model.cpp:N", logits, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits.view({-1, 32}); }, {}, *labels, [&](const torch::Tensor &lmfuse_labels) { return lmfuse_labels.view(-1); }}))
+        : F::cross_entropy(logits.view({-1, 32}), labels->view(-1));
+    return {logits, loss};
+  }
+)"},
+    {"a labels test through a program wrapper's ->, the logits handed out", R"(
+  struct Held {
+    torch::Tensor t;
+    mutable int reads = 0;
+    bool has_value() const { return t.defined(); }
+    const torch::Tensor *operator->() const { ++reads; return &t; }
+  };
+  Output forward(torch::Tensor h, c10::optional<torch::Tensor> labels, const Held &held) {
+    auto logits = lm_head(h);
+    torch::Tensor loss;
+    if (labels.has_value() && held->defined()) loss = F::cross_entropy(logits.view({-1, 32}), labels->view(-1));
+    return {logits, loss};
+  }
+)", Verb::RefusesWith, "labels-mismatch"},
+    {"a labels test through the optional's value(), which throws on an empty one, the logits handed out", R"(
+  Output forward(torch::Tensor h, c10::optional<torch::Tensor> labels) {
+    auto logits = lm_head(h);
+    torch::Tensor loss;
+    if (labels.has_value() && labels.value().defined()) loss = F::cross_entropy(logits.view({-1, 32}), labels->view(-1));
+    return {logits, loss};
+  }
+)", Verb::RefusesWith, "labels-mismatch"},
+    {"a labels test multiplied through the library's binary operator*, the logits handed out", R"(
+  Output forward(torch::Tensor h, torch::Tensor labels, torch::Tensor scale) {
+    auto logits = lm_head(h);
+    torch::Tensor loss;
+    if (labels.defined() && (scale * 2.0).defined()) loss = F::cross_entropy(logits.view({-1, 32}), labels.view(-1));
+    return {logits, loss};
+  }
+)", Verb::RefusesWith, "labels-mismatch"},
     {"a flag and a labels test as the condition of ?:, the logits handed out", R"(
   bool training_ = true;
   Output forward(torch::Tensor h, torch::Tensor labels) {
