@@ -243,11 +243,21 @@ TEST_CASE("a rewritten call raises the c10 exception class the original raises",
   }
 }
 
-TEST_CASE("undefined labels: a rewritten call fails as the original does, naming the labels and the site",
+// Undefined labels (an optional holding an undefined tensor): a rewritten call runs the original's labels code and
+// loss on them, so it raises what the original raises, of its class: the labels' view fails on an undefined tensor
+// (c10::Error), the labels as they are reach cross_entropy's batch-size check (c10::ValueError). A call without
+// the labels' code cannot tell, and names the labels.
+TEST_CASE("undefined labels: a rewritten call fails as the original does, of its class, naming the site",
           "[torch][adapter][errors]") {
-  for (const bool withLabelsCode : {true, false}) {
-    DYNAMIC_SECTION((withLabelsCode ? "with" : "without") << " the labels code") {
+  const Code same = [](const Tensor& y) { return y; };
+  for (const int form : {0, 1, 2}) {
+    const bool withLabelsCode = form != 2;
+    DYNAMIC_SECTION((form == 0 ? "labels->view(-1)" : form == 1 ? "*labels" : "without the labels code")) {
       Site site = randomSite(5);
+      if (form == 1) {
+        site.input = [](const Tensor& l) { return l.reshape({-1, l.size(-1)}); };
+        site.target = same;
+      }
       site.labels = Tensor();
       site.withLabelsCode = withLabelsCode;
       std::string originalMessage, fusedMessage;
@@ -257,7 +267,9 @@ TEST_CASE("undefined labels: a rewritten call fails as the original does, naming
       REQUIRE(original != nullptr);
       REQUIRE(fused != nullptr);
       CHECK(*fused == *original);
-      CHECK_THAT(fusedMessage, Catch::Contains("labels is an undefined tensor") && Catch::Contains("model.cpp:7"));
+      if (form == 1) CHECK(*fused == typeid(c10::ValueError));
+      CHECK_THAT(fusedMessage, Catch::Contains("model.cpp:7"));
+      if (!withLabelsCode) CHECK_THAT(fusedMessage, Catch::Contains("labels is an undefined tensor"));
     }
   }
 }

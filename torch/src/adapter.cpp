@@ -262,14 +262,18 @@ torch::Tensor linear_cross_entropy(const torch::Tensor& hidden_, const torch::Te
   // What a rewritten call's original computes and the fused loss does not take (floating labels: cross_entropy's
   // soft-target loss; Byte class indices; fp64): it runs here as the original ran it, throwing what that throws.
   // The labels code the rewrite carries runs here once, on the real labels, as the original ran it.
-  // Labels that hold no tensor (an optional holding an undefined one): the original fails on them too.
-  LMFUSE_TORCH_CHECK(torch_detail::Check::Argument, labels.defined(),
+  // Labels that hold no tensor (an optional holding an undefined one): a call that records the labels' code (a
+  // rewritten one) runs the original's labels code and loss on them, which raise what LibTorch raises there (a
+  // ValueError of the batch sizes for `*labels`, an undefined-tensor c10::Error for `labels->view(-1)`); any
+  // other call names them.
+  const bool labelsCode = static_cast<bool>(options_.logits_as_passed().labels);
+  LMFUSE_TORCH_CHECK(torch_detail::Check::Argument, labels.defined() || labelsCode,
                      "lmfuse::linear_cross_entropy: labels is an undefined tensor",
                      options_.logits_as_passed().input
                          ? " (the labels of the loss replaced at " + options_.logits_as_passed().site + ")"
                          : std::string());
   const torch::Tensor target = torch_detail::labelsAsPassed(options_);
-  if (torch_detail::needsOriginal(hidden_, weight_, bias_, target, options_))
+  if (!labels.defined() || torch_detail::needsOriginal(hidden_, weight_, bias_, target, options_))
     return torch_detail::originalLoss(hidden_, weight_, bias_, target, options_);
   // A rewritten call first checks that the original computed the loss this call computes. Where it computed
   // another (3-D logits read over dimension 1, classes regrouped by a view, a shift along another dimension),

@@ -77,15 +77,18 @@ InputAsPassed runObservingLogSoftmax(const std::function<torch::Tensor()>& code)
 
 torch::Tensor labelsAsPassed(const LossOptions& options) {
   const LogitsAsPassed& passed = options.logits_as_passed();
-  if (!passed.labels || !passed.labels_from.defined()) return {};
-  const torch::Tensor& from = passed.labels_from;
+  if (!passed.labels) return {};
+  const torch::Tensor& from = passed.labels_from;  // undefined where the original's labels held no tensor
   try {
     return passed.labels(from);
   } catch (c10::Error& error) {
     // The original's own error, of its own class (an IndexError of a select stays one), with the site added.
-    error.add_context(c10::str("lmfuse::linear_cross_entropy: the loss replaced at ", passed.site,
-                               " computes its labels with code that fails on labels of shape ", from.sizes(),
-                               " and strides ", from.strides(), ", as the original does"));
+    error.add_context(from.defined() ? c10::str("lmfuse::linear_cross_entropy: the loss replaced at ", passed.site,
+                                                " computes its labels with code that fails on labels of shape ",
+                                                from.sizes(), " and strides ", from.strides(), ", as the original does")
+                                     : c10::str("lmfuse::linear_cross_entropy: the loss replaced at ", passed.site,
+                                                " computes its labels with code that fails on undefined labels, as "
+                                                "the original does"));
     throw;
   }
 }
