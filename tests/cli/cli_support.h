@@ -252,6 +252,23 @@ const llvm::json::Array &sitesOf(const llvm::json::Value &Audit) {
   return *Sites;
 }
 
+// The audit's record of the one unit its mirror holds (a unit that read a rewritten file), and the macros recorded
+// of that unit.
+const llvm::json::Object &onlyMirroredUnit(const llvm::json::Value &Audit) {
+  const llvm::json::Object *Mirror = Audit.getAsObject()->getObject("mirror");
+  REQUIRE(Mirror);
+  const llvm::json::Array *Units = Mirror->getArray("units");
+  REQUIRE(Units);
+  REQUIRE(Units->size() == 1);
+  return *(*Units)[0].getAsObject();
+}
+
+const llvm::json::Array &macrosOf(const llvm::json::Object &Unit) {
+  const llvm::json::Array *Macros = Unit.getArray("macros");
+  REQUIRE(Macros);
+  return *Macros;
+}
+
 int64_t summaryCount(const llvm::json::Value &Audit, llvm::StringRef Key) {
   auto Count = Audit.getAsObject()->getObject("summary")->getInteger(Key);
   REQUIRE(Count);

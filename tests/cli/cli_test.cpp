@@ -884,14 +884,11 @@ TEST_CASE("--out-dir: the audit records the macros each unit that reads a rewrit
     INFO(Tool.Err);
     REQUIRE(Tool.ExitCode == 0);
     llvm::json::Value Document = readAudit(Audit);
-    const llvm::json::Array *Units = Document.getAsObject()->getObject("mirror")->getArray("units");
-    REQUIRE(Units);
-    REQUIRE(Units->size() == 1);  // other.cpp reads no rewritten file
-    CHECK(field((*Units)[0], "path") == "model.cpp");
-    CHECK(field((*Units)[0], "sha256") ==
+    const llvm::json::Object &Unit = onlyMirroredUnit(Document);  // other.cpp reads no rewritten file
+    CHECK(Unit.getString("path").value_or("") == "model.cpp");
+    CHECK(Unit.getString("sha256").value_or("") ==
           llvm::toHex(llvm::SHA256::hash(llvm::arrayRefFromStringRef(Source)), /*LowerCase=*/true));
-    const llvm::json::Array *Macros = (*Units)[0].getAsObject()->getArray("macros");
-    REQUIRE(Macros);
+    const llvm::json::Array *Macros = &macrosOf(Unit);
     std::vector<std::string> Names;
     for (const llvm::json::Value &Macro : *Macros)
       Names.push_back(field(Macro, "name"));
@@ -943,13 +940,8 @@ TEST_CASE("--out-dir: the audit records a macro used where it was defined otherw
   INFO(Tool.Err);
   REQUIRE(Tool.ExitCode == 0);
   llvm::json::Value Document = readAudit(Audit);
-  const llvm::json::Array *Units = Document.getAsObject()->getObject("mirror")->getArray("units");
-  REQUIRE(Units);
-  REQUIRE(Units->size() == 1);
-  const llvm::json::Array *Macros = (*Units)[0].getAsObject()->getArray("macros");
-  REQUIRE(Macros);
   std::map<std::string, const llvm::json::Object *> ByName;
-  for (const llvm::json::Value &Macro : *Macros)
+  for (const llvm::json::Value &Macro : macrosOf(onlyMirroredUnit(Document)))
     ByName[field(Macro, "name")] = Macro.getAsObject();
   REQUIRE(ByName.count("VENDOR_HALVE"));
   REQUIRE(ByName.count("VENDOR_STEADY"));
@@ -976,13 +968,8 @@ TEST_CASE("--out-dir: the audit records the compiler feature tests of each unit,
   INFO(Tool.Err);
   REQUIRE(Tool.ExitCode == 0);
   llvm::json::Value Document = readAudit(Audit);
-  const llvm::json::Array *Units = Document.getAsObject()->getObject("mirror")->getArray("units");
-  REQUIRE(Units);
-  REQUIRE(Units->size() == 1);
-  const llvm::json::Array *Macros = (*Units)[0].getAsObject()->getArray("macros");
-  REQUIRE(Macros);
   std::vector<std::string> Tests;
-  for (const llvm::json::Value &Macro : *Macros)
+  for (const llvm::json::Value &Macro : macrosOf(onlyMirroredUnit(Document)))
     if (field(Macro, "origin") == "feature-test") {
       CHECK(field(Macro, "file") == "model.cpp");
       Tests.push_back(field(Macro, "name") + " = " + field(Macro, "definition"));

@@ -74,6 +74,16 @@ function(build_fails_naming target what)
   endforeach()
 endfunction()
 
+# <target> holds code whose branch the tool analysed (under Clang) and another compiler may take otherwise: under
+# Clang (<compiler_id>) it builds; under any other compiler the build fails naming <what>, as each pattern says.
+function(builds_under_clang_else_fails_naming compiler_id target what)
+  if(compiler_id MATCHES "Clang")
+    step("${CMAKE_COMMAND}" --build "${build}" --target ${target})
+  else()
+    build_fails_naming(${target} "${what} (compiled by ${compiler_id})" ${ARGN})
+  endif()
+endfunction()
+
 # include_src where Clang is not: a copy of its sources (so the test may change them) built from the mirror
 # the usage build made of them (LMFUSE_REWRITTEN_DIR = a copy of its lmfuse_rewritten/). It trains fused
 # while every original is what the mirror was made from; a header or source changed since, an original
@@ -260,22 +270,14 @@ elseif(STEP STREQUAL "build_guards")
   # model's `#if defined(__clang__)` branch the tool analysed is not the one compiled, and the build fails
   # naming the macro. Under Clang both agree and it builds.
   file(READ "${build}/build_guards/compiler_id.txt" compiler_id)
-  if(compiler_id MATCHES "Clang")
-    step("${CMAKE_COMMAND}" --build "${build}" --target guard_compiler)
-  else()
-    build_fails_naming(guard_compiler "__clang__ (compiled by ${compiler_id})"
-                       "__clang__ is undefined here, but the rewrite was analysed with `#define __clang__ 1` \\(built-in\\)"
-                       "__clang__ is undefined before any file here")
-  endif()
+  builds_under_clang_else_fails_naming("${compiler_id}" guard_compiler "__clang__"
+    "__clang__ is undefined here, but the rewrite was analysed with `#define __clang__ 1` \\(built-in\\)"
+    "__clang__ is undefined before any file here")
   # Tests of the compiler's own features (__has_builtin, #elifdef) the build's compiler answers otherwise than
   # Clang: the build fails naming them. Under Clang both agree and it builds.
-  if(compiler_id MATCHES "Clang")
-    step("${CMAKE_COMMAND}" --build "${build}" --target guard_feature_test)
-  else()
-    build_fails_naming(guard_feature_test "the compiler's feature tests (compiled by ${compiler_id})"
-                       "`__has_builtin\\(__builtin_assume\\)` in [^ ]*feature\\.cpp is not 1 here"
-                       "`#elifdef` in [^ ]*feature\\.cpp is no directive the build's compiler takes here")
-  endif()
+  builds_under_clang_else_fails_naming("${compiler_id}" guard_feature_test "the compiler's feature tests"
+    "`__has_builtin\\(__builtin_assume\\)` in [^ ]*feature\\.cpp is not 1 here"
+    "`#elifdef` in [^ ]*feature\\.cpp is no directive the build's compiler takes here")
   # A #pragma once header under a second name (a symbolic link): its copy is one file under both names.
   step("${CMAKE_COMMAND}" --build "${build}" --target guard_once_link)
   set(once_copies "")
