@@ -1004,19 +1004,34 @@ function(macro_mismatches source unit arguments directory index out)
     make_folder("${OUT_DIR}/.database")
     place_text("${empty}" "")
   endif()
-  # The feature tests (origin feature-test: __has_builtin(x) and the other built-in calls, defined() of a built-in
-  # macro, #elifdef / #elifndef) are asked of the build's compiler at the end of the unit, where a library's
-  # fallback is in effect (c10 defines __has_feature(x) as 0 for a compiler without one): a wrapper includes the
-  # unit and then defines LMFUSE_FEATURE_TEST_<i> for each test whose answer here is the one the tool recorded.
+  # One walk over the unit's records sorts them by how the build's compiler is asked about each:
+  # - the feature tests (origin feature-test: __has_builtin(x) and the other built-in calls, defined() of a
+  #   built-in macro, #elifdef / #elifndef) at the end of the unit, where a library's fallback is in effect (c10
+  #   defines __has_feature(x) as 0 for a compiler without one): a wrapper includes the unit and then defines
+  #   LMFUSE_FEATURE_TEST_<i> for each test whose answer here is the one the tool recorded;
+  # - the __has_include tests (origin include-test) from the folder the build compiles the testing file from;
+  # - every other macro (definitions) by how the unit ends and how it starts.
   string(JSON macros GET "${unit_records}" ${index} macros)
   string(JSON count LENGTH "${macros}")
   set(feature_tests "")
   set(feature_probe "")
+  set(test_folders "")
+  set(definitions "")
   if(count GREATER 0)
     math(EXPR last "${count} - 1")
     foreach(i RANGE ${last})
       string(JSON origin GET "${macros}" ${i} origin)
-      if(NOT origin STREQUAL "feature-test")
+      if(origin STREQUAL "include-test")
+        string(JSON tester GET "${macros}" ${i} file)
+        include_test_folder("${tester}" folder)
+        string(MD5 key "${folder}")
+        if(NOT DEFINED tests_${key})
+          list(APPEND test_folders "${folder}")
+        endif()
+        list(APPEND tests_${key} ${i})
+        continue()
+      elseif(NOT origin STREQUAL "feature-test")
+        list(APPEND definitions ${i})
         continue()
       endif()
       string(JSON test GET "${macros}" ${i} name)
@@ -1072,87 +1087,70 @@ function(macro_mismatches source unit arguments directory index out)
       endif()
     endif()
   endforeach()
-  set(test_folders "")
-  if(count GREATER 0)
-    math(EXPR last "${count} - 1")
-    foreach(i RANGE ${last})
-      string(JSON name GET "${macros}" ${i} name)
-      string(JSON origin GET "${macros}" ${i} origin)
-      string(JSON recorded ERROR_VARIABLE absent GET "${macros}" ${i} definition)
-      if(absent)
-        set(recorded "")
+  foreach(i IN LISTS definitions)
+    string(JSON name GET "${macros}" ${i} name)
+    string(JSON origin GET "${macros}" ${i} origin)
+    string(JSON recorded ERROR_VARIABLE absent GET "${macros}" ${i} definition)
+    if(absent)
+      set(recorded "")
+    endif()
+    # Used by the project's files where it was defined otherwise than at the end (a header after the use
+    # redefined or #undef'd it): what the build's compiler made of it there cannot be asked of it.
+    string(JSON at_use_where ERROR_VARIABLE no_at_use GET "${macros}" ${i} at_use where)
+    if(NOT no_at_use)
+      string(JSON at_use_definition GET "${macros}" ${i} at_use definition)
+      shown_definition("${at_use_definition}" "" at_use_shown)
+      shown_definition("${recorded}" "" end_shown)
+      string(APPEND found "\n  ${source}: ${name} is ${at_use_shown} where ${at_use_where} uses it, and a header "
+                          "redefines or #undefs it after that use (${end_shown} at the end of the unit): the build "
+                          "cannot check that its compiler defines it there as the analysis saw (define it once, or "
+                          "leave it as it is after its use)")
+    endif()
+    # How the unit ends.
+    set(compare ON)
+    if(origin STREQUAL "library")
+      string(JSON header GET "${macros}" ${i} header)
+      string(JSON header_digest GET "${macros}" ${i} header_sha256)
+      set(digest "")
+      if(EXISTS "${header}")
+        file(SHA256 "${header}" digest)
       endif()
-      if(origin STREQUAL "feature-test")  # asked above, at the end of the unit
-        continue()
+      if(NOT digest STREQUAL header_digest)
+        set(compare OFF)
       endif()
-      if(origin STREQUAL "include-test")  # asked below, from the folder the build compiles its file from
-        string(JSON tester GET "${macros}" ${i} file)
-        include_test_folder("${tester}" folder)
-        string(MD5 key "${folder}")
-        if(NOT DEFINED tests_${key})
-          list(APPEND test_folders "${folder}")
-        endif()
-        list(APPEND tests_${key} ${i})
-        continue()
+    endif()
+    list_safe("${recorded}" expected)
+    string(REGEX REPLACE "[ \t]" "" expected "${expected}")
+    if(compare AND NOT ("${end_${name}}" STREQUAL "${expected}" AND
+                        (end_defined_${name} OR origin STREQUAL "undefined")))
+      set(here "undefined")
+      if(end_defined_${name})
+        set(here "`${end_line_${name}}`")
       endif()
-      # Used by the project's files where it was defined otherwise than at the end (a header after the use
-      # redefined or #undef'd it): what the build's compiler made of it there cannot be asked of it.
-      string(JSON at_use_where ERROR_VARIABLE no_at_use GET "${macros}" ${i} at_use where)
-      if(NOT no_at_use)
-        string(JSON at_use_definition GET "${macros}" ${i} at_use definition)
-        shown_definition("${at_use_definition}" "" at_use_shown)
-        shown_definition("${recorded}" "" end_shown)
-        string(APPEND found "\n  ${source}: ${name} is ${at_use_shown} where ${at_use_where} uses it, and a header "
-                            "redefines or #undefs it after that use (${end_shown} at the end of the unit): the build "
-                            "cannot check that its compiler defines it there as the analysis saw (define it once, or "
-                            "leave it as it is after its use)")
+      shown_definition("${recorded}" " (${origin})" there)
+      string(APPEND found "\n  ${source}: ${name} is ${here} here, but the rewrite was analysed with ${there}")
+    endif()
+    # How the unit starts: what the flags and the compiler define before any file (a file may #undef a
+    # flag after testing it, and the end would not tell).
+    string(JSON predefined ERROR_VARIABLE absent GET "${macros}" ${i} predefined)
+    if(absent)
+      set(predefined "")
+      if(origin MATCHES "^(command-line|built-in)$")
+        set(predefined "${recorded}")
       endif()
-      # How the unit ends.
-      set(compare ON)
-      if(origin STREQUAL "library")
-        string(JSON header GET "${macros}" ${i} header)
-        string(JSON header_digest GET "${macros}" ${i} header_sha256)
-        set(digest "")
-        if(EXISTS "${header}")
-          file(SHA256 "${header}" digest)
-        endif()
-        if(NOT digest STREQUAL header_digest)
-          set(compare OFF)
-        endif()
+    endif()
+    list_safe("${predefined}" expected)
+    string(REGEX REPLACE "[ \t]" "" expected "${expected}")
+    if(NOT "${start_${name}}" STREQUAL "${expected}")
+      set(here "undefined")
+      if(start_defined_${name})
+        set(here "`${start_line_${name}}`")
       endif()
-      list_safe("${recorded}" expected)
-      string(REGEX REPLACE "[ \t]" "" expected "${expected}")
-      if(compare AND NOT ("${end_${name}}" STREQUAL "${expected}" AND
-                          (end_defined_${name} OR origin STREQUAL "undefined")))
-        set(here "undefined")
-        if(end_defined_${name})
-          set(here "`${end_line_${name}}`")
-        endif()
-        shown_definition("${recorded}" " (${origin})" there)
-        string(APPEND found "\n  ${source}: ${name} is ${here} here, but the rewrite was analysed with ${there}")
-      endif()
-      # How the unit starts: what the flags and the compiler define before any file (a file may #undef a
-      # flag after testing it, and the end would not tell).
-      string(JSON predefined ERROR_VARIABLE absent GET "${macros}" ${i} predefined)
-      if(absent)
-        set(predefined "")
-        if(origin MATCHES "^(command-line|built-in)$")
-          set(predefined "${recorded}")
-        endif()
-      endif()
-      list_safe("${predefined}" expected)
-      string(REGEX REPLACE "[ \t]" "" expected "${expected}")
-      if(NOT "${start_${name}}" STREQUAL "${expected}")
-        set(here "undefined")
-        if(start_defined_${name})
-          set(here "`${start_line_${name}}`")
-        endif()
-        shown_definition("${predefined}" "" there)
-        string(APPEND found "\n  ${source}: ${name} is ${here} before any file here (a flag or the compiler), "
-                            "but the rewrite was analysed with ${there} before any file")
-      endif()
-    endforeach()
-  endif()
+      shown_definition("${predefined}" "" there)
+      string(APPEND found "\n  ${source}: ${name} is ${here} before any file here (a flag or the compiler), "
+                          "but the rewrite was analysed with ${there} before any file")
+    endif()
+  endforeach()
   # The __has_include tests: each folder's tests in one probe, preprocessed under the unit's command with
   # that folder searched first for quoted names, as it is for the file that makes them.
   foreach(folder IN LISTS test_folders)
@@ -1213,6 +1211,7 @@ set(twice "")
 set(elsewhere "")
 set(demoted "")
 set(macros_differ "")
+set(language_flags_dropped "")
 # <out> (and <out>_directory) = how the build compiles <unit>: its command, else the flags shared by all.
 function(unit_command unit out)
   command_of("${unit}" arguments)
@@ -1365,6 +1364,17 @@ foreach(source IN LISTS SOURCES)
       set(mismatches "")
       macro_mismatches("${source}" "${unit}" "${unit_flags}" "${unit_flags_directory}" ${unit_record_${key}}
                        mismatches)
+      # Flags the tool's parse dropped (Clang does not know them) that may change how this compiler reads the
+      # unit: the analysis read another language.
+      string(JSON dropped ERROR_VARIABLE no_dropped GET "${unit_records}" ${unit_record_${key}} dropped_flags)
+      if(NOT no_dropped)
+        string(JSON count LENGTH "${dropped}")
+        math(EXPR last "${count} - 1")
+        foreach(i RANGE ${last})
+          string(JSON flag GET "${dropped}" ${i})
+          string(APPEND language_flags_dropped "\n  ${source}: ${flag}")
+        endforeach()
+      endif()
       # A unit that starts with the target's precompiled headers reads what they include before any file of
       # its own, compiled from the originals (or, through the mirror's folders, from copies made for another
       # analysis): that, not a flag, is where such macros come from.
@@ -1408,6 +1418,12 @@ if(twice)
        "wraps another of the same name with `#include_next` out of EDIT_ROOT (or put the wrapped header's folder "
        "under EDIT_ROOT too, so that its copy comes next), and include the project's files through the include "
        "folders or relative to the including file:${twice}")
+endif()
+if(language_flags_dropped)
+  fail("the lmfuse tool's parse (Clang) dropped flags of this build that Clang does not know and that may change "
+       "how the build's compiler reads the program (not only what it warns about or how it optimises), so the "
+       "rewrite was analysed in another language than this build compiles: remove them from the target's flags, "
+       "or build the target with Clang:${language_flags_dropped}")
 endif()
 if(macros_differ)
   fail("this build compiles the rewritten code with macros or headers the rewrite was not analysed with (another "

@@ -174,7 +174,10 @@ llvm::json::Object mirrorToJson(AuditMirror Mirror) {
     llvm::json::Array Macros;
     for (const MacroDependence &Macro : Unit.Macros)
       Macros.push_back(macroToJson(Macro));
-    Units.push_back(llvm::json::Object{{"path", Unit.Path}, {"sha256", Unit.Sha256}, {"macros", std::move(Macros)}});
+    llvm::json::Object Entry{{"path", Unit.Path}, {"sha256", Unit.Sha256}, {"macros", std::move(Macros)}};
+    if (!Unit.LanguageFlagsDropped.empty())
+      Entry["dropped_flags"] = llvm::json::Array(Unit.LanguageFlagsDropped);
+    Units.push_back(std::move(Entry));
   }
   return llvm::json::Object{{"root", Mirror.Root}, {"files", std::move(Files)}, {"units", std::move(Units)}};
 }

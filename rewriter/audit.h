@@ -53,6 +53,9 @@ struct MirroredUnit {
   std::string Sha256;  ///< contentDigest() of its main file (a unit outside the root, generated into a build
                        ///< folder, is found by its contents where that folder lies elsewhere)
   std::vector<MacroDependence> Macros;
+  /// Flags of its compile command the parse dropped (Clang does not know them) that may change how the build's
+  /// compiler reads it: the analysis read another language than the build compiles (the step stops it).
+  std::vector<std::string> LanguageFlagsDropped;
 };
 
 struct AuditMirror {

@@ -5,6 +5,8 @@
 
 #include <algorithm>
 
+#include "llvm/ADT/STLExtras.h"
+
 #include "clang/Driver/Options.h"
 #include "clang/Tooling/ArgumentsAdjusters.h"
 #include "llvm/ADT/StringSwitch.h"
@@ -46,6 +48,21 @@ std::vector<size_t> unknownFlags(const std::vector<std::string> &Arguments) {
     if (Argument->getOption().getKind() == llvm::opt::Option::UnknownClass)
       Unknown.push_back(Argument->getIndex());
   return Unknown;
+}
+
+bool steersOnlyDiagnosticsOrOptimisation(llvm::StringRef Flag) {
+  // GCC's option families that steer what it reports, how it optimises or instruments the code it generates,
+  // and never what a construct of the program means (listed by prefix; `-fno-` forms included).
+  static const char *const Families[] = {
+      "-W", "-fdiagnostics-", "-fconcepts-diagnostics-depth=", "-fmax-errors=", "-fmessage-length=",
+      "-fopt-info", "-flto", "-ffat-lto-objects", "-fuse-linker-plugin", "-fipa-", "-ftree-", "-fgcse",
+      "-floop-", "-fgraphite", "-fvect-cost-model", "-fsimd-cost-model", "-fsched", "-fpredictive-commoning",
+      "-fdevirtualize", "-fvar-tracking", "-fcompare-debug", "-fprofile-", "-fbranch-probabilities",
+      "-fharden-", "-fstack-", "-fcf-protection", "-fselective-scheduling",
+      "-fira-", "-flive-range-shrinkage", "-fpeel-loops", "-funroll-", "-fsplit-", "-fversion-loops",
+      "-fallow-store-data-races", "-fcode-hoisting", "-fcrossjumping", "-fisolate-erroneous-paths"};
+  const std::string Named = Flag.starts_with("-fno-") ? "-f" + Flag.drop_front(5).str() : Flag.str();
+  return llvm::any_of(Families, [&](const char *Family) { return llvm::StringRef(Named).starts_with(Family); });
 }
 
 std::string droppedFlagsNote(const std::vector<std::string> &Flags) {

@@ -6,6 +6,8 @@
 #include <string>
 #include <vector>
 
+#include "llvm/ADT/StringRef.h"
+
 #include "clang/Tooling/CompilationDatabase.h"
 
 namespace lmfuse::rewriter {
@@ -26,6 +28,13 @@ struct AdjustedCommand {
 
 /// Indexes into Arguments (compiler flags without argv[0]) of the flags the Clang driver does not know.
 std::vector<size_t> unknownFlags(const std::vector<std::string> &Arguments);
+
+/// Whether a flag the Clang driver does not know steers only what GCC reports or how it optimises (its
+/// warnings and diagnostics, link-time and loop optimisations, instrumentation), never how it reads the program:
+/// such a flag dropped leaves the parse reading what the build's compiler reads. Any other dropped flag
+/// (`-fno-ext-numeric-literals`, `-fno-new-ttp-matching`, `-fpermissive`, and every one not listed) may change
+/// the language the build compiles, and `lmfuse_rewrite` stops the build naming it.
+bool steersOnlyDiagnosticsOrOptimisation(llvm::StringRef Flag);
 
 /// The note that names dropped flags ("dropped flags Clang does not know: -fa -fb"), one for the whole run.
 std::string droppedFlagsNote(const std::vector<std::string> &Flags);

@@ -74,6 +74,7 @@ struct Job {
   std::string File;  // canonical
   CompileCommand Command;
   std::vector<std::string> CommandLine;
+  std::vector<std::string> LanguageFlagsDropped;  // dropped flags that may change how its compiler reads it
   std::string CacheKey;  // frontendKey(); "" when not cached
   TranslationUnitOutcome Outcome;
   bool EditsDropped = false;  // some edit of this unit was not kept: never cache it
@@ -294,6 +295,9 @@ DriverResult runDriver(const clang::tooling::CompilationDatabase &Compilations,
       std::vector<std::string> Dropped;
       Unit.CommandLine = adjustedCommandLine(Unit.Command, Options, &Dropped);
       DroppedFlags.insert(Dropped.begin(), Dropped.end());
+      for (const std::string &Flag : Dropped)
+        if (!steersOnlyDiagnosticsOrOptimisation(Flag))
+          Unit.LanguageFlagsDropped.push_back(Flag);
       Units.push_back(std::move(Unit));
     }
   }
@@ -476,7 +480,7 @@ DriverResult runDriver(const clang::tooling::CompilationDatabase &Compilations,
   std::set<std::string> AllRead;
   for (Job &Unit : Units) {
     if (llvm::any_of(Unit.Outcome.FilesRead, [&](const std::string &File) { return Rewritten.count(File) > 0; }))
-      Result.Units.push_back({Unit.File, Unit.Outcome.Macros});
+      Result.Units.push_back({Unit.File, Unit.Outcome.Macros, Unit.LanguageFlagsDropped});
     AllRead.insert(Unit.Outcome.FilesRead.begin(), Unit.Outcome.FilesRead.end());
     Result.ReadDigests.insert(Unit.Outcome.ReadDigests.begin(), Unit.Outcome.ReadDigests.end());
     for (const auto &[File, Names] : Unit.Outcome.Aliases)

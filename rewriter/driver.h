@@ -74,6 +74,9 @@ struct FileRewrite {
 struct UnitMacros {
   std::string File;  ///< the unit's main file, canonical
   std::vector<MacroDependence> Macros;
+  /// Flags of its command the parse dropped that may change how the build's compiler reads it (not only its
+  /// diagnostics or optimisation: command_line.h, steersOnlyDiagnosticsOrOptimisation).
+  std::vector<std::string> LanguageFlagsDropped;
 };
 
 struct DriverResult {

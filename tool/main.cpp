@@ -153,7 +153,7 @@ std::optional<AuditMirror> writeSources(DriverResult &Result, const std::vector<
       std::string Relative = lmfuse::tool::mirroredPath(Unit.File, Root, "");
       auto Contents = MemoryBuffer::getFile(Unit.File);
       std::string Digest = Contents ? lmfuse::rewriter::contentDigest((*Contents)->getBuffer()) : "";
-      Mirror.Units.push_back({Relative.empty() ? Unit.File : Relative, Digest, Unit.Macros});
+      Mirror.Units.push_back({Relative.empty() ? Unit.File : Relative, Digest, Unit.Macros, Unit.LanguageFlagsDropped});
     }
     return Mirror;
   }
@@ -458,6 +458,11 @@ int main(int argc, const char **argv) {
     errs() << "lmfuse: skipped " << Message << "\n";
   if (!DroppedFlags.empty())
     Result.Notes.insert(Result.Notes.begin(), droppedFlagsNote(DroppedFlags));
+  // The flags after `--` are every unit's: those that may change how a unit reads are recorded with each.
+  for (lmfuse::rewriter::UnitMacros &Unit : Result.Units)
+    for (const std::string &Flag : DroppedFlags)
+      if (!steersOnlyDiagnosticsOrOptimisation(Flag))
+        Unit.LanguageFlagsDropped.push_back(Flag);
   if (!Quiet)
     for (const std::string &Note : Result.Notes)
       errs() << "lmfuse: note: " << Note << "\n";

@@ -210,6 +210,36 @@ TEST_CASE("a flag Clang does not know is dropped with a note naming it", "[cli][
   }
 }
 
+// A dropped flag that may change how the build's compiler reads the program (not one of GCC's diagnostics or
+// optimisation families) is recorded with the unit in the audit's mirror, which lmfuse_rewrite's step reads.
+TEST_CASE("--out-dir: the audit records the dropped flags that may change how a unit reads", "[cli][options]") {
+  const struct {
+    std::vector<std::string> Flags;
+    std::vector<std::string> Recorded;
+  } Rows[] = {
+      {{"-fconcepts-diagnostics-depth=2", "-fno-fat-lto-objects", "-fipa-pta"}, {}},
+      {{"-fno-ext-numeric-literals"}, {"-fno-ext-numeric-literals"}},
+      {{"-fconcepts-diagnostics-depth=2", "-fno-new-ttp-matching", "-fpermissive-made-up"},
+       {"-fno-new-ttp-matching", "-fpermissive-made-up"}},
+  };
+  for (const auto &Row : Rows) {
+    SourceTree Tree({{"src/model.cpp", ModelSource}});
+    std::string Audit = Tree.path("audit.json");
+    ToolRun Tool = runLmfuse(withFlags({"--out-dir", Tree.path("out"), "--edit-root", Tree.path("src"), "--audit",
+                                        Audit, Tree.path("src/model.cpp")},
+                                       Tree, Row.Flags));
+    INFO(Tool.Err);
+    REQUIRE(Tool.ExitCode == 0);
+    llvm::json::Value Document = readAudit(Audit);
+    const llvm::json::Array *Dropped = onlyMirroredUnit(Document).getArray("dropped_flags");
+    std::vector<std::string> Recorded;
+    if (Dropped)
+      for (const llvm::json::Value &Flag : *Dropped)
+        Recorded.push_back(Flag.getAsString().value_or("<not a string>").str());
+    CHECK(Recorded == Row.Recorded);
+  }
+}
+
 TEST_CASE("a response file after -- is expanded as the compilers expand it; a missing one is named", "[cli][options]") {
   SourceTree Tree({{"model.cpp", needsDefine().c_str()}});
   Tree.write("flags.rsp", "-std=c++17 -DNEEDED\n-fconcepts-diagnostics-depth=2 -I" LMFUSE_CLI_STUBS "\n");

@@ -225,6 +225,19 @@ if(STATUS EQUAL 0 OR NOT FLAT MATCHES "holds a '\\[' or '\\]' that joins its wor
                       "fail naming the bracket:\n${OUT}")
 endif()
 
+# A GCC flag the tool's parse drops (Clang does not know it) that changes how GCC reads the program: the step
+# stops the build naming it, since the rewrite was analysed in another language. (Only GCC takes the flag.)
+execute_process(COMMAND "${CXX}" -dM -E -x c++ /dev/null OUTPUT_VARIABLE predefined ERROR_QUIET)
+if(predefined MATCHES "__GNUC__" AND NOT predefined MATCHES "__clang__")
+  configure_variant(language_flag)
+  build_target("${BUILD}" app)
+  if(STATUS EQUAL 0 OR NOT FLAT MATCHES "dropped flags of this build that Clang does not know" OR
+     NOT FLAT MATCHES "model\\.cpp: -fno-ext-numeric-literals")
+    message(FATAL_ERROR "a GCC flag that changes the language, dropped by the tool's parse: the build (exit "
+                        "${STATUS}) must fail naming it:\n${OUT}")
+  endif()
+endif()
+
 # A rewritten library whose site is defined in its header, linked by programs that compile the original
 # header: linked through a generator expression, by the library's file or by a link option, each still gets the check of the
 # targets sharing a binary with a rewritten one, whose failure names the unit and the link item. A program
