@@ -278,7 +278,7 @@ std::vector<tooling::Replacement> planSiteEdits(const CapturedSite &Site, const 
   return Edits;
 }
 
-std::optional<tooling::Replacement> planIncludeEdit(FileID File, const PatternSet &Patterns,
+std::optional<tooling::Replacement> planIncludeEdit(FileID File, unsigned FirstEdit, const PatternSet &Patterns,
                                                    const SourceManager &SM) {
   llvm::StringRef Buffer = SM.getBufferData(File);
   const std::string &Header = Patterns.Replacement.Include;
@@ -306,7 +306,9 @@ std::optional<tooling::Replacement> planIncludeEdit(FileID File, const PatternSe
         if (Target == "<" + Header + ">" || Target == "\"" + Header + "\"")
           return std::nullopt;
         bool WasTaken = llvm::any_of(Taken, [&](unsigned Offset) { return Offset >= LineStart && Offset < Next; });
-        if (WasTaken && Depth <= InsertDepth) {
+        // One after the first edit only where none lies before it (and then the re-parse names the failure).
+        bool BeforeEdits = Next <= FirstEdit || InsertAt == 0;
+        if (WasTaken && Depth <= InsertDepth && BeforeEdits) {
           InsertAt = Next;
           InsertDepth = Depth;
         }
@@ -318,9 +320,14 @@ std::optional<tooling::Replacement> planIncludeEdit(FileID File, const PatternSe
     }
     LineStart = Next;
   }
+  // A block of its own (a blank line between it and the program's includes): an include sorter run over the
+  // edits (clang-apply-replacements applying --export-fixes) sorts only the block it touches, and the order of the
+  // program's own includes may matter.
   std::string Text = "#include <" + Header + ">\n";
-  if (InsertAt > 0 && Buffer[InsertAt - 1] != '\n')
-    Text = "\n" + Text;
+  if (InsertAt > 0)
+    Text = (Buffer[InsertAt - 1] != '\n' ? "\n\n" : "\n") + Text;
+  else
+    Text += "\n";
   return tooling::Replacement(SM, SM.getLocForStartOfFile(File).getLocWithOffset(InsertAt), 0, Text);
 }
 

@@ -44,8 +44,11 @@ std::string lossOptionsText(const CapturedSite &Site, const PatternSet &Patterns
 
 /// The insertion of `#include <...>` for the replacement call, after the last #include of the file that the
 /// preprocessor took (never one in a block `#if` skipped) among those least deep in `#if` blocks (a header
-/// guard's included), so it lands where every unit reads it; none when the file already includes it.
-std::optional<clang::tooling::Replacement> planIncludeEdit(clang::FileID File, const PatternSet &Patterns,
-                                                          const clang::SourceManager &SM);
+/// guard's included), so it lands where every unit reads it; of those, the last before the file's first edit
+/// (at offset FirstEdit) where one lies before it, so the rewritten code below it sees the header (a file may
+/// include a part of itself after its functions); a block of its own, a blank line between it and the program's
+/// includes; none when the file already includes it.
+std::optional<clang::tooling::Replacement> planIncludeEdit(clang::FileID File, unsigned FirstEdit,
+                                                          const PatternSet &Patterns, const clang::SourceManager &SM);
 
 }  // namespace lmfuse::rewriter

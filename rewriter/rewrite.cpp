@@ -4,6 +4,7 @@
 #include "rewrite.h"
 
 #include <algorithm>
+#include <climits>
 #include <memory>
 #include <set>
 
@@ -425,9 +426,15 @@ TranslationUnitResult analyzeTranslationUnit(ASTContext &Context, Preprocessor &
   }
 
   dropDisagreeingInclusions(SM, PlansByInclusion, SiteInclusion, EditedFiles, Result);
-  for (FileID File : EditedFiles)
-    if (auto Include = planIncludeEdit(File, Patterns, SM))
+  for (FileID File : EditedFiles) {
+    const std::string Path = tooling::Replacement(SM, SM.getLocForStartOfFile(File), 0, "").getFilePath().str();
+    unsigned FirstEdit = UINT_MAX;
+    for (const tooling::Replacement &Edit : Result.Edits)
+      if (Edit.getFilePath() == Path)
+        FirstEdit = std::min(FirstEdit, Edit.getOffset());
+    if (auto Include = planIncludeEdit(File, FirstEdit, Patterns, SM))
       Result.Edits.push_back(*Include);
+  }
 
   std::stable_sort(Result.Sites.begin(), Result.Sites.end(), [](const SiteRecord &A, const SiteRecord &B) {
     return std::tie(A.File, A.Line, A.Column) < std::tie(B.File, B.Line, B.Column);
