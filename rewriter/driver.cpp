@@ -175,11 +175,25 @@ TranslationUnitOutcome analyse(const Job &Unit, const PatternSet &Patterns, cons
 
 // Sites seen from several units are one site; a site whose status differs between units means the
 // units would edit that file differently.
+// Units that patch one site with the same edits may still compile an option written as a macro to other values
+// (`ignore_index(IGN)` under -DIGN=-1 in one unit and -DIGN=5 in another): the copy passes the text, which each
+// unit compiles to its own value, so the record keeps the text rather than one unit's value.
+void keepTextOfDisagreeingValues(PatchedOptions &Kept, const PatchedOptions &Other) {
+  if (Kept.IgnoreIndexExpression.empty() && Other.IgnoreIndexExpression.empty() &&
+      Kept.IgnoreIndex != Other.IgnoreIndex && !Kept.IgnoreIndexText.empty())
+    Kept.IgnoreIndexExpression = Kept.IgnoreIndexText;
+  if (Kept.LabelSmoothingExpression.empty() && Other.LabelSmoothingExpression.empty() &&
+      Kept.LabelSmoothing != Other.LabelSmoothing && !Kept.LabelSmoothingText.empty())
+    Kept.LabelSmoothingExpression = Kept.LabelSmoothingText;
+}
+
 std::vector<SiteRecord> mergeSites(const std::vector<Job> &Units, std::set<std::string> &Disagreeing) {
   std::map<std::tuple<std::string, unsigned, unsigned>, SiteRecord> ByLocation;
   for (const Job &Unit : Units)
     for (const SiteRecord &Site : Unit.Outcome.Sites) {
       auto [It, Inserted] = ByLocation.try_emplace({Site.File, Site.Line, Site.Column}, Site);
+      if (!Inserted && It->second.Options && Site.Options)
+        keepTextOfDisagreeingValues(*It->second.Options, *Site.Options);
       if (!Inserted && It->second.Status != Site.Status &&
           (It->second.Status == SiteStatus::Patched || Site.Status == SiteStatus::Patched)) {
         Disagreeing.insert(Site.File);
