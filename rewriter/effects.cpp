@@ -990,6 +990,9 @@ private:
         if (std::string Code = codeBehind(Method->getParent()); !Code.empty())
           return "`" + calleeName(Callee) + "` is called on a `" + Method->getParent()->getName().str() +
                  "`, which may run " + Code;
+      // A function threads synchronise through (a POSIX semaphore passed, a thread joined, a mutex locked).
+      if (contains(Effects.ThreadSynchronisingFunctions, calleeName(Callee)))
+        return "`" + calleeName(Callee) + "` lets code of the program on another thread run in between";
       // Access to what an object holds runs none of it.
       if (contains(Effects.Accessors, calleeName(Callee)))
         return "";
@@ -1220,11 +1223,18 @@ private:
       if (auto Of = reachedRoot(Argument))
         return change(Call, "`" + Name + "` takes `" + nameOf(*Of) + "` by non-const reference");
     if (const auto *Method = dyn_cast_or_null<CXXMethodDecl>(Callee);
-        Method && Object && Method->isInstance() && !Method->isConst() && !contains(Effects.Accessors, Name) &&
-        !isTensorType(Method->getParent()))
-      if (auto Of = reachedRoot(Object))
+        Method && Object && Method->isInstance() && !Method->isConst() && !contains(Effects.Accessors, Name)) {
+      // A tensor's non-const methods (`reset()`) make the handle hold another tensor, or none: one the fused call
+      // or the repeated test reads, however it is reached (a reference, a member, an optional's `->`).
+      if (isTensorType(Method->getParent())) {
+        if (auto Of = reachedRoot(Object))
+          return change(Call, "the non-const `" + Name + "` is called on `" + nameOf(*Of) + "`, which makes it hold "
+                                  "another tensor (or none): it may be one of " + inputs());
+      } else if (auto Of = reachedRoot(Object)) {
         return change(Call, "the non-const `" + Name + "` is called on `" + nameOf(*Of) + "`, which may hold " +
                                 inputs());
+      }
+    }
     return std::nullopt;
   }
 

@@ -228,6 +228,7 @@ template <> struct MappingTraits<EffectPatterns> {
     Io.mapOptional("program_code_calls", P.ProgramCodeCalls);
     Io.mapOptional("code_holders", P.CodeHolders);
     Io.mapOptional("thread_synchronisers", P.ThreadSynchronisers);
+    Io.mapOptional("thread_synchronising_functions", P.ThreadSynchronisingFunctions);
     Io.mapOptional("writing_options", P.WritingOptions);
     Io.mapOptional("accessors", P.Accessors);
     Io.mapOptional("fresh_results", P.FreshResults);

@@ -158,6 +158,8 @@ struct EffectPatterns {
   /// loss lets code of the program on another thread run in between (a worker released by `go.store(true)`
   /// and awaited by spinning on another atomic), so it counts as a call of the program's code.
   std::vector<std::string> ThreadSynchronisers;
+  /// Functions threads synchronise through (`sem_wait`, `pthread_join`): as a call on a thread synchroniser.
+  std::vector<std::string> ThreadSynchronisingFunctions;
   /// Non-const methods that only hand out access to what an object holds (`operator->`, `value`).
   std::vector<std::string> Accessors;
   /// Library calls whose result never shares storage with their tensor arguments.

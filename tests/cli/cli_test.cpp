@@ -26,6 +26,7 @@
 #include "cli_support.h"
 
 
+
 // ---------------------------------------------------------------------------------------------------
 // Exit codes
 // ---------------------------------------------------------------------------------------------------
@@ -163,6 +164,31 @@ TEST_CASE("--out-dir: the re-parse reads the copies as written, #line directives
   INFO(field(Sites[0], "detail"));
   CHECK(field(Sites[0], "reason") == "reparse-failed");
   CHECK(countOf(field(Sites[0], "detail"), "in namespace `lmfuse` (model.cpp:" + std::to_string(Line) + ")") == 1);
+}
+
+// A file that includes a part of itself after its functions: the fused call's header goes in after the last
+// include before the first edit, so the rewritten code below it sees the header (after the file's last include,
+// the re-parse failed: `lmfuse` undeclared where the site is).
+TEST_CASE("--out-dir: the fused call's include goes before the first edit where an include follows the site",
+          "[cli]") {
+  const std::string Source = std::string(ModelSource) + "#include \"tail.inc\"\nint after_model = TAIL_VALUE;\n";
+  SourceTree Tree({{"src/model.cpp", Source.c_str()}, {"src/tail.inc", "#define TAIL_VALUE 3\n"}});
+  std::string Audit = Tree.path("audit.json");
+  ToolRun Run = runLmfuse(withFlags({"--out-dir", Tree.path("out"), "--edit-root", Tree.path("src"), "--audit", Audit,
+                                     Tree.path("src/model.cpp")},
+                                    Tree));
+  INFO(Run.Err);
+  CHECK(Run.ExitCode == 0);
+  llvm::json::Value Document = readAudit(Audit);
+  const llvm::json::Array &Sites = sitesOf(Document);
+  REQUIRE(Sites.size() == 1);
+  INFO(field(Sites[0], "detail"));
+  CHECK(field(Sites[0], "status") == "patched");
+  const std::string Copy = readFile(Tree.path("out/model.cpp"));
+  const size_t Include = Copy.find("#include <lmfuse/torch.h>");
+  REQUIRE(Include != std::string::npos);
+  CHECK(Include < Copy.find("lmfuse::linear_cross_entropy("));
+  CHECK(Include > Copy.find("#include <torch/torch.h>"));
 }
 
 // The library's headers are the files of the folders --library-include names (lmfuse_rewrite passes
@@ -375,6 +401,50 @@ inline torch::Tensor head_loss(Head &lm_head, const torch::Tensor &h, const torc
   }
   CHECK(Patched == 0);
   CHECK(Conflicts == 1);
+}
+
+// Two units patch a shared header's site with the same edits, its ignore_index written as a macro each defines
+// otherwise: the copy passes `IGN`, which each unit compiles to its own value, so the audit records the text (as
+// for a value known only at run time), not the value of whichever unit came first.
+TEST_CASE("an option written as a macro the units define otherwise is recorded as its text", "[cli]") {
+  const char *Header = R"cpp(#pragma once
+#include <torch/torch.h>
+inline torch::Tensor head_loss(torch::nn::Linear &lm_head, const torch::Tensor &h, const torch::Tensor &labels) {
+  auto logits = lm_head(h);
+  return torch::nn::functional::cross_entropy(logits.view({-1, logits.size(-1)}), labels.view(-1),
+                                              torch::nn::functional::CrossEntropyFuncOptions().ignore_index(IGN));
+}
+)cpp";
+  for (const bool AFirst : {true, false}) {
+    SourceTree Tree({{"head.h", Header}, {"a.cpp", "#include \"head.h\"\nint unit_a() { return 1; }\n"},
+                     {"b.cpp", "#include \"head.h\"\nint unit_b() { return 2; }\n"}});
+    std::string Build = writeCompileCommands(Tree, {{"a.cpp", "-DIGN=-1"}, {"b.cpp", "-DIGN=5"}});
+    std::string Audit = Tree.path("audit.json");
+    std::vector<std::string> Inputs = {Tree.path("a.cpp"), Tree.path("b.cpp")};
+    if (!AFirst)
+      std::swap(Inputs[0], Inputs[1]);
+    ToolRun Run = runLmfuse({"--out-dir", Tree.path("out"), "-p", Build, "--audit", Audit, Inputs[0], Inputs[1]});
+    INFO(Run.Err);
+    CHECK(Run.ExitCode == 0);
+    llvm::json::Value Document = readAudit(Audit);
+    REQUIRE(sitesOf(Document).size() == 1);
+    const llvm::json::Value &Site = sitesOf(Document)[0];
+    CHECK(field(Site, "status") == "patched");
+    const llvm::json::Object *Options = Site.getAsObject()->getObject("options");
+    REQUIRE(Options);
+    const llvm::json::Object *IgnoreIndex = Options->getObject("ignore_index");
+    REQUIRE(IgnoreIndex);
+    CHECK(IgnoreIndex->getString("expr").value_or("") == "IGN");
+  }
+  // One unit: its value.
+  SourceTree One({{"head.h", Header}, {"a.cpp", "#include \"head.h\"\nint unit_a() { return 1; }\n"}});
+  std::string Audit = One.path("audit.json");
+  ToolRun Run = runLmfuse({"--out-dir", One.path("out"), "-p", writeCompileCommands(One, {{"a.cpp", "-DIGN=-1"}}),
+                           "--audit", Audit, One.path("a.cpp")});
+  INFO(Run.Err);
+  llvm::json::Value Document = readAudit(Audit);
+  REQUIRE(sitesOf(Document).size() == 1);
+  CHECK(sitesOf(Document)[0].getAsObject()->getObject("options")->getInteger("ignore_index") == -1);
 }
 
 TEST_CASE("a header is left alone when one unit that includes it does not compile", "[cli]") {
@@ -766,6 +836,54 @@ TEST_CASE("--export-fixes writes clang-tidy fixes YAML whose replacements produc
   // The same edits as --in-place.
   REQUIRE(runLmfuse(withFlags({"--in-place", Tree.path("copy/model.cpp")}, Tree)).ExitCode == 0);
   CHECK(Applied == Tree.read("copy/model.cpp"));
+}
+
+// clang-apply-replacements (applying --export-fixes as README says) sorts the include block an insertion touches;
+// the order of a program's own includes may matter (one defines what the next tests), so the fused call's include
+// is a block of its own (a blank line before it) and the program's block stays as written.
+TEST_CASE("--export-fixes: the fused call's include is a block of its own, so an applier keeps the program's order",
+          "[cli]") {
+  SourceTree Tree({{"zcfg.h", "#define LABEL_SMOOTH 0.1\n"},
+                   {"defaults.h", "#ifndef LABEL_SMOOTH\n#define LABEL_SMOOTH 0.0\n#endif\n"}});
+  const std::string Source = std::string(ModelSource).insert(std::string(ModelSource).find('\n') + 1,
+                                                             "#include \"zcfg.h\"\n#include \"defaults.h\"\n");
+  Tree.write("model.cpp", Source);
+  std::string Fixes = Tree.path("fixes/fixes.yaml");
+  REQUIRE(!llvm::sys::fs::create_directories(Tree.path("fixes")));
+  REQUIRE(runLmfuse(withFlags({"--export-fixes", Fixes, Tree.path("model.cpp")}, Tree)).ExitCode == 0);
+  std::string Yaml = readFile(Fixes);
+  llvm::yaml::Input Input(Yaml);
+  clang::tooling::TranslationUnitDiagnostics Document;
+  Input >> Document;
+  REQUIRE(!Input.error());
+  REQUIRE(Document.Diagnostics.size() == 1);
+  auto It = Document.Diagnostics[0].Message.Fix.find(Tree.path("model.cpp"));
+  REQUIRE(It != Document.Diagnostics[0].Message.Fix.end());
+  int Includes = 0;
+  for (const clang::tooling::Replacement &Edit : It->second)
+    if (Edit.getReplacementText().contains("#include <lmfuse/torch.h>")) {
+      ++Includes;
+      CHECK(Edit.getReplacementText().starts_with("\n#include <lmfuse/torch.h>\n"));
+    }
+  CHECK(Includes == 1);
+  // Where clang-apply-replacements is installed: applied, the program's includes keep their order.
+  for (const char *Name : {"clang-apply-replacements-19", "clang-apply-replacements"}) {
+    llvm::ErrorOr<std::string> Applier = llvm::sys::findProgramByName(Name);
+    if (!Applier)
+      continue;
+    const std::string Folder = Tree.path("fixes");
+    llvm::StringRef Argv[] = {*Applier, Folder};
+    REQUIRE(llvm::sys::ExecuteAndWait(*Applier, Argv) == 0);
+    const std::string Applied = Tree.read("model.cpp");
+    INFO(Applied);
+    const size_t Torch = Applied.find("#include <torch/torch.h>"), Config = Applied.find("#include \"zcfg.h\""),
+                 Defaults = Applied.find("#include \"defaults.h\""), Fused = Applied.find("#include <lmfuse/torch.h>");
+    REQUIRE(Fused != std::string::npos);
+    CHECK(Torch < Config);
+    CHECK(Config < Defaults);
+    CHECK(Defaults < Fused);
+    break;
+  }
 }
 
 TEST_CASE("the audit carries the lmfuse-audit/3 schema, its header, summary and site fields", "[cli]") {

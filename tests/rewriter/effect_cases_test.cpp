@@ -1907,6 +1907,50 @@ define x other_
     return {logits, loss};
   }
 )", Verb::RefusesWith, "labels-mismatch"},
+    // ---- a tensor's non-const method (reset) on what the fused call or the repeated test reads --------
+    {"the head's input reset through a reference alias between head and loss", R"(
+  torch::Tensor forward(torch::Tensor h, torch::Tensor labels) {
+    auto &alias = h;
+    auto logits = lm_head(h);
+    alias.reset();
+    return F::cross_entropy(logits.view({-1, 32}), labels.view(-1));
+  }
+)", Verb::RefusesWith, "inputs-modified"},
+    {"the head's bias reset through the module between head and loss", R"(
+  torch::Tensor forward(torch::Tensor h, torch::Tensor labels) {
+    auto logits = lm_head(h);
+    lm_head->bias.reset();
+    return F::cross_entropy(logits.view({-1, 32}), labels.view(-1));
+  }
+)", Verb::RefusesWith, "inputs-modified"},
+    {"the labels reset through the optional's -> before the test the head repeats, the logits handed out", R"(
+  Output forward(torch::Tensor h, c10::optional<torch::Tensor> labels) {
+    auto logits = lm_head(h);
+    labels->reset();
+    torch::Tensor loss;
+    if (labels.has_value() && labels->defined()) loss = F::cross_entropy(logits.view({-1, 32}), labels->view(-1));
+    return {logits, loss};
+  }
+)", Verb::RefusesWith, "inputs-modified"},
+    // ---- another thread let run between head and loss through a C library's synchronisation ----------
+    {"a POSIX semaphore waited for between head and loss", R"(
+#include <semaphore.h>
+  sem_t *ready_ = nullptr;
+  torch::Tensor forward(torch::Tensor h, torch::Tensor labels) {
+    auto logits = lm_head(h);
+    sem_wait(ready_);
+    return F::cross_entropy(logits.view({-1, 32}), labels.view(-1));
+  }
+)", Verb::RefusesWith, "inputs-modified"},
+    {"a thread joined between head and loss", R"(
+#include <pthread.h>
+  pthread_t worker_{};
+  torch::Tensor forward(torch::Tensor h, torch::Tensor labels) {
+    auto logits = lm_head(h);
+    pthread_join(worker_, nullptr);
+    return F::cross_entropy(logits.view({-1, 32}), labels.view(-1));
+  }
+)", Verb::RefusesWith, "inputs-modified"},
     {"a labels test and is_training(), which a class of the unit overrides, the logits handed out", R"(
   Output forward(torch::Tensor h, c10::optional<torch::Tensor> labels) {
     auto logits = lm_head(h);

@@ -81,6 +81,7 @@ struct TensorIndex;
 class Tensor {
 public:
   Tensor() = default;
+  void reset();  // the handle holds no tensor after it (non-const: it changes the handle, not the storage)
   bool defined() const;
   int64_t size(int64_t dim) const;
   int64_t dim() const;
