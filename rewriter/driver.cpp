@@ -173,8 +173,6 @@ TranslationUnitOutcome analyse(const Job &Unit, const PatternSet &Patterns, cons
   return Outcome;
 }
 
-// Sites seen from several units are one site; a site whose status differs between units means the
-// units would edit that file differently.
 // Units that patch one site with the same edits may still compile an option written as a macro to other values
 // (`ignore_index(IGN)` under -DIGN=-1 in one unit and -DIGN=5 in another): the copy passes the text, which each
 // unit compiles to its own value, so the record keeps the text rather than one unit's value.
@@ -187,6 +185,8 @@ void keepTextOfDisagreeingValues(PatchedOptions &Kept, const PatchedOptions &Oth
     Kept.LabelSmoothingExpression = Kept.LabelSmoothingText;
 }
 
+// Sites seen from several units are one site; a site whose status differs between units means the
+// units would edit that file differently.
 std::vector<SiteRecord> mergeSites(const std::vector<Job> &Units, std::set<std::string> &Disagreeing) {
   std::map<std::tuple<std::string, unsigned, unsigned>, SiteRecord> ByLocation;
   for (const Job &Unit : Units)

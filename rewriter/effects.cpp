@@ -1143,8 +1143,23 @@ private:
     return std::nullopt;
   }
 
-  /// `target = value`: rebinding a variable that is not an input (nor refers to one) changes nothing;
-  /// any other write through a value that may share storage with an input may change it.
+  /// Whether assigning to a value of Type assigns what references it holds refer to: a class given, or holding, a
+  /// non-const lvalue reference (`std::tuple<Tensor &>`, what `std::tie` and `std::forward_as_tuple` make,
+  /// `std::pair<Tensor &, int>`). Its assignment is a write through them, not a rebinding.
+  static bool assignsThroughReferences(QualType Type) {
+    const CXXRecordDecl *Record = Type.getNonReferenceType()->getAsCXXRecordDecl();
+    if (!Record || !Record->hasDefinition())
+      return false;
+    auto WritableReference = [](QualType Held) {
+      return Held->isLValueReferenceType() && !Held->getPointeeType().isConstQualified();
+    };
+    return llvm::any_of(typeArguments(Record), WritableReference) ||
+           llvm::any_of(Record->fields(), [&](const FieldDecl *Field) { return WritableReference(Field->getType()); });
+  }
+
+  /// `target = value`: rebinding a variable that is not an input (nor refers to one, nor holds references it
+  /// assigns through) changes nothing; any other write through a value that may share storage with an input may
+  /// change it.
   std::optional<InputChange> assignment(const Stmt *Node, const Expr *Target, bool Plain) {
     const Expr *Spelled = AstQuery::spelled(Target);
     const ValueDecl *Rebound = nullptr;
@@ -1153,7 +1168,7 @@ private:
     else if (const auto *Member = dyn_cast<MemberExpr>(Spelled);
              Member && isa<CXXThisExpr>(Member->getBase()->IgnoreParenImpCasts()))
       Rebound = Member->getMemberDecl();
-    if (Plain && Rebound && !Rebound->getType()->isReferenceType()) {
+    if (Plain && Rebound && !Rebound->getType()->isReferenceType() && !assignsThroughReferences(Rebound->getType())) {
       if (Protected.count(Rebound) && !readOnceAtHead(Rebound))
         return change(Node, "`" + Rebound->getNameAsString() + "` is assigned a new value");
       // A member or global may be the very object an input reference names (`const Tensor &h` bound to

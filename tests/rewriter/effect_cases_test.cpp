@@ -1932,6 +1932,36 @@ define x other_
     return {logits, loss};
   }
 )", Verb::RefusesWith, "inputs-modified"},
+    // ---- a holder of references made before the head, assigned between head and loss: a write through them ---
+    {"a std::tie of the head's input assigned between head and loss", R"(
+#include <tuple>
+  torch::Tensor forward(torch::Tensor h, torch::Tensor labels) {
+    auto tied = std::tie(h);
+    auto logits = lm_head(h);
+    tied = std::make_tuple(h * 2.0);
+    return F::cross_entropy(logits.view({-1, 32}), labels.view(-1));
+  }
+)", Verb::RefusesWith, "inputs-modified"},
+    {"a tuple of a reference to the head's weight, assigned between head and loss", R"(
+#include <tuple>
+  torch::Tensor forward(torch::Tensor h, torch::Tensor labels) {
+    std::tuple<torch::Tensor &> held{lm_head->weight};
+    auto logits = lm_head(h);
+    held = std::make_tuple(h);
+    return F::cross_entropy(logits.view({-1, 32}), labels.view(-1));
+  }
+)", Verb::RefusesWith, "inputs-modified"},
+    {"a std::forward_as_tuple of the labels assigned before the test the head repeats, the logits handed out", R"(
+#include <tuple>
+  Output forward(torch::Tensor h, c10::optional<torch::Tensor> labels) {
+    auto tied = std::forward_as_tuple(labels);
+    auto logits = lm_head(h);
+    tied = std::make_tuple(c10::optional<torch::Tensor>());
+    torch::Tensor loss;
+    if (labels.has_value()) loss = F::cross_entropy(logits.view({-1, 32}), labels->view(-1));
+    return {logits, loss};
+  }
+)", Verb::RefusesWith, "inputs-modified"},
     // ---- another thread let run between head and loss through a C library's synchronisation ----------
     {"a POSIX semaphore waited for between head and loss", R"(
 #include <semaphore.h>
