@@ -771,6 +771,17 @@ function(lmfuse_rewrite)
   if(NOT ARG_TARGET OR NOT TARGET "${ARG_TARGET}")
     message(FATAL_ERROR "lmfuse_rewrite: TARGET '${ARG_TARGET}' is not a target defined before this call")
   endif()
+  # The call rewrites the sources a target of this project compiles: an alias names another target, an imported
+  # one compiles nothing here.
+  get_target_property(aliased "${ARG_TARGET}" ALIASED_TARGET)
+  if(aliased)
+    message(FATAL_ERROR "lmfuse_rewrite: TARGET ${ARG_TARGET} is an alias of ${aliased}: name ${aliased} itself")
+  endif()
+  get_target_property(imported "${ARG_TARGET}" IMPORTED)
+  if(imported)
+    message(FATAL_ERROR "lmfuse_rewrite: TARGET ${ARG_TARGET} is an imported target, which this project does not "
+                        "compile: call lmfuse_rewrite() in the project that builds it")
+  endif()
   if(DEFINED ARG_EXPECT_PATCHED AND NOT ARG_EXPECT_PATCHED MATCHES "^[0-9]+$")
     message(FATAL_ERROR "lmfuse_rewrite(TARGET ${ARG_TARGET}): EXPECT_PATCHED must be a count, got '${ARG_EXPECT_PATCHED}'")
   endif()

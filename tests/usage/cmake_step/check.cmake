@@ -337,6 +337,8 @@ foreach(case IN ITEMS
         "late_include|the include folder [^ ]*/model was added to the target \\(or to a library it links\\) after the call"
         "database_off|EXPORT_COMPILE_COMMANDS was turned off after the call"
         "twice|is called a second time for this target"
+        "alias|TARGET app_alias is an alias of app: name app itself"
+        "imported|TARGET prebuilt is an imported target, which this project does not compile"
         "audit_on_source|AUDIT [^ ]*model\\.cpp is a file that is not an lmfuse audit")
   string(REPLACE "|" ";" case "${case}")
   list(GET case 0 variant)
