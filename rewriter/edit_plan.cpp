@@ -4,6 +4,7 @@
 
 #include "loss_option_table.h"
 #include "raw_tokens.h"
+#include "type_spelling.h"
 
 #include <climits>
 
@@ -20,8 +21,8 @@ namespace {
 
 /// The keywords the planner writes around the program's text: the hoisted local's declaration (`auto`,
 /// `static_cast<const T &>`), the stand-in lambdas (`const T &`, `return`) and the guard repeated at the head
-/// (`static_cast<bool>`, labels_guard.cpp: asTest). ownWords lists them.
-constexpr const char *PlannerKeywords[] = {"auto", "static_cast", "const", "return", "bool"};
+/// (`static_cast<bool>`, labels_guard.cpp: asTest) and the types asserted (`decltype`). ownWords lists them.
+constexpr const char *PlannerKeywords[] = {"auto", "static_cast", "const", "return", "bool", "decltype"};
 
 /// Half-open file offsets of an expression's tokens.
 std::pair<unsigned, unsigned> offsets(const Stmt *Node, const AstQuery &Query) {
@@ -144,15 +145,63 @@ std::string lossOptionsText(const CapturedSite &Site, const PatternSet &Patterns
   return Text;
 }
 
+bool containsLambda(const Stmt *S) {
+  if (!S)
+    return false;
+  if (isa<LambdaExpr>(S))
+    return true;
+  for (const Stmt *Child : S->children())
+    if (containsLambda(Child))
+      return true;
+  return false;
+}
+
+std::vector<AnalysedExpression> analysedExpressions(const CapturedSite &Site, const std::string &HiddenText,
+                                                    const AstQuery &Query) {
+  const HeadCall &Head = *Site.Head;
+  std::vector<std::pair<std::string, const Expr *>> Read;
+  // A module head: its module's class decides what its call computes (one class's `forward` for another's
+  // is what a compiler reading the code otherwise would run); a function head: its weight and bias.
+  if (Head.Kind == HeadKind::Module) {
+    // The module as written (Head.Text): not the base class a holder's operator() is called on, nor what its
+    // `->` returns.
+    const Expr *Module = AstQuery::spelled(Head.Object);
+    if (const auto *Arrow = dyn_cast<CXXOperatorCallExpr>(Module); Arrow && Arrow->getOperator() == OO_Arrow)
+      Module = AstQuery::spelled(Arrow->getArg(0));
+    Read.emplace_back(Head.Text, Module);
+  }
+  else
+    for (size_t I = 0; I < Head.Copied.size(); ++I)
+      Read.emplace_back(I == 0 ? Head.Weight : Head.Bias, Head.Copied[I]);
+  // A hoisted input is read through its local, whatever its expression holds.
+  const Expr *Hidden = AstQuery::spelled(Head.Hidden);
+  Read.emplace_back(HiddenText, Hidden);
+  if (Site.TargetBase)
+    Read.emplace_back(Query.argumentText(Site.TargetBase), Site.TargetBase);
+  std::vector<AnalysedExpression> Analysed;
+  for (auto [Text, E] : Read) {
+    E = AstQuery::spelled(E);  // as written: not converted to the parameter's type (`b` to an optional bias)
+    if (!E || (containsLambda(E) && !(E == Hidden && Site.HoistHidden)))
+      continue;  // before C++20 a lambda may not be an operand of decltype
+    if (std::optional<std::string> Type = spelledDecayedType(E->getType(), Query.context()))
+      Analysed.push_back({Text, *Type});
+  }
+  return Analysed;
+}
+
 std::set<std::string> ownWords(const PatternSet &Patterns, const LangOptions &Language,
-                               const std::string &HiddenName, const StandInNames &StandIns) {
+                               const std::string &HiddenName, const StandInNames &StandIns,
+                               const std::vector<AnalysedExpression> &Analysed) {
   const ReplacementPattern &Replacement = Patterns.Replacement;
   std::vector<std::string> Texts = {Replacement.Call,          Replacement.OptionsType,   Replacement.Enabled,
                                     Replacement.SkipLogits,    Replacement.UndefinedTensor, Replacement.SkippedLogits,
                                     Replacement.SkippedLogitsAfter, Replacement.LogitsAsPassedSetter,
                                     Replacement.ShiftDims,     Replacement.TensorType,    Replacement.ModuleOptions,
                                     Replacement.LossDtypeSetter, Patterns.Benign.CastMethod, HiddenName,
-                                    StandIns.Logits,           StandIns.Labels};
+                                    StandIns.Logits,           StandIns.Labels, Replacement.AnalysedSetter,
+                                    Replacement.AnalysedTypes};
+  for (const AnalysedExpression &Item : Analysed)
+    Texts.push_back(Item.Type);
   Texts.insert(Texts.end(), std::begin(PlannerKeywords), std::end(PlannerKeywords));
   for (const ModuleHeadPattern &Rule : Patterns.ModuleHeads) {
     Texts.push_back(Rule.Weight);
@@ -263,9 +312,16 @@ std::vector<tooling::Replacement> planSiteEdits(const CapturedSite &Site, const 
                          ", " + asCode(Site.Input, Site.InputBase, Site, Patterns, Query, StandIn) + ", " +
                          ShiftDims + Labels + "})";
 
+  // The types the site was decided on, for the build's compiler to check (it may read the code otherwise).
+  std::string Analysed;
+  for (const AnalysedExpression &Item : analysedExpressions(Site, HiddenText, Query))
+    Analysed += (Analysed.empty() ? "" : ", ") + std::string("decltype(") + Item.Text + "), " + Item.Type;
+  if (!Analysed.empty())
+    Analysed = "." + Replacement.AnalysedSetter + "(" + Replacement.AnalysedTypes + "<" + Analysed + ">())";
+
   std::string Fused = Replacement.Call + "(" + HiddenText + ", " + Head.Weight + ", " +
                       (Head.Bias.empty() ? Replacement.UndefinedTensor : Head.Bias) + ", " + Site.LabelsText + ", " +
-                      lossOptionsText(Site, Patterns) + AsPassed + ")";
+                      lossOptionsText(Site, Patterns) + AsPassed + Analysed + ")";
   if (!carriesUpcastInOptions(Site, Patterns))
     for (const std::string &Cast : Site.Casts)
       Fused += Cast;

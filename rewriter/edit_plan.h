@@ -30,14 +30,28 @@ std::vector<clang::tooling::Replacement> planSiteEdits(const CapturedSite &Site,
                                                        const AstQuery &Query, const std::string &HiddenName,
                                                        const StandInNames &StandIns);
 
+/// An expression the fused call reads in place of the original's code, with the type the analysis gave it
+/// (type_spelling.h), for the build's compiler to check (`.analysed(AnalysedTypes<decltype(Text), Type>())`).
+struct AnalysedExpression {
+  std::string Text;  ///< as the fused call spells it
+  std::string Type;  ///< e.g. `::torch::nn::Linear`
+};
+
+/// What the rewritten call asserts the types of: the head's module (a function head's weight and bias),
+/// the head's input (HiddenText, as the fused call spells it) and the labels the loss starts from, each
+/// where its type can be named and its expression can be an operand of decltype (no lambda in it).
+std::vector<AnalysedExpression> analysedExpressions(const CapturedSite &Site, const std::string &HiddenText,
+                                                    const AstQuery &Query);
+
 /// Every name the edits planned with these names may write that is not a copy of the program's text: the
 /// replacement's names (`lmfuse`, `enabled`, the stand-ins, the hoisted local), the rule set's members the
 /// head and loss are read through (`weight`, `bias`, `options`), the option table's setters with the
-/// reductions' enumerators, the labels' cast method, and the planner's own keywords (`auto`, `const`).
-/// findEditRefusal checks each for a macro where it is written, whether or not the program's moved code
-/// spells the same name.
+/// reductions' enumerators, the labels' cast method, the planner's own keywords (`auto`, `const`,
+/// `decltype`) and the names in the types the site asserts (Analysed). findEditRefusal checks each for a
+/// macro where it is written, whether or not the program's moved code spells the same name.
 std::set<std::string> ownWords(const PatternSet &Patterns, const clang::LangOptions &Language,
-                               const std::string &HiddenName, const StandInNames &StandIns);
+                               const std::string &HiddenName, const StandInNames &StandIns,
+                               const std::vector<AnalysedExpression> &Analysed);
 
 /// The fused call's options, e.g. `lmfuse::LossOptions().ignore_index(-1).shift(true)`.
 std::string lossOptionsText(const CapturedSite &Site, const PatternSet &Patterns);

@@ -255,6 +255,8 @@ template <> struct MappingTraits<ReplacementPattern> {
     Io.mapRequired("skipped_logits_after", P.SkippedLogitsAfter);
     Io.mapRequired("logits_as_passed", P.LogitsAsPassedSetter);
     Io.mapRequired("shift_dims", P.ShiftDims);
+    Io.mapRequired("analysed", P.AnalysedSetter);
+    Io.mapRequired("analysed_types", P.AnalysedTypes);
     Io.mapRequired("tensor_type", P.TensorType);
     Io.mapOptional("stand_in", P.StandIn, std::string("lmfuse_logits"));
     Io.mapOptional("labels_stand_in", P.LabelsStandIn, std::string("lmfuse_labels"));

@@ -216,6 +216,10 @@ struct ReplacementPattern {
   /// the variable it starts from, checked by the fused call when it runs.
   std::string LogitsAsPassedSetter;
   std::string ShiftDims;
+  /// Options setter taking AnalysedTypes<decltype(<expression>), <its type>, ...>(): the types the site was
+  /// decided on, for the build's compiler to check (torch/include/lmfuse/analysed.h).
+  std::string AnalysedSetter;
+  std::string AnalysedTypes;
   /// Code is a lambda `[&](const TensorType &StandIn) { return <the original's text>; }`.
   std::string TensorType;
   std::string StandIn = "lmfuse_logits";

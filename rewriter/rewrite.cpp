@@ -390,7 +390,8 @@ TranslationUnitResult analyzeTranslationUnit(ASTContext &Context, Preprocessor &
                                   unusedName(Patterns.Replacement.LabelsStandIn)};
       std::vector<tooling::Replacement> Edits = planSiteEdits(Site, Patterns, Query, HiddenName, StandIns);
       if (auto Refused = findEditRefusal(Site, Edits,
-                                         ownWords(Patterns, Query.context().getLangOpts(), HiddenName, StandIns),
+                                         ownWords(Patterns, Query.context().getLangOpts(), HiddenName, StandIns,
+                                                  analysedExpressions(Site, HiddenName, Query)),
                                          Query)) {
         refuse(Record, *Refused);
       } else {

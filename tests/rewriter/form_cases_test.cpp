@@ -30,7 +30,8 @@ const Case Accepted[] = {
     if (targets.defined())
       loss = lmfuse::enabled()
           ? lmfuse::linear_cross_entropy(x, wte->weight, torch::Tensor(), targets, lmfuse::LossOptions()
-              .logits_as_passed({"model.cpp:N", logits, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits.view({-1, logits.size(-1)}); }, {}, targets, [&](const torch::Tensor &lmfuse_labels) { return lmfuse_labels.view(-1); }}))
+              .logits_as_passed({"model.cpp:N", logits, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits.view({-1, logits.size(-1)}); }, {}, targets, [&](const torch::Tensor &lmfuse_labels) { return lmfuse_labels.view(-1); }})
+              .analysed(lmfuse::AnalysedTypes<decltype(wte->weight), ::at::Tensor, decltype(x), ::at::Tensor, decltype(targets), ::at::Tensor>()))
           : F::cross_entropy(logits.view({-1, logits.size(-1)}), targets.view(-1));
     return {logits, loss};
   }
@@ -51,7 +52,8 @@ const Case Accepted[] = {
     auto shift_labels = labels.slice(1, 1).contiguous();
     return lmfuse::enabled()
         ? lmfuse::linear_cross_entropy(h, lm_head_weight, torch::Tensor(), labels, lmfuse::LossOptions().shift(true)
-            .logits_as_passed({"model.cpp:N", shift_logits, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits.view({-1, shift_logits.size(-1)}); }, lmfuse::ShiftDims{1, 1}, shift_labels, [&](const torch::Tensor &lmfuse_labels) { return lmfuse_labels.view(-1); }}))
+            .logits_as_passed({"model.cpp:N", shift_logits, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits.view({-1, shift_logits.size(-1)}); }, lmfuse::ShiftDims{1, 1}, shift_labels, [&](const torch::Tensor &lmfuse_labels) { return lmfuse_labels.view(-1); }})
+            .analysed(lmfuse::AnalysedTypes<decltype(lm_head_weight), ::at::Tensor, decltype(h), ::at::Tensor, decltype(shift_labels), ::at::Tensor>()))
         : F::cross_entropy(shift_logits.view({-1, shift_logits.size(-1)}), shift_labels.view(-1));
   }
 )"},
@@ -66,7 +68,8 @@ const Case Accepted[] = {
     auto logits = lmfuse::skip_logits() ? lmfuse::skipped_logits(lmfuse_hidden, wte->weight, "model.cpp:N", 2) : torch::mm(lmfuse_hidden, wte->weight.transpose(-1, -2));
     return lmfuse::enabled()
         ? lmfuse::linear_cross_entropy(lmfuse_hidden, wte->weight, torch::Tensor(), y, lmfuse::LossOptions().ignore_index(pad_id_)
-            .logits_as_passed({"model.cpp:N", logits, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits; }, {}, y, [&](const torch::Tensor &lmfuse_labels) { return lmfuse_labels.view(-1); }}))
+            .logits_as_passed({"model.cpp:N", logits, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits; }, {}, y, [&](const torch::Tensor &lmfuse_labels) { return lmfuse_labels.view(-1); }})
+            .analysed(lmfuse::AnalysedTypes<decltype(wte->weight), ::at::Tensor, decltype(lmfuse_hidden), ::at::Tensor, decltype(y), ::at::Tensor>()))
         : F::cross_entropy(logits, y.view(-1), F::CrossEntropyFuncOptions().ignore_index(pad_id_));
   }
 )"},
@@ -80,7 +83,8 @@ const Case Accepted[] = {
   torch::Tensor loss(const torch::Tensor &h, const torch::Tensor &y) {
     return lmfuse::enabled()
         ? lmfuse::linear_cross_entropy(h, lm_head_weight, torch::Tensor(), y, lmfuse::LossOptions()
-            .logits_as_passed({"model.cpp:N", {}, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits; }, {}, y, [&](const torch::Tensor &lmfuse_labels) { return lmfuse_labels; }}))
+            .logits_as_passed({"model.cpp:N", {}, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits; }, {}, y, [&](const torch::Tensor &lmfuse_labels) { return lmfuse_labels; }})
+            .analysed(lmfuse::AnalysedTypes<decltype(lm_head_weight), ::at::Tensor, decltype(h), ::at::Tensor, decltype(y), ::at::Tensor>()))
         : F::cross_entropy(h.mm(lm_head_weight.t()), y);
   }
 )"},
@@ -103,7 +107,8 @@ const Case Accepted[] = {
     if (targets.defined())
       loss = lmfuse::enabled()
           ? lmfuse::linear_cross_entropy(lmfuse_hidden, lm_head->weight, lm_head->bias, targets, lmfuse::module_loss_options(criterion->options, criterion->weight)
-              .logits_as_passed({"model.cpp:N", logits, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits.view({-1, logits.size(-1)}); }, {}, targets, [&](const torch::Tensor &lmfuse_labels) { return lmfuse_labels.view(-1); }}))
+              .logits_as_passed({"model.cpp:N", logits, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits.view({-1, logits.size(-1)}); }, {}, targets, [&](const torch::Tensor &lmfuse_labels) { return lmfuse_labels.view(-1); }})
+              .analysed(lmfuse::AnalysedTypes<decltype(lm_head), ::torch::nn::Linear, decltype(lmfuse_hidden), ::at::Tensor, decltype(targets), ::at::Tensor>()))
           : criterion(logits.view({-1, logits.size(-1)}), targets.view(-1));
     return {logits, loss};
   }
@@ -123,7 +128,8 @@ const Case Accepted[] = {
     auto logits = lmfuse::skip_logits() ? lmfuse::skipped_logits(out, lm_head->weight, lm_head->bias, "model.cpp:N") : lm_head->forward(out);
     auto loss = lmfuse::enabled()
         ? lmfuse::linear_cross_entropy(out, lm_head->weight, lm_head->bias, y, lmfuse::module_loss_options(criterion->options, criterion->weight)
-            .logits_as_passed({"model.cpp:N", logits, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits.view({-1, logits.size(-1)}); }, {}, y, [&](const torch::Tensor &lmfuse_labels) { return lmfuse_labels.view(-1); }}))
+            .logits_as_passed({"model.cpp:N", logits, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits.view({-1, logits.size(-1)}); }, {}, y, [&](const torch::Tensor &lmfuse_labels) { return lmfuse_labels.view(-1); }})
+            .analysed(lmfuse::AnalysedTypes<decltype(lm_head), ::torch::nn::Linear, decltype(out), ::at::Tensor, decltype(y), ::at::Tensor>()))
         : criterion->forward(logits.view({-1, logits.size(-1)}), y.view(-1));
     return loss;
   }
@@ -148,7 +154,8 @@ const Case Accepted[] = {
     auto logits = lmfuse::skip_logits() ? lmfuse::skipped_logits(h, lm_head->weight, lm_head->bias, "model.cpp:N") : lm_head(h);
     return lmfuse::enabled()
         ? lmfuse::linear_cross_entropy(h, lm_head->weight, lm_head->bias, y, lmfuse::module_loss_options(loss_fn->options, loss_fn->weight)
-            .logits_as_passed({"model.cpp:N", logits, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits; }, {}, y, [&](const torch::Tensor &lmfuse_labels) { return lmfuse_labels; }}))
+            .logits_as_passed({"model.cpp:N", logits, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits; }, {}, y, [&](const torch::Tensor &lmfuse_labels) { return lmfuse_labels; }})
+            .analysed(lmfuse::AnalysedTypes<decltype(lm_head), ::torch::nn::Linear, decltype(h), ::at::Tensor, decltype(y), ::at::Tensor>()))
         : loss_fn(logits, y);
   }
 )"},
@@ -164,7 +171,8 @@ const Case Accepted[] = {
     auto logits = lmfuse::skip_logits() ? lmfuse::skipped_logits(h, lm_head->weight, lm_head->bias, "model.cpp:N") : lm_head(h);
     return lmfuse::enabled()
         ? lmfuse::linear_cross_entropy(h, lm_head->weight, lm_head->bias, y, lmfuse::LossOptions().ignore_index(0)
-            .logits_as_passed({"model.cpp:N", logits, [&](const torch::Tensor &lmfuse_logits) { return F::log_softmax(lmfuse_logits.view({-1, logits.size(-1)}), -1); }, {}, y, [&](const torch::Tensor &lmfuse_labels) { return lmfuse_labels.view(-1); }}))
+            .logits_as_passed({"model.cpp:N", logits, [&](const torch::Tensor &lmfuse_logits) { return F::log_softmax(lmfuse_logits.view({-1, logits.size(-1)}), -1); }, {}, y, [&](const torch::Tensor &lmfuse_labels) { return lmfuse_labels.view(-1); }})
+            .analysed(lmfuse::AnalysedTypes<decltype(lm_head), ::torch::nn::Linear, decltype(h), ::at::Tensor, decltype(y), ::at::Tensor>()))
         : F::nll_loss(F::log_softmax(logits.view({-1, logits.size(-1)}), -1), y.view(-1),
                        F::NLLLossFuncOptions().ignore_index(0));
   }
@@ -179,7 +187,8 @@ const Case Accepted[] = {
     auto logits = lmfuse::skip_logits() ? lmfuse::skipped_logits(h, wte->weight, "model.cpp:N") : F::linear(h, wte->weight);
     return lmfuse::enabled()
         ? lmfuse::linear_cross_entropy(h, wte->weight, torch::Tensor(), y, lmfuse::LossOptions().reduction(lmfuse::Reduction::Sum).dtype(torch::kFloat)
-            .logits_as_passed({"model.cpp:N", logits, [&](const torch::Tensor &lmfuse_logits) { return torch::log_softmax(lmfuse_logits, -1, torch::kFloat); }, {}, y, [&](const torch::Tensor &lmfuse_labels) { return lmfuse_labels; }}))
+            .logits_as_passed({"model.cpp:N", logits, [&](const torch::Tensor &lmfuse_logits) { return torch::log_softmax(lmfuse_logits, -1, torch::kFloat); }, {}, y, [&](const torch::Tensor &lmfuse_labels) { return lmfuse_labels; }})
+            .analysed(lmfuse::AnalysedTypes<decltype(wte->weight), ::at::Tensor, decltype(h), ::at::Tensor, decltype(y), ::at::Tensor>()))
         : torch::nll_loss(torch::log_softmax(logits, -1, torch::kFloat), y, {}, at::Reduction::Sum);
   }
 )"},
@@ -201,7 +210,8 @@ const Case Accepted[] = {
       auto logp = lmfuse::skip_logits() ? lmfuse::skipped_logits_after(logits, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits.log_softmax(-1); }) : logits.log_softmax(-1);
       loss = lmfuse::enabled()
           ? lmfuse::linear_cross_entropy(x, lm_head->weight, lm_head->bias, *targets, lmfuse::LossOptions()
-              .logits_as_passed({"model.cpp:N", logp, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits.view({-1, logp.size(-1)}); }, {}, *targets, [&](const torch::Tensor &lmfuse_labels) { return lmfuse_labels.view(-1); }}))
+              .logits_as_passed({"model.cpp:N", logp, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits.view({-1, logp.size(-1)}); }, {}, *targets, [&](const torch::Tensor &lmfuse_labels) { return lmfuse_labels.view(-1); }})
+              .analysed(lmfuse::AnalysedTypes<decltype(lm_head), ::torch::nn::Linear, decltype(x), ::at::Tensor, decltype(targets), ::c10::optional< ::at::Tensor>>()))
           : F::nll_loss(logp.view({-1, logp.size(-1)}), targets->view(-1));
     }
     return {logits, loss};
@@ -219,7 +229,8 @@ const Case Accepted[] = {
     auto logits = lmfuse::skip_logits() ? lmfuse::skipped_logits(h, lm_head->weight, lm_head->bias, "model.cpp:N") : lm_head(h);
     return lmfuse::enabled()
         ? lmfuse::linear_cross_entropy(h, lm_head->weight, lm_head->bias, y, lmfuse::module_loss_options(nll->options, nll->weight)
-            .logits_as_passed({"model.cpp:N", logits, [&](const torch::Tensor &lmfuse_logits) { return F::log_softmax(lmfuse_logits, F::LogSoftmaxFuncOptions(-1)); }, {}, y, [&](const torch::Tensor &lmfuse_labels) { return lmfuse_labels; }}))
+            .logits_as_passed({"model.cpp:N", logits, [&](const torch::Tensor &lmfuse_logits) { return F::log_softmax(lmfuse_logits, F::LogSoftmaxFuncOptions(-1)); }, {}, y, [&](const torch::Tensor &lmfuse_labels) { return lmfuse_labels; }})
+            .analysed(lmfuse::AnalysedTypes<decltype(lm_head), ::torch::nn::Linear, decltype(h), ::at::Tensor, decltype(y), ::at::Tensor>()))
         : nll(F::log_softmax(logits, F::LogSoftmaxFuncOptions(-1)), y);
   }
 )"},

@@ -198,7 +198,8 @@ TEST_CASE("the words the rewrite writes of its own", "[patterns]") {
   REQUIRE(static_cast<bool>(Loaded));
   clang::LangOptions Language;
   Language.CPlusPlus = Language.CPlusPlus11 = Language.CPlusPlus14 = Language.CPlusPlus17 = true;
-  std::set<std::string> Words = ownWords(*Loaded, Language, "lmfuse_hidden3", {"lmfuse_logits2", "lmfuse_labels"});
+  std::set<std::string> Words = ownWords(*Loaded, Language, "lmfuse_hidden3", {"lmfuse_logits2", "lmfuse_labels"},
+                                         {{"head", "::my::Head"}, {"h", "::std::vector<::at::Tensor>"}});
   std::string Listed;
   for (const std::string &Word : Words)
     Listed += Word + " ";
@@ -208,12 +209,15 @@ TEST_CASE("the words the rewrite writes of its own", "[patterns]") {
                      "lmfuse", "linear_cross_entropy", "LossOptions", "enabled", "skip_logits", "skipped_logits",
                      "skipped_logits_after", "logits_as_passed", "ShiftDims", "torch", "Tensor",
                      "module_loss_options", "dtype", "lmfuse_hidden3", "lmfuse_logits2", "lmfuse_labels",
+                     "analysed", "AnalysedTypes",
+                     // the names in the types the site asserts
+                     "my", "Head", "std", "vector", "at",
                      // the head's members and the module loss's, the labels' cast
                      "weight", "bias", "options", "to",
                      // the option table's setters and the enumerator of the reduction it writes (the mean is the default)
                      "ignore_index", "label_smoothing", "reduction", "Reduction", "Sum", "shift", "true",
                      // the planner's keywords
-                     "auto", "static_cast", "const", "return", "bool"});
+                     "auto", "static_cast", "const", "return", "bool", "decltype"});
 }
 
 TEST_CASE("qualified names may be written with a leading ::", "[patterns]") {

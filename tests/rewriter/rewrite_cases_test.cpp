@@ -32,7 +32,8 @@ const Case Cases[] = {
     if (targets.has_value()) {
       loss = lmfuse::enabled()
           ? lmfuse::linear_cross_entropy(x, lm_head->weight, lm_head->bias, *targets, lmfuse::LossOptions().ignore_index(-1)
-              .logits_as_passed({"model.cpp:N", logits, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits.view({-1, logits.size(-1)}); }, {}, *targets, [&](const torch::Tensor &lmfuse_labels) { return lmfuse_labels.view(-1); }}))
+              .logits_as_passed({"model.cpp:N", logits, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits.view({-1, logits.size(-1)}); }, {}, *targets, [&](const torch::Tensor &lmfuse_labels) { return lmfuse_labels.view(-1); }})
+              .analysed(lmfuse::AnalysedTypes<decltype(lm_head), ::torch::nn::Linear, decltype(x), ::at::Tensor, decltype(targets), ::c10::optional< ::at::Tensor>>()))
           : F::cross_entropy(logits.view({-1, logits.size(-1)}), targets->view(-1),
                               F::CrossEntropyFuncOptions().ignore_index(-1));
     }
@@ -58,7 +59,8 @@ const Case Cases[] = {
       logits = lmfuse::skip_logits() ? lmfuse::skipped_logits(x, lm_head->weight, lm_head->bias, "model.cpp:N") : lm_head(x);
       loss = lmfuse::enabled()
           ? lmfuse::linear_cross_entropy(x, lm_head->weight, lm_head->bias, targets, lmfuse::LossOptions().ignore_index(-1)
-              .logits_as_passed({"model.cpp:N", logits, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits.view({-1, logits.size(-1)}); }, {}, targets, [&](const torch::Tensor &lmfuse_labels) { return lmfuse_labels.view(-1); }}))
+              .logits_as_passed({"model.cpp:N", logits, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits.view({-1, logits.size(-1)}); }, {}, targets, [&](const torch::Tensor &lmfuse_labels) { return lmfuse_labels.view(-1); }})
+              .analysed(lmfuse::AnalysedTypes<decltype(lm_head), ::torch::nn::Linear, decltype(x), ::at::Tensor, decltype(targets), ::at::Tensor>()))
           : F::cross_entropy(logits.view({-1, logits.size(-1)}), targets.view(-1),
                               F::CrossEntropyFuncOptions().ignore_index(-1));
     } else {
@@ -81,7 +83,8 @@ const Case Cases[] = {
     if (labels) {
       last_loss = lmfuse::enabled()
           ? lmfuse::linear_cross_entropy(h, lm_head->weight, lm_head->bias, labels.value(), lmfuse::LossOptions()
-              .logits_as_passed({"model.cpp:N", logits, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits.reshape({-1, 32}); }, {}, labels.value(), [&](const torch::Tensor &lmfuse_labels) { return lmfuse_labels.reshape({-1}); }}))
+              .logits_as_passed({"model.cpp:N", logits, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits.reshape({-1, 32}); }, {}, labels.value(), [&](const torch::Tensor &lmfuse_labels) { return lmfuse_labels.reshape({-1}); }})
+              .analysed(lmfuse::AnalysedTypes<decltype(lm_head), ::torch::nn::Linear, decltype(h), ::at::Tensor, decltype(labels.value()), ::at::Tensor>()))
           : F::cross_entropy(logits.reshape({-1, 32}), labels.value().reshape({-1}));
     }
     return logits;
@@ -102,7 +105,8 @@ const Case Cases[] = {
     if (labels != nullptr)
       loss = lmfuse::enabled()
           ? lmfuse::linear_cross_entropy(h, lm_head->weight, lm_head->bias, *labels, lmfuse::LossOptions()
-              .logits_as_passed({"model.cpp:N", logits, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits.flatten(0, 1); }, {}, *labels, [&](const torch::Tensor &lmfuse_labels) { return lmfuse_labels.flatten(); }}))
+              .logits_as_passed({"model.cpp:N", logits, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits.flatten(0, 1); }, {}, *labels, [&](const torch::Tensor &lmfuse_labels) { return lmfuse_labels.flatten(); }})
+              .analysed(lmfuse::AnalysedTypes<decltype(lm_head), ::torch::nn::Linear, decltype(h), ::at::Tensor, decltype(labels), const ::at::Tensor *>()))
           : F::cross_entropy(logits.flatten(0, 1), labels->flatten());
     return {logits, loss};
   }
@@ -120,7 +124,8 @@ const Case Cases[] = {
     if (!labels.has_value()) return {logits, {}};
     auto loss = lmfuse::enabled()
         ? lmfuse::linear_cross_entropy(h, lm_head->weight, lm_head->bias, *labels, lmfuse::LossOptions()
-            .logits_as_passed({"model.cpp:N", logits, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits.view({-1, 32}); }, {}, *labels, [&](const torch::Tensor &lmfuse_labels) { return lmfuse_labels.view(-1); }}))
+            .logits_as_passed({"model.cpp:N", logits, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits.view({-1, 32}); }, {}, *labels, [&](const torch::Tensor &lmfuse_labels) { return lmfuse_labels.view(-1); }})
+            .analysed(lmfuse::AnalysedTypes<decltype(lm_head), ::torch::nn::Linear, decltype(h), ::at::Tensor, decltype(labels), ::c10::optional< ::at::Tensor>>()))
         : F::cross_entropy(logits.view({-1, 32}), labels->view(-1));
     return {logits, loss};
   }
@@ -143,7 +148,8 @@ const Case Cases[] = {
       auto y = *labels;
       loss = lmfuse::enabled()
           ? lmfuse::linear_cross_entropy(h, lm_head->weight, lm_head->bias, y.to(torch::kLong), lmfuse::LossOptions()
-              .logits_as_passed({"model.cpp:N", logits, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits.view({-1, 32}); }, {}, y, [&](const torch::Tensor &lmfuse_labels) { return lmfuse_labels.view(-1).to(torch::kLong); }}))
+              .logits_as_passed({"model.cpp:N", logits, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits.view({-1, 32}); }, {}, y, [&](const torch::Tensor &lmfuse_labels) { return lmfuse_labels.view(-1).to(torch::kLong); }})
+              .analysed(lmfuse::AnalysedTypes<decltype(lm_head), ::torch::nn::Linear, decltype(h), ::at::Tensor, decltype(y), ::at::Tensor>()))
           : F::cross_entropy(logits.view({-1, 32}), y.view(-1).to(torch::kLong));
     }
     return loss;
@@ -163,7 +169,8 @@ const Case Cases[] = {
     if (labels.has_value()) {
       loss = lmfuse::enabled()
           ? lmfuse::linear_cross_entropy(h, lm_head->weight, lm_head->bias, (*labels).to(torch::kLong), lmfuse::LossOptions()
-              .logits_as_passed({"model.cpp:N", {}, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits.view({-1, 32}); }, {}, *labels, [&](const torch::Tensor &lmfuse_labels) { return lmfuse_labels.view(-1).to(torch::kLong); }}))
+              .logits_as_passed({"model.cpp:N", {}, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits.view({-1, 32}); }, {}, *labels, [&](const torch::Tensor &lmfuse_labels) { return lmfuse_labels.view(-1).to(torch::kLong); }})
+              .analysed(lmfuse::AnalysedTypes<decltype(lm_head), ::torch::nn::Linear, decltype(h), ::at::Tensor, decltype(labels), ::c10::optional< ::at::Tensor>>()))
           : F::cross_entropy(lm_head(h).view({-1, 32}), labels->view(-1).to(torch::kLong));
     }
     return loss;
@@ -187,7 +194,8 @@ const Case Cases[] = {
       auto y = labels->to(logits.device());
       loss = lmfuse::enabled()
           ? lmfuse::linear_cross_entropy(h, lm_head->weight, lm_head->bias, y, lmfuse::LossOptions()
-              .logits_as_passed({"model.cpp:N", logits, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits.view({-1, 32}); }, {}, y, [&](const torch::Tensor &lmfuse_labels) { return lmfuse_labels.view(-1); }}))
+              .logits_as_passed({"model.cpp:N", logits, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits.view({-1, 32}); }, {}, y, [&](const torch::Tensor &lmfuse_labels) { return lmfuse_labels.view(-1); }})
+              .analysed(lmfuse::AnalysedTypes<decltype(lm_head), ::torch::nn::Linear, decltype(h), ::at::Tensor, decltype(y), ::at::Tensor>()))
           : F::cross_entropy(logits.view({-1, 32}), y.view(-1));
     }
     return {logits, loss};
@@ -206,7 +214,8 @@ const Case Cases[] = {
     torch::Tensor loss;
     if (labels) loss = lmfuse::enabled()
         ? lmfuse::linear_cross_entropy(h, lm_head->weight, lm_head->bias, (*labels).to(logits.device()), lmfuse::LossOptions()
-            .logits_as_passed({"model.cpp:N", logits, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits.view({-1, 32}); }, {}, labels->to(logits.device()), [&](const torch::Tensor &lmfuse_labels) { return lmfuse_labels.view(-1); }}))
+            .logits_as_passed({"model.cpp:N", logits, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits.view({-1, 32}); }, {}, labels->to(logits.device()), [&](const torch::Tensor &lmfuse_labels) { return lmfuse_labels.view(-1); }})
+            .analysed(lmfuse::AnalysedTypes<decltype(lm_head), ::torch::nn::Linear, decltype(h), ::at::Tensor, decltype(labels->to(logits.device())), ::at::Tensor>()))
         : F::cross_entropy(logits.view({-1, 32}), labels->to(logits.device()).view(-1));
     return loss;
   }
@@ -221,7 +230,8 @@ const Case Cases[] = {
     auto logits = lmfuse::skip_logits() ? lmfuse::skipped_logits(h, lm_head->weight, lm_head->bias, "model.cpp:N") : lm_head(h);
     return lmfuse::enabled()
         ? lmfuse::linear_cross_entropy(h, lm_head->weight, lm_head->bias, labels.to(logits.device()), lmfuse::LossOptions()
-            .logits_as_passed({"model.cpp:N", logits, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits.view({-1, 32}); }, {}, labels, [&](const torch::Tensor &lmfuse_labels) { return lmfuse_labels.view(-1).to(logits.device()); }}))
+            .logits_as_passed({"model.cpp:N", logits, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits.view({-1, 32}); }, {}, labels, [&](const torch::Tensor &lmfuse_labels) { return lmfuse_labels.view(-1).to(logits.device()); }})
+            .analysed(lmfuse::AnalysedTypes<decltype(lm_head), ::torch::nn::Linear, decltype(h), ::at::Tensor, decltype(labels), ::at::Tensor>()))
         : F::cross_entropy(logits.view({-1, 32}), labels.view(-1).to(logits.device()));
   }
 )"},
@@ -237,7 +247,8 @@ const Case Cases[] = {
     auto shift_logits = lmfuse::skip_logits() ? lmfuse::skipped_logits_after(logits, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits.slice(1, 0, -1); }) : logits.slice(1, 0, -1);
     return lmfuse::enabled()
         ? lmfuse::linear_cross_entropy(h, lm_head->weight, lm_head->bias, labels.to(torch::kCUDA).to(torch::kLong), lmfuse::LossOptions().shift(true)
-            .logits_as_passed({"model.cpp:N", shift_logits, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits.reshape({-1, 32}); }, lmfuse::ShiftDims{1, 1}, labels.to(torch::kCUDA), [&](const torch::Tensor &lmfuse_labels) { return lmfuse_labels.to(torch::kLong).slice(1, 1).reshape(-1); }}))
+            .logits_as_passed({"model.cpp:N", shift_logits, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits.reshape({-1, 32}); }, lmfuse::ShiftDims{1, 1}, labels.to(torch::kCUDA), [&](const torch::Tensor &lmfuse_labels) { return lmfuse_labels.to(torch::kLong).slice(1, 1).reshape(-1); }})
+            .analysed(lmfuse::AnalysedTypes<decltype(lm_head), ::torch::nn::Linear, decltype(h), ::at::Tensor, decltype(labels.to(torch::kCUDA)), ::at::Tensor>()))
         : F::cross_entropy(shift_logits.reshape({-1, 32}), labels.to(torch::kCUDA).to(torch::kLong).slice(1, 1).reshape(-1));
   }
 )"},
@@ -260,7 +271,8 @@ const Case Cases[] = {
       namespace G = torch::nn::functional;
       loss = lmfuse::enabled()
           ? lmfuse::linear_cross_entropy(h, lm_head->weight, lm_head->bias, labels, lmfuse::LossOptions().label_smoothing(0.1).reduction(lmfuse::Reduction::Sum)
-              .logits_as_passed({"model.cpp:N", logits, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits.view({-1, 32}); }, {}, labels, [&](const torch::Tensor &lmfuse_labels) { return lmfuse_labels.view(-1); }}))
+              .logits_as_passed({"model.cpp:N", logits, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits.view({-1, 32}); }, {}, labels, [&](const torch::Tensor &lmfuse_labels) { return lmfuse_labels.view(-1); }})
+              .analysed(lmfuse::AnalysedTypes<decltype(lm_head), ::torch::nn::Linear, decltype(h), ::at::Tensor, decltype(labels), ::at::Tensor>()))
           : G::cross_entropy(logits.view({-1, 32}), labels.view(-1),
                               G::CrossEntropyFuncOptions().label_smoothing(0.1).reduction(torch::kSum));
     }
@@ -283,7 +295,8 @@ const Case Cases[] = {
     if (labels.defined()) {
       loss = lmfuse::enabled()
           ? lmfuse::linear_cross_entropy(h, lm_head->weight, lm_head->bias, labels, lmfuse::LossOptions().ignore_index(-1).reduction(lmfuse::Reduction::Sum)
-              .logits_as_passed({"model.cpp:N", logits, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits.view({-1, 32}); }, {}, labels, [&](const torch::Tensor &lmfuse_labels) { return lmfuse_labels.view(-1); }}))
+              .logits_as_passed({"model.cpp:N", logits, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits.view({-1, 32}); }, {}, labels, [&](const torch::Tensor &lmfuse_labels) { return lmfuse_labels.view(-1); }})
+              .analysed(lmfuse::AnalysedTypes<decltype(lm_head), ::torch::nn::Linear, decltype(h), ::at::Tensor, decltype(labels), ::at::Tensor>()))
           : torch::cross_entropy_loss(logits.view({-1, 32}), labels.view(-1), {}, at::Reduction::Sum, -1);
     }
     return loss;
@@ -300,7 +313,8 @@ const Case Cases[] = {
     if (labels.defined())
       return lmfuse::enabled()
           ? lmfuse::linear_cross_entropy(h, lm_head->weight, lm_head->bias, labels, lmfuse::LossOptions()
-              .logits_as_passed({"model.cpp:N", {}, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits.view({-1, 32}); }, {}, labels, [&](const torch::Tensor &lmfuse_labels) { return lmfuse_labels.view(-1); }}))
+              .logits_as_passed({"model.cpp:N", {}, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits.view({-1, 32}); }, {}, labels, [&](const torch::Tensor &lmfuse_labels) { return lmfuse_labels.view(-1); }})
+              .analysed(lmfuse::AnalysedTypes<decltype(lm_head), ::torch::nn::Linear, decltype(h), ::at::Tensor, decltype(labels), ::at::Tensor>()))
           : at::cross_entropy_loss(lm_head(h).view({-1, 32}), labels.view(-1));
     return {};
   }
@@ -324,7 +338,8 @@ const Case Cases[] = {
     if (labels.defined()) {
       loss = (lmfuse::enabled()
           ? lmfuse::linear_cross_entropy(h, lm_head->weight, lm_head->bias, labels, lmfuse::LossOptions().reduction(lmfuse::Reduction::Sum)
-              .logits_as_passed({"model.cpp:N", logits, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits.view({-1, 32}); }, {}, labels, [&](const torch::Tensor &lmfuse_labels) { return lmfuse_labels.view(-1); }}))
+              .logits_as_passed({"model.cpp:N", logits, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits.view({-1, 32}); }, {}, labels, [&](const torch::Tensor &lmfuse_labels) { return lmfuse_labels.view(-1); }})
+              .analysed(lmfuse::AnalysedTypes<decltype(lm_head), ::torch::nn::Linear, decltype(h), ::at::Tensor, decltype(labels), ::at::Tensor>()))
           : cross_entropy(logits.view({-1, 32}), labels.view(-1),
                            F::CrossEntropyFuncOptions().reduction(torch::kSum))) / n_items;
     }
@@ -349,7 +364,8 @@ const Case Cases[] = {
       logits = lmfuse::skip_logits() ? lmfuse::skipped_logits_after(logits, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits.view({-1, logits.size(-1)}); }) : logits.view({-1, logits.size(-1)});
       loss = lmfuse::enabled()
           ? lmfuse::linear_cross_entropy(h, lm_head->weight, lm_head->bias, labels, lmfuse::LossOptions()
-              .logits_as_passed({"model.cpp:N", logits, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits; }, {}, labels, [&](const torch::Tensor &lmfuse_labels) { return lmfuse_labels.view(-1); }}))
+              .logits_as_passed({"model.cpp:N", logits, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits; }, {}, labels, [&](const torch::Tensor &lmfuse_labels) { return lmfuse_labels.view(-1); }})
+              .analysed(lmfuse::AnalysedTypes<decltype(lm_head), ::torch::nn::Linear, decltype(h), ::at::Tensor, decltype(labels), ::at::Tensor>()))
           : F::cross_entropy(logits, labels.view(-1));
     }
     return loss;
@@ -369,7 +385,8 @@ const Case Cases[] = {
                                         : lm_head(h).view({-1, 32});
     auto loss = lmfuse::enabled()
         ? lmfuse::linear_cross_entropy(h, lm_head->weight, lm_head->bias, labels, lmfuse::LossOptions()
-            .logits_as_passed({"model.cpp:N", logits, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits; }, {}, labels, [&](const torch::Tensor &lmfuse_labels) { return lmfuse_labels.view(-1); }}))
+            .logits_as_passed({"model.cpp:N", logits, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits; }, {}, labels, [&](const torch::Tensor &lmfuse_labels) { return lmfuse_labels.view(-1); }})
+            .analysed(lmfuse::AnalysedTypes<decltype(lm_head), ::torch::nn::Linear, decltype(h), ::at::Tensor, decltype(labels), ::at::Tensor>()))
         : F::cross_entropy(logits, labels.view(-1));
     last_logits = logits;
     return loss;
@@ -387,7 +404,8 @@ const Case Cases[] = {
     auto logits = lmfuse::skip_logits() ? lmfuse::skipped_logits(h, lm_head->weight, lm_head->bias, "model.cpp:N") : lm_head(h);
     return lmfuse::enabled()
         ? lmfuse::linear_cross_entropy(h, lm_head->weight, lm_head->bias, labels, lmfuse::LossOptions()
-            .logits_as_passed({"model.cpp:N", logits, [&](const torch::Tensor &lmfuse_logits2) { return lmfuse_logits2.view({-1, lmfuse_logits}); }, {}, labels, [&](const torch::Tensor &lmfuse_labels) { return lmfuse_labels.view(-1); }}))
+            .logits_as_passed({"model.cpp:N", logits, [&](const torch::Tensor &lmfuse_logits2) { return lmfuse_logits2.view({-1, lmfuse_logits}); }, {}, labels, [&](const torch::Tensor &lmfuse_labels) { return lmfuse_labels.view(-1); }})
+            .analysed(lmfuse::AnalysedTypes<decltype(lm_head), ::torch::nn::Linear, decltype(h), ::at::Tensor, decltype(labels), ::at::Tensor>()))
         : F::cross_entropy(logits.view({-1, lmfuse_logits}), labels.view(-1));
   }
 )"},
@@ -407,7 +425,8 @@ const Case Cases[] = {
                                         : lm_head(h).view({B * T, 32});
     return lmfuse::enabled()
         ? lmfuse::linear_cross_entropy(h, lm_head->weight, lm_head->bias, labels, lmfuse::LossOptions()
-            .logits_as_passed({"model.cpp:N", logits, [&, &B = B, &T = T](const torch::Tensor &lmfuse_logits) { return lmfuse_logits.view({B * T, 32}); }, {}, labels, [&](const torch::Tensor &lmfuse_labels) { return lmfuse_labels.view(-1); }}))
+            .logits_as_passed({"model.cpp:N", logits, [&, &B = B, &T = T](const torch::Tensor &lmfuse_logits) { return lmfuse_logits.view({B * T, 32}); }, {}, labels, [&](const torch::Tensor &lmfuse_labels) { return lmfuse_labels.view(-1); }})
+            .analysed(lmfuse::AnalysedTypes<decltype(lm_head), ::torch::nn::Linear, decltype(h), ::at::Tensor, decltype(labels), ::at::Tensor>()))
         : F::cross_entropy(logits.view({B * T, 32}), labels.view(-1));
   }
 )"},
@@ -429,7 +448,8 @@ const Case Cases[] = {
       const auto flat = lmfuse::skip_logits() ? lmfuse::skipped_logits_after(logits, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits.reshape({-1, 32}).contiguous(); }) : logits.reshape({-1, 32}).contiguous();
       loss = lmfuse::enabled()
           ? lmfuse::linear_cross_entropy(h, lm_head->weight, lm_head->bias, labels, lmfuse::LossOptions()
-              .logits_as_passed({"model.cpp:N", flat, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits; }, {}, labels, [&](const torch::Tensor &lmfuse_labels) { return lmfuse_labels.view(-1); }}))
+              .logits_as_passed({"model.cpp:N", flat, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits; }, {}, labels, [&](const torch::Tensor &lmfuse_labels) { return lmfuse_labels.view(-1); }})
+              .analysed(lmfuse::AnalysedTypes<decltype(lm_head), ::torch::nn::Linear, decltype(h), ::at::Tensor, decltype(labels), ::at::Tensor>()))
           : F::cross_entropy(flat, labels.view(-1));
     }
     return loss;
@@ -455,7 +475,8 @@ const Case Cases[] = {
       auto shift_labels = labels->slice(1, 1).contiguous();
       loss = lmfuse::enabled()
           ? lmfuse::linear_cross_entropy(h, lm_head->weight, lm_head->bias, *labels, lmfuse::LossOptions().shift(true)
-              .logits_as_passed({"model.cpp:N", shift_logits, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits.view({-1, 32}); }, lmfuse::ShiftDims{1, 1}, shift_labels, [&](const torch::Tensor &lmfuse_labels) { return lmfuse_labels.view(-1); }}))
+              .logits_as_passed({"model.cpp:N", shift_logits, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits.view({-1, 32}); }, lmfuse::ShiftDims{1, 1}, shift_labels, [&](const torch::Tensor &lmfuse_labels) { return lmfuse_labels.view(-1); }})
+              .analysed(lmfuse::AnalysedTypes<decltype(lm_head), ::torch::nn::Linear, decltype(h), ::at::Tensor, decltype(shift_labels), ::at::Tensor>()))
           : F::cross_entropy(shift_logits.view({-1, 32}), shift_labels.view(-1));
     }
     return loss;
@@ -476,7 +497,8 @@ const Case Cases[] = {
     if (labels.defined())
       loss = lmfuse::enabled()
           ? lmfuse::linear_cross_entropy(h, wte->weight, torch::Tensor(), labels, lmfuse::LossOptions()
-              .logits_as_passed({"model.cpp:N", logits, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits.view({-1, 32}); }, {}, labels, [&](const torch::Tensor &lmfuse_labels) { return lmfuse_labels.view(-1); }}))
+              .logits_as_passed({"model.cpp:N", logits, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits.view({-1, 32}); }, {}, labels, [&](const torch::Tensor &lmfuse_labels) { return lmfuse_labels.view(-1); }})
+              .analysed(lmfuse::AnalysedTypes<decltype(wte->weight), ::at::Tensor, decltype(h), ::at::Tensor, decltype(labels), ::at::Tensor>()))
           : F::cross_entropy(logits.view({-1, 32}), labels.view(-1));
     return loss;
   }
@@ -496,7 +518,8 @@ const Case Cases[] = {
     if (labels.defined())
       loss = lmfuse::enabled()
           ? lmfuse::linear_cross_entropy(h, w, b, labels, lmfuse::LossOptions()
-              .logits_as_passed({"model.cpp:N", logits, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits.view({-1, 32}); }, {}, labels, [&](const torch::Tensor &lmfuse_labels) { return lmfuse_labels.view(-1); }}))
+              .logits_as_passed({"model.cpp:N", logits, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits.view({-1, 32}); }, {}, labels, [&](const torch::Tensor &lmfuse_labels) { return lmfuse_labels.view(-1); }})
+              .analysed(lmfuse::AnalysedTypes<decltype(w), ::at::Tensor, decltype(b), ::at::Tensor, decltype(h), ::at::Tensor, decltype(labels), ::at::Tensor>()))
           : F::cross_entropy(logits.view({-1, 32}), labels.view(-1));
     return loss;
   }
@@ -517,7 +540,8 @@ const Case Cases[] = {
     if (labels.defined())
       loss = lmfuse::enabled()
           ? lmfuse::linear_cross_entropy(lmfuse_hidden, lm_head->weight, lm_head->bias, labels, lmfuse::LossOptions()
-              .logits_as_passed({"model.cpp:N", logits, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits.view({-1, 32}); }, {}, labels, [&](const torch::Tensor &lmfuse_labels) { return lmfuse_labels.view(-1); }}))
+              .logits_as_passed({"model.cpp:N", logits, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits.view({-1, 32}); }, {}, labels, [&](const torch::Tensor &lmfuse_labels) { return lmfuse_labels.view(-1); }})
+              .analysed(lmfuse::AnalysedTypes<decltype(lm_head), ::torch::nn::Linear, decltype(lmfuse_hidden), ::at::Tensor, decltype(labels), ::at::Tensor>()))
           : F::cross_entropy(logits.view({-1, 32}), labels.view(-1));
     return loss;
   }
@@ -540,7 +564,8 @@ const Case Cases[] = {
     if (labels.defined())
       loss = lmfuse::enabled()
           ? lmfuse::linear_cross_entropy(lmfuse_hidden, lm_head->weight, lm_head->bias, labels, lmfuse::LossOptions()
-              .logits_as_passed({"model.cpp:N", logits, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits.view({-1, 32}); }, {}, labels, [&](const torch::Tensor &lmfuse_labels) { return lmfuse_labels.view(-1); }}))
+              .logits_as_passed({"model.cpp:N", logits, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits.view({-1, 32}); }, {}, labels, [&](const torch::Tensor &lmfuse_labels) { return lmfuse_labels.view(-1); }})
+              .analysed(lmfuse::AnalysedTypes<decltype(lm_head), ::torch::nn::Linear, decltype(lmfuse_hidden), ::at::Tensor, decltype(labels), ::at::Tensor>()))
           : F::cross_entropy(logits.view({-1, 32}), labels.view(-1));
     return loss;
   }
@@ -561,7 +586,8 @@ const Case Cases[] = {
     if (labels.defined())
       loss = lmfuse::enabled()
           ? lmfuse::linear_cross_entropy(h, lm_head->weight, lm_head->bias, labels, lmfuse::LossOptions().ignore_index(pad_id_)
-              .logits_as_passed({"model.cpp:N", logits, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits.view({-1, 32}); }, {}, labels, [&](const torch::Tensor &lmfuse_labels) { return lmfuse_labels.view(-1); }}))
+              .logits_as_passed({"model.cpp:N", logits, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits.view({-1, 32}); }, {}, labels, [&](const torch::Tensor &lmfuse_labels) { return lmfuse_labels.view(-1); }})
+              .analysed(lmfuse::AnalysedTypes<decltype(lm_head), ::torch::nn::Linear, decltype(h), ::at::Tensor, decltype(labels), ::at::Tensor>()))
           : F::cross_entropy(logits.view({-1, 32}), labels.view(-1),
                               F::CrossEntropyFuncOptions().ignore_index(pad_id_));
     return loss;
@@ -587,7 +613,8 @@ const Case Cases[] = {
       auto options = F::CrossEntropyFuncOptions().ignore_index(kPad);
       loss = lmfuse::enabled()
           ? lmfuse::linear_cross_entropy(h, lm_head->weight, lm_head->bias, labels, lmfuse::LossOptions().ignore_index(kPad)
-              .logits_as_passed({"model.cpp:N", logits, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits.view({-1, 32}); }, {}, labels, [&](const torch::Tensor &lmfuse_labels) { return lmfuse_labels.view(-1); }}))
+              .logits_as_passed({"model.cpp:N", logits, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits.view({-1, 32}); }, {}, labels, [&](const torch::Tensor &lmfuse_labels) { return lmfuse_labels.view(-1); }})
+              .analysed(lmfuse::AnalysedTypes<decltype(lm_head), ::torch::nn::Linear, decltype(h), ::at::Tensor, decltype(labels), ::at::Tensor>()))
           : F::cross_entropy(logits.view({-1, 32}), labels.view(-1), options);
     }
     return loss;
@@ -608,7 +635,8 @@ const Case Cases[] = {
     if (labels.defined())
       loss = lmfuse::enabled()
           ? lmfuse::linear_cross_entropy(h, lm_head->weight, lm_head->bias, labels, lmfuse::LossOptions().dtype(torch::kFloat)
-              .logits_as_passed({"model.cpp:N", logits, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits.to(torch::kFloat).view({-1, 32}); }, {}, labels, [&](const torch::Tensor &lmfuse_labels) { return lmfuse_labels.view(-1); }}))
+              .logits_as_passed({"model.cpp:N", logits, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits.to(torch::kFloat).view({-1, 32}); }, {}, labels, [&](const torch::Tensor &lmfuse_labels) { return lmfuse_labels.view(-1); }})
+              .analysed(lmfuse::AnalysedTypes<decltype(lm_head), ::torch::nn::Linear, decltype(h), ::at::Tensor, decltype(labels), ::at::Tensor>()))
           : F::cross_entropy(logits.to(torch::kFloat).view({-1, 32}), labels.view(-1));
     return loss;
   }
@@ -625,7 +653,8 @@ const Case Cases[] = {
     auto out = lmfuse::skip_logits() ? lmfuse::skipped_logits(h, unembedding->weight, unembedding->bias, "model.cpp:N") : unembedding(h);
     return lmfuse::enabled()
         ? lmfuse::linear_cross_entropy(h, unembedding->weight, unembedding->bias, y, lmfuse::LossOptions()
-            .logits_as_passed({"model.cpp:N", out, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits.view({-1, 32}); }, {}, y, [&](const torch::Tensor &lmfuse_labels) { return lmfuse_labels.view(-1); }}))
+            .logits_as_passed({"model.cpp:N", out, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits.view({-1, 32}); }, {}, y, [&](const torch::Tensor &lmfuse_labels) { return lmfuse_labels.view(-1); }})
+            .analysed(lmfuse::AnalysedTypes<decltype(unembedding), ::torch::nn::Linear, decltype(h), ::at::Tensor, decltype(y), ::at::Tensor>()))
         : F::cross_entropy(out.view({-1, 32}), y.view(-1));
   }
 )"},
@@ -645,7 +674,8 @@ const Case Cases[] = {
     if (labels != c10::nullopt) {
       loss = lmfuse::enabled()
           ? lmfuse::linear_cross_entropy(h, lm_head->weight, lm_head->bias, *labels, lmfuse::LossOptions()
-              .logits_as_passed({"model.cpp:N", logits, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits.view({-1, 32}); }, {}, *labels, [&](const torch::Tensor &lmfuse_labels) { return lmfuse_labels.view(-1); }}))
+              .logits_as_passed({"model.cpp:N", logits, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits.view({-1, 32}); }, {}, *labels, [&](const torch::Tensor &lmfuse_labels) { return lmfuse_labels.view(-1); }})
+              .analysed(lmfuse::AnalysedTypes<decltype(lm_head), ::torch::nn::Linear, decltype(h), ::at::Tensor, decltype(labels), ::c10::optional< ::at::Tensor>>()))
           : F::cross_entropy(logits.view({-1, 32}), labels->view(-1));
     }
     return loss;
@@ -668,7 +698,8 @@ const Case Cases[] = {
       auto logits = lmfuse::skip_logits() ? lmfuse::skipped_logits(x, wte->weight, "model.cpp:N") : F::linear(x, wte->weight);
       auto loss = lmfuse::enabled()
           ? lmfuse::linear_cross_entropy(x, wte->weight, torch::Tensor(), targets.value(), lmfuse::LossOptions()
-              .logits_as_passed({"model.cpp:N", logits, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits.view({-1, logits.size(-1)}); }, {}, targets.value(), [&](const torch::Tensor &lmfuse_labels) { return lmfuse_labels.view(-1); }}))
+              .logits_as_passed({"model.cpp:N", logits, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits.view({-1, logits.size(-1)}); }, {}, targets.value(), [&](const torch::Tensor &lmfuse_labels) { return lmfuse_labels.view(-1); }})
+              .analysed(lmfuse::AnalysedTypes<decltype(wte->weight), ::at::Tensor, decltype(x), ::at::Tensor, decltype(targets.value()), ::at::Tensor>()))
           : F::cross_entropy(logits.view({-1, logits.size(-1)}), targets.value().view(-1));
       return {logits, loss};
     }
@@ -688,7 +719,8 @@ const Case Cases[] = {
     auto logits = lmfuse::skip_logits() ? lmfuse::skipped_logits(h, lm_head->weight, lm_head->bias, "model.cpp:N") : lm_head(h);
     return lmfuse::enabled()
         ? lmfuse::linear_cross_entropy(h, lm_head->weight, lm_head->bias, *labels, lmfuse::LossOptions()
-            .logits_as_passed({"model.cpp:N", logits, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits.view({-1, 32}); }, {}, *labels, [&](const torch::Tensor &lmfuse_labels) { return lmfuse_labels.view(-1); }}))
+            .logits_as_passed({"model.cpp:N", logits, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits.view({-1, 32}); }, {}, *labels, [&](const torch::Tensor &lmfuse_labels) { return lmfuse_labels.view(-1); }})
+            .analysed(lmfuse::AnalysedTypes<decltype(lm_head), ::torch::nn::Linear, decltype(h), ::at::Tensor, decltype(labels), ::c10::optional< ::at::Tensor>>()))
         : F::cross_entropy(logits.view({-1, 32}), labels->view(-1));
   }
 )"},
@@ -706,7 +738,8 @@ const Case Cases[] = {
     torch::Tensor loss;
     if (labels.defined()) loss = lmfuse::enabled()
         ? lmfuse::linear_cross_entropy(h, lm_head->weight, lm_head->bias, labels, lmfuse::LossOptions()
-            .logits_as_passed({"model.cpp:N", logits, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits.view({-1, 32}); }, {}, labels, [&](const torch::Tensor &lmfuse_labels) { return lmfuse_labels.view(-1); }}))
+            .logits_as_passed({"model.cpp:N", logits, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits.view({-1, 32}); }, {}, labels, [&](const torch::Tensor &lmfuse_labels) { return lmfuse_labels.view(-1); }})
+            .analysed(lmfuse::AnalysedTypes<decltype(lm_head), ::torch::nn::Linear, decltype(h), ::at::Tensor, decltype(labels), ::at::Tensor>()))
         : F::cross_entropy(logits.view({-1, 32}), labels.view(-1));
     return loss;
   }
@@ -733,7 +766,8 @@ const Case Cases[] = {
     } else {
       loss = lmfuse::enabled()
           ? lmfuse::linear_cross_entropy(h, lm_head->weight, lm_head->bias, *labels, lmfuse::LossOptions()
-              .logits_as_passed({"model.cpp:N", logits, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits.view({-1, 32}); }, {}, *labels, [&](const torch::Tensor &lmfuse_labels) { return lmfuse_labels.view(-1); }}))
+              .logits_as_passed({"model.cpp:N", logits, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits.view({-1, 32}); }, {}, *labels, [&](const torch::Tensor &lmfuse_labels) { return lmfuse_labels.view(-1); }})
+              .analysed(lmfuse::AnalysedTypes<decltype(lm_head), ::torch::nn::Linear, decltype(h), ::at::Tensor, decltype(labels), ::c10::optional< ::at::Tensor>>()))
           : F::cross_entropy(logits.view({-1, 32}), labels->view(-1));
     }
     return {logits, loss};
@@ -754,7 +788,8 @@ const Case Cases[] = {
     torch::Tensor loss;
     if (training_) loss = lmfuse::enabled()
         ? lmfuse::linear_cross_entropy(h, lm_head->weight, lm_head->bias, labels, lmfuse::LossOptions()
-            .logits_as_passed({"model.cpp:N", logits, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits.view({-1, 32}); }, {}, labels, [&](const torch::Tensor &lmfuse_labels) { return lmfuse_labels.view(-1); }}))
+            .logits_as_passed({"model.cpp:N", logits, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits.view({-1, 32}); }, {}, labels, [&](const torch::Tensor &lmfuse_labels) { return lmfuse_labels.view(-1); }})
+            .analysed(lmfuse::AnalysedTypes<decltype(lm_head), ::torch::nn::Linear, decltype(h), ::at::Tensor, decltype(labels), ::at::Tensor>()))
         : F::cross_entropy(logits.view({-1, 32}), labels.view(-1));
     return {logits, loss};
   }
@@ -778,7 +813,8 @@ const Case Cases[] = {
       const torch::Tensor &scores = logits;
       loss = lmfuse::enabled()
           ? lmfuse::linear_cross_entropy(h, wte->weight, torch::Tensor(), labels, lmfuse::LossOptions()
-              .logits_as_passed({"model.cpp:N", scores, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits.view({-1, 32}); }, {}, labels, [&](const torch::Tensor &lmfuse_labels) { return lmfuse_labels.view(-1); }}))
+              .logits_as_passed({"model.cpp:N", scores, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits.view({-1, 32}); }, {}, labels, [&](const torch::Tensor &lmfuse_labels) { return lmfuse_labels.view(-1); }})
+              .analysed(lmfuse::AnalysedTypes<decltype(wte->weight), ::at::Tensor, decltype(h), ::at::Tensor, decltype(labels), ::at::Tensor>()))
           : F::cross_entropy(scores.view({-1, 32}), labels.view(-1));
     }
     return loss;
@@ -797,7 +833,8 @@ const Case Cases[] = {
     auto score = [&](const torch::Tensor &targets) {
       return lmfuse::enabled()
           ? lmfuse::linear_cross_entropy(h, lm_head->weight, lm_head->bias, targets, lmfuse::LossOptions()
-              .logits_as_passed({"model.cpp:N", {}, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits.view({-1, 32}); }, {}, targets, [&](const torch::Tensor &lmfuse_labels) { return lmfuse_labels.view(-1); }}))
+              .logits_as_passed({"model.cpp:N", {}, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits.view({-1, 32}); }, {}, targets, [&](const torch::Tensor &lmfuse_labels) { return lmfuse_labels.view(-1); }})
+              .analysed(lmfuse::AnalysedTypes<decltype(lm_head), ::torch::nn::Linear, decltype(h), ::at::Tensor, decltype(targets), ::at::Tensor>()))
           : F::cross_entropy(lm_head(h).view({-1, 32}), targets.view(-1));
     };
     return score(y);
@@ -824,7 +861,8 @@ const Case Cases[] = {
     if (labels.defined())
       loss = lmfuse::enabled()
           ? lmfuse::linear_cross_entropy(lmfuse_hidden, lm_head->weight, lm_head->bias, labels, lmfuse::LossOptions().ignore_index(PAD_ID)
-              .logits_as_passed({"model.cpp:N", logits, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits.view({-1, 32}); }, {}, labels, [&](const torch::Tensor &lmfuse_labels) { return lmfuse_labels.view(-1); }}))
+              .logits_as_passed({"model.cpp:N", logits, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits.view({-1, 32}); }, {}, labels, [&](const torch::Tensor &lmfuse_labels) { return lmfuse_labels.view(-1); }})
+              .analysed(lmfuse::AnalysedTypes<decltype(lm_head), ::torch::nn::Linear, decltype(lmfuse_hidden), ::at::Tensor, decltype(labels), ::at::Tensor>()))
           : F::cross_entropy(logits.view({-1, 32}), labels.view(-1), F::CrossEntropyFuncOptions().ignore_index(PAD_ID));
     return loss;
   }
@@ -844,7 +882,8 @@ const Case Cases[] = {
     torch::Tensor loss;
     if (labels.defined()) loss = lmfuse::enabled()
         ? lmfuse::linear_cross_entropy(h, lm_head->weight, lm_head->bias, labels, lmfuse::LossOptions()
-            .logits_as_passed({"model.cpp:N", logits, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits.view({-1, 32}); }, {}, labels, [&](const torch::Tensor &lmfuse_labels) { return lmfuse_labels.view(-1); }}))
+            .logits_as_passed({"model.cpp:N", logits, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits.view({-1, 32}); }, {}, labels, [&](const torch::Tensor &lmfuse_labels) { return lmfuse_labels.view(-1); }})
+            .analysed(lmfuse::AnalysedTypes<decltype(lm_head), ::torch::nn::Linear, decltype(h), ::at::Tensor, decltype(labels), ::at::Tensor>()))
         : F::cross_entropy(logits.view({-1, 32}), labels.view(-1));
     last_logits = logits;
     return loss;
@@ -869,7 +908,98 @@ const Case Cases[] = {
     auto logits = lmfuse::skip_logits() ? lmfuse::skipped_logits(h, tagged_head_->weight, tagged_head_->bias, "model.cpp:N") : tagged_head_->forward(h);
     return lmfuse::enabled()
         ? lmfuse::linear_cross_entropy(h, tagged_head_->weight, tagged_head_->bias, labels, lmfuse::LossOptions()
-            .logits_as_passed({"model.cpp:N", logits, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits.view({-1, 32}); }, {}, labels, [&](const torch::Tensor &lmfuse_labels) { return lmfuse_labels.view(-1); }}))
+            .logits_as_passed({"model.cpp:N", logits, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits.view({-1, 32}); }, {}, labels, [&](const torch::Tensor &lmfuse_labels) { return lmfuse_labels.view(-1); }})
+            .analysed(lmfuse::AnalysedTypes<decltype(tagged_head_), ::Model::TaggedLinearImpl *, decltype(h), ::at::Tensor, decltype(labels), ::at::Tensor>()))
+        : F::cross_entropy(logits.view({-1, 32}), labels.view(-1));
+  }
+)"},
+    // ---- accepted: the copy asserts the types the site was decided on (lmfuse/analysed.h) ----------
+    {"the copy asserts the types its site was decided on: a holder of a nested head class, named from the global namespace", R"(
+#include <memory>
+  struct ScaledImpl : torch::nn::LinearImpl { using LinearImpl::LinearImpl; };
+  std::shared_ptr<ScaledImpl> scaled;
+  torch::Tensor forward(torch::Tensor h, torch::Tensor labels) {
+    auto logits = scaled->forward(h);
+    return F::cross_entropy(logits.view({-1, 32}), labels.view(-1));
+  }
+)", Verb::RewritesTo, R"(
+#include <memory>
+  struct ScaledImpl : torch::nn::LinearImpl { using LinearImpl::LinearImpl; };
+  std::shared_ptr<ScaledImpl> scaled;
+  torch::Tensor forward(torch::Tensor h, torch::Tensor labels) {
+    auto logits = lmfuse::skip_logits() ? lmfuse::skipped_logits(h, scaled->weight, scaled->bias, "model.cpp:N") : scaled->forward(h);
+    return lmfuse::enabled()
+        ? lmfuse::linear_cross_entropy(h, scaled->weight, scaled->bias, labels, lmfuse::LossOptions()
+            .logits_as_passed({"model.cpp:N", logits, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits.view({-1, 32}); }, {}, labels, [&](const torch::Tensor &lmfuse_labels) { return lmfuse_labels.view(-1); }})
+            .analysed(lmfuse::AnalysedTypes<decltype(scaled), ::std::shared_ptr< ::Model::ScaledImpl>, decltype(h), ::at::Tensor, decltype(labels), ::at::Tensor>()))
+        : F::cross_entropy(logits.view({-1, 32}), labels.view(-1));
+  }
+)"},
+    {"the copy asserts the types its site was decided on: a head class local to the function cannot be named, so only the input and labels are", R"(
+#include <memory>
+  torch::Tensor forward(torch::Tensor h, torch::Tensor labels) {
+    struct LocalImpl : torch::nn::LinearImpl { using LinearImpl::LinearImpl; };
+    auto head = std::make_shared<LocalImpl>(4, 32);
+    auto logits = head->forward(h);
+    return F::cross_entropy(logits.view({-1, 32}), labels.view(-1));
+  }
+)", Verb::RewritesTo, R"(
+#include <memory>
+  torch::Tensor forward(torch::Tensor h, torch::Tensor labels) {
+    struct LocalImpl : torch::nn::LinearImpl { using LinearImpl::LinearImpl; };
+    auto head = std::make_shared<LocalImpl>(4, 32);
+    auto logits = lmfuse::skip_logits() ? lmfuse::skipped_logits(h, head->weight, head->bias, "model.cpp:N") : head->forward(h);
+    return lmfuse::enabled()
+        ? lmfuse::linear_cross_entropy(h, head->weight, head->bias, labels, lmfuse::LossOptions()
+            .logits_as_passed({"model.cpp:N", logits, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits.view({-1, 32}); }, {}, labels, [&](const torch::Tensor &lmfuse_labels) { return lmfuse_labels.view(-1); }})
+            .analysed(lmfuse::AnalysedTypes<decltype(h), ::at::Tensor, decltype(labels), ::at::Tensor>()))
+        : F::cross_entropy(logits.view({-1, 32}), labels.view(-1));
+  }
+)"},
+    {"the copy asserts the types its site was decided on: an input holding a lambda, through the local it is hoisted into", R"(
+  torch::Tensor forward(torch::Tensor h, torch::Tensor labels) {
+    auto logits = lm_head([&] { return h * 2; }());
+    return F::cross_entropy(logits.view({-1, 32}), labels.view(-1));
+  }
+)", Verb::RewritesTo, R"(
+  torch::Tensor forward(torch::Tensor h, torch::Tensor labels) {
+    auto lmfuse_hidden = [&] { return h * 2; }();
+    auto logits = lmfuse::skip_logits() ? lmfuse::skipped_logits(lmfuse_hidden, lm_head->weight, lm_head->bias, "model.cpp:N") : lm_head(lmfuse_hidden);
+    return lmfuse::enabled()
+        ? lmfuse::linear_cross_entropy(lmfuse_hidden, lm_head->weight, lm_head->bias, labels, lmfuse::LossOptions()
+            .logits_as_passed({"model.cpp:N", logits, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits.view({-1, 32}); }, {}, labels, [&](const torch::Tensor &lmfuse_labels) { return lmfuse_labels.view(-1); }})
+            .analysed(lmfuse::AnalysedTypes<decltype(lm_head), ::torch::nn::Linear, decltype(lmfuse_hidden), ::at::Tensor, decltype(labels), ::at::Tensor>()))
+        : F::cross_entropy(logits.view({-1, 32}), labels.view(-1));
+  }
+)"},
+    {"the copy asserts the types its site was decided on: a head class of an anonymous namespace, named without it", R"(
+#include <memory>
+};
+namespace {
+struct AnonImpl : torch::nn::LinearImpl { using LinearImpl::LinearImpl; };
+
+}
+struct Other : torch::nn::Module {
+  std::shared_ptr<AnonImpl> head;
+  torch::Tensor forward(torch::Tensor h, torch::Tensor labels) {
+    auto logits = head->forward(h);
+    return F::cross_entropy(logits.view({-1, 32}), labels.view(-1));
+  }
+)", Verb::RewritesTo, R"(
+#include <memory>
+};
+namespace {
+struct AnonImpl : torch::nn::LinearImpl { using LinearImpl::LinearImpl; };
+
+}
+struct Other : torch::nn::Module {
+  std::shared_ptr<AnonImpl> head;
+  torch::Tensor forward(torch::Tensor h, torch::Tensor labels) {
+    auto logits = lmfuse::skip_logits() ? lmfuse::skipped_logits(h, head->weight, head->bias, "model.cpp:N") : head->forward(h);
+    return lmfuse::enabled()
+        ? lmfuse::linear_cross_entropy(h, head->weight, head->bias, labels, lmfuse::LossOptions()
+            .logits_as_passed({"model.cpp:N", logits, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits.view({-1, 32}); }, {}, labels, [&](const torch::Tensor &lmfuse_labels) { return lmfuse_labels.view(-1); }})
+            .analysed(lmfuse::AnalysedTypes<decltype(head), ::std::shared_ptr<AnonImpl>, decltype(h), ::at::Tensor, decltype(labels), ::at::Tensor>()))
         : F::cross_entropy(logits.view({-1, 32}), labels.view(-1));
   }
 )"},
@@ -886,7 +1016,8 @@ const Case Cases[] = {
     auto logits = lmfuse::skip_logits() ? lmfuse::skipped_logits(h, lm_head->weight, lm_head->bias, "model.cpp:N") : lm_head(h);
     return lmfuse::enabled()
         ? lmfuse::linear_cross_entropy(h, lm_head->weight, lm_head->bias, labels, lmfuse::LossOptions().ignore_index(PAD_ID)
-            .logits_as_passed({"model.cpp:N", logits, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits.view({-1, 32}); }, {}, labels, [&](const torch::Tensor &lmfuse_labels) { return lmfuse_labels.view(-1); }}))
+            .logits_as_passed({"model.cpp:N", logits, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits.view({-1, 32}); }, {}, labels, [&](const torch::Tensor &lmfuse_labels) { return lmfuse_labels.view(-1); }})
+            .analysed(lmfuse::AnalysedTypes<decltype(lm_head), ::torch::nn::Linear, decltype(h), ::at::Tensor, decltype(labels), ::at::Tensor>()))
         : F::cross_entropy(logits.view({-1, 32}), labels.view(-1), F::CrossEntropyFuncOptions().ignore_index(PAD_ID));
   }
 )"},
@@ -903,7 +1034,8 @@ const Case Cases[] = {
     auto logits = lmfuse::skip_logits() ? lmfuse::skipped_logits(lmfuse_hidden2, lm_head->weight, lm_head->bias, "model.cpp:N") : lm_head(lmfuse_hidden2);
     return (lmfuse::enabled()
         ? lmfuse::linear_cross_entropy(lmfuse_hidden2, lm_head->weight, lm_head->bias, labels, lmfuse::LossOptions()
-            .logits_as_passed({"model.cpp:N", logits, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits.view({-1, 32}); }, {}, labels, [&](const torch::Tensor &lmfuse_labels) { return lmfuse_labels.view(-1); }}))
+            .logits_as_passed({"model.cpp:N", logits, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits.view({-1, 32}); }, {}, labels, [&](const torch::Tensor &lmfuse_labels) { return lmfuse_labels.view(-1); }})
+            .analysed(lmfuse::AnalysedTypes<decltype(lm_head), ::torch::nn::Linear, decltype(lmfuse_hidden2), ::at::Tensor, decltype(labels), ::at::Tensor>()))
         : F::cross_entropy(logits.view({-1, 32}), labels.view(-1))) + lmfuse_hidden.mean();
   }
 )"},
@@ -920,7 +1052,8 @@ const Case Cases[] = {
     auto logits = lmfuse::skip_logits() ? lmfuse::skipped_logits(lmfuse_hidden3, lm_head->weight, lm_head->bias, "model.cpp:N") : lm_head(lmfuse_hidden3);
     auto loss = lmfuse::enabled()
         ? lmfuse::linear_cross_entropy(lmfuse_hidden3, lm_head->weight, lm_head->bias, labels, lmfuse::LossOptions()
-            .logits_as_passed({"model.cpp:N", logits, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits.view({-1, 32}); }, {}, labels, [&](const torch::Tensor &lmfuse_labels) { return lmfuse_labels.view(-1); }}))
+            .logits_as_passed({"model.cpp:N", logits, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits.view({-1, 32}); }, {}, labels, [&](const torch::Tensor &lmfuse_labels) { return lmfuse_labels.view(-1); }})
+            .analysed(lmfuse::AnalysedTypes<decltype(lm_head), ::torch::nn::Linear, decltype(lmfuse_hidden3), ::at::Tensor, decltype(labels), ::at::Tensor>()))
         : F::cross_entropy(logits.view({-1, 32}), labels.view(-1));
     { auto lmfuse_hidden2 = lmfuse_hidden * 2.0; }
     return loss;
@@ -953,7 +1086,8 @@ struct Child : Model::Base {
     auto logits = lmfuse::skip_logits() ? lmfuse::skipped_logits(lmfuse_hidden3, lm_head->weight, lm_head->bias, "model.cpp:N") : lm_head(lmfuse_hidden3);
     return lmfuse::enabled()
         ? lmfuse::linear_cross_entropy(lmfuse_hidden3, lm_head->weight, lm_head->bias, labels, lmfuse::LossOptions()
-            .logits_as_passed({"model.cpp:N", logits, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits.view({-1, 32}); }, {}, labels, [&](const torch::Tensor &lmfuse_labels) { return lmfuse_labels.view(-1); }}))
+            .logits_as_passed({"model.cpp:N", logits, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits.view({-1, 32}); }, {}, labels, [&](const torch::Tensor &lmfuse_labels) { return lmfuse_labels.view(-1); }})
+            .analysed(lmfuse::AnalysedTypes<decltype(lm_head), ::torch::nn::Linear, decltype(lmfuse_hidden3), ::at::Tensor, decltype(labels), ::at::Tensor>()))
         : F::cross_entropy(logits.view({-1, 32}), labels.view(-1));
   }
 )"},
@@ -978,7 +1112,8 @@ struct Child : Model::Base {
       logits = lmfuse::skip_logits() ? lmfuse::skipped_logits_after(logits, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits.view({B * T, C}); }) : logits.view({B * T, C});
       loss = lmfuse::enabled()
           ? lmfuse::linear_cross_entropy(x, lm_head->weight, lm_head->bias, *targets, lmfuse::LossOptions()
-              .logits_as_passed({"model.cpp:N", logits, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits; }, {}, *targets, [&](const torch::Tensor &lmfuse_labels) { return lmfuse_labels.view({B * T}); }}))
+              .logits_as_passed({"model.cpp:N", logits, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits; }, {}, *targets, [&](const torch::Tensor &lmfuse_labels) { return lmfuse_labels.view({B * T}); }})
+              .analysed(lmfuse::AnalysedTypes<decltype(lm_head), ::torch::nn::Linear, decltype(x), ::at::Tensor, decltype(targets), ::c10::optional< ::at::Tensor>>()))
           : F::cross_entropy(logits, targets->view({B * T}));
     }
     return loss;
@@ -998,7 +1133,8 @@ struct Child : Model::Base {
     const int64_t rank = logits.dim();
     return (lmfuse::enabled()
         ? lmfuse::linear_cross_entropy(x, lm_head->weight, lm_head->bias, labels, lmfuse::LossOptions()
-            .logits_as_passed({"model.cpp:N", logits, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits.view({-1, vocab}); }, {}, labels, [&](const torch::Tensor &lmfuse_labels) { return lmfuse_labels.view(-1); }}))
+            .logits_as_passed({"model.cpp:N", logits, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits.view({-1, vocab}); }, {}, labels, [&](const torch::Tensor &lmfuse_labels) { return lmfuse_labels.view(-1); }})
+            .analysed(lmfuse::AnalysedTypes<decltype(lm_head), ::torch::nn::Linear, decltype(x), ::at::Tensor, decltype(labels), ::at::Tensor>()))
         : F::cross_entropy(logits.view({-1, vocab}), labels.view(-1))) * (rank - 2);
   }
 )"},
@@ -1018,7 +1154,8 @@ struct Child : Model::Base {
     shift_labels = shift_labels.view(-1);
     return lmfuse::enabled()
         ? lmfuse::linear_cross_entropy(x, lm_head->weight, lm_head->bias, labels, lmfuse::LossOptions().shift(true)
-            .logits_as_passed({"model.cpp:N", shift_logits, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits.reshape({-1, 32}); }, lmfuse::ShiftDims{1, 1}, shift_labels, [&](const torch::Tensor &lmfuse_labels) { return lmfuse_labels; }}))
+            .logits_as_passed({"model.cpp:N", shift_logits, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits.reshape({-1, 32}); }, lmfuse::ShiftDims{1, 1}, shift_labels, [&](const torch::Tensor &lmfuse_labels) { return lmfuse_labels; }})
+            .analysed(lmfuse::AnalysedTypes<decltype(lm_head), ::torch::nn::Linear, decltype(x), ::at::Tensor, decltype(shift_labels), ::at::Tensor>()))
         : F::cross_entropy(shift_logits.reshape({-1, 32}), shift_labels);
   }
 )"},
@@ -1034,7 +1171,8 @@ struct Child : Model::Base {
     auto logits = lmfuse::skip_logits() ? lmfuse::skipped_logits(h, lm_head->weight, lm_head->bias, "model.cpp:N") : lm_head(h);
     auto loss = lmfuse::enabled()
           ? lmfuse::linear_cross_entropy(h, lm_head->weight, lm_head->bias, labels, lmfuse::LossOptions()
-              .logits_as_passed({"model.cpp:N", logits, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits; }, {}, labels, [&](const torch::Tensor &lmfuse_labels) { return lmfuse_labels; }}))
+              .logits_as_passed({"model.cpp:N", logits, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits; }, {}, labels, [&](const torch::Tensor &lmfuse_labels) { return lmfuse_labels; }})
+              .analysed(lmfuse::AnalysedTypes<decltype(lm_head), ::torch::nn::Linear, decltype(h), ::at::Tensor, decltype(labels), ::at::Tensor>()))
           : F::cross_entropy(logits, labels);
     torch::autograd::backward({loss}, {}, true, false);
     return loss;
@@ -1496,7 +1634,8 @@ struct Child : Model::Base {
     auto logits = lmfuse::skip_logits() ? lmfuse::skipped_logits(lmfuse_hidden, lm_head->weight, lm_head->bias, "model.cpp:N") : lm_head((lmfuse_hidden));
     return lmfuse::enabled()
         ? lmfuse::linear_cross_entropy(lmfuse_hidden, lm_head->weight, lm_head->bias, labels, lmfuse::LossOptions()
-            .logits_as_passed({"model.cpp:N", logits, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits.view({-1, 32}); }, {}, labels, [&](const torch::Tensor &lmfuse_labels) { return lmfuse_labels.view(-1); }}))
+            .logits_as_passed({"model.cpp:N", logits, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits.view({-1, 32}); }, {}, labels, [&](const torch::Tensor &lmfuse_labels) { return lmfuse_labels.view(-1); }})
+            .analysed(lmfuse::AnalysedTypes<decltype(lm_head), ::torch::nn::Linear, decltype(lmfuse_hidden), ::at::Tensor, decltype(labels), ::at::Tensor>()))
         : F::cross_entropy(logits.view({-1, 32}), labels.view(-1));
   }
 )"},
@@ -1510,7 +1649,8 @@ struct Child : Model::Base {
     auto logits = lmfuse::skip_logits() ? lmfuse::skipped_logits(h, (*hp)->weight, (*hp)->bias, "model.cpp:N") : (*hp)->forward(h);
     return lmfuse::enabled()
         ? lmfuse::linear_cross_entropy(h, (*hp)->weight, (*hp)->bias, labels, lmfuse::LossOptions()
-            .logits_as_passed({"model.cpp:N", logits, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits.view({-1, 32}); }, {}, labels, [&](const torch::Tensor &lmfuse_labels) { return lmfuse_labels.view(-1); }}))
+            .logits_as_passed({"model.cpp:N", logits, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits.view({-1, 32}); }, {}, labels, [&](const torch::Tensor &lmfuse_labels) { return lmfuse_labels.view(-1); }})
+            .analysed(lmfuse::AnalysedTypes<decltype((*hp)), ::torch::nn::Linear, decltype(h), ::at::Tensor, decltype(labels), ::at::Tensor>()))
         : F::cross_entropy(logits.view({-1, 32}), labels.view(-1));
   }
 )"},
@@ -1652,7 +1792,8 @@ struct Child : Model::Base {
     int64_t line = __LINE__;
     return lmfuse::enabled()
         ? lmfuse::linear_cross_entropy(h, lm_head->weight, lm_head->bias, labels, lmfuse::LossOptions()
-            .logits_as_passed({"model.cpp:N", logits, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits.view({-1, line}); }, {}, labels, [&](const torch::Tensor &lmfuse_labels) { return lmfuse_labels.view(-1); }}))
+            .logits_as_passed({"model.cpp:N", logits, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits.view({-1, line}); }, {}, labels, [&](const torch::Tensor &lmfuse_labels) { return lmfuse_labels.view(-1); }})
+            .analysed(lmfuse::AnalysedTypes<decltype(lm_head), ::torch::nn::Linear, decltype(h), ::at::Tensor, decltype(labels), ::at::Tensor>()))
         : F::cross_entropy(logits.view({-1, line}), labels.view(-1));
   }
 )"},
@@ -1749,7 +1890,8 @@ struct Child : Model::Base {
     auto logits = lmfuse::skip_logits() ? lmfuse::skipped_logits(h, lm_head->weight, lm_head->bias, "model.cpp:N") : lm_head(h);
     return lmfuse::enabled()
         ? lmfuse::linear_cross_entropy(h, lm_head->weight, lm_head->bias, labels, lmfuse::LossOptions()
-            .logits_as_passed({"model.cpp:N", logits, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits.view({-1, 32}); }, {}, labels, [&](const torch::Tensor &lmfuse_labels) { return lmfuse_labels.view(-1); }}))
+            .logits_as_passed({"model.cpp:N", logits, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits.view({-1, 32}); }, {}, labels, [&](const torch::Tensor &lmfuse_labels) { return lmfuse_labels.view(-1); }})
+            .analysed(lmfuse::AnalysedTypes<decltype(lm_head), ::torch::nn::Linear, decltype(h), ::at::Tensor, decltype(labels), ::at::Tensor>()))
         : F::cross_entropy(logits.view({-1, 32}), labels.view(-1));
   }
 )"},
@@ -1769,7 +1911,8 @@ template <int Width> struct Wide : torch::nn::Module {
     auto logits = lmfuse::skip_logits() ? lmfuse::skipped_logits(h, this->lm_head->weight, this->lm_head->bias, "model.cpp:N") : this->lm_head(h);
     return lmfuse::enabled()
         ? lmfuse::linear_cross_entropy(h, this->lm_head->weight, this->lm_head->bias, labels, lmfuse::LossOptions()
-            .logits_as_passed({"model.cpp:N", logits, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits.view({-1, Width}); }, {}, labels, [&](const torch::Tensor &lmfuse_labels) { return lmfuse_labels.view(-1); }}))
+            .logits_as_passed({"model.cpp:N", logits, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits.view({-1, Width}); }, {}, labels, [&](const torch::Tensor &lmfuse_labels) { return lmfuse_labels.view(-1); }})
+            .analysed(lmfuse::AnalysedTypes<decltype(this->lm_head), ::torch::nn::Linear, decltype(h), ::at::Tensor, decltype(labels), ::at::Tensor>()))
         : F::cross_entropy(logits.view({-1, Width}), labels.view(-1));
   }
 )"},
@@ -1786,7 +1929,8 @@ template <int Width> struct Wide : torch::nn::Module {
     torch::Tensor loss;
     if (labels.defined()) loss = lmfuse::enabled()
         ? lmfuse::linear_cross_entropy(h, lm_head->weight, lm_head->bias, labels, lmfuse::LossOptions()
-            .logits_as_passed({"model.cpp:N", logits, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits.view({-1, 32}); }, {}, labels, [&](const torch::Tensor &lmfuse_labels) { return lmfuse_labels.view(-1); }}))
+            .logits_as_passed({"model.cpp:N", logits, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits.view({-1, 32}); }, {}, labels, [&](const torch::Tensor &lmfuse_labels) { return lmfuse_labels.view(-1); }})
+            .analysed(lmfuse::AnalysedTypes<decltype(lm_head), ::torch::nn::Linear, decltype(h), ::at::Tensor, decltype(labels), ::at::Tensor>()))
         : F::cross_entropy(logits.view({-1, 32}), labels.view(-1));
     return loss;
   }
@@ -1912,7 +2056,8 @@ struct Model : torch::nn::Module {
     if (!labels) return logits;
     return lmfuse::enabled()
         ? lmfuse::linear_cross_entropy(h, head->weight, head->bias, labels.value(), lmfuse::LossOptions()
-            .logits_as_passed({"model.cpp:8", logits, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits.view({-1, 32}); }, {}, labels.value(), [&](const torch::Tensor &lmfuse_labels) { return lmfuse_labels.view(-1); }}))
+            .logits_as_passed({"model.cpp:8", logits, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits.view({-1, 32}); }, {}, labels.value(), [&](const torch::Tensor &lmfuse_labels) { return lmfuse_labels.view(-1); }})
+            .analysed(lmfuse::AnalysedTypes<decltype(head), ::torch::nn::Linear, decltype(h), ::at::Tensor, decltype(labels.value()), ::at::Tensor>()))
         : torch::nn::functional::cross_entropy(logits.view({-1, 32}), labels.value().view(-1));
   }
 };

@@ -38,7 +38,8 @@ const Case Accepted[] = {
       auto shift_targets = targets.slice(1, 1);
       loss = lmfuse::enabled()
           ? lmfuse::linear_cross_entropy(h, lm_head->weight, lm_head->bias, targets, lmfuse::LossOptions().shift(true)
-              .logits_as_passed({"model.cpp:N", shift_logits, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits.reshape({-1, C}); }, lmfuse::ShiftDims{1, 1}, shift_targets, [&](const torch::Tensor &lmfuse_labels) { return lmfuse_labels.reshape({-1}); }}))
+              .logits_as_passed({"model.cpp:N", shift_logits, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits.reshape({-1, C}); }, lmfuse::ShiftDims{1, 1}, shift_targets, [&](const torch::Tensor &lmfuse_labels) { return lmfuse_labels.reshape({-1}); }})
+              .analysed(lmfuse::AnalysedTypes<decltype(lm_head), ::torch::nn::Linear, decltype(h), ::at::Tensor, decltype(shift_targets), ::at::Tensor>()))
           : F::cross_entropy(shift_logits.reshape({-1, C}), shift_targets.reshape({-1}));
     }
     return loss;
@@ -64,7 +65,8 @@ const Case Accepted[] = {
     if (labels.has_value()) {
       loss = lmfuse::enabled()
           ? lmfuse::linear_cross_entropy(hidden, lm_head->weight, lm_head->bias, *labels, lmfuse::LossOptions().ignore_index(-100).shift(true)
-              .logits_as_passed({"model.cpp:N", logits, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits.slice(1, 0, seq_len - 1).contiguous().view({-1, 32}); }, lmfuse::ShiftDims{1, 1}, *labels, [&](const torch::Tensor &lmfuse_labels) { return lmfuse_labels.slice(1, 1).contiguous().view(-1); }}))
+              .logits_as_passed({"model.cpp:N", logits, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits.slice(1, 0, seq_len - 1).contiguous().view({-1, 32}); }, lmfuse::ShiftDims{1, 1}, *labels, [&](const torch::Tensor &lmfuse_labels) { return lmfuse_labels.slice(1, 1).contiguous().view(-1); }})
+              .analysed(lmfuse::AnalysedTypes<decltype(lm_head), ::torch::nn::Linear, decltype(hidden), ::at::Tensor, decltype(labels), ::c10::optional< ::at::Tensor>>()))
           : F::cross_entropy(logits.slice(1, 0, seq_len - 1).contiguous().view({-1, 32}),
                               labels->slice(1, 1).contiguous().view(-1),
                               F::CrossEntropyFuncOptions().ignore_index(-100));
@@ -89,7 +91,8 @@ const Case Accepted[] = {
     auto shift_labels = labels.slice(1, 1).contiguous();
     return lmfuse::enabled()
         ? lmfuse::linear_cross_entropy(lmfuse_hidden, lm_head->weight, lm_head->bias, labels, lmfuse::LossOptions().shift(true)
-            .logits_as_passed({"model.cpp:N", shift_logits, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits.view({-1, shift_logits.size(-1)}); }, lmfuse::ShiftDims{1, 1}, shift_labels, [&](const torch::Tensor &lmfuse_labels) { return lmfuse_labels.view(-1); }}))
+            .logits_as_passed({"model.cpp:N", shift_logits, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits.view({-1, shift_logits.size(-1)}); }, lmfuse::ShiftDims{1, 1}, shift_labels, [&](const torch::Tensor &lmfuse_labels) { return lmfuse_labels.view(-1); }})
+            .analysed(lmfuse::AnalysedTypes<decltype(lm_head), ::torch::nn::Linear, decltype(lmfuse_hidden), ::at::Tensor, decltype(shift_labels), ::at::Tensor>()))
         : F::cross_entropy(shift_logits.view({-1, shift_logits.size(-1)}), shift_labels.view(-1));
   }
 )"},
@@ -109,7 +112,8 @@ const Case Accepted[] = {
     if (labels.defined())
       loss = lmfuse::enabled()
           ? lmfuse::linear_cross_entropy(h, wte->weight, torch::Tensor(), labels, lmfuse::LossOptions().shift(true)
-              .logits_as_passed({"model.cpp:N", logits, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits.slice(1, 0, logits.sizes()[1] - 1).reshape({-1, 32}); }, lmfuse::ShiftDims{1, 1}, labels, [&](const torch::Tensor &lmfuse_labels) { return lmfuse_labels.slice(1, 1).reshape({-1}); }}))
+              .logits_as_passed({"model.cpp:N", logits, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits.slice(1, 0, logits.sizes()[1] - 1).reshape({-1, 32}); }, lmfuse::ShiftDims{1, 1}, labels, [&](const torch::Tensor &lmfuse_labels) { return lmfuse_labels.slice(1, 1).reshape({-1}); }})
+              .analysed(lmfuse::AnalysedTypes<decltype(wte->weight), ::at::Tensor, decltype(h), ::at::Tensor, decltype(labels), ::at::Tensor>()))
           : F::cross_entropy(logits.slice(1, 0, logits.sizes()[1] - 1).reshape({-1, 32}),
                               labels.slice(1, 1).reshape({-1}));
     return loss;
@@ -137,7 +141,8 @@ const Case Accepted[] = {
       auto shift_targets = targets->slice(-1, 1);
       loss = lmfuse::enabled()
           ? lmfuse::linear_cross_entropy(h, lm_head->weight, lm_head->bias, *targets, lmfuse::LossOptions().shift(true)
-              .logits_as_passed({"model.cpp:N", shift_logits, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits.flatten(0, 1); }, lmfuse::ShiftDims{-2, -1}, shift_targets, [&](const torch::Tensor &lmfuse_labels) { return lmfuse_labels.flatten(); }}))
+              .logits_as_passed({"model.cpp:N", shift_logits, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits.flatten(0, 1); }, lmfuse::ShiftDims{-2, -1}, shift_targets, [&](const torch::Tensor &lmfuse_labels) { return lmfuse_labels.flatten(); }})
+              .analysed(lmfuse::AnalysedTypes<decltype(lm_head), ::torch::nn::Linear, decltype(h), ::at::Tensor, decltype(shift_targets), ::at::Tensor>()))
           : F::cross_entropy(shift_logits.flatten(0, 1), shift_targets.flatten());
     }
     return loss;
@@ -154,7 +159,8 @@ const Case Accepted[] = {
     auto logits = lmfuse::skip_logits() ? lmfuse::skipped_logits(h, lm_head->weight, lm_head->bias, "model.cpp:N") : lm_head(h);
     return lmfuse::enabled()
         ? lmfuse::linear_cross_entropy(h, lm_head->weight, lm_head->bias, labels, lmfuse::LossOptions().shift(true)
-            .logits_as_passed({"model.cpp:N", logits, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits.slice(/*dim=*/-2, /*start=*/0, /*end=*/-1, /*step=*/1).reshape({-1, 32}); }, lmfuse::ShiftDims{-2, 1}, labels, [&](const torch::Tensor &lmfuse_labels) { return lmfuse_labels.slice(1, 1).reshape({-1}); }}))
+            .logits_as_passed({"model.cpp:N", logits, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits.slice(/*dim=*/-2, /*start=*/0, /*end=*/-1, /*step=*/1).reshape({-1, 32}); }, lmfuse::ShiftDims{-2, 1}, labels, [&](const torch::Tensor &lmfuse_labels) { return lmfuse_labels.slice(1, 1).reshape({-1}); }})
+            .analysed(lmfuse::AnalysedTypes<decltype(lm_head), ::torch::nn::Linear, decltype(h), ::at::Tensor, decltype(labels), ::at::Tensor>()))
         : F::cross_entropy(logits.slice(/*dim=*/-2, /*start=*/0, /*end=*/-1, /*step=*/1).reshape({-1, 32}),
                             labels.slice(1, 1).reshape({-1}));
   }
@@ -179,7 +185,8 @@ const Case Accepted[] = {
     auto shift_labels = labels.narrow(1, 1, L - 1);
     return lmfuse::enabled()
         ? lmfuse::linear_cross_entropy(x, lm_head->weight, lm_head->bias, labels, lmfuse::LossOptions().shift(true)
-            .logits_as_passed({"model.cpp:N", shift_logits, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits.reshape({-1, 32}); }, lmfuse::ShiftDims{1, 1}, shift_labels, [&](const torch::Tensor &lmfuse_labels) { return lmfuse_labels.reshape({-1}); }}))
+            .logits_as_passed({"model.cpp:N", shift_logits, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits.reshape({-1, 32}); }, lmfuse::ShiftDims{1, 1}, shift_labels, [&](const torch::Tensor &lmfuse_labels) { return lmfuse_labels.reshape({-1}); }})
+            .analysed(lmfuse::AnalysedTypes<decltype(lm_head), ::torch::nn::Linear, decltype(x), ::at::Tensor, decltype(shift_labels), ::at::Tensor>()))
         : F::cross_entropy(shift_logits.reshape({-1, 32}), shift_labels.reshape({-1}));
   }
 )"},
@@ -199,7 +206,8 @@ const Case Accepted[] = {
     if (labels.has_value())
       loss = lmfuse::enabled()
           ? lmfuse::linear_cross_entropy(x, lm_head->weight, lm_head->bias, *labels, lmfuse::LossOptions().shift(true)
-              .logits_as_passed({"model.cpp:N", logits, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits.narrow(-2, 0, logits.size(-2) - 1).reshape({-1, 32}); }, lmfuse::ShiftDims{-2, 1}, *labels, [&](const torch::Tensor &lmfuse_labels) { return lmfuse_labels.slice(1, 1).reshape({-1}); }}))
+              .logits_as_passed({"model.cpp:N", logits, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits.narrow(-2, 0, logits.size(-2) - 1).reshape({-1, 32}); }, lmfuse::ShiftDims{-2, 1}, *labels, [&](const torch::Tensor &lmfuse_labels) { return lmfuse_labels.slice(1, 1).reshape({-1}); }})
+              .analysed(lmfuse::AnalysedTypes<decltype(lm_head), ::torch::nn::Linear, decltype(x), ::at::Tensor, decltype(labels), ::c10::optional< ::at::Tensor>>()))
           : F::cross_entropy(logits.narrow(-2, 0, logits.size(-2) - 1).reshape({-1, 32}),
                               labels->slice(1, 1).reshape({-1}));
     return loss;
@@ -229,7 +237,8 @@ const Case Accepted[] = {
       auto shift_labels = labels.index({Slice(), Slice(1, None)});
       loss = lmfuse::enabled()
           ? lmfuse::linear_cross_entropy(h, lm_head->weight, lm_head->bias, labels, lmfuse::LossOptions().shift(true)
-              .logits_as_passed({"model.cpp:N", shift_logits, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits.reshape({-1, 32}); }, lmfuse::ShiftDims{1, 1}, shift_labels, [&](const torch::Tensor &lmfuse_labels) { return lmfuse_labels.reshape({-1}); }}))
+              .logits_as_passed({"model.cpp:N", shift_logits, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits.reshape({-1, 32}); }, lmfuse::ShiftDims{1, 1}, shift_labels, [&](const torch::Tensor &lmfuse_labels) { return lmfuse_labels.reshape({-1}); }})
+              .analysed(lmfuse::AnalysedTypes<decltype(lm_head), ::torch::nn::Linear, decltype(h), ::at::Tensor, decltype(shift_labels), ::at::Tensor>()))
           : F::cross_entropy(shift_logits.reshape({-1, 32}), shift_labels.reshape({-1}));
     }
     return loss;
@@ -248,7 +257,8 @@ const Case Accepted[] = {
     auto logits = lmfuse::skip_logits() ? lmfuse::skipped_logits(h, lm_head->weight, lm_head->bias, "model.cpp:N") : lm_head(h);
     return lmfuse::enabled()
         ? lmfuse::linear_cross_entropy(h, lm_head->weight, lm_head->bias, labels, lmfuse::LossOptions().shift(true)
-            .logits_as_passed({"model.cpp:N", logits, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits.index({ix::Slice(), ix::Slice(0, -1), ix::Slice()}).reshape({-1, 32}); }, lmfuse::ShiftDims{1, 1}, labels, [&](const torch::Tensor &lmfuse_labels) { return lmfuse_labels.slice(1, 1).reshape({-1}); }}))
+            .logits_as_passed({"model.cpp:N", logits, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits.index({ix::Slice(), ix::Slice(0, -1), ix::Slice()}).reshape({-1, 32}); }, lmfuse::ShiftDims{1, 1}, labels, [&](const torch::Tensor &lmfuse_labels) { return lmfuse_labels.slice(1, 1).reshape({-1}); }})
+            .analysed(lmfuse::AnalysedTypes<decltype(lm_head), ::torch::nn::Linear, decltype(h), ::at::Tensor, decltype(labels), ::at::Tensor>()))
         : F::cross_entropy(logits.index({ix::Slice(), ix::Slice(0, -1), ix::Slice()}).reshape({-1, 32}),
                             labels.slice(1, 1).reshape({-1}));
   }
@@ -279,7 +289,8 @@ const Case Accepted[] = {
       auto shift_labels = labels->index({"...", Slice(1, None)});
       loss = lmfuse::enabled()
           ? lmfuse::linear_cross_entropy(h, lm_head->weight, lm_head->bias, *labels, lmfuse::LossOptions().shift(true)
-              .logits_as_passed({"model.cpp:N", shift_logits, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits.reshape({-1, 32}); }, lmfuse::ShiftDims{-2, -1}, shift_labels, [&](const torch::Tensor &lmfuse_labels) { return lmfuse_labels.reshape({-1}); }}))
+              .logits_as_passed({"model.cpp:N", shift_logits, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits.reshape({-1, 32}); }, lmfuse::ShiftDims{-2, -1}, shift_labels, [&](const torch::Tensor &lmfuse_labels) { return lmfuse_labels.reshape({-1}); }})
+              .analysed(lmfuse::AnalysedTypes<decltype(lm_head), ::torch::nn::Linear, decltype(h), ::at::Tensor, decltype(shift_labels), ::at::Tensor>()))
           : F::cross_entropy(shift_logits.reshape({-1, 32}), shift_labels.reshape({-1}));
     }
     return loss;
@@ -302,7 +313,8 @@ const Case Accepted[] = {
     auto shift_labels = labels.index({torch::indexing::Ellipsis, torch::indexing::Slice(1)});
     return lmfuse::enabled()
         ? lmfuse::linear_cross_entropy(h, lm_head->weight, lm_head->bias, labels, lmfuse::LossOptions().shift(true)
-            .logits_as_passed({"model.cpp:N", shift_logits, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits.reshape({-1, 32}); }, lmfuse::ShiftDims{-2, -1}, shift_labels, [&](const torch::Tensor &lmfuse_labels) { return lmfuse_labels.reshape({-1}); }}))
+            .logits_as_passed({"model.cpp:N", shift_logits, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits.reshape({-1, 32}); }, lmfuse::ShiftDims{-2, -1}, shift_labels, [&](const torch::Tensor &lmfuse_labels) { return lmfuse_labels.reshape({-1}); }})
+            .analysed(lmfuse::AnalysedTypes<decltype(lm_head), ::torch::nn::Linear, decltype(h), ::at::Tensor, decltype(shift_labels), ::at::Tensor>()))
         : F::cross_entropy(shift_logits.reshape({-1, 32}), shift_labels.reshape({-1}));
   }
 )"},
@@ -319,7 +331,8 @@ const Case Accepted[] = {
     auto logits = lmfuse::skip_logits() ? lmfuse::skipped_logits(h, lm_head->weight, lm_head->bias, "model.cpp:N") : lm_head(h);
     return lmfuse::enabled()
         ? lmfuse::linear_cross_entropy(h, lm_head->weight, lm_head->bias, labels, lmfuse::LossOptions().shift(true)
-            .logits_as_passed({"model.cpp:N", logits, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits.slice(0, 0, -1); }, lmfuse::ShiftDims{0, 0}, labels, [&](const torch::Tensor &lmfuse_labels) { return lmfuse_labels.slice(0, 1); }}))
+            .logits_as_passed({"model.cpp:N", logits, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits.slice(0, 0, -1); }, lmfuse::ShiftDims{0, 0}, labels, [&](const torch::Tensor &lmfuse_labels) { return lmfuse_labels.slice(0, 1); }})
+            .analysed(lmfuse::AnalysedTypes<decltype(lm_head), ::torch::nn::Linear, decltype(h), ::at::Tensor, decltype(labels), ::at::Tensor>()))
         : F::cross_entropy(logits.slice(0, 0, -1), labels.slice(0, 1));
   }
 )"},
@@ -339,7 +352,8 @@ const Case Accepted[] = {
     shift_labels = shift_labels.view(-1);
     return lmfuse::enabled()
         ? lmfuse::linear_cross_entropy(x, lm_head->weight, lm_head->bias, labels, lmfuse::LossOptions().shift(true)
-            .logits_as_passed({"model.cpp:N", shift_logits, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits.reshape({-1, 32}); }, lmfuse::ShiftDims{1, 1}, shift_labels, [&](const torch::Tensor &lmfuse_labels) { return lmfuse_labels; }}))
+            .logits_as_passed({"model.cpp:N", shift_logits, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits.reshape({-1, 32}); }, lmfuse::ShiftDims{1, 1}, shift_labels, [&](const torch::Tensor &lmfuse_labels) { return lmfuse_labels; }})
+            .analysed(lmfuse::AnalysedTypes<decltype(lm_head), ::torch::nn::Linear, decltype(x), ::at::Tensor, decltype(shift_labels), ::at::Tensor>()))
         : F::cross_entropy(shift_logits.reshape({-1, 32}), shift_labels);
   }
 )"},
@@ -363,7 +377,8 @@ const Case Accepted[] = {
       const auto L = y.size(-1);
       loss = lmfuse::enabled()
           ? lmfuse::linear_cross_entropy(x, lm_head->weight, lm_head->bias, y, lmfuse::LossOptions().shift(true)
-              .logits_as_passed({"model.cpp:N", logits, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits.slice(1, 0, -1).reshape({-1, 32}); }, lmfuse::ShiftDims{1, -1}, y, [&](const torch::Tensor &lmfuse_labels) { return lmfuse_labels.slice(-1, 1, L).reshape({-1}); }}))
+              .logits_as_passed({"model.cpp:N", logits, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits.slice(1, 0, -1).reshape({-1, 32}); }, lmfuse::ShiftDims{1, -1}, y, [&](const torch::Tensor &lmfuse_labels) { return lmfuse_labels.slice(-1, 1, L).reshape({-1}); }})
+              .analysed(lmfuse::AnalysedTypes<decltype(lm_head), ::torch::nn::Linear, decltype(x), ::at::Tensor, decltype(y), ::at::Tensor>()))
           : F::cross_entropy(logits.slice(1, 0, -1).reshape({-1, 32}), y.slice(-1, 1, L).reshape({-1}));
     }
     return loss;
@@ -385,7 +400,8 @@ const Case Accepted[] = {
     shift_targets = shift_targets.reshape(-1);
     return lmfuse::enabled()
         ? lmfuse::linear_cross_entropy(x, lm_head->weight, lm_head->bias, targets, lmfuse::LossOptions().shift(true)
-            .logits_as_passed({"model.cpp:N", shift_logits, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits.reshape({-1, 32}); }, lmfuse::ShiftDims{-2, -1}, shift_targets, [&](const torch::Tensor &lmfuse_labels) { return lmfuse_labels; }}))
+            .logits_as_passed({"model.cpp:N", shift_logits, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits.reshape({-1, 32}); }, lmfuse::ShiftDims{-2, -1}, shift_targets, [&](const torch::Tensor &lmfuse_labels) { return lmfuse_labels; }})
+            .analysed(lmfuse::AnalysedTypes<decltype(lm_head), ::torch::nn::Linear, decltype(x), ::at::Tensor, decltype(shift_targets), ::at::Tensor>()))
         : F::cross_entropy(shift_logits.reshape({-1, 32}), shift_targets);
   }
 )"},

@@ -236,6 +236,16 @@ if(predefined MATCHES "__GNUC__" AND NOT predefined MATCHES "__clang__")
     message(FATAL_ERROR "a GCC flag that changes the language, dropped by the tool's parse: the build (exit "
                         "${STATUS}) must fail naming it:\n${OUT}")
   endif()
+  # GCC and Clang reading one program otherwise with no macro, header or flag between them (the head's class
+  # chosen by the length of __PRETTY_FUNCTION__): the copy's check of the types its site was decided on fails the
+  # compile of the rewritten unit, at the site, rather than build a fused call on a head nobody analysed.
+  configure_variant(compiler_type)
+  build_target("${BUILD}" app)
+  if(STATUS EQUAL 0 OR NOT FLAT MATCHES "lmfuse: this compiler gives an expression of a rewritten site another type" OR
+     NOT FLAT MATCHES "Doubled")
+    message(FATAL_ERROR "a head whose class GCC reads otherwise than the tool's Clang: the build (exit ${STATUS}) "
+                        "must fail at the site's check of its analysed types:\n${OUT}")
+  endif()
 endif()
 
 # A rewritten library whose site is defined in its header, linked by programs that compile the original

@@ -41,6 +41,7 @@
 #include <torch/arg.h>
 #include <torch/types.h>
 
+#include <lmfuse/analysed.h>  // defines: AnalysedTypes, what a rewritten call's options are checked by
 #include <lmfuse/flce.h>  // defines: Reduction, MemoryMode, the runtime this adapter calls
 
 #include <functional>
@@ -100,6 +101,9 @@ struct LogitsAsPassed {
 };
 
 struct LossOptions {
+  /// Set by rewritten code: `AnalysedTypes<...>()`, the types its site was decided on, checked when the call
+  /// is compiled (analysed.h); nothing is kept.
+  LossOptions& analysed(const AnalysedTypesTag&) { return *this; }
   /// Rows whose label equals this are ignored (LibTorch's default: -100).
   TORCH_ARG(int64_t, ignore_index) = -100;
   /// ε of PyTorch's label smoothing, in [0, 1].

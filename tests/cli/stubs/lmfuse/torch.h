@@ -2,6 +2,8 @@
 #pragma once
 #include <torch/torch.h>
 
+#include <lmfuse/analysed.h>  // the library's own (a link to it): rewritten calls are checked by it
+
 namespace lmfuse {
 enum class Reduction { Mean, Sum, None };
 struct ShiftDims {
@@ -21,6 +23,7 @@ struct LossOptions {
   LossOptions &shift(bool Value);
   LossOptions &dtype(at::ScalarType Value);
   LossOptions &logits_as_passed(LogitsAsPassed Value);
+  LossOptions &analysed(const AnalysedTypesTag &) { return *this; }
 };
 torch::Tensor linear_cross_entropy(const torch::Tensor &hidden, const torch::Tensor &weight,
                                    const torch::Tensor &bias, const torch::Tensor &labels,

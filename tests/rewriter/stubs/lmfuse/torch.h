@@ -3,6 +3,8 @@
 
 #include <torch/torch.h>
 
+#include <lmfuse/analysed.h>  // the library's own (a link to it): rewritten calls are checked by it
+
 namespace lmfuse {
 enum class Reduction : int { Mean, Sum, None };
 struct ShiftDims {
@@ -22,6 +24,7 @@ struct LossOptions {
   LossOptions &shift(bool value) { return *this; }
   LossOptions &dtype(torch::ScalarType value) { return *this; }
   LossOptions &logits_as_passed(LogitsAsPassed value) { return *this; }
+  LossOptions &analysed(const AnalysedTypesTag &) { return *this; }
 };
 torch::Tensor linear_cross_entropy(const torch::Tensor &hidden, const torch::Tensor &weight,
                                    const torch::Tensor &bias, const torch::Tensor &labels,

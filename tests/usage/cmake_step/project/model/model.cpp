@@ -1,7 +1,8 @@
 // The model: its head's type comes from <head_type.h>, which common/ (first on the include path) defines
 // as a plain Linear and third/ as a capped head. many.h is empty until the check fills it with refused
 // sites (a large audit). cap.h exists only where the build generates it (VARIANT generated): it caps the
-// logits, so the site must be refused.
+// logits, so the site must be refused. HEAD_BY_COMPILER (VARIANT compiler_type) makes the head's class depend on
+// the compiler.
 #include <torch/torch.h>
 #include <head_type.h>
 #include "many.h"
@@ -9,7 +10,20 @@
 #include "cap.h"
 #endif
 namespace F = torch::nn::functional;
-torch::Tensor loss_of(HeadType &head, const torch::Tensor &h, c10::optional<torch::Tensor> labels) {
+#ifdef HEAD_BY_COMPILER
+// The head's class chosen by how long the compiler spells __PRETTY_FUNCTION__ (GCC's text is longer than
+// Clang's): no macro or flag differs, yet GCC compiles a head that doubles its output where Clang reads a Linear.
+template <class T> constexpr unsigned long pretty_length() { return sizeof(__PRETTY_FUNCTION__); }
+struct DoubledImpl : torch::nn::LinearImpl {
+  using torch::nn::LinearImpl::LinearImpl;
+  torch::Tensor forward(const torch::Tensor &x);
+};
+TORCH_MODULE(Doubled);
+using Head = std::conditional_t<(pretty_length<int>() > 50), Doubled, HeadType>;
+#else
+using Head = HeadType;
+#endif
+torch::Tensor loss_of(Head &head, const torch::Tensor &h, c10::optional<torch::Tensor> labels) {
   torch::Tensor loss;
   auto logits = head(h);
 #ifdef CAPPED
@@ -22,7 +36,7 @@ torch::Tensor loss_of(HeadType &head, const torch::Tensor &h, c10::optional<torc
 }
 int util();
 int main() {
-  HeadType head(4, 4);
+  Head head(4, 4);
   torch::Tensor h, y;
   loss_of(head, h, y);
   return util() == 1 ? 0 : 1;

@@ -1,0 +1,1 @@
+../../../../torch/include/lmfuse/analysed.h

@@ -1,0 +1,36 @@
+// The types a rewritten site was decided on, checked by the compiler that builds the rewritten copy.
+//
+// lmfuse-rewrite decides each site on Clang's reading of the program; the build may compile the copy with
+// another compiler, which can read the same code otherwise where the language leaves room (GCC and Clang
+// spell __PRETTY_FUNCTION__ differently, for one, and a type chosen from it differs). A rewritten loss call
+// therefore passes, in its options, `AnalysedTypes<decltype(<expression>), <the type Clang gave it>, ...>()`
+// for what the fused call reads in place of the original (the head's module or weight and bias, its input,
+// the labels the loss starts from). Constructing that object instantiates one static_assert per pair, so a
+// compiler that gives any of them another type fails the build at the site (the error's "required from"
+// line names it) instead of running the fused call on a head nobody analysed. Nothing happens at run time.
+#pragma once
+
+#include <type_traits>
+
+namespace lmfuse {
+
+/// What LossOptions::analysed takes; only AnalysedTypes derives from it.
+struct AnalysedTypesTag {};
+
+template <class... FoundAndAnalysed>
+struct AnalysedTypes;
+
+template <>
+struct AnalysedTypes<> : AnalysedTypesTag {};
+
+/// Found: decltype of the expression as this compiler reads it; Analysed: the type lmfuse-rewrite gave it.
+template <class Found, class Analysed, class... Rest>
+struct AnalysedTypes<Found, Analysed, Rest...> : AnalysedTypes<Rest...> {
+  static_assert(std::is_same<typename std::decay<Found>::type, Analysed>::value,
+                "lmfuse: this compiler gives an expression of a rewritten site another type (the first template "
+                "argument) than the one lmfuse-rewrite decided the site on (the second), so the fused call could "
+                "compute another loss than the original: build this target without lmfuse_rewrite, or mark the "
+                "site `// NOLINT(lmfuse)`");
+};
+
+}  // namespace lmfuse
