@@ -242,7 +242,7 @@ DriverResult runDriver(const clang::tooling::CompilationDatabase &Compilations,
   //    gets an audit entry, so the audit names every file of the command line.
   std::vector<Job> Units;
   std::set<std::string> Seen;
-  std::set<std::string> DroppedFlags;
+  std::set<std::string> DroppedFlags(Options.DroppedFromEveryCommand.begin(), Options.DroppedFromEveryCommand.end());
   auto Skip = [&](const std::string &Input, const std::string &File, ReasonKind Reason, const std::string &Why) {
     Result.Skipped.push_back(Input + ": " + Why);
     SiteRecord Site;
@@ -308,6 +308,7 @@ DriverResult runDriver(const clang::tooling::CompilationDatabase &Compilations,
       Unit.Command = Command;
       std::vector<std::string> Dropped;
       Unit.CommandLine = adjustedCommandLine(Unit.Command, Options, &Dropped);
+      Dropped.insert(Dropped.end(), Options.DroppedFromEveryCommand.begin(), Options.DroppedFromEveryCommand.end());
       DroppedFlags.insert(Dropped.begin(), Dropped.end());
       for (const std::string &Flag : Dropped)
         if (!steersOnlyDiagnosticsOrOptimisation(Flag))

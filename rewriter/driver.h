@@ -53,6 +53,9 @@ struct DriverOptions {
   std::vector<std::string> LibraryIncludes;
   std::vector<std::string> ExtraArgs;        ///< --extra-arg: appended to every compile command
   std::vector<std::string> ExtraArgsBefore;  ///< --extra-arg-before: prepended to every compile command
+  /// Flags Clang does not know that the caller took out of every command before the database was made (those
+  /// after `--`): noted and recorded with each unit as the flags dropped from its own command are.
+  std::vector<std::string> DroppedFromEveryCommand;
   std::string EditRoot;                 ///< canonical; edits outside it are never kept ("" = anywhere)
   /// The rewritten files are written with #line directives (--out-dir: rewrittenWithLineDirectives), so the
   /// re-parse reads them so too: what it checks is what the build compiles, and its errors name the original's

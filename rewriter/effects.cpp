@@ -1240,15 +1240,14 @@ private:
     if (const auto *Method = dyn_cast_or_null<CXXMethodDecl>(Callee);
         Method && Object && Method->isInstance() && !Method->isConst() && !contains(Effects.Accessors, Name)) {
       // A tensor's non-const methods (`reset()`) make the handle hold another tensor, or none: one the fused call
-      // or the repeated test reads, however it is reached (a reference, a member, an optional's `->`).
-      if (isTensorType(Method->getParent())) {
-        if (auto Of = reachedRoot(Object))
-          return change(Call, "the non-const `" + Name + "` is called on `" + nameOf(*Of) + "`, which makes it hold "
-                                  "another tensor (or none): it may be one of " + inputs());
-      } else if (auto Of = reachedRoot(Object)) {
-        return change(Call, "the non-const `" + Name + "` is called on `" + nameOf(*Of) + "`, which may hold " +
+      // or the repeated test reads, however it is reached (a reference, a member, an optional's `->`); another
+      // class's may change what it holds.
+      if (auto Of = reachedRoot(Object))
+        return change(Call, "the non-const `" + Name + "` is called on `" + nameOf(*Of) + "`, which " +
+                                (isTensorType(Method->getParent())
+                                     ? "makes it hold another tensor (or none): it may be one of "
+                                     : "may hold ") +
                                 inputs());
-      }
     }
     return std::nullopt;
   }

@@ -392,6 +392,7 @@ int main(int argc, const char **argv) {
                                  LMFUSE_CLANG_RESOURCE_DIR + "); install clang-" CLANG_VERSION_MAJOR_STRING);
   Options.HeaderDirs = findHeaderDirs(ExeDir);
   Options.ExtraArgs.assign(ExtraArgs.begin(), ExtraArgs.end());
+  Options.DroppedFromEveryCommand = DroppedFlags;
   Options.ExtraArgsBefore.assign(ExtraArgsBefore.begin(), ExtraArgsBefore.end());
   Options.Jobs = Jobs ? unsigned(Jobs) : llvm::hardware_concurrency().compute_thread_count();
   Options.Progress = sys::Process::StandardErrIsDisplayed();
@@ -456,13 +457,6 @@ int main(int argc, const char **argv) {
   DriverResult Result = runDriver(*Compilations, SourcePaths, *Patterns, Options);
   for (const std::string &Message : Result.Skipped)
     errs() << "lmfuse: skipped " << Message << "\n";
-  if (!DroppedFlags.empty())
-    Result.Notes.insert(Result.Notes.begin(), droppedFlagsNote(DroppedFlags));
-  // The flags after `--` are every unit's: those that may change how a unit reads are recorded with each.
-  for (lmfuse::rewriter::UnitMacros &Unit : Result.Units)
-    for (const std::string &Flag : DroppedFlags)
-      if (!steersOnlyDiagnosticsOrOptimisation(Flag))
-        Unit.LanguageFlagsDropped.push_back(Flag);
   if (!Quiet)
     for (const std::string &Note : Result.Notes)
       errs() << "lmfuse: note: " << Note << "\n";
