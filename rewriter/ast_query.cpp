@@ -334,9 +334,11 @@ bool AstQuery::mentions(const Stmt *S, const VarDecl *Variable) {
 
 std::optional<int64_t> AstQuery::integerValue(const Expr *E) const {
   Expr::EvalResult Result;
-  if (E && !E->isValueDependent() && E->EvaluateAsInt(Result, Context))
-    return Result.Val.getInt().getExtValue();
-  return std::nullopt;
+  if (!E || E->isValueDependent() || !E->EvaluateAsInt(Result, Context))
+    return std::nullopt;
+  int64_t Value = Result.Val.getInt().getExtValue();
+  IntegersRead.emplace_back(E, Value);
+  return Value;
 }
 
 std::optional<double> AstQuery::floatValue(const Expr *E) const {

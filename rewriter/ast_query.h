@@ -68,6 +68,10 @@ public:
   /// The integer or floating value of E when it is a compile-time constant.
   std::optional<int64_t> integerValue(const clang::Expr *E) const;
   std::optional<double> floatValue(const clang::Expr *E) const;
+  /// Every expression whose integer value integerValue found, with that value, in the order read: what the
+  /// analysis may have decided a site on, which another compiler could evaluate otherwise (a constant
+  /// chosen by `sizeof(__PRETTY_FUNCTION__)`); the rewrite asserts those of its site (edit_plan.h).
+  const std::vector<std::pair<const clang::Expr *, int64_t>> &integersRead() const { return IntegersRead; }
 
   /// Whether Location (its expansion) lies in the program's own files: the main file, or a file under the
   /// program's root. Decided by where the file lies, never by how it was included: a program header
@@ -159,6 +163,7 @@ private:
   clang::Preprocessor &PP;  // the unit's, with every macro's history
   std::string ProgramRoot;
   mutable std::optional<std::vector<std::pair<clang::SourceLocation, std::string>>> PositionMacros;
+  mutable std::vector<std::pair<const clang::Expr *, int64_t>> IntegersRead;
 };
 
 /// A write to a local: its declaration with initialiser, a (compound) assignment, or an in-place

@@ -58,6 +58,9 @@ struct ChainStep {
 
 struct LossOptionValues {
   PatchedOptions Effective;  ///< the options as the rewritten call passes them (loss_option_table.h)
+  /// Option arguments whose type decided an option (`.reduction(torch::kSum)`): the rewritten call asserts
+  /// their types (edit_plan.h: analysedExpressions), since it passes the option the analysis read from them.
+  std::vector<const clang::Expr *> DecidedByType;
 };
 
 struct CapturedSite {

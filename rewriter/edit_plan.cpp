@@ -7,6 +7,8 @@
 #include "type_spelling.h"
 
 #include <climits>
+#include <cstdint>
+#include <set>
 
 #include "clang/AST/ParentMapContext.h"
 #include "clang/AST/RecursiveASTVisitor.h"
@@ -156,8 +158,36 @@ bool containsLambda(const Stmt *S) {
   return false;
 }
 
-std::vector<AnalysedExpression> analysedExpressions(const CapturedSite &Site, const std::string &HiddenText,
-                                                    const AstQuery &Query) {
+namespace {
+
+/// Whether E is written as a literal (`1`, `-100`, `'a'`, `true`): no compiler reads it otherwise.
+bool isLiteral(const Expr *E) {
+  E = AstQuery::spelled(E);
+  if (const auto *Unary = dyn_cast<UnaryOperator>(E);
+      Unary && (Unary->getOpcode() == UO_Minus || Unary->getOpcode() == UO_Plus))
+    E = AstQuery::spelled(Unary->getSubExpr());
+  return isa<IntegerLiteral, CharacterLiteral, CXXBoolLiteralExpr>(E);
+}
+
+/// Whether E is a name of the library's own (`torch::kSum`, `at::Reduction::Mean`): its type and value are the
+/// library headers', which the build's compiler reads with the same macros (macro_dependence.h) as the analysis.
+bool namesLibraryDeclaration(const Expr *E, const AstQuery &Query) {
+  const auto *Name = dyn_cast<DeclRefExpr>(AstQuery::spelled(E));
+  return Name && !Query.declaredByProgram(Name->getDecl());
+}
+
+/// An integer as C++ source of the same value (the most negative int64 has no literal of its own).
+std::string integerText(int64_t Value) {
+  if (Value == INT64_MIN)
+    return "(-9223372036854775807LL - 1)";
+  std::string Text = std::to_string(Value);
+  return Value > INT_MAX || Value < INT_MIN ? Text + "LL" : Text;
+}
+
+}  // namespace
+
+std::vector<AnalysedExpression> analysedExpressions(const CapturedSite &Site, const std::string &HiddenName,
+                                                    const PatternSet &Patterns, const AstQuery &Query) {
   const HeadCall &Head = *Site.Head;
   std::vector<std::pair<std::string, const Expr *>> Read;
   // A module head: its module's class decides what its call computes (one class's `forward` for another's
@@ -175,16 +205,41 @@ std::vector<AnalysedExpression> analysedExpressions(const CapturedSite &Site, co
       Read.emplace_back(I == 0 ? Head.Weight : Head.Bias, Head.Copied[I]);
   // A hoisted input is read through its local, whatever its expression holds.
   const Expr *Hidden = AstQuery::spelled(Head.Hidden);
-  Read.emplace_back(HiddenText, Hidden);
+  Read.emplace_back(Site.HoistHidden ? HiddenName : Query.argumentText(Hidden), Hidden);
   if (Site.TargetBase)
     Read.emplace_back(Query.argumentText(Site.TargetBase), Site.TargetBase);
+  // The rewritten call passes the option an argument's type named (`.reduction(torch::kSum)`), not the argument.
+  for (const Expr *Option : Site.Options.DecidedByType)
+    if (!namesLibraryDeclaration(Option, Query))
+      Read.emplace_back(Query.argumentText(Option), Option);
   std::vector<AnalysedExpression> Analysed;
   for (auto [Text, E] : Read) {
     E = AstQuery::spelled(E);  // as written: not converted to the parameter's type (`b` to an optional bias)
     if (!E || (containsLambda(E) && !(E == Hidden && Site.HoistHidden)))
       continue;  // before C++20 a lambda may not be an operand of decltype
     if (std::optional<std::string> Type = spelledDecayedType(E->getType(), Query.context()))
-      Analysed.push_back({Text, *Type});
+      Analysed.push_back({"decltype(" + Text + ")", *Type});
+  }
+
+  // The integer constants read where the copy's code is: a shift's dim, an option's value. Each is pasted at the
+  // loss, where the code it was read from is in scope; one a compiler cannot evaluate there fails the re-parse.
+  std::vector<const Stmt *> Parts = rewrittenParts(Site, /*WithOptionLocals=*/true);
+  for (const VarDecl *Local : Site.LabelLocals)
+    if (Local->getInit())
+      Parts.push_back(Local->getInit());
+  const std::string Holds = Patterns.Replacement.AnalysedValue;
+  std::set<std::string> Asserted;  // one assertion per text and value (`kTime` at the logits and at the labels)
+  for (const auto &[E, Value] : Query.integersRead()) {
+    bool InSite = llvm::any_of(Parts, [&](const Stmt *Part) { return Query.within(E, Part); });
+    if (!InSite || isLiteral(E) || namesLibraryDeclaration(E, Query) || containsLambda(E) ||
+        !E->isCXX11ConstantExpr(Query.context()))
+      continue;
+    std::string Text = Query.text(E);
+    if (Text.empty())
+      continue;  // part of a macro expansion: the macro-dependence analysis compares macros between compilers
+    std::string Found = Holds + "<((" + Text + ") == " + integerText(Value) + ")>";
+    if (Asserted.insert(Found).second)
+      Analysed.push_back({Found, Holds + "<true>"});
   }
   return Analysed;
 }
@@ -199,9 +254,9 @@ std::set<std::string> ownWords(const PatternSet &Patterns, const LangOptions &La
                                     Replacement.ShiftDims,     Replacement.TensorType,    Replacement.ModuleOptions,
                                     Replacement.LossDtypeSetter, Patterns.Benign.CastMethod, HiddenName,
                                     StandIns.Logits,           StandIns.Labels, Replacement.AnalysedSetter,
-                                    Replacement.AnalysedTypes};
+                                    Replacement.AnalysedTypes, Replacement.AnalysedValue};
   for (const AnalysedExpression &Item : Analysed)
-    Texts.push_back(Item.Type);
+    Texts.push_back(Item.Expected);
   Texts.insert(Texts.end(), std::begin(PlannerKeywords), std::end(PlannerKeywords));
   for (const ModuleHeadPattern &Rule : Patterns.ModuleHeads) {
     Texts.push_back(Rule.Weight);
@@ -232,7 +287,8 @@ std::set<std::string> ownWords(const PatternSet &Patterns, const LangOptions &La
 
 std::vector<tooling::Replacement> planSiteEdits(const CapturedSite &Site, const PatternSet &Patterns,
                                                 const AstQuery &Query, const std::string &HiddenName,
-                                                const StandInNames &StandIns) {
+                                                const StandInNames &StandIns,
+                                                const std::vector<AnalysedExpression> &Analysed) {
   const std::string &StandIn = StandIns.Logits;
   const ReplacementPattern &Replacement = Patterns.Replacement;
   const HeadCall &Head = *Site.Head;
@@ -312,16 +368,16 @@ std::vector<tooling::Replacement> planSiteEdits(const CapturedSite &Site, const 
                          ", " + asCode(Site.Input, Site.InputBase, Site, Patterns, Query, StandIn) + ", " +
                          ShiftDims + Labels + "})";
 
-  // The types the site was decided on, for the build's compiler to check (it may read the code otherwise).
-  std::string Analysed;
-  for (const AnalysedExpression &Item : analysedExpressions(Site, HiddenText, Query))
-    Analysed += (Analysed.empty() ? "" : ", ") + std::string("decltype(") + Item.Text + "), " + Item.Type;
-  if (!Analysed.empty())
-    Analysed = "." + Replacement.AnalysedSetter + "(" + Replacement.AnalysedTypes + "<" + Analysed + ">())";
+  // What the site was decided on, for the build's compiler to check (it may read the code otherwise).
+  std::string AnalysedText;
+  for (const AnalysedExpression &Item : Analysed)
+    AnalysedText += (AnalysedText.empty() ? "" : ", ") + Item.Found + ", " + Item.Expected;
+  if (!AnalysedText.empty())
+    AnalysedText = "." + Replacement.AnalysedSetter + "(" + Replacement.AnalysedTypes + "<" + AnalysedText + ">())";
 
   std::string Fused = Replacement.Call + "(" + HiddenText + ", " + Head.Weight + ", " +
                       (Head.Bias.empty() ? Replacement.UndefinedTensor : Head.Bias) + ", " + Site.LabelsText + ", " +
-                      lossOptionsText(Site, Patterns) + AsPassed + Analysed + ")";
+                      lossOptionsText(Site, Patterns) + AsPassed + AnalysedText + ")";
   if (!carriesUpcastInOptions(Site, Patterns))
     for (const std::string &Cast : Site.Casts)
       Fused += Cast;

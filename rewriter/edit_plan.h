@@ -23,31 +23,38 @@ struct StandInNames {
   std::string Logits, Labels;
 };
 
-/// The replacements that rewrite one site. HiddenName is the local to hoist the head's input
-/// into when Site.HoistHidden, StandIns the parameters of the code handed to the runtime (names that
-/// mean nothing yet in the function).
-std::vector<clang::tooling::Replacement> planSiteEdits(const CapturedSite &Site, const PatternSet &Patterns,
-                                                       const AstQuery &Query, const std::string &HiddenName,
-                                                       const StandInNames &StandIns);
-
-/// An expression the fused call reads in place of the original's code, with the type the analysis gave it
-/// (type_spelling.h), for the build's compiler to check (`.analysed(AnalysedTypes<decltype(Text), Type>())`).
+/// What a rewritten call asserts for the build's compiler to check (`.analysed(AnalysedTypes<Found, Expected,
+/// ...>())`, torch/include/lmfuse/analysed.h): a type the analysis gave an expression the fused call reads in
+/// place of the original's code (`decltype(h)` against `::at::Tensor`, type_spelling.h), or an integer
+/// constant it read (`lmfuse::Holds<((kDim) == 1)>` against `lmfuse::Holds<true>`).
 struct AnalysedExpression {
-  std::string Text;  ///< as the fused call spells it
-  std::string Type;  ///< e.g. `::torch::nn::Linear`
+  std::string Found;     ///< as the build's compiler reads it
+  std::string Expected;  ///< as the analysis read it
 };
 
-/// What the rewritten call asserts the types of: the head's module (a function head's weight and bias),
-/// the head's input (HiddenText, as the fused call spells it) and the labels the loss starts from, each
-/// where its type can be named and its expression can be an operand of decltype (no lambda in it).
-std::vector<AnalysedExpression> analysedExpressions(const CapturedSite &Site, const std::string &HiddenText,
-                                                    const AstQuery &Query);
+/// What the rewritten call asserts: the types of the head's module (a function head's weight and bias), of
+/// the head's input (through the local HiddenName when it is hoisted) and of the labels the loss starts from,
+/// each where its type can be named and its expression can be an operand of decltype (no lambda in it); the
+/// types of option arguments whose type decided an option; and the value of each integer constant the
+/// analysis read inside the parts of the site the rewrite edits, moves or copies (site_capture.h:
+/// rewrittenParts, with the option locals) and the initialisers of the labels locals, where it is not a literal
+/// and is a constant expression by the language's rules.
+std::vector<AnalysedExpression> analysedExpressions(const CapturedSite &Site, const std::string &HiddenName,
+                                                    const PatternSet &Patterns, const AstQuery &Query);
+
+/// The replacements that rewrite one site. HiddenName is the local to hoist the head's input
+/// into when Site.HoistHidden, StandIns the parameters of the code handed to the runtime (names that
+/// mean nothing yet in the function), Analysed what the fused call asserts (analysedExpressions).
+std::vector<clang::tooling::Replacement> planSiteEdits(const CapturedSite &Site, const PatternSet &Patterns,
+                                                       const AstQuery &Query, const std::string &HiddenName,
+                                                       const StandInNames &StandIns,
+                                                       const std::vector<AnalysedExpression> &Analysed);
 
 /// Every name the edits planned with these names may write that is not a copy of the program's text: the
 /// replacement's names (`lmfuse`, `enabled`, the stand-ins, the hoisted local), the rule set's members the
 /// head and loss are read through (`weight`, `bias`, `options`), the option table's setters with the
 /// reductions' enumerators, the labels' cast method, the planner's own keywords (`auto`, `const`,
-/// `decltype`) and the names in the types the site asserts (Analysed). findEditRefusal checks each for a
+/// `decltype`) and the names in what the site asserts (Analysed: its expected types). findEditRefusal checks each for a
 /// macro where it is written, whether or not the program's moved code spells the same name.
 std::set<std::string> ownWords(const PatternSet &Patterns, const clang::LangOptions &Language,
                                const std::string &HiddenName, const StandInNames &StandIns,

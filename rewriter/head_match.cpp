@@ -124,22 +124,44 @@ std::optional<std::string> whyNotProductHead(const Expr *E, const PatternSet &Pa
   return std::nullopt;
 }
 
-/// Whether `object->weight` (or bias) on an object of class Record would name a member that a class
-/// derived from the rule's Impl declares, not the Impl's own that its forward reads (a subclass of
-/// `LinearImpl` with its own `weight`).
-bool hidesImplMembers(const CXXRecordDecl *Record, const ModuleHeadPattern &Rule) {
-  if (!Record || !Record->hasDefinition() || qualifiedName(Record) == Rule.Impl)
+namespace {
+
+/// Whether a class between Record and the rule's Impl (Record included) declares one of Names: then a member
+/// the fused call names, or the overload a call resolves to, is the program's and not the Impl's the rule
+/// describes (a subclass of `LinearImpl` with its own `weight`; one that adds a `forward` overload beside
+/// `using LinearImpl::forward`, which a compiler may choose where Clang chose the Impl's).
+bool declaresBelow(const CXXRecordDecl *Record, const std::string &Stop, const std::vector<DeclarationName> &Names) {
+  if (!Record || !Record->hasDefinition() || qualifiedName(Record) == Stop)
     return false;
-  auto declares = [&](const std::string &Name) {
-    return !Record->lookup(&Record->getASTContext().Idents.get(Name)).empty();
-  };
-  if (declares(Rule.Weight) || declares(Rule.Bias))
-    return true;
+  for (const DeclarationName &Name : Names)
+    if (!Record->lookup(Name).empty())
+      return true;
   for (const CXXBaseSpecifier &Base : Record->bases())
-    if (hidesImplMembers(Base.getType()->getAsCXXRecordDecl(), Rule))
+    if (declaresBelow(Base.getType()->getAsCXXRecordDecl(), Stop, Names))
       return true;
   return false;
 }
+
+/// For `object->forward(h)`: the members the fused call reads and the method the call resolves among.
+bool hidesImplMembers(const CXXRecordDecl *Record, const ModuleHeadPattern &Rule) {
+  if (!Record)
+    return false;
+  ASTContext &Context = Record->getASTContext();
+  auto Identifier = [&](const std::string &Name) { return DeclarationName(&Context.Idents.get(Name)); };
+  return declaresBelow(Record, Rule.Impl,
+                       {Identifier(Rule.Weight), Identifier(Rule.Bias), Identifier(Rule.Method),
+                        Context.DeclarationNames.getCXXOperatorName(OO_Call)});
+}
+
+/// For `head(h)` on a program class derived from the holder: a call operator of its own.
+bool declaresOwnCall(const CXXRecordDecl *Record, const CXXRecordDecl *Holder) {
+  if (!Record || !Holder)
+    return false;
+  ASTContext &Context = Record->getASTContext();
+  return declaresBelow(Record, qualifiedName(Holder), {Context.DeclarationNames.getCXXOperatorName(OO_Call)});
+}
+
+}  // namespace
 
 std::optional<HeadCall> matchHead(const Expr *E, const PatternSet &Patterns, const AstQuery &Query) {
   E = AstQuery::spelled(E);
@@ -157,13 +179,18 @@ std::optional<HeadCall> matchHead(const Expr *E, const PatternSet &Patterns, con
     std::optional<std::string> Access = HolderCall || MethodCall ? moduleAccess(*Call, Query) : std::nullopt;
     if (!Access)
       continue;
+    if (HolderCall) {
+      QualType ObjectType = Operator->getArg(0)->IgnoreParenImpCasts()->getType().getNonReferenceType();
+      if (declaresOwnCall(ObjectType->getAsCXXRecordDecl(), Method->getParent()))
+        continue;  // the call resolves among the program's operators too
+    }
     if (MethodCall) {
       // The object forward is called on (through `->`, a smart pointer's or a holder's, its pointee).
       QualType ObjectType = cast<CXXMemberCallExpr>(E)->getImplicitObjectArgument()->IgnoreParenImpCasts()->getType().getNonReferenceType();
       if (ObjectType->isPointerType())
         ObjectType = ObjectType->getPointeeType();
       if (hidesImplMembers(ObjectType->getAsCXXRecordDecl(), Rule))
-        continue;  // the fused call would read the subclass's member where forward reads the Impl's
+        continue;  // the fused call would read the subclass's member, or call another forward, than the Impl's
     }
     const std::string &Object = *Access;
     HeadCall Head;

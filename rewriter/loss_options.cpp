@@ -12,13 +12,18 @@ using namespace clang;
 namespace lmfuse::rewriter {
 namespace {
 
-std::optional<std::string> reductionOf(const Expr *Value, const PatternSet &Patterns, const AstQuery &Query) {
+/// The reduction a value names, by its type (`torch::kSum`) or its integer (`at::Reduction::Sum`); one decided by
+/// type is added to DecidedByType.
+std::optional<std::string> reductionOf(const Expr *Value, const PatternSet &Patterns, const AstQuery &Query,
+                                       std::vector<const Expr *> &DecidedByType) {
   const Expr *E = AstQuery::spelled(Value);
   QualType Type = E->getType().getNonReferenceType().getUnqualifiedType();
   std::string TypeName = qualifiedName(Type->getAsCXXRecordDecl());
   for (const ReductionPattern &Reduction : Patterns.Reductions)
-    if (!TypeName.empty() && TypeName == Reduction.Type)
+    if (!TypeName.empty() && TypeName == Reduction.Type) {
+      DecidedByType.push_back(E);
       return Reduction.Value;
+    }
   if (auto Integer = Query.integerValue(E))
     for (const ReductionPattern &Reduction : Patterns.Reductions)
       if (Reduction.Integer == *Integer)
@@ -56,7 +61,7 @@ void setOption(CapturedSite &Site, const std::string &Option, const Expr *Value,
       Options.Effective.LabelSmoothingExpression = Written;
     Options.Effective.LabelSmoothingText = Written;
   } else if (Option == "reduction") {
-    auto Reduction = reductionOf(Value, Patterns, Query);
+    auto Reduction = reductionOf(Value, Patterns, Query, Options.DecidedByType);
     if (!Reduction)
       Unsupported("the reduction `" + Query.text(Spelled) + "` is not known at compile time");
     else if (*Reduction == "none")

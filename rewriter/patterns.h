@@ -220,6 +220,9 @@ struct ReplacementPattern {
   /// decided on, for the build's compiler to check (torch/include/lmfuse/analysed.h).
   std::string AnalysedSetter;
   std::string AnalysedTypes;
+  /// The class template of a condition's value, `Holds<bool>`: an integer constant the site was decided on is
+  /// asserted as `Holds<((<expression>) == <value>)>` against `Holds<true>`.
+  std::string AnalysedValue;
   /// Code is a lambda `[&](const TensorType &StandIn) { return <the original's text>; }`.
   std::string TensorType;
   std::string StandIn = "lmfuse_logits";

@@ -5,6 +5,7 @@
 #include "effects.h"
 #include "pattern_match.h"
 #include "raw_tokens.h"
+#include "site_capture.h"
 
 #include "clang/AST/ParentMapContext.h"
 #include "clang/Analysis/Analyses/ExprMutationAnalyzer.h"
@@ -27,24 +28,6 @@ std::optional<Refusal> fromBreak(const std::optional<TraceBreak> &Break, std::in
   if (Break && llvm::is_contained(Kinds, Break->Kind))
     return Refusal{Reason, Break->Node, Break->Why};
   return std::nullopt;
-}
-
-/// The parts of the site the rewrite edits, moves or copies: the loss call and its arguments, the head's
-/// statement and call, the labels test it repeats at the head, the chain of statements between; with
-/// WithOptionLocals, also the initialisers of the option locals whose values it reads at the loss. Parts the
-/// site does not have are left out.
-std::vector<const Stmt *> rewrittenParts(const CapturedSite &Site, bool WithOptionLocals) {
-  std::vector<const Stmt *> Parts = {Site.Loss, Site.Input, Site.Target, Site.Producer};
-  if (Site.Head)
-    Parts.push_back(Site.Head->Call);
-  Parts.push_back(Site.Guard.Condition);
-  for (const ChainStep &Step : Site.Chain)
-    Parts.push_back(Step.Statement);
-  if (WithOptionLocals)
-    for (const VarDecl *Local : Site.OptionLocals)
-      Parts.push_back(Local->getInit());
-  llvm::erase(Parts, nullptr);
-  return Parts;
 }
 
 std::optional<Refusal> inMacro(const CapturedSite &Site, const PatternSet &, const AstQuery &Query,

@@ -388,11 +388,10 @@ TranslationUnitResult analyzeTranslationUnit(ASTContext &Context, Preprocessor &
       };
       const StandInNames StandIns{unusedName(Patterns.Replacement.StandIn),
                                   unusedName(Patterns.Replacement.LabelsStandIn)};
-      std::vector<tooling::Replacement> Edits = planSiteEdits(Site, Patterns, Query, HiddenName, StandIns);
-      if (auto Refused = findEditRefusal(Site, Edits,
-                                         ownWords(Patterns, Query.context().getLangOpts(), HiddenName, StandIns,
-                                                  analysedExpressions(Site, HiddenName, Query)),
-                                         Query)) {
+      const std::vector<AnalysedExpression> Analysed = analysedExpressions(Site, HiddenName, Patterns, Query);
+      std::vector<tooling::Replacement> Edits = planSiteEdits(Site, Patterns, Query, HiddenName, StandIns, Analysed);
+      if (auto Refused = findEditRefusal(
+              Site, Edits, ownWords(Patterns, Query.context().getLangOpts(), HiddenName, StandIns, Analysed), Query)) {
         refuse(Record, *Refused);
       } else {
         Record.Status = SiteStatus::Patched;

@@ -354,4 +354,18 @@ CapturedSite captureSite(const CallExpr *Loss, const LossPattern &Rule, const Pa
   return Site;
 }
 
+std::vector<const Stmt *> rewrittenParts(const CapturedSite &Site, bool WithOptionLocals) {
+  std::vector<const Stmt *> Parts = {Site.Loss, Site.Input, Site.Target, Site.Producer};
+  if (Site.Head)
+    Parts.push_back(Site.Head->Call);
+  Parts.push_back(Site.Guard.Condition);
+  for (const ChainStep &Step : Site.Chain)
+    Parts.push_back(Step.Statement);
+  if (WithOptionLocals)
+    for (const VarDecl *Local : Site.OptionLocals)
+      Parts.push_back(Local->getInit());
+  llvm::erase(Parts, nullptr);
+  return Parts;
+}
+
 }  // namespace lmfuse::rewriter

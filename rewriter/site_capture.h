@@ -16,4 +16,10 @@ namespace lmfuse::rewriter {
 CapturedSite captureSite(const clang::CallExpr *Loss, const LossPattern &Rule,
                          const PatternSet &Patterns, const AstQuery &Query, const VariableUses &Uses);
 
+/// The parts of the site the rewrite edits, moves or copies: the loss call and its arguments, the head's
+/// statement and call, the labels test it repeats at the head, the chain of statements between; with
+/// WithOptionLocals, also the initialisers of the option locals whose values it reads at the loss. Parts the
+/// site does not have are left out.
+std::vector<const clang::Stmt *> rewrittenParts(const CapturedSite &Site, bool WithOptionLocals);
+
 }  // namespace lmfuse::rewriter

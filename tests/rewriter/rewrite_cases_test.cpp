@@ -279,6 +279,40 @@ const Case Cases[] = {
     return loss;
   }
 )"},
+    {"a reduction named by a type of the program's: the copy asserts the type its option was read from", R"(
+  using SumReduction = torch::enumtype::kSum;
+  torch::Tensor forward(torch::Tensor h, torch::Tensor labels) {
+    auto logits = lm_head(h);
+    return F::cross_entropy(logits.view({-1, 32}), labels.view(-1), F::CrossEntropyFuncOptions().reduction(SumReduction()));
+  }
+)", Verb::RewritesTo, R"(
+  using SumReduction = torch::enumtype::kSum;
+  torch::Tensor forward(torch::Tensor h, torch::Tensor labels) {
+    auto logits = lmfuse::skip_logits() ? lmfuse::skipped_logits(h, lm_head->weight, lm_head->bias, "model.cpp:N") : lm_head(h);
+    return lmfuse::enabled()
+        ? lmfuse::linear_cross_entropy(h, lm_head->weight, lm_head->bias, labels, lmfuse::LossOptions().reduction(lmfuse::Reduction::Sum)
+            .logits_as_passed({"model.cpp:N", logits, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits.view({-1, 32}); }, {}, labels, [&](const torch::Tensor &lmfuse_labels) { return lmfuse_labels.view(-1); }})
+            .analysed(lmfuse::AnalysedTypes<decltype(lm_head), ::torch::nn::Linear, decltype(h), ::at::Tensor, decltype(labels), ::at::Tensor, decltype(SumReduction()), ::torch::enumtype::kSum>()))
+        : F::cross_entropy(logits.view({-1, 32}), labels.view(-1), F::CrossEntropyFuncOptions().reduction(SumReduction()));
+  }
+)"},
+    {"an ignore_index read through a constant of the program's: the copy asserts its value", R"(
+  static constexpr int64_t kPad = -1;
+  torch::Tensor forward(torch::Tensor h, torch::Tensor labels) {
+    auto logits = lm_head(h);
+    return torch::cross_entropy_loss(logits.view({-1, 32}), labels.view(-1), {}, at::Reduction::Mean, kPad);
+  }
+)", Verb::RewritesTo, R"(
+  static constexpr int64_t kPad = -1;
+  torch::Tensor forward(torch::Tensor h, torch::Tensor labels) {
+    auto logits = lmfuse::skip_logits() ? lmfuse::skipped_logits(h, lm_head->weight, lm_head->bias, "model.cpp:N") : lm_head(h);
+    return lmfuse::enabled()
+        ? lmfuse::linear_cross_entropy(h, lm_head->weight, lm_head->bias, labels, lmfuse::LossOptions().ignore_index(kPad)
+            .logits_as_passed({"model.cpp:N", logits, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits.view({-1, 32}); }, {}, labels, [&](const torch::Tensor &lmfuse_labels) { return lmfuse_labels.view(-1); }})
+            .analysed(lmfuse::AnalysedTypes<decltype(lm_head), ::torch::nn::Linear, decltype(h), ::at::Tensor, decltype(labels), ::at::Tensor, lmfuse::Holds<((kPad) == -1)>, lmfuse::Holds<true>>()))
+        : torch::cross_entropy_loss(logits.view({-1, 32}), labels.view(-1), {}, at::Reduction::Mean, kPad);
+  }
+)"},
     {"torch::cross_entropy_loss with positional options", R"(
   torch::Tensor forward(torch::Tensor h, torch::Tensor labels) {
     auto logits = lm_head(h);
@@ -614,7 +648,7 @@ const Case Cases[] = {
       loss = lmfuse::enabled()
           ? lmfuse::linear_cross_entropy(h, lm_head->weight, lm_head->bias, labels, lmfuse::LossOptions().ignore_index(kPad)
               .logits_as_passed({"model.cpp:N", logits, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits.view({-1, 32}); }, {}, labels, [&](const torch::Tensor &lmfuse_labels) { return lmfuse_labels.view(-1); }})
-              .analysed(lmfuse::AnalysedTypes<decltype(lm_head), ::torch::nn::Linear, decltype(h), ::at::Tensor, decltype(labels), ::at::Tensor>()))
+              .analysed(lmfuse::AnalysedTypes<decltype(lm_head), ::torch::nn::Linear, decltype(h), ::at::Tensor, decltype(labels), ::at::Tensor, lmfuse::Holds<((kPad) == 50256)>, lmfuse::Holds<true>>()))
           : F::cross_entropy(logits.view({-1, 32}), labels.view(-1), options);
     }
     return loss;
@@ -1292,6 +1326,29 @@ struct Child : Model::Base {
   ExportLinearImpl *export_head_ = nullptr;
   torch::Tensor forward(torch::Tensor h, torch::Tensor labels) {
     auto logits = export_head_->forward(h);
+    return F::cross_entropy(logits.view({-1, 32}), labels.view(-1));
+  }
+)", Verb::RefusesWith, "head-not-linear"},
+    {"a Linear subclass that adds a forward beside LinearImpl's: which one a call resolves to is the program's", R"(
+  struct OverloadedLinearImpl : torch::nn::LinearImpl {
+    using LinearImpl::forward;
+    torch::Tensor forward(int rows);
+  };
+  OverloadedLinearImpl *overloaded_head_ = nullptr;
+  torch::Tensor forward(torch::Tensor h, torch::Tensor labels) {
+    auto logits = overloaded_head_->forward(h);
+    return F::cross_entropy(logits.view({-1, 32}), labels.view(-1));
+  }
+)", Verb::RefusesWith, "head-not-linear"},
+    {"a holder subclass with a call operator of its own beside the holder's", R"(
+  struct CallingLinear : torch::nn::Linear {
+    using Linear::Linear;
+    using ModuleHolder::operator();
+    torch::Tensor operator()(int rows);
+  };
+  CallingLinear calling_head_{nullptr};
+  torch::Tensor forward(torch::Tensor h, torch::Tensor labels) {
+    auto logits = calling_head_(h);
     return F::cross_entropy(logits.view({-1, 32}), labels.view(-1));
   }
 )", Verb::RefusesWith, "head-not-linear"},

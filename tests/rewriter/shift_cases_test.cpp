@@ -45,6 +45,29 @@ const Case Accepted[] = {
     return loss;
   }
 )"},
+    {"the shift's dim read through a constant of the program's: the copy asserts its value", R"(
+  static constexpr int kTime = 1;
+  torch::Tensor forward(torch::Tensor idx, torch::Tensor targets) {
+    auto h = ln_f(wte(idx));
+    auto logits = lm_head(h);
+    auto shift_logits = logits.slice(kTime, 0, -1);
+    auto shift_targets = targets.slice(kTime, 1);
+    return F::cross_entropy(shift_logits.reshape({-1, 32}), shift_targets.reshape({-1}));
+  }
+)", Verb::RewritesTo, R"(
+  static constexpr int kTime = 1;
+  torch::Tensor forward(torch::Tensor idx, torch::Tensor targets) {
+    auto h = ln_f(wte(idx));
+    auto logits = lmfuse::skip_logits() ? lmfuse::skipped_logits(h, lm_head->weight, lm_head->bias, "model.cpp:N") : lm_head(h);
+    auto shift_logits = lmfuse::skip_logits() ? lmfuse::skipped_logits_after(logits, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits.slice(kTime, 0, -1); }) : logits.slice(kTime, 0, -1);
+    auto shift_targets = targets.slice(kTime, 1);
+    return lmfuse::enabled()
+        ? lmfuse::linear_cross_entropy(h, lm_head->weight, lm_head->bias, targets, lmfuse::LossOptions().shift(true)
+            .logits_as_passed({"model.cpp:N", shift_logits, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits.reshape({-1, 32}); }, lmfuse::ShiftDims{1, 1}, shift_targets, [&](const torch::Tensor &lmfuse_labels) { return lmfuse_labels.reshape({-1}); }})
+            .analysed(lmfuse::AnalysedTypes<decltype(lm_head), ::torch::nn::Linear, decltype(h), ::at::Tensor, decltype(shift_targets), ::at::Tensor, lmfuse::Holds<((kTime) == 1)>, lmfuse::Holds<true>>()))
+        : F::cross_entropy(shift_logits.reshape({-1, 32}), shift_targets.reshape({-1}));
+  }
+)"},
     {"Llama: seq_len local before the guard, the slice inline in the loss", R"(
   Output forward(torch::Tensor hidden, c10::optional<torch::Tensor> labels) {
     auto logits = lm_head(hidden);

@@ -236,16 +236,22 @@ if(predefined MATCHES "__GNUC__" AND NOT predefined MATCHES "__clang__")
     message(FATAL_ERROR "a GCC flag that changes the language, dropped by the tool's parse: the build (exit "
                         "${STATUS}) must fail naming it:\n${OUT}")
   endif()
-  # GCC and Clang reading one program otherwise with no macro, header or flag between them (the head's class
-  # chosen by the length of __PRETTY_FUNCTION__): the copy's check of the types its site was decided on fails the
-  # compile of the rewritten unit, at the site, rather than build a fused call on a head nobody analysed.
-  configure_variant(compiler_type)
-  build_target("${BUILD}" app)
-  if(STATUS EQUAL 0 OR NOT FLAT MATCHES "lmfuse: this compiler gives an expression of a rewritten site another type" OR
-     NOT FLAT MATCHES "Doubled")
-    message(FATAL_ERROR "a head whose class GCC reads otherwise than the tool's Clang: the build (exit ${STATUS}) "
-                        "must fail at the site's check of its analysed types:\n${OUT}")
-  endif()
+  # GCC and Clang reading one program otherwise with no macro, header or flag between them (model.cpp: what is
+  # chosen from the length of __PRETTY_FUNCTION__): the copy's check of what its site was decided on fails the
+  # compile of the rewritten unit, at the site, rather than build a fused call that computes another loss. Each
+  # variant names what the check must name: the head's class, the reduction's type, the shift's dim.
+  foreach(case IN ITEMS "compiler_type|Doubled" "compiler_reduction|kSum" "compiler_shift|Holds<false>")
+    string(REPLACE "|" ";" case "${case}")
+    list(GET case 0 variant)
+    list(GET case 1 named)
+    configure_variant(${variant})
+    build_target("${BUILD}" app)
+    if(STATUS EQUAL 0 OR NOT FLAT MATCHES "lmfuse: this compiler reads an expression of a rewritten site otherwise" OR
+       NOT FLAT MATCHES "${named}")
+      message(FATAL_ERROR "${variant}: a site GCC reads otherwise than the tool's Clang: the build (exit ${STATUS}) "
+                          "must fail at the site's check of what it was decided on, naming ${named}:\n${OUT}")
+    endif()
+  endforeach()
 endif()
 
 # A rewritten library whose site is defined in its header, linked by programs that compile the original

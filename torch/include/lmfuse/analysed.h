@@ -8,11 +8,20 @@
 // the labels the loss starts from). Constructing that object instantiates one static_assert per pair, so a
 // compiler that gives any of them another type fails the build at the site (the error's "required from"
 // line names it) instead of running the fused call on a head nobody analysed. Nothing happens at run time.
+//
+// The same list carries the types of option arguments whose type decided an option (`.reduction(torch::kSum)`)
+// and, as `Holds<((<expression>) == <value>)>` against `Holds<true>`, each integer constant the site was
+// decided on where it is not a literal (a shift's dim, an ignore_index read through a constant): a compiler
+// that evaluates one otherwise fails the same way.
 #pragma once
 
 #include <type_traits>
 
 namespace lmfuse {
+
+/// The value of a condition as a type: `Holds<((k) == 1)>` is `Holds<true>` exactly where k is 1.
+template <bool Value>
+struct Holds {};
 
 /// What LossOptions::analysed takes; only AnalysedTypes derives from it.
 struct AnalysedTypesTag {};
@@ -27,10 +36,11 @@ struct AnalysedTypes<> : AnalysedTypesTag {};
 template <class Found, class Analysed, class... Rest>
 struct AnalysedTypes<Found, Analysed, Rest...> : AnalysedTypes<Rest...> {
   static_assert(std::is_same<typename std::decay<Found>::type, Analysed>::value,
-                "lmfuse: this compiler gives an expression of a rewritten site another type (the first template "
-                "argument) than the one lmfuse-rewrite decided the site on (the second), so the fused call could "
-                "compute another loss than the original: build this target without lmfuse_rewrite, or mark the "
-                "site `// NOLINT(lmfuse)`");
+                "lmfuse: this compiler reads an expression of a rewritten site otherwise than lmfuse-rewrite did "
+                "when it decided the site (the first template argument is what this compiler gives: another "
+                "type, or Holds<false> for a constant of another value; the second what the site was decided "
+                "on), so the fused call could compute another loss than the original: build this target without "
+                "lmfuse_rewrite, or mark the site `// NOLINT(lmfuse)`");
 };
 
 }  // namespace lmfuse

@@ -1,8 +1,9 @@
 // The model: its head's type comes from <head_type.h>, which common/ (first on the include path) defines
 // as a plain Linear and third/ as a capped head. many.h is empty until the check fills it with refused
 // sites (a large audit). cap.h exists only where the build generates it (VARIANT generated): it caps the
-// logits, so the site must be refused. HEAD_BY_COMPILER (VARIANT compiler_type) makes the head's class depend on
-// the compiler.
+// logits, so the site must be refused. HEAD_BY_COMPILER, REDUCTION_BY_COMPILER and SHIFT_BY_COMPILER (VARIANTs
+// compiler_type, compiler_reduction, compiler_shift) make the head's class, the loss's reduction or the dim
+// its shift is written on depend on the compiler.
 #include <torch/torch.h>
 #include <head_type.h>
 #include "many.h"
@@ -10,19 +11,24 @@
 #include "cap.h"
 #endif
 namespace F = torch::nn::functional;
-#ifdef HEAD_BY_COMPILER
-// The head's class chosen by how long the compiler spells __PRETTY_FUNCTION__ (GCC's text is longer than
-// Clang's): no macro or flag differs, yet GCC compiles a head that doubles its output where Clang reads a Linear.
+// How long the compiler spells __PRETTY_FUNCTION__: GCC's text is longer than Clang's (59 and 40 characters), so
+// what is chosen from it differs between them with no macro or flag between them.
 template <class T> constexpr unsigned long pretty_length() { return sizeof(__PRETTY_FUNCTION__); }
+constexpr bool kLongPrettyFunction = pretty_length<int>() > 50;
+#ifdef HEAD_BY_COMPILER
+// GCC compiles a head that doubles its output where Clang reads a Linear.
 struct DoubledImpl : torch::nn::LinearImpl {
   using torch::nn::LinearImpl::LinearImpl;
   torch::Tensor forward(const torch::Tensor &x);
 };
 TORCH_MODULE(Doubled);
-using Head = std::conditional_t<(pretty_length<int>() > 50), Doubled, HeadType>;
+using Head = std::conditional_t<kLongPrettyFunction, Doubled, HeadType>;
 #else
 using Head = HeadType;
 #endif
+// GCC sums where Clang reads a mean; GCC shifts along the batch where Clang reads the time dim.
+using LossReduction = std::conditional_t<kLongPrettyFunction, torch::enumtype::kSum, torch::enumtype::kMean>;
+constexpr int kTimeDim = kLongPrettyFunction ? 0 : 1;
 torch::Tensor loss_of(Head &head, const torch::Tensor &h, c10::optional<torch::Tensor> labels) {
   torch::Tensor loss;
   auto logits = head(h);
@@ -30,7 +36,15 @@ torch::Tensor loss_of(Head &head, const torch::Tensor &h, c10::optional<torch::T
   logits = torch::tanh(logits / 30.0) * 30.0;
 #endif
   if (labels.has_value()) {
+#if defined(REDUCTION_BY_COMPILER)
+    loss = F::cross_entropy(logits.view({-1, logits.size(-1)}), labels->view(-1),
+                            F::CrossEntropyFuncOptions().reduction(LossReduction()));
+#elif defined(SHIFT_BY_COMPILER)
+    loss = F::cross_entropy(logits.slice(kTimeDim, 0, -1).reshape({-1, logits.size(-1)}),
+                            labels->slice(kTimeDim, 1).reshape(-1));
+#else
     loss = F::cross_entropy(logits.view({-1, logits.size(-1)}), labels->view(-1));
+#endif
   }
   return loss;
 }
