@@ -90,7 +90,7 @@ std::pair<torch::Tensor, torch::Tensor> GPTImpl::tiedForward(const torch::Tensor
   if (targets.has_value()) {
     auto logits = F::linear(x, wte->weight);
     auto loss = F::cross_entropy(logits.view({-1, logits.size(-1)}), targets.value().view(-1),
-                                 F::CrossEntropyFuncOptions().ignore_index(-1));
+                                 F::CrossEntropyFuncOptions().ignore_index(kIgnoreIndex));
     return {logits, loss};
   }
   // Inference: only the last position's logits are needed.

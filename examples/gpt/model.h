@@ -57,6 +57,9 @@ struct GPTImpl : torch::nn::Module {
   std::pair<torch::Tensor, torch::Tensor> forward(const torch::Tensor& idx,
                                                   c10::optional<torch::Tensor> targets = c10::nullopt);
 
+  /// The target that marks a position the loss leaves out (data.h's document separators).
+  static constexpr int64_t kIgnoreIndex = -1;
+
   GPTConfig config;
   torch::nn::Embedding wte{nullptr}, wpe{nullptr};
   torch::nn::ModuleList h;
