@@ -217,7 +217,7 @@ std::vector<AnalysedExpression> analysedExpressions(const CapturedSite &Site, co
     E = AstQuery::spelled(E);  // as written: not converted to the parameter's type (`b` to an optional bias)
     if (!E || (containsLambda(E) && !(E == Hidden && Site.HoistHidden)))
       continue;  // before C++20 a lambda may not be an operand of decltype
-    if (std::optional<std::string> Type = spelledDecayedType(E->getType(), Query.context()))
+    if (std::optional<std::string> Type = spelledDecayedType(E->getType(), Query.context(), Site.Function))
       Analysed.push_back({"decltype(" + Text + ")", *Type});
   }
 

@@ -948,6 +948,54 @@ const Case Cases[] = {
   }
 )"},
     // ---- accepted: the copy asserts the types the site was decided on (lmfuse/analysed.h) ----------
+    {"a head class private to another class is left out of the types asserted: the site's function may not name it", R"(
+  class Holder {
+    struct PrivateHeadImpl : torch::nn::LinearImpl {};
+  public:
+    PrivateHeadImpl *head = nullptr;
+  };
+  Holder holder_;
+  torch::Tensor forward(torch::Tensor h, torch::Tensor labels) {
+    auto logits = holder_.head->forward(h);
+    return F::cross_entropy(logits.view({-1, 32}), labels.view(-1));
+  }
+)", Verb::RewritesTo, R"(
+  class Holder {
+    struct PrivateHeadImpl : torch::nn::LinearImpl {};
+  public:
+    PrivateHeadImpl *head = nullptr;
+  };
+  Holder holder_;
+  torch::Tensor forward(torch::Tensor h, torch::Tensor labels) {
+    auto logits = lmfuse::skip_logits() ? lmfuse::skipped_logits(h, holder_.head->weight, holder_.head->bias, "model.cpp:N") : holder_.head->forward(h);
+    return lmfuse::enabled()
+        ? lmfuse::linear_cross_entropy(h, holder_.head->weight, holder_.head->bias, labels, lmfuse::LossOptions()
+            .logits_as_passed({"model.cpp:N", logits, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits.view({-1, 32}); }, {}, labels, [&](const torch::Tensor &lmfuse_labels) { return lmfuse_labels.view(-1); }})
+            .analysed(lmfuse::AnalysedTypes<decltype(h), ::at::Tensor, decltype(labels), ::at::Tensor>()))
+        : F::cross_entropy(logits.view({-1, 32}), labels.view(-1));
+  }
+)"},
+    {"a head class template over an enumeration is left out of the types asserted: its argument prints as a number", R"(
+  enum class Flavor { Plain, Scaled };
+  template <Flavor Kind> struct FlavoredImpl : torch::nn::LinearImpl {};
+  FlavoredImpl<static_cast<Flavor>(7)> *flavored_ = nullptr;
+  torch::Tensor forward(torch::Tensor h, torch::Tensor labels) {
+    auto logits = flavored_->forward(h);
+    return F::cross_entropy(logits.view({-1, 32}), labels.view(-1));
+  }
+)", Verb::RewritesTo, R"(
+  enum class Flavor { Plain, Scaled };
+  template <Flavor Kind> struct FlavoredImpl : torch::nn::LinearImpl {};
+  FlavoredImpl<static_cast<Flavor>(7)> *flavored_ = nullptr;
+  torch::Tensor forward(torch::Tensor h, torch::Tensor labels) {
+    auto logits = lmfuse::skip_logits() ? lmfuse::skipped_logits(h, flavored_->weight, flavored_->bias, "model.cpp:N") : flavored_->forward(h);
+    return lmfuse::enabled()
+        ? lmfuse::linear_cross_entropy(h, flavored_->weight, flavored_->bias, labels, lmfuse::LossOptions()
+            .logits_as_passed({"model.cpp:N", logits, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits.view({-1, 32}); }, {}, labels, [&](const torch::Tensor &lmfuse_labels) { return lmfuse_labels.view(-1); }})
+            .analysed(lmfuse::AnalysedTypes<decltype(h), ::at::Tensor, decltype(labels), ::at::Tensor>()))
+        : F::cross_entropy(logits.view({-1, 32}), labels.view(-1));
+  }
+)"},
     {"the copy asserts the types its site was decided on: a holder of a nested head class, named from the global namespace", R"(
 #include <memory>
   struct ScaledImpl : torch::nn::LinearImpl { using LinearImpl::LinearImpl; };
