@@ -126,73 +126,91 @@ std::optional<std::string> whyNotProductHead(const Expr *E, const PatternSet &Pa
 
 namespace {
 
-/// Whether a class between Record and the rule's Impl (Record included) declares one of Names: then a member
-/// the fused call names, or the overload a call resolves to, is the program's and not the Impl's the rule
-/// describes (a subclass of `LinearImpl` with its own `weight`; one that adds a `forward` overload beside
-/// `using LinearImpl::forward`, which a compiler may choose where Clang chose the Impl's).
-bool declaresBelow(const CXXRecordDecl *Record, const std::string &Stop, const std::vector<DeclarationName> &Names) {
+/// The first class between Record and Stop (Record included, Stop not) that declares one of Names, as
+/// "`Class` declares `name`": then a member the fused call names, or the overload a call resolves to, is the
+/// program's and not the library's that the rule describes (a subclass of `LinearImpl` with its own `weight`;
+/// one that adds a `forward` beside `using LinearImpl::forward`, which a compiler may choose where Clang chose
+/// the Impl's).
+std::optional<std::string> declaredBelow(const CXXRecordDecl *Record, const std::string &Stop,
+                                         const std::vector<DeclarationName> &Names) {
   if (!Record || !Record->hasDefinition() || qualifiedName(Record) == Stop)
-    return false;
+    return std::nullopt;
   for (const DeclarationName &Name : Names)
     if (!Record->lookup(Name).empty())
-      return true;
+      return "`" + Record->getNameAsString() + "` declares `" + Name.getAsString() + "`";
   for (const CXXBaseSpecifier &Base : Record->bases())
-    if (declaresBelow(Base.getType()->getAsCXXRecordDecl(), Stop, Names))
-      return true;
-  return false;
+    if (auto Found = declaredBelow(Base.getType()->getAsCXXRecordDecl(), Stop, Names))
+      return Found;
+  return std::nullopt;
 }
 
-/// For `object->forward(h)`: the members the fused call reads and the method the call resolves among.
-bool hidesImplMembers(const CXXRecordDecl *Record, const ModuleHeadPattern &Rule) {
-  if (!Record)
-    return false;
-  ASTContext &Context = Record->getASTContext();
+/// A call of a module head's `forward` or of its holder's call operator, as the fused call would read it.
+struct ModuleCall {
+  std::string Access;  ///< the module as the fused call spells it before `weight` (`lm_head->`)
+  /// A member of the program's between the object's class and the library's (declaredBelow): for
+  /// `object->forward(h)`, a `weight`, `bias`, `forward` or call operator; for `head(h)` on a subclass of the
+  /// holder, a call operator.
+  std::optional<std::string> ProgramMember;
+};
+
+std::optional<ModuleCall> moduleCall(const Expr *E, const CallView &Call, const ModuleHeadPattern &Rule,
+                                     const AstQuery &Query) {
+  const auto *Method = dyn_cast<CXXMethodDecl>(Call.Callee);
+  if (!Method || Call.Args.empty())
+    return std::nullopt;
+  const auto *Operator = dyn_cast<CXXOperatorCallExpr>(E);
+  bool HolderCall = Operator && Operator->getOperator() == OO_Call && isModuleHolderOf(Method->getParent(), Rule);
+  bool MethodCall = isa<CXXMemberCallExpr>(E) && Method->getNameAsString() == Rule.Method &&
+                    qualifiedName(Method->getParent()) == Rule.Impl;
+  std::optional<std::string> Access = HolderCall || MethodCall ? moduleAccess(Call, Query) : std::nullopt;
+  if (!Access)
+    return std::nullopt;
+  ASTContext &Context = Method->getASTContext();
+  DeclarationName CallOperator = Context.DeclarationNames.getCXXOperatorName(OO_Call);
   auto Identifier = [&](const std::string &Name) { return DeclarationName(&Context.Idents.get(Name)); };
-  return declaresBelow(Record, Rule.Impl,
-                       {Identifier(Rule.Weight), Identifier(Rule.Bias), Identifier(Rule.Method),
-                        Context.DeclarationNames.getCXXOperatorName(OO_Call)});
-}
-
-/// For `head(h)` on a program class derived from the holder: a call operator of its own.
-bool declaresOwnCall(const CXXRecordDecl *Record, const CXXRecordDecl *Holder) {
-  if (!Record || !Holder)
-    return false;
-  ASTContext &Context = Record->getASTContext();
-  return declaresBelow(Record, qualifiedName(Holder), {Context.DeclarationNames.getCXXOperatorName(OO_Call)});
+  ModuleCall Found{*Access, std::nullopt};
+  if (HolderCall) {
+    QualType ObjectType = Operator->getArg(0)->IgnoreParenImpCasts()->getType().getNonReferenceType();
+    Found.ProgramMember =
+        declaredBelow(ObjectType->getAsCXXRecordDecl(), qualifiedName(Method->getParent()), {CallOperator});
+  } else {
+    // The object forward is called on (through `->`, a smart pointer's or a holder's, its pointee).
+    QualType ObjectType =
+        cast<CXXMemberCallExpr>(E)->getImplicitObjectArgument()->IgnoreParenImpCasts()->getType().getNonReferenceType();
+    if (ObjectType->isPointerType())
+      ObjectType = ObjectType->getPointeeType();
+    Found.ProgramMember = declaredBelow(ObjectType->getAsCXXRecordDecl(), Rule.Impl,
+                                        {Identifier(Rule.Weight), Identifier(Rule.Bias), Identifier(Rule.Method),
+                                         CallOperator});
+  }
+  return Found;
 }
 
 }  // namespace
+
+std::optional<std::string> whyNotModuleHead(const Expr *E, const PatternSet &Patterns, const AstQuery &Query) {
+  E = AstQuery::spelled(E);
+  auto Call = AstQuery::asCall(E);
+  if (!Call)
+    return std::nullopt;
+  for (const ModuleHeadPattern &Rule : Patterns.ModuleHeads)
+    if (auto Found = moduleCall(E, *Call, Rule, Query); Found && Found->ProgramMember)
+      return *Found->ProgramMember + " of its own: the fused call computes the library's linear map from its `" +
+             Rule.Weight + "` and `" + Rule.Bias + "`, which the program's member may change (or another compiler "
+             "may resolve the call to)";
+  return std::nullopt;
+}
 
 std::optional<HeadCall> matchHead(const Expr *E, const PatternSet &Patterns, const AstQuery &Query) {
   E = AstQuery::spelled(E);
   auto Call = AstQuery::asCall(E);
   if (!Call)
     return std::nullopt;
-  const auto *Method = dyn_cast<CXXMethodDecl>(Call->Callee);
   for (const ModuleHeadPattern &Rule : Patterns.ModuleHeads) {
-    if (!Method || Call->Args.empty())
-      continue;
-    const auto *Operator = dyn_cast<CXXOperatorCallExpr>(E);
-    bool HolderCall = Operator && Operator->getOperator() == OO_Call && isModuleHolderOf(Method->getParent(), Rule);
-    bool MethodCall = isa<CXXMemberCallExpr>(E) && Method->getNameAsString() == Rule.Method &&
-                      qualifiedName(Method->getParent()) == Rule.Impl;
-    std::optional<std::string> Access = HolderCall || MethodCall ? moduleAccess(*Call, Query) : std::nullopt;
-    if (!Access)
-      continue;
-    if (HolderCall) {
-      QualType ObjectType = Operator->getArg(0)->IgnoreParenImpCasts()->getType().getNonReferenceType();
-      if (declaresOwnCall(ObjectType->getAsCXXRecordDecl(), Method->getParent()))
-        continue;  // the call resolves among the program's operators too
-    }
-    if (MethodCall) {
-      // The object forward is called on (through `->`, a smart pointer's or a holder's, its pointee).
-      QualType ObjectType = cast<CXXMemberCallExpr>(E)->getImplicitObjectArgument()->IgnoreParenImpCasts()->getType().getNonReferenceType();
-      if (ObjectType->isPointerType())
-        ObjectType = ObjectType->getPointeeType();
-      if (hidesImplMembers(ObjectType->getAsCXXRecordDecl(), Rule))
-        continue;  // the fused call would read the subclass's member, or call another forward, than the Impl's
-    }
-    const std::string &Object = *Access;
+    std::optional<ModuleCall> Module = moduleCall(E, *Call, Rule, Query);
+    if (!Module || Module->ProgramMember)
+      continue;  // whyNotModuleHead names a program member
+    const std::string &Object = Module->Access;
     HeadCall Head;
     Head.Kind = HeadKind::Module;
     Head.Call = E;

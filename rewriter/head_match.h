@@ -38,6 +38,10 @@ std::optional<HeadCall> matchHead(const clang::Expr *E, const PatternSet &Patter
 /// is not the transpose of a module's parameter. Nullopt when E is no such call.
 std::optional<std::string> whyNotProductHead(const clang::Expr *E, const PatternSet &Patterns,
                                              const AstQuery &Query);
+/// Why E, a call of a module head's `forward` or of its holder (`head->forward(x)`, `head(x)`), is not a head:
+/// a class of the program's between the object's class and the library's declares a member the fused call
+/// would read, or an overload the call may resolve to. Nullopt when E is no such call.
+std::optional<std::string> whyNotModuleHead(const clang::Expr *E, const PatternSet &Patterns, const AstQuery &Query);
 /// Whether S contains a head call anywhere.
 bool containsHead(const clang::Stmt *S, const PatternSet &Patterns, const AstQuery &Query);
 /// Whether a module head may have a bias: false only when every construction of it visible in this

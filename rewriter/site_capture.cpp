@@ -266,6 +266,8 @@ private:
       breakAt(BreakKind::Capped, E, "the logits are capped with tanh");
     } else if (auto Why = whyNotProductHead(E, Patterns, Query)) {
       breakAt(BreakKind::NotALinearHead, E, *Why);
+    } else if (auto Why = whyNotModuleHead(E, Patterns, Query)) {
+      breakAt(BreakKind::NotALinearHead, E, *Why);
     } else if (Call && contains(Patterns.Normalizers, Call->Name)) {
       breakAt(BreakKind::Normalized, E, "`" + Call->Name + "` is applied to the head's output");
     } else if (Call &&

@@ -2396,6 +2396,29 @@ TEST_CASE("refusal details name what is wrong with the statement they point at",
   };
   const Detail Details[] = {
       {R"(
+  struct OverloadedLinearImpl : torch::nn::LinearImpl {
+    using LinearImpl::forward;
+    torch::Tensor forward(int rows);
+  };
+  OverloadedLinearImpl *overloaded_head_ = nullptr;
+  torch::Tensor forward(torch::Tensor x, torch::Tensor labels) {
+    auto logits = overloaded_head_->forward(x);
+    return F::cross_entropy(logits.view({-1, 32}), labels.view(-1));
+  }
+)", "head-not-linear", "`OverloadedLinearImpl` declares `forward` of its own: the fused call computes the library's linear map"},
+      {R"(
+  struct CallingLinear : torch::nn::Linear {
+    using Linear::Linear;
+    using ModuleHolder::operator();
+    torch::Tensor operator()(int rows);
+  };
+  CallingLinear calling_head_{nullptr};
+  torch::Tensor forward(torch::Tensor x, torch::Tensor labels) {
+    auto logits = calling_head_(x);
+    return F::cross_entropy(logits.view({-1, 32}), labels.view(-1));
+  }
+)", "head-not-linear", "`CallingLinear` declares `operator()` of its own"},
+      {R"(
   torch::Tensor targets_of(const torch::Tensor &ids);
   torch::Tensor forward(torch::Tensor x, torch::Tensor ids) {
     auto logits = lm_head(x);
