@@ -333,12 +333,15 @@ bool AstQuery::mentions(const Stmt *S, const VarDecl *Variable) {
 }
 
 std::optional<int64_t> AstQuery::integerValue(const Expr *E) const {
-  Expr::EvalResult Result;
-  if (!E || E->isValueDependent() || !E->EvaluateAsInt(Result, Context))
+  // Only what the language calls an integral constant expression: Clang's folder also evaluates what is none
+  // (`(int)kD` with `const double kD`), which another compiler may compute at run time, and otherwise.
+  if (!E || E->isValueDependent())
     return std::nullopt;
-  int64_t Value = Result.Val.getInt().getExtValue();
-  IntegersRead.emplace_back(E, Value);
-  return Value;
+  std::optional<llvm::APSInt> Value = E->getIntegerConstantExpr(Context);
+  if (!Value || Value->getSignificantBits() > 64)
+    return std::nullopt;
+  IntegersRead.emplace_back(E, *Value);
+  return Value->getExtValue();
 }
 
 std::optional<double> AstQuery::floatValue(const Expr *E) const {

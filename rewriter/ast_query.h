@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "clang/AST/ASTContext.h"
+#include "llvm/ADT/APSInt.h"
 #include "clang/AST/ASTTypeTraits.h"
 #include "clang/Basic/SourceManager.h"
 #include "clang/Lex/Preprocessor.h"
@@ -65,13 +66,14 @@ public:
   static bool containsCallNamed(const clang::Stmt *S, llvm::ArrayRef<std::string> Names);
   /// Whether E mentions Variable.
   static bool mentions(const clang::Stmt *S, const clang::VarDecl *Variable);
-  /// The integer or floating value of E when it is a compile-time constant.
+  /// The integer value of E when it is an integral constant expression (nullopt for what Clang's folder
+  /// evaluates beyond the language's rules), or the floating value of E when it is a compile-time constant.
   std::optional<int64_t> integerValue(const clang::Expr *E) const;
   std::optional<double> floatValue(const clang::Expr *E) const;
-  /// Every expression whose integer value integerValue found, with that value, in the order read: what the
-  /// analysis may have decided a site on, which another compiler could evaluate otherwise (a constant
+  /// Every expression whose integer value integerValue found, with that value in E's type, in the order read:
+  /// what the analysis may have decided a site on, which another compiler could evaluate otherwise (a constant
   /// chosen by `sizeof(__PRETTY_FUNCTION__)`); the rewrite asserts those of its site (edit_plan.h).
-  const std::vector<std::pair<const clang::Expr *, int64_t>> &integersRead() const { return IntegersRead; }
+  const std::vector<std::pair<const clang::Expr *, llvm::APSInt>> &integersRead() const { return IntegersRead; }
 
   /// Whether Location (its expansion) lies in the program's own files: the main file, or a file under the
   /// program's root. Decided by where the file lies, never by how it was included: a program header
@@ -163,7 +165,7 @@ private:
   clang::Preprocessor &PP;  // the unit's, with every macro's history
   std::string ProgramRoot;
   mutable std::optional<std::vector<std::pair<clang::SourceLocation, std::string>>> PositionMacros;
-  mutable std::vector<std::pair<const clang::Expr *, int64_t>> IntegersRead;
+  mutable std::vector<std::pair<const clang::Expr *, llvm::APSInt>> IntegersRead;
 };
 
 /// A write to a local: its declaration with initialiser, a (compound) assignment, or an in-place

@@ -13,6 +13,7 @@
 #include "clang/AST/ParentMapContext.h"
 #include "clang/AST/RecursiveASTVisitor.h"
 #include "clang/Lex/Lexer.h"
+#include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/Path.h"
 #include "llvm/Support/raw_ostream.h"
 
@@ -176,12 +177,30 @@ bool namesLibraryDeclaration(const Expr *E, const AstQuery &Query) {
   return Name && !Query.declaredByProgram(Name->getDecl());
 }
 
-/// An integer as C++ source of the same value (the most negative int64 has no literal of its own).
-std::string integerText(int64_t Value) {
-  if (Value == INT64_MIN)
+/// An integer as C++ source of the same value, compared with the constant without a sign-compare warning: an
+/// unsigned value beyond int as unsigned long long (`18446744073709551615ULL`, not -1); the most negative
+/// int64 has no literal of its own.
+std::string integerText(const llvm::APSInt &Value) {
+  if (Value.isSigned() && Value.isMinSignedValue() && Value.getBitWidth() == 64)
     return "(-9223372036854775807LL - 1)";
-  std::string Text = std::to_string(Value);
-  return Value > INT_MAX || Value < INT_MIN ? Text + "LL" : Text;
+  std::string Text = llvm::toString(Value, 10);
+  if (Value.isUnsigned())
+    return Value.getActiveBits() > 31 ? Text + "ULL" : Text;
+  int64_t Signed = Value.getExtValue();
+  return Signed > INT_MAX || Signed < INT_MIN ? Text + "LL" : Text;
+}
+
+/// The text E is written with, as a whole: where E is the inside of a macro's parentheses (`#define DIM (k ?
+/// 0 : 1)`), the parentheses' text, which is the invocation (`DIM`); "" where it is only part of an expansion.
+std::string writtenText(const Expr *E, const AstQuery &Query) {
+  std::string Text = Query.text(E);
+  for (const Stmt *Node = E; Text.empty();) {
+    Node = Query.parentStmt(Node);
+    if (!Node || !isa<ParenExpr, ImplicitCastExpr>(Node))
+      break;
+    Text = Query.text(Node);
+  }
+  return Text;
 }
 
 }  // namespace
@@ -234,7 +253,7 @@ std::vector<AnalysedExpression> analysedExpressions(const CapturedSite &Site, co
     if (!InSite || isLiteral(E) || namesLibraryDeclaration(E, Query) || containsLambda(E) ||
         !E->isCXX11ConstantExpr(Query.context()))
       continue;
-    std::string Text = Query.text(E);
+    std::string Text = writtenText(E, Query);
     if (Text.empty())
       continue;  // part of a macro expansion: the macro-dependence analysis compares macros between compilers
     std::string Found = Holds + "<((" + Text + ") == " + integerText(Value) + ")>";

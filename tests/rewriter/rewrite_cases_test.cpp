@@ -313,6 +313,23 @@ const Case Cases[] = {
         : torch::cross_entropy_loss(logits.view({-1, 32}), labels.view(-1), {}, at::Reduction::Mean, kPad);
   }
 )"},
+    {"an unsigned constant beyond int is asserted in its own type: no comparison of signed with unsigned", R"(
+  static constexpr uint64_t kNoLabel = 4294967296ULL;
+  torch::Tensor forward(torch::Tensor h, torch::Tensor labels) {
+    auto logits = lm_head(h);
+    return torch::cross_entropy_loss(logits.view({-1, 32}), labels.view(-1), {}, at::Reduction::Mean, kNoLabel);
+  }
+)", Verb::RewritesTo, R"(
+  static constexpr uint64_t kNoLabel = 4294967296ULL;
+  torch::Tensor forward(torch::Tensor h, torch::Tensor labels) {
+    auto logits = lmfuse::skip_logits() ? lmfuse::skipped_logits(h, lm_head->weight, lm_head->bias, "model.cpp:N") : lm_head(h);
+    return lmfuse::enabled()
+        ? lmfuse::linear_cross_entropy(h, lm_head->weight, lm_head->bias, labels, lmfuse::LossOptions().ignore_index(kNoLabel)
+            .logits_as_passed({"model.cpp:N", logits, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits.view({-1, 32}); }, {}, labels, [&](const torch::Tensor &lmfuse_labels) { return lmfuse_labels.view(-1); }})
+            .analysed(lmfuse::AnalysedTypes<decltype(lm_head), ::torch::nn::Linear, decltype(h), ::at::Tensor, decltype(labels), ::at::Tensor, lmfuse::Holds<((kNoLabel) == 4294967296ULL)>, lmfuse::Holds<true>>()))
+        : torch::cross_entropy_loss(logits.view({-1, 32}), labels.view(-1), {}, at::Reduction::Mean, kNoLabel);
+  }
+)"},
     {"torch::cross_entropy_loss with positional options", R"(
   torch::Tensor forward(torch::Tensor h, torch::Tensor labels) {
     auto logits = lm_head(h);

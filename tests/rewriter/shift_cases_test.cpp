@@ -68,6 +68,31 @@ const Case Accepted[] = {
         : F::cross_entropy(shift_logits.reshape({-1, 32}), shift_targets.reshape({-1}));
   }
 )"},
+    {"the shift's dim through a macro of a constant: the copy asserts the invocation's value", R"(
+  static constexpr bool kTimeMajor = false;
+#define TIME_DIM (kTimeMajor ? 0 : 1)
+  torch::Tensor forward(torch::Tensor idx, torch::Tensor targets) {
+    auto h = ln_f(wte(idx));
+    auto logits = lm_head(h);
+    auto shift_logits = logits.slice(TIME_DIM, 0, -1);
+    auto shift_targets = targets.slice(TIME_DIM, 1);
+    return F::cross_entropy(shift_logits.reshape({-1, 32}), shift_targets.reshape({-1}));
+  }
+)", Verb::RewritesTo, R"(
+  static constexpr bool kTimeMajor = false;
+#define TIME_DIM (kTimeMajor ? 0 : 1)
+  torch::Tensor forward(torch::Tensor idx, torch::Tensor targets) {
+    auto h = ln_f(wte(idx));
+    auto logits = lmfuse::skip_logits() ? lmfuse::skipped_logits(h, lm_head->weight, lm_head->bias, "model.cpp:N") : lm_head(h);
+    auto shift_logits = lmfuse::skip_logits() ? lmfuse::skipped_logits_after(logits, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits.slice(TIME_DIM, 0, -1); }) : logits.slice(TIME_DIM, 0, -1);
+    auto shift_targets = targets.slice(TIME_DIM, 1);
+    return lmfuse::enabled()
+        ? lmfuse::linear_cross_entropy(h, lm_head->weight, lm_head->bias, targets, lmfuse::LossOptions().shift(true)
+            .logits_as_passed({"model.cpp:N", shift_logits, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits.reshape({-1, 32}); }, lmfuse::ShiftDims{1, 1}, shift_targets, [&](const torch::Tensor &lmfuse_labels) { return lmfuse_labels.reshape({-1}); }})
+            .analysed(lmfuse::AnalysedTypes<decltype(lm_head), ::torch::nn::Linear, decltype(h), ::at::Tensor, decltype(shift_targets), ::at::Tensor, lmfuse::Holds<((TIME_DIM) == 1)>, lmfuse::Holds<true>>()))
+        : F::cross_entropy(shift_logits.reshape({-1, 32}), shift_targets.reshape({-1}));
+  }
+)"},
     {"Llama: seq_len local before the guard, the slice inline in the loss", R"(
   Output forward(torch::Tensor hidden, c10::optional<torch::Tensor> labels) {
     auto logits = lm_head(hidden);
@@ -431,6 +456,14 @@ const Case Accepted[] = {
 };
 
 const Refused Neighbours[] = {
+    {{"a dim Clang folds although it is no constant expression (a const double): another compiler may compute it", R"(
+  torch::Tensor forward(torch::Tensor h, torch::Tensor labels) {
+    const double time_dim = 1.0;
+    auto logits = lm_head(h);
+    return F::cross_entropy(logits.slice((int)time_dim, 0, -1).reshape({-1, 32}), labels.slice((int)time_dim, 1).reshape({-1}));
+  }
+)", Verb::RefusesWith, "logits-indexed"},
+     "is not a constant"},
     {{"labels shifted where a local is made and again at the loss", R"(
   torch::Tensor forward(torch::Tensor h, torch::Tensor labels) {
     auto logits = lm_head(h);
