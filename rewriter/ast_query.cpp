@@ -187,6 +187,13 @@ bool AstQuery::declaredByProgram(const Decl *D) const {
   return false;
 }
 
+std::string AstQuery::declaredAt(const Decl *D) const {
+  SourceLocation At = sourceManager().getExpansionLoc(D->getLocation());
+  if (At.isInvalid())
+    return "";
+  return llvm::sys::path::filename(sourceManager().getFilename(At)).str() + ":" + std::to_string(line(At));
+}
+
 CharSourceRange AstQuery::fileRange(SourceRange Range) const {
   if (Range.isInvalid())
     return CharSourceRange();
@@ -423,6 +430,76 @@ const Stmt *AstQuery::enclosingStatement(const Stmt *Node) const {
     Current = Parent;
   }
   return nullptr;
+}
+
+const NamedDecl *AstQuery::localNamedAt(llvm::StringRef Name, const Stmt *At) const {
+  auto Named = [&](const Decl *D) {
+    const auto *Declared = dyn_cast_or_null<NamedDecl>(D);
+    return Declared && Declared->getDeclName().isIdentifier() && Declared->getName() == Name ? Declared : nullptr;
+  };
+  auto InStatement = [&](const Stmt *S) -> const NamedDecl * {
+    const NamedDecl *Last = nullptr;
+    if (const auto *Declarations = dyn_cast_or_null<DeclStmt>(S))
+      for (const Decl *D : Declarations->decls())
+        if (const NamedDecl *Found = Named(D))
+          Last = Found;
+    return Last;
+  };
+  DynTypedNode Child = DynTypedNode::create(*At);
+  const Stmt *ChildStatement = At;
+  while (true) {
+    auto Parents = Context.getParents(Child);
+    if (Parents.empty())
+      return nullptr;
+    const DynTypedNode &Parent = Parents[0];
+    const NamedDecl *Found = nullptr;
+    if (const auto *Block = Parent.get<CompoundStmt>()) {
+      for (const Stmt *Statement : Block->body()) {
+        if (Statement == ChildStatement)
+          break;
+        if (const NamedDecl *Declared = InStatement(Statement))
+          Found = Declared;  // the last of two is a redeclaration (`extern int k;`) of the same entity
+      }
+    } else if (const auto *Function = Parent.get<FunctionDecl>()) {
+      for (const ParmVarDecl *Parameter : Function->parameters())
+        if (const NamedDecl *Declared = Named(Parameter))
+          return Declared;
+      return nullptr;  // outside the function's body: the same at every position in it
+    } else if (const auto *Lambda = Parent.get<LambdaExpr>()) {
+      for (const ParmVarDecl *Parameter : Lambda->getCallOperator()->parameters())
+        if (!Found)
+          Found = Named(Parameter);
+      for (const LambdaCapture &Capture : Lambda->captures())
+        if (!Found && Capture.capturesVariable() && Capture.getCapturedVar()->isInitCapture())
+          Found = Named(Capture.getCapturedVar());
+    } else if (const auto *If = Parent.get<IfStmt>()) {
+      Found = Named(If->getConditionVariable());
+      if (!Found && If->getInit() != ChildStatement)
+        Found = InStatement(If->getInit());
+    } else if (const auto *Switch = Parent.get<SwitchStmt>()) {
+      Found = Named(Switch->getConditionVariable());
+      if (!Found && Switch->getInit() != ChildStatement)
+        Found = InStatement(Switch->getInit());
+    } else if (const auto *While = Parent.get<WhileStmt>()) {
+      Found = Named(While->getConditionVariable());
+    } else if (const auto *For = Parent.get<ForStmt>()) {
+      Found = Named(For->getConditionVariable());
+      if (!Found && For->getInit() != ChildStatement)
+        Found = InStatement(For->getInit());
+    } else if (const auto *Range = Parent.get<CXXForRangeStmt>()) {
+      if (ChildStatement == Range->getBody())
+        Found = Named(Range->getLoopVariable());
+      if (!Found && Range->getInit() != ChildStatement)
+        Found = InStatement(Range->getInit());
+    } else if (const auto *Catch = Parent.get<CXXCatchStmt>()) {
+      Found = Named(Catch->getExceptionDecl());
+    }
+    if (Found)
+      return Found;
+    if (const Stmt *Statement = Parent.get<Stmt>())
+      ChildStatement = Statement;
+    Child = Parent;
+  }
 }
 
 const FunctionDecl *AstQuery::enclosingFunction(const Stmt *Node) const {

@@ -86,6 +86,8 @@ public:
   /// files (inProgramFile). The library's rules may match only what the library declares
   /// (pattern_match.h: isLibraryDeclaration).
   bool declaredByProgram(const clang::Decl *D) const;
+  /// Where D is declared, for a refusal's words: "model.cpp:12" ("" where it has no position).
+  std::string declaredAt(const clang::Decl *D) const;
 
   /// Ordering and nesting by source position (expansion locations).
   bool before(clang::SourceLocation A, clang::SourceLocation B) const;
@@ -101,6 +103,11 @@ public:
   const clang::Stmt *enclosingStatement(const clang::Stmt *Node) const;
   /// The function whose body holds Node (a lambda's call operator for lambda bodies).
   const clang::FunctionDecl *enclosingFunction(const clang::Stmt *Node) const;
+  /// The declaration named Name that unqualified lookup at At finds in the function around it, if any: the
+  /// innermost local (a variable, alias or class declared in a block, or in an `if`, `for`, `switch`, `while`
+  /// or `catch`, before At) or parameter (the function's, an enclosing lambda's, an init-capture). Null where
+  /// lookup leaves the function, whose scopes are the same at every position in it.
+  const clang::NamedDecl *localNamedAt(llvm::StringRef Name, const clang::Stmt *At) const;
   /// Whether Name means something inside Function: a parameter, a declaration or a use in its body,
   /// or a name found by lookup from its scope outwards (members of the class and its bases, and what the
   /// using-directives of its body and of the namespaces around it make visible, included).

@@ -61,6 +61,9 @@ struct LossOptionValues {
   /// Option arguments whose type decided an option (`.reduction(torch::kSum)`): the rewritten call asserts
   /// their types (edit_plan.h: analysedExpressions), since it passes the option the analysis read from them.
   std::vector<const clang::Expr *> DecidedByType;
+  /// The options objects the setters read are called on, as written (`Opts()`, `Opts{}`, the local `opts` of
+  /// `Opts opts;`): of the library's class in Clang's reading, asserted where written through a type alias.
+  std::vector<const clang::Expr *> Objects;
 };
 
 struct CapturedSite {

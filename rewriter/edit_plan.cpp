@@ -203,6 +203,32 @@ std::string writtenText(const Expr *E, const AstQuery &Query) {
   return Text;
 }
 
+/// The type E names as written: a temporary's or a cast's written type (`Opts()`, `Opts{}`), else E's type.
+QualType writtenType(const Expr *E) {
+  if (const auto *Temporary = dyn_cast<CXXTemporaryObjectExpr>(E))
+    return Temporary->getTypeSourceInfo()->getType();
+  if (const auto *Cast = dyn_cast<ExplicitCastExpr>(E))
+    return Cast->getTypeAsWritten();
+  return E->getType();
+}
+
+/// Whether T names its class otherwise than by the class's name or a type alias of the library's: through a
+/// type alias of the program's, an alias template (`std::conditional_t<kFlag, Mine, Options>`), a member of a
+/// template's specialisation, a decltype or a deduced type, any of which another compiler may resolve otherwise.
+bool namedThroughProgram(QualType T, const AstQuery &Query) {
+  while (true) {
+    if (const auto *Elaborated = dyn_cast<ElaboratedType>(T.getTypePtr())) {
+      T = Elaborated->getNamedType();
+    } else if (const auto *Alias = dyn_cast<TypedefType>(T.getTypePtr())) {
+      if (Query.declaredByProgram(Alias->getDecl()))
+        return true;
+      T = Alias->desugar();
+    } else {
+      return !isa<RecordType>(T.getTypePtr());
+    }
+  }
+}
+
 }  // namespace
 
 std::vector<AnalysedExpression> analysedExpressions(const CapturedSite &Site, const std::string &HiddenName,
@@ -231,13 +257,30 @@ std::vector<AnalysedExpression> analysedExpressions(const CapturedSite &Site, co
   for (const Expr *Option : Site.Options.DecidedByType)
     if (!namesLibraryDeclaration(Option, Query))
       Read.emplace_back(Query.argumentText(Option), Option);
+  // The setters read are the library's where the object they are called on is of its class.
+  for (const Expr *Object : Site.Options.Objects)
+    if (namedThroughProgram(writtenType(Object), Query))
+      Read.emplace_back(Query.text(Object), Object);
   std::vector<AnalysedExpression> Analysed;
   for (auto [Text, E] : Read) {
     E = AstQuery::spelled(E);  // as written: not converted to the parameter's type (`b` to an optional bias)
-    if (!E || (containsLambda(E) && !(E == Hidden && Site.HoistHidden)))
+    bool Hoisted = E == Hidden && Site.HoistHidden;
+    if (!E || (containsLambda(E) && !Hoisted))
       continue;  // before C++20 a lambda may not be an operand of decltype
     if (std::optional<std::string> Type = spelledDecayedType(E->getType(), Query.context(), Site.Function))
-      Analysed.push_back({"decltype(" + Text + ")", *Type});
+      Analysed.push_back({"decltype(" + Text + ")", *Type, Hoisted ? nullptr : E});
+  }
+  // A module head's class of the program's: where name lookup in it finds the members the fused call stands for
+  // (`&::Head::forward` points to a member of `::torch::nn::LinearImpl`), which the class's bases decide.
+  if (Head.LookedUpIn) {
+    auto Spelled = [&](const CXXRecordDecl *Class) {
+      return spelledDecayedType(Query.context().getRecordType(Class), Query.context(), Site.Function);
+    };
+    std::optional<std::string> Class = Spelled(Head.LookedUpIn), Library = Spelled(Head.Library);
+    for (const std::string &Member : Head.Members)
+      if (Class && Library)
+        Analysed.push_back(
+            {Patterns.Replacement.AnalysedMember + "<decltype(&" + *Class + "::" + Member + ")>", *Library, nullptr});
   }
 
   // The integer constants read where the copy's code is: a shift's dim, an option's value. Each is pasted at the
@@ -258,7 +301,7 @@ std::vector<AnalysedExpression> analysedExpressions(const CapturedSite &Site, co
       continue;  // part of a macro expansion: the macro-dependence analysis compares macros between compilers
     std::string Found = Holds + "<((" + Text + ") == " + integerText(Value) + ")>";
     if (Asserted.insert(Found).second)
-      Analysed.push_back({Found, Holds + "<true>"});
+      Analysed.push_back({Found, Holds + "<true>", E});
   }
   return Analysed;
 }
@@ -273,7 +316,8 @@ std::set<std::string> ownWords(const PatternSet &Patterns, const LangOptions &La
                                     Replacement.ShiftDims,     Replacement.TensorType,    Replacement.ModuleOptions,
                                     Replacement.LossDtypeSetter, Patterns.Benign.CastMethod, HiddenName,
                                     StandIns.Logits,           StandIns.Labels, Replacement.AnalysedSetter,
-                                    Replacement.AnalysedTypes, Replacement.AnalysedValue};
+                                    Replacement.AnalysedTypes, Replacement.AnalysedValue,
+                                    Replacement.AnalysedMember};
   for (const AnalysedExpression &Item : Analysed)
     Texts.push_back(Item.Expected);
   Texts.insert(Texts.end(), std::begin(PlannerKeywords), std::end(PlannerKeywords));

@@ -30,12 +30,18 @@ struct StandInNames {
 struct AnalysedExpression {
   std::string Found;     ///< as the build's compiler reads it
   std::string Expected;  ///< as the analysis read it
+  /// The program's code Found copies to the loss (the expression read), whose names must mean there what they
+  /// mean where it was read (refusals.h: findEditRefusal); null where Found names only what the rewrite spells.
+  const clang::Expr *Source = nullptr;
 };
 
 /// What the rewritten call asserts: the types of the head's module (a function head's weight and bias), of
 /// the head's input (through the local HiddenName when it is hoisted) and of the labels the loss starts from,
-/// each where its type can be named and its expression can be an operand of decltype (no lambda in it); the
-/// types of option arguments whose type decided an option; and the value of each integer constant the
+/// each where its type can be named and its expression can be an operand of decltype (no lambda in it); for a
+/// module head of a subclass of the library's module class, the class that declares each member the fused call
+/// stands for (`lmfuse::DeclaredIn<decltype(&::Head::forward)>` against `::torch::nn::LinearImpl`); the types
+/// of option arguments whose type decided an option, and of the options object the setters are called on where
+/// its type is written through an alias or a template (`Opts()`); and the value of each integer constant the
 /// analysis read inside the parts of the site the rewrite edits, moves or copies (site_capture.h:
 /// rewrittenParts, with the option locals) and the initialisers of the labels locals, where it is not a literal
 /// and is a constant expression by the language's rules.

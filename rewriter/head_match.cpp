@@ -151,6 +151,9 @@ struct ModuleCall {
   /// `object->forward(h)`, a `weight`, `bias`, `forward` or call operator; for `head(h)` on a subclass of the
   /// holder, a call operator.
   std::optional<std::string> ProgramMember;
+  /// A method call on a subclass of the library's class: HeadCall's LookedUpIn, Library and Members.
+  const CXXRecordDecl *LookedUpIn, *Library;
+  std::vector<std::string> Members;
 };
 
 std::optional<ModuleCall> moduleCall(const Expr *E, const CallView &Call, const ModuleHeadPattern &Rule,
@@ -168,7 +171,7 @@ std::optional<ModuleCall> moduleCall(const Expr *E, const CallView &Call, const 
   ASTContext &Context = Method->getASTContext();
   DeclarationName CallOperator = Context.DeclarationNames.getCXXOperatorName(OO_Call);
   auto Identifier = [&](const std::string &Name) { return DeclarationName(&Context.Idents.get(Name)); };
-  ModuleCall Found{*Access, std::nullopt};
+  ModuleCall Found{*Access, std::nullopt, nullptr, nullptr, {}};
   if (HolderCall) {
     QualType ObjectType = Operator->getArg(0)->IgnoreParenImpCasts()->getType().getNonReferenceType();
     Found.ProgramMember =
@@ -179,9 +182,19 @@ std::optional<ModuleCall> moduleCall(const Expr *E, const CallView &Call, const 
         cast<CXXMemberCallExpr>(E)->getImplicitObjectArgument()->IgnoreParenImpCasts()->getType().getNonReferenceType();
     if (ObjectType->isPointerType())
       ObjectType = ObjectType->getPointeeType();
-    Found.ProgramMember = declaredBelow(ObjectType->getAsCXXRecordDecl(), Rule.Impl,
+    const CXXRecordDecl *Object = ObjectType->getAsCXXRecordDecl();
+    Found.ProgramMember = declaredBelow(Object, Rule.Impl,
                                         {Identifier(Rule.Weight), Identifier(Rule.Bias), Identifier(Rule.Method),
                                          CallOperator});
+    if (Object && Object != Method->getParent()) {
+      Found.LookedUpIn = Object;
+      Found.Library = Method->getParent();
+      // The members the library's class declares once each (an overload set has no one member pointer).
+      for (const std::string &Member : {Rule.Method, Rule.Weight, Rule.Bias})
+        if (auto Declared = Found.Library->lookup(Identifier(Member));
+            Declared.isSingleResult() && !isa<FunctionTemplateDecl>(Declared.front()))
+          Found.Members.push_back(Member);
+    }
   }
   return Found;
 }
@@ -220,6 +233,9 @@ std::optional<HeadCall> matchHead(const Expr *E, const PatternSet &Patterns, con
     Head.Weight = Object + Rule.Weight;
     Head.Bias = Object + Rule.Bias;
     Head.Copied = {Call->Object};
+    Head.LookedUpIn = Module->LookedUpIn;
+    Head.Library = Module->Library;
+    Head.Members = Module->Members;
     return Head;
   }
   std::string Callee = qualifiedName(Call->Callee);

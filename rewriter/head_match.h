@@ -30,6 +30,13 @@ struct HeadCall {
   /// module expression, or the weight and bias arguments.
   std::vector<const clang::Expr *> Copied;
   int HiddenRank = 0;  ///< the rank the head requires of its input (`mm`: 2), 0 for any
+  /// A module head called as `object->forward(h)` on a class of the program's (a subclass of the library's
+  /// module class, Library): the class whose name lookup finds the members the fused call stands for (the
+  /// rule's method, weight and bias, Members), each in Library by Clang's reading of the class's bases, which
+  /// another compiler may read otherwise (a base chosen by `std::conditional_t`). Null for the library's class.
+  const clang::CXXRecordDecl *LookedUpIn = nullptr;
+  const clang::CXXRecordDecl *Library = nullptr;
+  std::vector<std::string> Members;
 };
 
 /// Whether E is a head under Patterns.

@@ -88,6 +88,8 @@ void readSetters(CapturedSite &Site, const Expr *E, const LossPattern &Rule, con
   std::set<std::string> Seen;
   const VarDecl *Local = nullptr;  // the options local followed, if any
   PatchedOptions AtLocal;          // the options read before following it (from the loss's own expression)
+  const Expr *LocalRead = nullptr; // the loss's read of that local
+  const Expr *Written = nullptr;   // the made options' functional cast (`Options{}`), if any
   auto Break = [&](const Expr *Node, std::string Why) {
     if (!Site.OptionsBreak)
       Site.OptionsBreak = TraceBreak{BreakKind::OptionUnsupported, Node, std::move(Why)};
@@ -102,7 +104,11 @@ void readSetters(CapturedSite &Site, const Expr *E, const LossPattern &Rule, con
         for (const auto &[Runtime, Setter] : Rule.Setters)
           if (Setter == Call->Name)
             Option = Runtime;
-        if (Option.empty() || Call->Args.size() != 1)
+        if (!isLibraryDeclaration(Call->Callee, Patterns, Query))
+          Break(E, "the option `" + Call->Name + "` is set by `" + qualifiedName(Call->Callee) +
+                       "`, which this program declares (" + Query.declaredAt(Call->Callee) +
+                       "): the fused call would pass the value written here, not what the program's setter stores");
+        else if (Option.empty() || Call->Args.size() != 1)
           Break(E, "the option `" + Call->Name + "` has no fused equivalent");
         else if (Seen.insert(Option).second)
           setOption(Site, Option, Call->Args[0], Patterns, Query);
@@ -138,18 +144,34 @@ void readSetters(CapturedSite &Site, const Expr *E, const LossPattern &Rule, con
       }
       Site.OptionLocals.push_back(Variable);
       Local = Variable;
+      LocalRead = E;
       AtLocal = Site.Options.Effective;
       E = Writes[0].Value;
       continue;
     }
     if (const auto *Cast = dyn_cast<CXXFunctionalCastExpr>(E)) {  // Options{} of an aggregate
+      Written = Cast;
       E = Cast->getSubExpr();
       continue;
     }
-    if (const auto *Construct = dyn_cast<CXXConstructExpr>(E); Construct && Construct->getNumArgs() == 0)
+    const auto *Construct = dyn_cast<CXXConstructExpr>(E);
+    const auto *List = dyn_cast<InitListExpr>(E);
+    if ((Construct && Construct->getNumArgs() == 0) || (List && List->getNumInits() == 0)) {
+      // The options made here are the defaults only where their class is the library's: a class of the
+      // program's (a subclass of the options) may set any option in its constructor or its members' initialisers.
+      const CXXRecordDecl *Class = E->getType()->getAsCXXRecordDecl();
+      if (Class && !isLibraryDeclaration(Class, Patterns, Query)) {
+        Break(E, "the options are a `" + qualifiedName(Class) + "`, a class this program declares (" +
+                     Query.declaredAt(Class) + "), which may set any option where it is made; the fused call would pass the library's defaults");
+        break;
+      }
+      // The object the setters are called on, as written: a compiler that reads its type otherwise (through a
+      // type alias) would call other setters (edit_plan.h: analysedExpressions asserts its type).
+      if (!Written || Query.text(Written).empty())
+        Written = Query.text(E).empty() && LocalRead ? LocalRead : E;
+      Site.Options.Objects.push_back(Written);
       break;
-    if (const auto *List = dyn_cast<InitListExpr>(E); List && List->getNumInits() == 0)
-      break;
+    }
     Break(E, "the options `" + Query.text(E) + "` cannot be read at compile time");
     break;
   }

@@ -258,6 +258,7 @@ template <> struct MappingTraits<ReplacementPattern> {
     Io.mapRequired("analysed", P.AnalysedSetter);
     Io.mapRequired("analysed_types", P.AnalysedTypes);
     Io.mapRequired("analysed_value", P.AnalysedValue);
+    Io.mapRequired("analysed_member", P.AnalysedMember);
     Io.mapRequired("tensor_type", P.TensorType);
     Io.mapOptional("stand_in", P.StandIn, std::string("lmfuse_logits"));
     Io.mapOptional("labels_stand_in", P.LabelsStandIn, std::string("lmfuse_labels"));

@@ -223,6 +223,9 @@ struct ReplacementPattern {
   /// The class template of a condition's value, `Holds<bool>`: an integer constant the site was decided on is
   /// asserted as `Holds<((<expression>) == <value>)>` against `Holds<true>`.
   std::string AnalysedValue;
+  /// The alias template of the class that declares a member a pointer to member points to,
+  /// `DeclaredIn<decltype(&::Head::forward)>`: which class name lookup in a module head's class found it in.
+  std::string AnalysedMember;
   /// Code is a lambda `[&](const TensorType &StandIn) { return <the original's text>; }`.
   std::string TensorType;
   std::string StandIn = "lmfuse_logits";

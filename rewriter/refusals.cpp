@@ -207,11 +207,9 @@ std::optional<Refusal> positionDependent(const CapturedSite &Site, const Pattern
 
 /// What a declaration is, for a refusal's words: `namespace app::lmfuse` (file:line).
 std::string declarationDetail(const NamedDecl *Found, const AstQuery &Query) {
-  const SourceManager &SM = Query.sourceManager();
-  SourceLocation At = SM.getExpansionLoc(Found->getLocation());
-  std::string Where = At.isValid() ? " (" + llvm::sys::path::filename(SM.getFilename(At)).str() + ":" +
-                                         std::to_string(SM.getExpansionLineNumber(At)) + ")"
-                                   : "";
+  std::string Where = Query.declaredAt(Found);
+  if (!Where.empty())
+    Where = " (" + Where + ")";
   const char *Kind = isa<NamespaceDecl>(Found)              ? "namespace"
                      : isa<NamespaceAliasDecl>(Found)       ? "namespace alias"
                      : isa<RecordDecl>(Found)               ? "class"
@@ -245,12 +243,8 @@ std::optional<Refusal> qualifierCaptured(const CapturedSite &Site, const Pattern
   llvm::StringRef LibraryFolder = llvm::StringRef(Patterns.Replacement.Include).split('/').first;
   if (Call.contains("::"))
     if (const NamespaceDecl *Opening = Query.programOpening(Namespace, LibraryFolder)) {
-      const SourceManager &SM = Query.sourceManager();
-      SourceLocation At = SM.getExpansionLoc(Opening->getLocation());
       return Refusal{ReasonKind::NameCaptured, Site.Loss,
-                     "the program declares in namespace `" + Namespace.str() + "` (" +
-                         llvm::sys::path::filename(SM.getFilename(At)).str() + ":" +
-                         std::to_string(SM.getExpansionLineNumber(At)) +
+                     "the program declares in namespace `" + Namespace.str() + "` (" + Query.declaredAt(Opening) +
                          "), whose functions the rewritten code calls: a declaration of its may be the one they call"};
     }
   return std::nullopt;
@@ -263,12 +257,9 @@ std::optional<Refusal> lossDeclaredByProgram(const CapturedSite &Site, const Pat
   const FunctionDecl *Callee = Site.Loss->getDirectCallee();
   if (!Callee || isLibraryDeclaration(Callee, Patterns, Query))
     return std::nullopt;
-  const SourceManager &SM = Query.sourceManager();
-  SourceLocation Declared = SM.getExpansionLoc(Callee->getLocation());
   return Refusal{ReasonKind::LossUnsupported, Site.Loss,
                  "the `" + qualifiedName(Callee) + "` called here is declared by this program (" +
-                     llvm::sys::path::filename(SM.getFilename(Declared)).str() + ":" +
-                     std::to_string(Query.line(Declared)) + "), not by the library"};
+                     Query.declaredAt(Callee) + "), not by the library"};
 }
 
 std::optional<Refusal> softcapped(const CapturedSite &Site, const PatternSet &Patterns, const AstQuery &,
@@ -1058,9 +1049,50 @@ std::optional<Refusal> findRefusal(const CapturedSite &Site, const PatternSet &P
 }
 
 std::optional<Refusal> findEditRefusal(const CapturedSite &Site, llvm::ArrayRef<tooling::Replacement> Edits,
-                                       const std::set<std::string> &OwnWords, const AstQuery &Query) {
+                                       const std::set<std::string> &OwnWords,
+                                       llvm::ArrayRef<AnalysedExpression> Analysed, const AstQuery &Query) {
   const SourceManager &SM = Query.sourceManager();
   const LangOptions &Language = Query.context().getLangOpts();
+  // What the fused call asserts copies code read elsewhere (a constant of the shift at the head, the options'
+  // object where the options local is made) to the loss: each name in it must find there what it found where
+  // it was read, or the build's compiler would check another expression (and fail the build on a true one).
+  for (const AnalysedExpression &Item : Analysed) {
+    if (!Item.Source)
+      continue;
+    std::set<std::string> Names;  // as written, and those a macro's expansion names
+    CharSourceRange Range = Query.fileRange(Item.Source->getSourceRange());
+    if (Range.isValid()) {
+      auto [File, Begin] = SM.getDecomposedLoc(Range.getBegin());
+      forEachRawToken(SM, Language, File, Begin, SM.getFileOffset(Range.getEnd()), [&](const Token &Word) {
+        if (Word.is(tok::raw_identifier))
+          Names.insert(Word.getRawIdentifier().str());
+        return true;
+      });
+    }
+    struct NameFinder : RecursiveASTVisitor<NameFinder> {
+      std::set<std::string> &Names;
+      explicit NameFinder(std::set<std::string> &Names) : Names(Names) {}
+      bool VisitDeclRefExpr(DeclRefExpr *Ref) {
+        if (Ref->getDecl()->getDeclName().isIdentifier())
+          Names.insert(Ref->getDecl()->getName().str());
+        return true;
+      }
+    } Finder(Names);
+    Finder.TraverseStmt(const_cast<Expr *>(Item.Source));
+    for (const std::string &Name : Names) {
+      const NamedDecl *Read = Query.localNamedAt(Name, Item.Source), *AtLoss = Query.localNamedAt(Name, Site.Loss);
+      if (Read == AtLoss)
+        continue;
+      std::string Meaning = AtLoss ? declarationDetail(AtLoss, Query)
+                                   : std::string("what it names outside the function");
+      return Refusal{ReasonKind::NameCaptured, Site.Loss,
+                     "the rewritten call checks `" + Query.text(AstQuery::spelled(Item.Source)) + "`, read on line " +
+                         std::to_string(Query.line(Item.Source->getBeginLoc())) + ", at the loss on line " +
+                         std::to_string(Query.line(Site.Loss->getBeginLoc())) + ", where `" + Name + "` names " +
+                         Meaning + ", not " +
+                         (Read ? declarationDetail(Read, Query) : std::string("what it names outside the function"))};
+    }
+  }
   // The program's own words: every name in the code the rewrite moves or copies, whose macros the move checks
   // compare where they are written and where they go (macroMeaningChanged). A word of the written text is a
   // copy of those only if it is one of them and not one the rewrite also writes of its own (`weight` of the

@@ -13,6 +13,7 @@
 #include "patterns.h"
 #include "site.h"
 #include "captured_site.h"
+#include "edit_plan.h"
 
 #include "clang/Tooling/Core/Replacement.h"
 #include "llvm/ADT/ArrayRef.h"
@@ -35,8 +36,11 @@ std::optional<Refusal> findRefusal(const CapturedSite &Site, const PatternSet &P
 /// `enabled`, an option's setter, a stand-in, the head's `weight`) that is a macro of the program where it is
 /// written would make the rewritten code other code than planned, refused `name-captured`, as findRefusal
 /// refuses a `lmfuse::` or `torch::` that lookup would find elsewhere; so is a written name that is neither
-/// one of those nor a word of the program's code the edits copy.
+/// one of those nor a word of the program's code the edits copy. What the call asserts (Analysed,
+/// edit_plan.h) copies the program's code read elsewhere to the loss: a name in it that finds another
+/// declaration there (a local of the loss's block shadowing a constant of the shift) is refused `name-captured`.
 std::optional<Refusal> findEditRefusal(const CapturedSite &Site, llvm::ArrayRef<clang::tooling::Replacement> Edits,
-                                       const std::set<std::string> &OwnWords, const AstQuery &Query);
+                                       const std::set<std::string> &OwnWords,
+                                       llvm::ArrayRef<AnalysedExpression> Analysed, const AstQuery &Query);
 
 }  // namespace lmfuse::rewriter

@@ -391,7 +391,8 @@ TranslationUnitResult analyzeTranslationUnit(ASTContext &Context, Preprocessor &
       const std::vector<AnalysedExpression> Analysed = analysedExpressions(Site, HiddenName, Patterns, Query);
       std::vector<tooling::Replacement> Edits = planSiteEdits(Site, Patterns, Query, HiddenName, StandIns, Analysed);
       if (auto Refused = findEditRefusal(
-              Site, Edits, ownWords(Patterns, Query.context().getLangOpts(), HiddenName, StandIns, Analysed), Query)) {
+              Site, Edits, ownWords(Patterns, Query.context().getLangOpts(), HiddenName, StandIns, Analysed),
+              Analysed, Query)) {
         refuse(Record, *Refused);
       } else {
         Record.Status = SiteStatus::Patched;

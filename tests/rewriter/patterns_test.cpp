@@ -209,7 +209,7 @@ TEST_CASE("the words the rewrite writes of its own", "[patterns]") {
                      "lmfuse", "linear_cross_entropy", "LossOptions", "enabled", "skip_logits", "skipped_logits",
                      "skipped_logits_after", "logits_as_passed", "ShiftDims", "torch", "Tensor",
                      "module_loss_options", "dtype", "lmfuse_hidden3", "lmfuse_logits2", "lmfuse_labels",
-                     "analysed", "AnalysedTypes", "Holds",
+                     "analysed", "AnalysedTypes", "Holds", "DeclaredIn",
                      // the names in the types the site asserts
                      "my", "Head", "std", "vector", "at",
                      // the head's members and the module loss's, the labels' cast

@@ -960,7 +960,7 @@ const Case Cases[] = {
     return lmfuse::enabled()
         ? lmfuse::linear_cross_entropy(h, tagged_head_->weight, tagged_head_->bias, labels, lmfuse::LossOptions()
             .logits_as_passed({"model.cpp:N", logits, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits.view({-1, 32}); }, {}, labels, [&](const torch::Tensor &lmfuse_labels) { return lmfuse_labels.view(-1); }})
-            .analysed(lmfuse::AnalysedTypes<decltype(tagged_head_), ::Model::TaggedLinearImpl *, decltype(h), ::at::Tensor, decltype(labels), ::at::Tensor>()))
+            .analysed(lmfuse::AnalysedTypes<decltype(tagged_head_), ::Model::TaggedLinearImpl *, decltype(h), ::at::Tensor, decltype(labels), ::at::Tensor, lmfuse::DeclaredIn<decltype(&::Model::TaggedLinearImpl::forward)>, ::torch::nn::LinearImpl, lmfuse::DeclaredIn<decltype(&::Model::TaggedLinearImpl::weight)>, ::torch::nn::LinearImpl, lmfuse::DeclaredIn<decltype(&::Model::TaggedLinearImpl::bias)>, ::torch::nn::LinearImpl>()))
         : F::cross_entropy(logits.view({-1, 32}), labels.view(-1));
   }
 )"},
@@ -1030,7 +1030,7 @@ const Case Cases[] = {
     return lmfuse::enabled()
         ? lmfuse::linear_cross_entropy(h, scaled->weight, scaled->bias, labels, lmfuse::LossOptions()
             .logits_as_passed({"model.cpp:N", logits, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits.view({-1, 32}); }, {}, labels, [&](const torch::Tensor &lmfuse_labels) { return lmfuse_labels.view(-1); }})
-            .analysed(lmfuse::AnalysedTypes<decltype(scaled), ::std::shared_ptr< ::Model::ScaledImpl>, decltype(h), ::at::Tensor, decltype(labels), ::at::Tensor>()))
+            .analysed(lmfuse::AnalysedTypes<decltype(scaled), ::std::shared_ptr< ::Model::ScaledImpl>, decltype(h), ::at::Tensor, decltype(labels), ::at::Tensor, lmfuse::DeclaredIn<decltype(&::Model::ScaledImpl::forward)>, ::torch::nn::LinearImpl, lmfuse::DeclaredIn<decltype(&::Model::ScaledImpl::weight)>, ::torch::nn::LinearImpl, lmfuse::DeclaredIn<decltype(&::Model::ScaledImpl::bias)>, ::torch::nn::LinearImpl>()))
         : F::cross_entropy(logits.view({-1, 32}), labels.view(-1));
   }
 )"},
@@ -1098,8 +1098,25 @@ struct Other : torch::nn::Module {
     return lmfuse::enabled()
         ? lmfuse::linear_cross_entropy(h, head->weight, head->bias, labels, lmfuse::LossOptions()
             .logits_as_passed({"model.cpp:N", logits, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits.view({-1, 32}); }, {}, labels, [&](const torch::Tensor &lmfuse_labels) { return lmfuse_labels.view(-1); }})
-            .analysed(lmfuse::AnalysedTypes<decltype(head), ::std::shared_ptr<AnonImpl>, decltype(h), ::at::Tensor, decltype(labels), ::at::Tensor>()))
+            .analysed(lmfuse::AnalysedTypes<decltype(head), ::std::shared_ptr<AnonImpl>, decltype(h), ::at::Tensor, decltype(labels), ::at::Tensor, lmfuse::DeclaredIn<decltype(&AnonImpl::forward)>, ::torch::nn::LinearImpl, lmfuse::DeclaredIn<decltype(&AnonImpl::weight)>, ::torch::nn::LinearImpl, lmfuse::DeclaredIn<decltype(&AnonImpl::bias)>, ::torch::nn::LinearImpl>()))
         : F::cross_entropy(logits.view({-1, 32}), labels.view(-1));
+  }
+)"},
+    {"options made through a type alias of the program's: the copy asserts the options object's type", R"(
+  using Options = F::CrossEntropyFuncOptions;
+  torch::Tensor forward(torch::Tensor h, torch::Tensor labels) {
+    auto logits = lm_head(h);
+    return F::cross_entropy(logits.view({-1, 32}), labels.view(-1), Options().ignore_index(-1));
+  }
+)", Verb::RewritesTo, R"(
+  using Options = F::CrossEntropyFuncOptions;
+  torch::Tensor forward(torch::Tensor h, torch::Tensor labels) {
+    auto logits = lmfuse::skip_logits() ? lmfuse::skipped_logits(h, lm_head->weight, lm_head->bias, "model.cpp:N") : lm_head(h);
+    return lmfuse::enabled()
+        ? lmfuse::linear_cross_entropy(h, lm_head->weight, lm_head->bias, labels, lmfuse::LossOptions().ignore_index(-1)
+            .logits_as_passed({"model.cpp:N", logits, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits.view({-1, 32}); }, {}, labels, [&](const torch::Tensor &lmfuse_labels) { return lmfuse_labels.view(-1); }})
+            .analysed(lmfuse::AnalysedTypes<decltype(lm_head), ::torch::nn::Linear, decltype(h), ::at::Tensor, decltype(labels), ::at::Tensor, decltype(Options()), ::torch::nn::CrossEntropyLossOptions>()))
+        : F::cross_entropy(logits.view({-1, 32}), labels.view(-1), Options().ignore_index(-1));
   }
 )"},
     // ---- accepted: macros carried as written, introduced names that collide with nothing -----------
@@ -2474,6 +2491,36 @@ TEST_CASE("refusal details name what is wrong with the statement they point at",
     return F::cross_entropy(logits.view({-1, 32}), labels->view(-1));
   }
 )", "logits-used-elsewhere", "handed out before the loss is computed, where the fused path holds only its shape (`return logits`)"},
+      {R"(
+  struct DefaultedOptions : F::CrossEntropyFuncOptions {
+    DefaultedOptions() { ignore_index(7); }
+  };
+  torch::Tensor forward(torch::Tensor x, torch::Tensor labels) {
+    auto options = DefaultedOptions();
+    auto logits = lm_head(x);
+    return F::cross_entropy(logits.view({-1, 32}), labels.view(-1), options);
+  }
+)", "loss-unsupported", "the options are a `Model::DefaultedOptions`, a class this program declares (model.cpp:"},
+      {R"(
+  struct StoringOptions : F::CrossEntropyFuncOptions {
+    StoringOptions &ignore_index(int64_t);
+  };
+  torch::Tensor forward(torch::Tensor x, torch::Tensor labels) {
+    auto options = StoringOptions().ignore_index(-1);
+    auto logits = lm_head(x);
+    return F::cross_entropy(logits.view({-1, 32}), labels.view(-1), options);
+  }
+)", "loss-unsupported", "the option `ignore_index` is set by `Model::StoringOptions::ignore_index`, which this program declares"},
+      {R"(
+  static constexpr int kTime = 1;
+  torch::Tensor forward(torch::Tensor x, torch::Tensor labels) {
+    auto logits = lm_head(x).slice(kTime, 0, -1);
+    {
+      constexpr int kTime = 0;
+      return F::cross_entropy(logits.reshape({-1, 32}), labels.slice(1, 1).reshape(-1));
+    }
+  }
+)", "name-captured", "the rewritten call checks `kTime`, read on line"},
   };
   for (const Detail &Item : Details) {
     RewriteResult Result = rewriteWithStubs(source(Item.Members, false));

@@ -239,8 +239,10 @@ if(predefined MATCHES "__GNUC__" AND NOT predefined MATCHES "__clang__")
   # GCC and Clang reading one program otherwise with no macro, header or flag between them (model.cpp: what is
   # chosen from the length of __PRETTY_FUNCTION__): the copy's check of what its site was decided on fails the
   # compile of the rewritten unit, at the site, rather than build a fused call that computes another loss. Each
-  # variant names what the check must name: the head's class, the reduction's type, the shift's dim.
-  foreach(case IN ITEMS "compiler_type|Doubled" "compiler_reduction|kSum" "compiler_shift|Holds<false>")
+  # variant names what the check must name: the head's class, the reduction's type, the shift's dim, the base
+  # class the head's forward is found in, the options' class.
+  foreach(case IN ITEMS "compiler_type|Doubled" "compiler_reduction|kSum" "compiler_shift|Holds<false>"
+                        "compiler_base|TanhImpl" "compiler_options|PaddedOptions")
     string(REPLACE "|" ";" case "${case}")
     list(GET case 0 variant)
     list(GET case 1 named)

@@ -9,8 +9,10 @@
 // compiler that gives any of them another type fails the build at the site (the error's "required from"
 // line names it) instead of running the fused call on a head nobody analysed. Nothing happens at run time.
 //
-// The same list carries the types of option arguments whose type decided an option (`.reduction(torch::kSum)`)
-// and, as `Holds<((<expression>) == <value>)>` against `Holds<true>`, each integer constant the site was
+// The same list carries the types of option arguments whose type decided an option (`.reduction(torch::kSum)`),
+// of an options object written through a type alias, for a head of a class of the program's the class each
+// member the fused call stands for is found in (`DeclaredIn<decltype(&::Head::forward)>`, which the class's
+// bases decide), and, as `Holds<((<expression>) == <value>)>` against `Holds<true>`, each integer constant the site was
 // decided on where it is not a literal (a shift's dim, an ignore_index read through a constant): a compiler
 // that evaluates one otherwise fails the same way.
 #pragma once
@@ -22,6 +24,17 @@ namespace lmfuse {
 /// The value of a condition as a type: `Holds<((k) == 1)>` is `Holds<true>` exactly where k is 1.
 template <bool Value>
 struct Holds {};
+
+/// The class that declares the member a pointer to member points to: `DeclaredIn<decltype(&Head::forward)>` is
+/// the class that name lookup in `Head` found `forward` in, which Head's bases decide.
+template <class MemberPointer>
+struct DeclaringClass;
+template <class Member, class Class>
+struct DeclaringClass<Member Class::*> {
+  using type = Class;
+};
+template <class MemberPointer>
+using DeclaredIn = typename DeclaringClass<MemberPointer>::type;
 
 /// What LossOptions::analysed takes; only AnalysedTypes derives from it.
 struct AnalysedTypesTag {};
