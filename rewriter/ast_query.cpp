@@ -31,6 +31,8 @@ AstQuery::AstQuery(ASTContext &Context, Preprocessor &PP, std::string ProgramRoo
 std::string AstQuery::macroMeaningChanged(const Expr *E, SourceLocation At) const {
   const SourceManager &SM = sourceManager();
   CharSourceRange Range = fileRange(spelled(E)->getSourceRange());
+  if (Range.isInvalid())  // the inside of a macro's parentheses: the parentheses are the whole invocation
+    Range = fileRange(E->getSourceRange());
   if (Range.isInvalid())
     return "";
   At = SM.getExpansionLoc(At);

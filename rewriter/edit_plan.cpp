@@ -170,11 +170,21 @@ bool isLiteral(const Expr *E) {
   return isa<IntegerLiteral, CharacterLiteral, CXXBoolLiteralExpr>(E);
 }
 
-/// Whether E is a name of the library's own (`torch::kSum`, `at::Reduction::Mean`): its type and value are the
-/// library headers', which the build's compiler reads with the same macros (macro_dependence.h) as the analysis.
+/// Whether E is a name of the library's own that no argument of the program's chooses (`torch::kSum`,
+/// `at::Reduction::Mean`): a variable or enumerator of the library's namespaces or enumerations, named without
+/// template arguments, whose type and value are the library headers', which the build's compiler reads with the
+/// same macros (macro_dependence.h) as the analysis. A member of a class (`std::integral_constant<int, k>::value`)
+/// or a variable template's specialisation (`std::is_same_v<A, B>`) holds what the program's arguments make it.
 bool namesLibraryDeclaration(const Expr *E, const AstQuery &Query) {
   const auto *Name = dyn_cast<DeclRefExpr>(AstQuery::spelled(E));
-  return Name && !Query.declaredByProgram(Name->getDecl());
+  if (!Name || Query.declaredByProgram(Name->getDecl()) || Name->hasExplicitTemplateArgs() ||
+      isa<VarTemplateSpecializationDecl>(Name->getDecl()))
+    return false;
+  for (const DeclContext *Scope = Name->getDecl()->getDeclContext(); !Scope->isTranslationUnit();
+       Scope = Scope->getParent())
+    if (!Scope->isNamespace() && !isa<EnumDecl>(Scope))
+      return false;
+  return true;
 }
 
 /// An integer as C++ source of the same value, compared with the constant without a sign-compare warning: an
@@ -190,17 +200,17 @@ std::string integerText(const llvm::APSInt &Value) {
   return Signed > INT_MAX || Signed < INT_MIN ? Text + "LL" : Text;
 }
 
-/// The text E is written with, as a whole: where E is the inside of a macro's parentheses (`#define DIM (k ?
-/// 0 : 1)`), the parentheses' text, which is the invocation (`DIM`); "" where it is only part of an expansion.
-std::string writtenText(const Expr *E, const AstQuery &Query) {
-  std::string Text = Query.text(E);
-  for (const Stmt *Node = E; Text.empty();) {
+/// The expression E is written as, as a whole: E, or where E is the inside of a macro's parentheses (`#define
+/// DIM (k ? 0 : 1)`), the parentheses, whose text is the invocation (`DIM`); null where E is only part of an
+/// expansion.
+const Expr *writtenAs(const Expr *E, const AstQuery &Query) {
+  const Stmt *Node = E;
+  while (Query.text(Node).empty()) {
     Node = Query.parentStmt(Node);
     if (!Node || !isa<ParenExpr, ImplicitCastExpr>(Node))
-      break;
-    Text = Query.text(Node);
+      return nullptr;
   }
-  return Text;
+  return cast<Expr>(Node);
 }
 
 /// The type E names as written: a temporary's or a cast's written type (`Opts()`, `Opts{}`), else E's type.
@@ -296,12 +306,12 @@ std::vector<AnalysedExpression> analysedExpressions(const CapturedSite &Site, co
     if (!InSite || isLiteral(E) || namesLibraryDeclaration(E, Query) || containsLambda(E) ||
         !E->isCXX11ConstantExpr(Query.context()))
       continue;
-    std::string Text = writtenText(E, Query);
-    if (Text.empty())
+    const Expr *Written = writtenAs(E, Query);
+    if (!Written)
       continue;  // part of a macro expansion: the macro-dependence analysis compares macros between compilers
-    std::string Found = Holds + "<((" + Text + ") == " + integerText(Value) + ")>";
+    std::string Found = Holds + "<((" + Query.text(Written) + ") == " + integerText(Value) + ")>";
     if (Asserted.insert(Found).second)
-      Analysed.push_back({Found, Holds + "<true>", E});
+      Analysed.push_back({Found, Holds + "<true>", Written});
   }
   return Analysed;
 }

@@ -1079,6 +1079,12 @@ std::optional<Refusal> findEditRefusal(const CapturedSite &Site, llvm::ArrayRef<
       }
     } Finder(Names);
     Finder.TraverseStmt(const_cast<Expr *>(Item.Source));
+    if (std::string Macro = Query.macroMeaningChanged(Item.Source, Site.Loss->getBeginLoc()); !Macro.empty())
+      return Refusal{ReasonKind::NameCaptured, Site.Loss,
+                     "the rewritten call checks `" + Query.text(Item.Source) + "`, read on line " +
+                         std::to_string(Query.line(Item.Source->getBeginLoc())) + ", at the loss on line " +
+                         std::to_string(Query.line(Site.Loss->getBeginLoc())) + ", where `" + Macro +
+                         "` is another macro than where it was read (a #define, #undef or macro pragma between them)"};
     for (const std::string &Name : Names) {
       const NamedDecl *Read = Query.localNamedAt(Name, Item.Source), *AtLoss = Query.localNamedAt(Name, Site.Loss);
       if (Read == AtLoss)
@@ -1086,7 +1092,7 @@ std::optional<Refusal> findEditRefusal(const CapturedSite &Site, llvm::ArrayRef<
       std::string Meaning = AtLoss ? declarationDetail(AtLoss, Query)
                                    : std::string("what it names outside the function");
       return Refusal{ReasonKind::NameCaptured, Site.Loss,
-                     "the rewritten call checks `" + Query.text(AstQuery::spelled(Item.Source)) + "`, read on line " +
+                     "the rewritten call checks `" + Query.text(Item.Source) + "`, read on line " +
                          std::to_string(Query.line(Item.Source->getBeginLoc())) + ", at the loss on line " +
                          std::to_string(Query.line(Site.Loss->getBeginLoc())) + ", where `" + Name + "` names " +
                          Meaning + ", not " +

@@ -2521,6 +2521,16 @@ TEST_CASE("refusal details name what is wrong with the statement they point at",
     }
   }
 )", "name-captured", "the rewritten call checks `kTime`, read on line"},
+      {R"(
+  static constexpr int kTime = 1;
+#define TIME_DIM() (kTime)
+  torch::Tensor forward(torch::Tensor x, torch::Tensor labels) {
+    auto logits = lm_head(x).slice(TIME_DIM(), 0, -1);
+#undef TIME_DIM
+#define TIME_DIM() 1
+    return F::cross_entropy(logits.reshape({-1, 32}), labels.slice(1, 1).reshape(-1));
+  }
+)", "name-captured", "the rewritten call checks `TIME_DIM()`, read on line 22, at the loss on line 25, where `TIME_DIM` is another macro than where it was read"},
   };
   for (const Detail &Item : Details) {
     RewriteResult Result = rewriteWithStubs(source(Item.Members, false));

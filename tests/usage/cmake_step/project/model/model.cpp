@@ -7,6 +7,8 @@
 // the base class of the head's class or the class of the loss's options depend on the compiler.
 #include <torch/torch.h>
 #include <head_type.h>
+#include <memory>
+#include <type_traits>
 #include "many.h"
 #if __has_include("cap.h")
 #include "cap.h"
