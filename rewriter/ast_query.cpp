@@ -449,6 +449,12 @@ const NamedDecl *AstQuery::localNamedAt(llvm::StringRef Name, const Stmt *At) co
   };
   DynTypedNode Child = DynTypedNode::create(*At);
   const Stmt *ChildStatement = At;
+  // What an `if`, `switch`, `while` or `for` declares for its body: its condition's variable, its init statement's.
+  auto InHeader = [&](const Stmt *Init, const VarDecl *Condition) -> const NamedDecl * {
+    if (const NamedDecl *Found = Named(Condition))
+      return Found;
+    return Init != ChildStatement ? InStatement(Init) : nullptr;
+  };
   while (true) {
     auto Parents = Context.getParents(Child);
     if (Parents.empty())
@@ -475,19 +481,13 @@ const NamedDecl *AstQuery::localNamedAt(llvm::StringRef Name, const Stmt *At) co
         if (!Found && Capture.capturesVariable() && Capture.getCapturedVar()->isInitCapture())
           Found = Named(Capture.getCapturedVar());
     } else if (const auto *If = Parent.get<IfStmt>()) {
-      Found = Named(If->getConditionVariable());
-      if (!Found && If->getInit() != ChildStatement)
-        Found = InStatement(If->getInit());
+      Found = InHeader(If->getInit(), If->getConditionVariable());
     } else if (const auto *Switch = Parent.get<SwitchStmt>()) {
-      Found = Named(Switch->getConditionVariable());
-      if (!Found && Switch->getInit() != ChildStatement)
-        Found = InStatement(Switch->getInit());
+      Found = InHeader(Switch->getInit(), Switch->getConditionVariable());
     } else if (const auto *While = Parent.get<WhileStmt>()) {
-      Found = Named(While->getConditionVariable());
+      Found = InHeader(nullptr, While->getConditionVariable());
     } else if (const auto *For = Parent.get<ForStmt>()) {
-      Found = Named(For->getConditionVariable());
-      if (!Found && For->getInit() != ChildStatement)
-        Found = InStatement(For->getInit());
+      Found = InHeader(For->getInit(), For->getConditionVariable());
     } else if (const auto *Range = Parent.get<CXXForRangeStmt>()) {
       if (ChildStatement == Range->getBody())
         Found = Named(Range->getLoopVariable());

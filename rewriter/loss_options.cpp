@@ -162,7 +162,8 @@ void readSetters(CapturedSite &Site, const Expr *E, const LossPattern &Rule, con
       const CXXRecordDecl *Class = E->getType()->getAsCXXRecordDecl();
       if (Class && !isLibraryDeclaration(Class, Patterns, Query)) {
         Break(E, "the options are a `" + qualifiedName(Class) + "`, a class this program declares (" +
-                     Query.declaredAt(Class) + "), which may set any option where it is made; the fused call would pass the library's defaults");
+                     Query.declaredAt(Class) +
+                     "), which may set any option where it is made; the fused call would pass the library's defaults");
         break;
       }
       // The object the setters are called on, as written: a compiler that reads its type otherwise (through a

@@ -1079,25 +1079,22 @@ std::optional<Refusal> findEditRefusal(const CapturedSite &Site, llvm::ArrayRef<
       }
     } Finder(Names);
     Finder.TraverseStmt(const_cast<Expr *>(Item.Source));
+    auto Captured = [&](const std::string &Why) {
+      return Refusal{ReasonKind::NameCaptured, Site.Loss,
+                     "the rewritten call checks `" + Query.text(Item.Source) + "`, read on line " +
+                         std::to_string(Query.line(Item.Source->getBeginLoc())) + ", at the loss on line " +
+                         std::to_string(Query.line(Site.Loss->getBeginLoc())) + ", where " + Why};
+    };
     if (std::string Macro = Query.macroMeaningChanged(Item.Source, Site.Loss->getBeginLoc()); !Macro.empty())
-      return Refusal{ReasonKind::NameCaptured, Site.Loss,
-                     "the rewritten call checks `" + Query.text(Item.Source) + "`, read on line " +
-                         std::to_string(Query.line(Item.Source->getBeginLoc())) + ", at the loss on line " +
-                         std::to_string(Query.line(Site.Loss->getBeginLoc())) + ", where `" + Macro +
-                         "` is another macro than where it was read (a #define, #undef or macro pragma between them)"};
-    for (const std::string &Name : Names) {
-      const NamedDecl *Read = Query.localNamedAt(Name, Item.Source), *AtLoss = Query.localNamedAt(Name, Site.Loss);
-      if (Read == AtLoss)
-        continue;
-      std::string Meaning = AtLoss ? declarationDetail(AtLoss, Query)
-                                   : std::string("what it names outside the function");
-      return Refusal{ReasonKind::NameCaptured, Site.Loss,
-                     "the rewritten call checks `" + Query.text(Item.Source) + "`, read on line " +
-                         std::to_string(Query.line(Item.Source->getBeginLoc())) + ", at the loss on line " +
-                         std::to_string(Query.line(Site.Loss->getBeginLoc())) + ", where `" + Name + "` names " +
-                         Meaning + ", not " +
-                         (Read ? declarationDetail(Read, Query) : std::string("what it names outside the function"))};
-    }
+      return Captured("`" + Macro + "` is another macro than where it was read (a #define, #undef or macro pragma "
+                      "between them)");
+    auto Meaning = [&](const NamedDecl *Found) {
+      return Found ? declarationDetail(Found, Query) : std::string("what it names outside the function");
+    };
+    for (const std::string &Name : Names)
+      if (const NamedDecl *Read = Query.localNamedAt(Name, Item.Source), *AtLoss = Query.localNamedAt(Name, Site.Loss);
+          Read != AtLoss)
+        return Captured("`" + Name + "` names " + Meaning(AtLoss) + ", not " + Meaning(Read));
   }
   // The program's own words: every name in the code the rewrite moves or copies, whose macros the move checks
   // compare where they are written and where they go (macroMeaningChanged). A word of the written text is a
