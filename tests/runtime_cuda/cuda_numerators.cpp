@@ -245,3 +245,33 @@ TEST_CASE("a split pass with an overflowing labelled row is redone as chunks the
     checkAgainstReference(eagerThenGraph(scenario, 1), scenario.expected());  // the loud token's chunk, no other
   }
 }
+
+TEST_CASE("the lean plan's first pass runs the numerators schedule, redoing a chunk whose labelled row overflows",
+          "[cuda][numerators][lean][redo]") {
+  if (skipWithoutTileProduct()) return;
+  struct Case {
+    const char* name;
+    bool loud, gradHidden;
+  };
+  const Case cases[] = {{"no overflow", false, true}, {"an overflowing row", true, true},
+                        {"an overflowing row, no grad_hidden", true, false}};
+  for (bool compact : {false, true})
+    for (const Case& c : cases) {
+      INFO((compact ? "compacted" : "not compacted") << ", " << c.name);
+      Spec spec = numeratorsSpec();
+      spec.options.memory = lmfuse::MemoryMode::LowMemory;
+      spec.options.chunk_tokens = 128;  // pass A in chunks of 128 tokens: the loud one's chunk redone alone
+      spec.options.compact = compact;
+      spec.gradHidden = c.gradHidden;
+      if (c.loud) {
+        spec.loudToken = 7;
+        spec.loudScale = 24.0;
+      }
+      Scenario scenario(spec);
+      const rt::Plan plan = planOf(scenario);
+      REQUIRE(plan.lean);
+      REQUIRE(plan.numerators);
+      // A redo happens only where pass A ran the numerators: the plain schedule never counts one.
+      checkAgainstReference(eagerThenGraph(scenario, c.loud ? 1 : 0), scenario.expected(), c.gradHidden);
+    }
+}

@@ -464,7 +464,6 @@ TEST_CASE("the numerators regions: laid out where the loss allows numerators, ap
       {"bias", [](lmfuse::Problem& p, lmfuse::Options&) { p.bias = &bias; }},
       {"fp32", [](lmfuse::Problem& p, lmfuse::Options&) { p.dtype = lmfuse::DType::Float32; }},
       {"fp16", [](lmfuse::Problem& p, lmfuse::Options&) { p.dtype = lmfuse::DType::Float16; }},
-      {"low memory", [](lmfuse::Problem&, lmfuse::Options& o) { o.memory = lmfuse::MemoryMode::LowMemory; }},
   };
   for (const Case& c : cases) {
     INFO(c.name);
@@ -473,6 +472,20 @@ TEST_CASE("the numerators regions: laid out where the loss allows numerators, ap
     c.edit(problem, options);
     const Plan plan = makePlan(problem, options, &outputs, true);
     CHECK_FALSE(plan.numerators);
+    CHECK(plan.scaledHidden.bytes == 0);
+  }
+  // Low memory: the lean plan's pass A runs them (its rows scaled in place, no c ⊙ h rows); the slice pass
+  // of a grad_weight with a leading dimension of its own (no lean plan) does not.
+  for (int64_t stride : {int64_t(0), small.d + 8}) {
+    INFO("low memory, grad_weight stride " << stride);
+    lmfuse::Options options;
+    options.memory = lmfuse::MemoryMode::LowMemory;
+    lmfuse::Outputs strided = outputs;
+    strided.grad_weight_stride = stride;
+    const Plan plan = makePlan(problemOf(small), options, &strided, true);
+    CHECK(plan.lean == (stride == 0));
+    CHECK(plan.numerators == plan.lean);
+    CHECK(plan.rowScale.bytes >= std::size_t(small.n) * 4);
     CHECK(plan.scaledHidden.bytes == 0);
   }
   const Plan forward = makePlan(problemOf(small), lmfuse::Options{}, nullptr, false);

@@ -22,7 +22,8 @@
 // given and dense, that low-memory schedule is the lean one (plan.h:
 // LeanPass): both passes keep their logits, gathered rows and cuBLASLt workspace inside grad_weight's own
 // bytes, which are free until the slices write them, so the workspace holds only per-token arrays and a
-// [N, 8] buffer for the last slices; it compacts like the default schedule, with one more branch for a
+// [N, 8] buffer for the last slices; its first pass runs the numerators schedule where the default one
+// would (with its redo); it compacts like the default schedule, with one more branch for a
 // count of exactly N (the identity order: nothing gathered). Forward-only calls without compaction overlap the row kernel with the next chunk's GEMM on
 // a side stream.
 // Compaction (Options::compact, the default): a device-side stable order of the tokens with a label, and
@@ -464,7 +465,8 @@ private:
     char* const borrowed = static_cast<char*>(outputs_.grad_weight);
     const char* const hidden = static_cast<const char*>(problem_.hidden);
     const std::size_t pe = elementBytes(paramDType_);
-    // Pass A: loss, lse, grad_hidden, grad_bias over token chunks.
+    // Pass A: loss, lse, grad_hidden, grad_bias over token chunks; the numerators schedule where the plan
+    // allows it and the chunk's product is the tile product (as chunkedPass: no row pass over the logits).
     char* const rows = borrowed + pass.gatheredOffset;
     char* const logits = borrowed + pass.logitsOffset;
     void* const blasA = pass.blasBytes ? borrowed + pass.blasOffset : nullptr;
@@ -478,17 +480,35 @@ private:
         h = rows;
         ldh = d;
       }
-      const RowPartials partials = rowStatistics(h, ldh, count, logits, dx);
-      logitsGemm(problem_.weight, h, ldh, count, v, logits, plan_.logitsLd, blasA, pass.blasBytes, stream, nullptr,
-                 partials.data ? &partials : nullptr);
       RowParams p = params_;
       p.columns = v;
       p.ld = plan_.logitsLd;
       p.firstToken = t;
       p.rows = count;
       p.rowTokens = gather ? order_ : nullptr;
-      launchRowLoss(problem_.dtype, logits, p, dx, partials.data ? &partials : nullptr, rowLoss_, lse_, outputs_.lse,
-                    userLoss_, stream);
+      const RowPartials partials = rowStatistics(h, ldh, count, logits, dx);
+      const bool numerators = plan_.numerators && partials.data;
+      // The chunk's logits with their partials, and loss, lse (and dx where asked) by the row pass.
+      const auto logitsAndRows = [&](cudaStream_t s) {
+        logitsGemm(problem_.weight, h, ldh, count, v, logits, plan_.logitsLd, blasA, pass.blasBytes, s, nullptr,
+                   partials.data ? &partials : nullptr, nullptr, t, &p);
+        launchRowLoss(problem_.dtype, logits, p, dx, partials.data ? &partials : nullptr, rowLoss_, lse_, outputs_.lse,
+                      userLoss_, s);
+      };
+      if (numerators) {
+        launchTargetLogits(h, ldh, problem_.weight, problem_.weight_stride, d, p, lse_, scalars_, stream);
+        logitsGemm(problem_.weight, h, ldh, count, v, logits, plan_.logitsLd, blasA, pass.blasBytes, stream, nullptr,
+                   &partials, lse_, t, &p);
+        launchNumeratorRows(logits, p, partials, lse_, rowScale_, rowLoss_, outputs_.lse, userLoss_, scalars_, stream);
+        const Condition redo = newCondition(stream, &scalars_->redo);
+        launchRedoCondition(redo, scalars_, stream);
+        enqueueIf(stream, redo, state_.redoBody, [&](cudaStream_t body) {
+          logitsAndRows(body);
+          launchUnitScale(rowScale_, count, body);
+        });
+      } else {
+        logitsAndRows(stream);
+      }
       if (outputs_.grad_bias)
         launchColumnSum(problem_.dtype, logits, count, v, plan_.logitsLd, biasAccumulator_, t > 0, stream);
       if (!outputs_.grad_hidden) continue;
@@ -496,7 +516,10 @@ private:
       const int64_t ldOut = gather ? d : outputs_.grad_hidden_stride;
       GemmShape backward{type_, type_, false, false, d, count, v, problem_.weight_stride, plan_.logitsLd, ldOut};
       gemm(state_.blas, backward, 1.0f, problem_.weight, logits, 0.0f, out, blasA, pass.blasBytes, stream);
-      if (gather)
+      if (numerators)  // grad_hidden = c ⊙ (u'·W), scattered to the rows' tokens when gathered
+        launchScaleRows(out, ldOut, rowScale_, gather ? &p : nullptr, count, d,
+                        gather ? outputs_.grad_hidden : out, gather ? outputs_.grad_hidden_stride : ldOut, stream);
+      else if (gather)
         launchScatterRows(problem_.dtype, rows, order_, t, count, d, outputs_.grad_hidden, outputs_.grad_hidden_stride,
                           stream);
     }
@@ -581,17 +604,18 @@ private:
   // tileProductRuns, with dx written by its epilogue, and the row statistics too where asked
   // (rowStatistics: full-vocabulary products only), with numeratorShift the numerators in the logits' place
   // (numerators.h; only where the tile product runs; row r is token firstToken + r, or its compaction
-  // order's); otherwise cuBLASLt, then the slice kernel.
+  // order's: statisticsRows' rowTokens where given, else the call's); otherwise cuBLASLt, then the slice kernel.
   void logitsGemm(const void* weightRows, const void* hidden, int64_t hiddenLd, int64_t tokens, int64_t columns,
                   void* out, int64_t ld, void* blasWorkspace, std::size_t blasBytes, cudaStream_t stream,
                   const RowParams* gradient = nullptr, const RowPartials* statistics = nullptr,
-                  const float* numeratorShift = nullptr, int64_t firstToken = 0) {
+                  const float* numeratorShift = nullptr, int64_t firstToken = 0,
+                  const RowParams* statisticsRows = nullptr) {
     const int64_t d = problem_.hidden_dim;
     if (tileProductRuns(weightRows, hidden, hiddenLd, tokens, columns, out, ld)) {
       const TileGradient epilogue{gradient ? *gradient : RowParams{}, lse_};
       TileStatistics rows;
       if (statistics) {
-        rows.rows = params_;
+        rows.rows = statisticsRows ? *statisticsRows : params_;
         rows.rows.columns = columns;
         rows.rows.rows = tokens;
         rows.rows.firstToken = firstToken;

@@ -243,6 +243,7 @@ Plan makePlan(const Problem& problem, const Options& options, const Outputs* out
     const int64_t gatheredLimit = leanChunkLimit(plan, options.compact);
     if (gatheredLimit >= std::min<int64_t>(n, 8)) {
       plan.lean = true;
+      plan.numerators = numeratorsAllowed;  // pass A's chunks (rowScale is laid out above)
       plan.sliceWeightSink = WeightSinkKind::Output;  // each slice's rows written once, in grad_weight's type
       plan.compactGranule = options.compact ? compactGranule(n, gatheredLimit) : 0;
       plan.compact = plan.compactGranule > 0;

@@ -99,8 +99,8 @@ struct LeanSlice {
 /// The lean low-memory plan for one token count (all N, or one compaction branch's): everything beyond a
 /// few small arrays lives inside the grad_weight output, whose bytes are free until the slices write them.
 /// Pass A (token chunks, full vocabulary): optionally gathered hidden rows at gatheredOffset, logits at
-/// logitsOffset (dx in place), grad_hidden = dx·W (into the gathered rows' place, then scattered, or
-/// straight into grad_hidden). Pass B: the gathered hidden rows h_c at hcOffset (the last bytes of
+/// logitsOffset (dx in place, or the numerators u' where Plan::numerators), grad_hidden = dx·W or c ⊙ (u'·W)
+/// (into the gathered rows' place, then scattered, or straight into grad_hidden). Pass B: the gathered hidden rows h_c at hcOffset (the last bytes of
 /// grad_weight) while the slices' rows and buffers stay below it, then slices over all N tokens with
 /// buffers in the unwritten rows above the slice, then the last rows from the workspace's residue buffer.
 struct LeanPass {
@@ -133,8 +133,9 @@ struct Plan {
   // T tokens keeps them after its T logits rows. 0: none (fp16 and fp32 never run the tile product).
   std::size_t statisticsBytes = 0;
   // The full-vocabulary pass may run the numerators schedule (bf16 gradients without smoothing, softcap,
-  // z-loss or bias; not low-memory): its per-chunk regions are laid out. The backend runs it where the
-  // chunk's product is the tile product (backend.cpp).
+  // z-loss or bias; not the low-memory slice pass): its per-chunk regions are laid out. The backend runs it
+  // where the chunk's product is the tile product (backend.cpp), the lean plan's pass A included (its
+  // grad_hidden = c ⊙ (u'·W) scaled from the chunk's rows; pass B's slices write dx from the lse as always).
   bool numerators = false;
   int64_t chunkTokens = 0;            // token chunk of the full-vocabulary passes (compaction: the largest)
   int64_t chunks = 0;
