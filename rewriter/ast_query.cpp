@@ -435,7 +435,17 @@ const Stmt *AstQuery::enclosingStatement(const Stmt *Node) const {
 }
 
 const NamedDecl *AstQuery::localNamedAt(llvm::StringRef Name, const Stmt *At) const {
-  auto Named = [&](const Decl *D) {
+  auto Named = [&](const Decl *D) -> const NamedDecl * {
+    // `using namespace N;` in a block may bring any name in: it stands for each.
+    if (const auto *Directive = dyn_cast_or_null<UsingDirectiveDecl>(D))
+      return Directive;
+    // `auto [a, b] = …;` declares its bindings, not the unnamed variable that holds them.
+    if (const auto *Bindings = dyn_cast_or_null<DecompositionDecl>(D)) {
+      for (const BindingDecl *Binding : Bindings->bindings())
+        if (Binding->getDeclName().isIdentifier() && Binding->getName() == Name)
+          return Binding;
+      return nullptr;
+    }
     const auto *Declared = dyn_cast_or_null<NamedDecl>(D);
     return Declared && Declared->getDeclName().isIdentifier() && Declared->getName() == Name ? Declared : nullptr;
   };
@@ -502,6 +512,47 @@ const NamedDecl *AstQuery::localNamedAt(llvm::StringRef Name, const Stmt *At) co
       ChildStatement = Statement;
     Child = Parent;
   }
+}
+
+std::set<std::string> AstQuery::unqualifiedNames(const Expr *E) const {
+  const SourceManager &SM = sourceManager();
+  std::set<std::string> Names;
+  CharSourceRange Range = fileRange(E->getSourceRange());
+  if (Range.isValid()) {
+    auto [File, Begin] = SM.getDecomposedLoc(Range.getBegin());
+    bool AfterMemberOrScope = false;  // the previous token was `.`, `->` or `::`
+    forEachRawToken(SM, Context.getLangOpts(), File, Begin, SM.getFileOffset(Range.getEnd()), [&](const Token &Word) {
+      if (Word.is(tok::raw_identifier) && !AfterMemberOrScope)
+        Names.insert(Word.getRawIdentifier().str());
+      AfterMemberOrScope = Word.isOneOf(tok::period, tok::arrow, tok::coloncolon);
+      return true;
+    });
+  }
+  struct Expanded : RecursiveASTVisitor<Expanded> {
+    std::set<std::string> &Names;
+    explicit Expanded(std::set<std::string> &Names) : Names(Names) {}
+    bool VisitDeclRefExpr(DeclRefExpr *Ref) {
+      if (!Ref->hasQualifier() && Ref->getDecl()->getDeclName().isIdentifier())
+        Names.insert(Ref->getDecl()->getName().str());
+      return true;
+    }
+    bool VisitMemberExpr(MemberExpr *Member) {  // `lm_head` for this->lm_head
+      if (Member->isImplicitAccess() && Member->getMemberDecl()->getDeclName().isIdentifier())
+        Names.insert(Member->getMemberDecl()->getName().str());
+      return true;
+    }
+  } Finder(Names);
+  Finder.TraverseStmt(const_cast<Expr *>(E));
+  return Names;
+}
+
+std::optional<AstQuery::Renamed> AstQuery::renamedAt(const Expr *E, const Stmt *At) const {
+  for (const std::string &Name : unqualifiedNames(E)) {
+    const NamedDecl *Read = localNamedAt(Name, E), *There = localNamedAt(Name, At);
+    if (Read != There)
+      return Renamed{Name, Read, There};
+  }
+  return std::nullopt;
 }
 
 const FunctionDecl *AstQuery::enclosingFunction(const Stmt *Node) const {

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -105,9 +106,21 @@ public:
   const clang::FunctionDecl *enclosingFunction(const clang::Stmt *Node) const;
   /// The declaration named Name that unqualified lookup at At finds in the function around it, if any: the
   /// innermost local (a variable, alias or class declared in a block, or in an `if`, `for`, `switch`, `while`
-  /// or `catch`, before At) or parameter (the function's, an enclosing lambda's, an init-capture). Null where
-  /// lookup leaves the function, whose scopes are the same at every position in it.
+  /// or `catch`, before At; a structured binding) or parameter (the function's, an enclosing lambda's, an
+  /// init-capture), or a block's `using namespace`, which may bring any name in. Null where lookup leaves the
+  /// function, whose scopes are the same at every position in it.
   const clang::NamedDecl *localNamedAt(llvm::StringRef Name, const clang::Stmt *At) const;
+  /// The names of E that unqualified lookup resolves: each identifier of its text that follows no `.`, `->`
+  /// or `::`, and those the expansion of a macro in it reads (its references to declarations named without a
+  /// qualifier, members named without `this->`).
+  std::set<std::string> unqualifiedNames(const clang::Expr *E) const;
+  /// A name of E that lookup at At resolves otherwise than where E is written (localNamedAt at both: null for
+  /// what lies outside the function), so that E's text spelled again at At would mean another thing.
+  struct Renamed {
+    std::string Name;
+    const clang::NamedDecl *Read = nullptr, *There = nullptr;
+  };
+  std::optional<Renamed> renamedAt(const clang::Expr *E, const clang::Stmt *At) const;
   /// Whether Name means something inside Function: a parameter, a declaration or a use in its body,
   /// or a name found by lookup from its scope outwards (members of the class and its bases, and what the
   /// using-directives of its body and of the namespaces around it make visible, included).

@@ -681,89 +681,6 @@ std::optional<Refusal> labelsMismatch(const CapturedSite &Site, const PatternSet
   return std::nullopt;
 }
 
-/// The innermost statement whose scope a declaration belongs to (a block, or the if, for, while or
-/// switch statement that declares it in its header), or null at function level.
-const Stmt *scopeOf(const Decl *Declaration, const AstQuery &Query) {
-  DynTypedNodeList Parents = Query.context().getParents(*Declaration);
-  while (!Parents.empty()) {
-    if (const Stmt *Parent = Parents[0].get<Stmt>()) {
-      if (isa<CompoundStmt, IfStmt, ForStmt, WhileStmt, SwitchStmt, CXXForRangeStmt, LambdaExpr>(Parent))
-        return Parent;
-      Parents = Query.context().getParents(*Parent);
-    } else if (const Decl *Parent = Parents[0].get<Decl>()) {
-      if (isa<FunctionDecl>(Parent))
-        return nullptr;
-      Parents = Query.context().getParents(*Parent);
-    } else {
-      return nullptr;
-    }
-  }
-  return nullptr;
-}
-
-/// Why Part's text, spelled again at Destination, would not name what it names where it is written: a
-/// local it reads is out of scope there (`{ auto &W = ...; logits = F::linear(x, W); }`, the loss after the
-/// block reading the member `W`), or a local of the same name declared in scope there hides what it reads
-/// (`if (auto h = other; labels)`, a block-local `targets` around the head hiding the guard's).
-struct Renaming {
-  const NamedDecl *Read = nullptr;      ///< what Part names
-  const NamedDecl *Instead = nullptr;   ///< what the name gives at Destination (null: nothing, out of scope)
-};
-std::optional<Renaming> renamedAt(const Expr *Part, const Stmt *Destination, const CapturedSite &Site,
-                                  const AstQuery &Query) {
-  class Names : public RecursiveASTVisitor<Names> {
-  public:
-    bool VisitDeclRefExpr(DeclRefExpr *Ref) {
-      Read.push_back(Ref->getDecl());
-      return true;
-    }
-    bool VisitMemberExpr(MemberExpr *Member) {
-      if (Member->isImplicitAccess())  // `lm_head` for this->lm_head
-        Read.push_back(Member->getMemberDecl());
-      return true;
-    }
-    std::vector<const NamedDecl *> Read;
-  } Reads;
-  Reads.TraverseStmt(const_cast<Expr *>(Part));
-  class Declarations : public RecursiveASTVisitor<Declarations> {
-  public:
-    bool VisitVarDecl(VarDecl *Declared) { return add(Declared); }
-    bool VisitBindingDecl(BindingDecl *Declared) { return add(Declared); }
-    // `using alt::net;` in a block hides an outer `net` as a local of that name does.
-    bool VisitUsingDecl(UsingDecl *Declared) { return add(Declared); }
-    bool add(const NamedDecl *Declared) {
-      Found.push_back(Declared);
-      return true;
-    }
-    std::vector<const NamedDecl *> Found;
-  } Locals;
-  Locals.TraverseStmt(const_cast<Stmt *>(Site.Body));
-  // Whether Local is visible at Destination: declared before it, in a scope that holds it.
-  auto visibleAt = [&](const NamedDecl *Local) {
-    const Stmt *Scope = scopeOf(Local, Query);
-    return Query.before(Local->getLocation(), Destination->getBeginLoc()) &&
-           (!Scope || Query.within(Destination, Scope));
-  };
-  for (const NamedDecl *Old : Reads.Read) {
-    if (!Old->getIdentifier())
-      continue;
-    const bool OldLocal = llvm::is_contained(Locals.Found, Old);
-    if (OldLocal && !visibleAt(Old))
-      return Renaming{Old, nullptr};
-    const Stmt *OldScope = OldLocal ? scopeOf(Old, Query) : nullptr;
-    for (const NamedDecl *New : Locals.Found) {
-      if (New == Old || !New->getIdentifier() || New->getName() != Old->getName() || !visibleAt(New))
-        continue;
-      // Both visible there: the one of the inner scope wins (a member or a global loses to any local).
-      const Stmt *NewScope = scopeOf(New, Query);
-      bool NewInner = !OldLocal || (NewScope && (!OldScope || (NewScope != OldScope && Query.within(NewScope, OldScope))));
-      if (NewInner)
-        return Renaming{Old, New};
-    }
-  }
-  return std::nullopt;
-}
-
 /// An `#include` (`#include_next`, `#import`) between A and B, in A's file, as "`#include` on line N", or ""
 /// when none: the file it includes may declare names or define macros that the text spelled again at the
 /// other location would then read. Read as the lexer reads the file (comments skipped, line splices joined,
@@ -793,15 +710,20 @@ std::string includeBetween(SourceLocation A, SourceLocation B, const AstQuery &Q
   return Found;
 }
 
-/// The detail of a Renaming: what Text names where it is written, and what it would name at Where.
-std::string renamingDetail(const Renaming &Found, const std::string &Text, const std::string &Where,
+/// The detail of a name of Text that would mean another thing at Where (AstQuery::renamedAt): a local read
+/// there out of scope (`{ auto &W = …; logits = F::linear(x, W); }`, the loss after the block), or a local,
+/// alias, class or `using` declared in scope there that hides what it names (`if (auto h = other; labels)`).
+std::string renamingDetail(const AstQuery::Renamed &Found, const std::string &Text, const std::string &Where,
                            const AstQuery &Query) {
-  std::string Name = "`" + Found.Read->getNameAsString() + "`";
-  if (!Found.Instead)
-    return "the fused path would spell `" + Text + "` again " + Where + ", where " + Name + " (line " +
-           std::to_string(Query.line(Found.Read->getLocation())) + ") is out of scope and the name may mean another";
-  return "the fused path would spell `" + Text + "` again " + Where + ", where " + Name +
-         " names the declaration on line " + std::to_string(Query.line(Found.Instead->getLocation()));
+  std::string Name = "`" + Found.Name + "`";
+  std::string Prefix = "the fused path would spell `" + Text + "` again " + Where + ", where " + Name;
+  if (!Found.There)
+    return Prefix + " (line " + std::to_string(Query.line(Found.Read->getLocation())) +
+           ") is out of scope and the name may mean another";
+  if (isa<UsingDirectiveDecl>(Found.There))
+    return Prefix + " may be another declaration, brought in by the `using namespace` on line " +
+           std::to_string(Query.line(Found.There->getLocation()));
+  return Prefix + " names the declaration on line " + std::to_string(Query.line(Found.There->getLocation()));
 }
 
 std::optional<Refusal> guardOutOfReach(const CapturedSite &Site, const PatternSet &, const AstQuery &Query,
@@ -810,7 +732,7 @@ std::optional<Refusal> guardOutOfReach(const CapturedSite &Site, const PatternSe
     return std::nullopt;
   // The logits statement repeats the guard's test: every name it reads must mean there what it means at the
   // guard (a local declared after the head, or one of a block around the head that hides the guard's, would not).
-  if (auto Found = renamedAt(Site.Guard.Condition, Site.Producer, Site, Query))
+  if (auto Found = Query.renamedAt(Site.Guard.Condition, Site.Producer))
     return Refusal{ReasonKind::LabelsMismatch, Site.Guard.Condition,
                    renamingDetail(*Found, Query.text(AstQuery::spelled(Site.Guard.Condition)), "at the head", Query)};
   if (std::string Macro = Query.macroMeaningChanged(Site.Guard.Condition, Site.Producer->getBeginLoc()); !Macro.empty())
@@ -966,7 +888,7 @@ std::optional<Refusal> headPartsReevaluated(const CapturedSite &Site, const Patt
   if (Site.Producer && !Site.HoistHidden)
     Spelled.push_back(Site.Head->Hidden);
   for (const Expr *Part : Spelled)
-    if (auto Found = renamedAt(Part, Site.Loss, Site, Query))
+    if (auto Found = Query.renamedAt(Part, Site.Loss))
       return Refusal{ReasonKind::InputsModified, Site.Head->Call,
                      renamingDetail(*Found, Query.text(AstQuery::spelled(Part)), "at the loss", Query)};
   for (const Expr *Part : Spelled)
@@ -1059,26 +981,6 @@ std::optional<Refusal> findEditRefusal(const CapturedSite &Site, llvm::ArrayRef<
   for (const AnalysedExpression &Item : Analysed) {
     if (!Item.Source)
       continue;
-    std::set<std::string> Names;  // as written, and those a macro's expansion names
-    CharSourceRange Range = Query.fileRange(Item.Source->getSourceRange());
-    if (Range.isValid()) {
-      auto [File, Begin] = SM.getDecomposedLoc(Range.getBegin());
-      forEachRawToken(SM, Language, File, Begin, SM.getFileOffset(Range.getEnd()), [&](const Token &Word) {
-        if (Word.is(tok::raw_identifier))
-          Names.insert(Word.getRawIdentifier().str());
-        return true;
-      });
-    }
-    struct NameFinder : RecursiveASTVisitor<NameFinder> {
-      std::set<std::string> &Names;
-      explicit NameFinder(std::set<std::string> &Names) : Names(Names) {}
-      bool VisitDeclRefExpr(DeclRefExpr *Ref) {
-        if (Ref->getDecl()->getDeclName().isIdentifier())
-          Names.insert(Ref->getDecl()->getName().str());
-        return true;
-      }
-    } Finder(Names);
-    Finder.TraverseStmt(const_cast<Expr *>(Item.Source));
     auto Captured = [&](const std::string &Why) {
       return Refusal{ReasonKind::NameCaptured, Site.Loss,
                      "the rewritten call checks `" + Query.text(Item.Source) + "`, read on line " +
@@ -1089,12 +991,15 @@ std::optional<Refusal> findEditRefusal(const CapturedSite &Site, llvm::ArrayRef<
       return Captured("`" + Macro + "` is another macro than where it was read (a #define, #undef or macro pragma "
                       "between them)");
     auto Meaning = [&](const NamedDecl *Found) {
-      return Found ? declarationDetail(Found, Query) : std::string("what it names outside the function");
+      if (!Found)
+        return std::string("what it names outside the function");
+      if (isa<UsingDirectiveDecl>(Found))
+        return "what the `using namespace` on line " + std::to_string(Query.line(Found->getLocation())) +
+               " may bring in";
+      return declarationDetail(Found, Query);
     };
-    for (const std::string &Name : Names)
-      if (const NamedDecl *Read = Query.localNamedAt(Name, Item.Source), *AtLoss = Query.localNamedAt(Name, Site.Loss);
-          Read != AtLoss)
-        return Captured("`" + Name + "` names " + Meaning(AtLoss) + ", not " + Meaning(Read));
+    if (auto Found = Query.renamedAt(Item.Source, Site.Loss))
+      return Captured("`" + Found->Name + "` names " + Meaning(Found->There) + ", not " + Meaning(Found->Read));
   }
   // The program's own words: every name in the code the rewrite moves or copies, whose macros the move checks
   // compare where they are written and where they go (macroMeaningChanged). A word of the written text is a

@@ -1642,6 +1642,50 @@ define x other_
     }
   }
 )", Verb::RefusesWith, "inputs-modified"},
+    {"a type alias in the loss's block hiding the class the head's weight is read through", R"(
+  struct Params { static torch::Tensor weight; };
+  struct Other { static torch::Tensor weight; };
+  torch::Tensor forward(torch::Tensor h, torch::Tensor labels) {
+    auto logits = F::linear(h, Params::weight);
+    {
+      using Params = Other;
+      return F::cross_entropy(logits.view({-1, 32}), labels.view(-1));
+    }
+  }
+)", Verb::RefusesWith, "inputs-modified"},
+    {"a using-directive in the loss's block, which may bring in another declaration of the input's name", R"(
+#include <globals.h>
+  torch::Tensor forward(torch::Tensor labels) {
+    auto logits = lm_head(hidden_in);
+    {
+      using namespace alt;
+      return F::cross_entropy(logits.view({-1, 32}), labels.view(-1));
+    }
+  }
+)", Verb::RefusesWith, "inputs-modified"},
+    {"a local of the loss's block named like a member the head's parts name after `->` changes nothing", R"(
+  torch::Tensor forward(torch::Tensor h, torch::Tensor labels) {
+    auto logits = lm_head(h);
+    {
+      int weight = 3;
+      (void)weight;
+      return F::cross_entropy(logits.view({-1, 32}), labels.view(-1));
+    }
+  }
+)", Verb::RewritesTo, R"(
+  torch::Tensor forward(torch::Tensor h, torch::Tensor labels) {
+    auto logits = lmfuse::skip_logits() ? lmfuse::skipped_logits(h, lm_head->weight, lm_head->bias, "model.cpp:N") : lm_head(h);
+    {
+      int weight = 3;
+      (void)weight;
+      return lmfuse::enabled()
+        ? lmfuse::linear_cross_entropy(h, lm_head->weight, lm_head->bias, labels, lmfuse::LossOptions()
+            .logits_as_passed({"model.cpp:N", logits, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits.view({-1, 32}); }, {}, labels, [&](const torch::Tensor &lmfuse_labels) { return lmfuse_labels.view(-1); }})
+            .analysed(lmfuse::AnalysedTypes<decltype(lm_head), ::torch::nn::Linear, decltype(h), ::at::Tensor, decltype(labels), ::at::Tensor>()))
+        : F::cross_entropy(logits.view({-1, 32}), labels.view(-1));
+    }
+  }
+)"},
     {"a declaration of the input's name in a block that ends before the loss hides nothing there", R"(
   torch::Tensor forward(torch::Tensor h, torch::Tensor labels) {
     auto logits = lm_head(h);

@@ -89,6 +89,39 @@ const Case Accepted[] = {
         : F::cross_entropy(shift_logits.reshape({-1, 32}), shift_targets.reshape({-1}));
   }
 )"},
+    {"the shift's dim read as a constant's member: a local of the loss's block named like the member hides nothing", R"(
+  struct Cfg { int dim; };
+  static constexpr Cfg kCfg{1};
+  torch::Tensor forward(torch::Tensor idx, torch::Tensor targets) {
+    auto h = ln_f(wte(idx));
+    auto logits = lm_head(h);
+    auto shift_logits = logits.slice(kCfg.dim, 0, -1);
+    auto shift_targets = targets.slice(1, 1);
+    {
+      int dim = 0;
+      (void)dim;
+      return F::cross_entropy(shift_logits.reshape({-1, 32}), shift_targets.reshape({-1}));
+    }
+  }
+)", Verb::RewritesTo, R"(
+  struct Cfg { int dim; };
+  static constexpr Cfg kCfg{1};
+  torch::Tensor forward(torch::Tensor idx, torch::Tensor targets) {
+    auto h = ln_f(wte(idx));
+    auto logits = lmfuse::skip_logits() ? lmfuse::skipped_logits(h, lm_head->weight, lm_head->bias, "model.cpp:N") : lm_head(h);
+    auto shift_logits = lmfuse::skip_logits() ? lmfuse::skipped_logits_after(logits, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits.slice(kCfg.dim, 0, -1); }) : logits.slice(kCfg.dim, 0, -1);
+    auto shift_targets = targets.slice(1, 1);
+    {
+      int dim = 0;
+      (void)dim;
+      return lmfuse::enabled()
+        ? lmfuse::linear_cross_entropy(h, lm_head->weight, lm_head->bias, targets, lmfuse::LossOptions().shift(true)
+            .logits_as_passed({"model.cpp:N", shift_logits, [&](const torch::Tensor &lmfuse_logits) { return lmfuse_logits.reshape({-1, 32}); }, lmfuse::ShiftDims{1, 1}, shift_targets, [&](const torch::Tensor &lmfuse_labels) { return lmfuse_labels.reshape({-1}); }})
+            .analysed(lmfuse::AnalysedTypes<decltype(lm_head), ::torch::nn::Linear, decltype(h), ::at::Tensor, decltype(shift_targets), ::at::Tensor, lmfuse::Holds<((kCfg.dim) == 1)>, lmfuse::Holds<true>>()))
+        : F::cross_entropy(shift_logits.reshape({-1, 32}), shift_targets.reshape({-1}));
+    }
+  }
+)"},
     {"the shift's dim through a macro of a constant: the copy asserts the invocation's value", R"(
   static constexpr bool kTimeMajor = false;
 #define TIME_DIM (kTimeMajor ? 0 : 1)
