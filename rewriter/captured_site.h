@@ -102,6 +102,9 @@ struct CapturedSite {
 
   LabelsGuard Guard;
   std::string LabelsText;                      ///< labels for the runtime ("" when not derived)
+  /// The code LabelsText spells again at the loss: the loss's own, or (for labels a local shifted) the code
+  /// the local was made from, written before the loss.
+  const clang::Expr *LabelsTextFrom = nullptr;
   /// Where the chain of views, casts and shift of the loss's labels argument starts (the labels, a local
   /// holding them, `*labels`, `labels.value()`), and whether the chain reaches it through `->`.
   const clang::Expr *TargetBase = nullptr;

@@ -17,6 +17,7 @@ struct LabelsTrace {
   int64_t ShiftDim = 0;  ///< the dim the shift is written on
   const Expr *Base = nullptr;  ///< where the chain of views, casts and shift of the traced expression starts
   bool Arrow = false;          ///< the chain reaches Base through `->`
+  const Expr *TextFrom = nullptr;  ///< the code Text spells (a shift local's initialiser's, for unshifted labels)
 };
 
 /// The text of Call's device argument when Call moves the labels to a device (`.to(logits.device())`,
@@ -145,6 +146,7 @@ std::optional<LabelsTrace> traceLabelsFrom(const Expr *E, CapturedSite &Site, co
   // The root: *labels, labels->..., labels.value(), a labels tensor, or a local unwrapped from them.
   const Expr *Core = AstQuery::spelled(E);
   Trace.Base = Core;
+  Trace.TextFrom = Core;
   Trace.Arrow = ThroughPointer;
   if (const auto *Deref = dyn_cast<UnaryOperator>(Core); Deref && Deref->getOpcode() == UO_Deref) {
     Trace.Root = AstQuery::namedVariable(Deref->getSubExpr());
@@ -206,6 +208,7 @@ std::optional<LabelsTrace> traceLabelsFrom(const Expr *E, CapturedSite &Site, co
         Trace.Shift = true;
         Trace.ShiftDim = Inner->ShiftDim;
         Trace.Text = Inner->Text;
+        Trace.TextFrom = Inner->TextFrom;
       }
     }
   }
@@ -240,6 +243,7 @@ void traceLabels(CapturedSite &Site, const PatternSet &Patterns, const AstQuery 
   }
   Site.LabelsRoot = Trace->Root;
   Site.LabelsText = Trace->Text;
+  Site.LabelsTextFrom = Trace->TextFrom;
   Site.LabelsShift = Trace->Shift;
   Site.LabelsShiftDim = Trace->ShiftDim;
   Site.TargetBase = Trace->Base;

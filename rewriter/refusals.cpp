@@ -748,6 +748,29 @@ std::optional<Refusal> guardOutOfReach(const CapturedSite &Site, const PatternSe
   return std::nullopt;
 }
 
+/// The labels a local shifted (`auto y = targets.slice(1, 1);`) are passed unshifted, their code spelled again at
+/// the loss: every name it looks up must find there what it found where the local was made, and no macro of
+/// it or `#include` may come between (a local `targets` in the loss's block would hand the fused call others).
+std::optional<Refusal> labelsSpelledAgain(const CapturedSite &Site, const PatternSet &, const AstQuery &Query,
+                                          const VariableUses &) {
+  const Expr *Labels = Site.LabelsTextFrom;
+  if (!Labels || Query.within(Labels, Site.Loss))
+    return std::nullopt;
+  const std::string Text = Query.text(AstQuery::spelled(Labels));
+  if (auto Found = Query.renamedAt(Labels, Site.Loss))
+    return Refusal{ReasonKind::LabelsMismatch, Labels, renamingDetail(*Found, Text, "at the loss", Query)};
+  if (std::string Macro = Query.macroMeaningChanged(Labels, Site.Loss->getBeginLoc()); !Macro.empty())
+    return Refusal{ReasonKind::LabelsMismatch, Labels,
+                   "the fused path would spell `" + Text + "` again at the loss, where `" + Macro +
+                       "` is not the macro it is where the labels were shifted (a #define, #undef or macro pragma "
+                       "between them)"};
+  if (std::string Include = includeBetween(Labels->getBeginLoc(), Site.Loss->getBeginLoc(), Query); !Include.empty())
+    return Refusal{ReasonKind::LabelsMismatch, Labels,
+                   "the fused path would spell `" + Text + "` again at the loss, and the " + Include +
+                       " between them may change what it means"};
+  return std::nullopt;
+}
+
 /// The construct that may keep the loss from running on a path from the head's statement, other than the
 /// labels test the rewrite repeats at the head (null when none): another `if` around it, a branch of `?:`,
 /// the right side of `&&` / `||`, the body of a loop that may run no time, a `switch`, a `try`.
@@ -957,7 +980,7 @@ std::optional<Refusal> differentiatedTwice(const CapturedSite &Site, const Patte
 constexpr Check Checks[] = {inMacro,        lineDirectiveInEffect, positionDependent, qualifierCaptured, lossDeclaredByProgram, softcapped,           headWrapped,            notLogProbabilities,
                             headNotLinear,
                             logitsRebound,  logitsIndexed,        logitsUsedElsewhere,    labelsBranchNontrivial,
-                            labelsMismatch, guardOutOfReach, lossConditionNotRepeated, headPartsReevaluated, inputsModified,
+                            labelsMismatch, labelsSpelledAgain, guardOutOfReach, lossConditionNotRepeated, headPartsReevaluated, inputsModified,
                             differentiatedTwice, lossUnsupported};
 
 }  // namespace

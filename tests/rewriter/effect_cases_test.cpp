@@ -1642,6 +1642,37 @@ define x other_
     }
   }
 )", Verb::RefusesWith, "inputs-modified"},
+    {"the labels a local shifted, hidden at the loss by a local of its block", R"(
+  torch::Tensor forward(torch::Tensor h, torch::Tensor targets, torch::Tensor others) {
+    auto logits = lm_head(h);
+    auto shift_logits = logits.slice(1, 0, -1);
+    auto shift_targets = targets.slice(1, 1);
+    {
+      torch::Tensor targets = others;
+      return F::cross_entropy(shift_logits.reshape({-1, 32}), shift_targets.reshape({-1}));
+    }
+  }
+)", Verb::RefusesWith, "labels-mismatch"},
+    {"the labels a local shifted, hidden at the loss by an if's declaration", R"(
+  torch::Tensor forward(torch::Tensor h, torch::Tensor targets, torch::Tensor others) {
+    auto logits = lm_head(h);
+    auto shift_logits = logits.slice(1, 0, -1);
+    auto shift_targets = targets.slice(1, 1);
+    if (torch::Tensor targets = others; true)
+      return F::cross_entropy(shift_logits.reshape({-1, 32}), shift_targets.reshape({-1}));
+    return {};
+  }
+)", Verb::RefusesWith, "labels-mismatch"},
+    {"the labels a local shifted, named by a macro defined between the shift and the loss", R"(
+  torch::Tensor forward(torch::Tensor h, torch::Tensor targets, torch::Tensor others) {
+    auto logits = lm_head(h);
+    auto shift_logits = logits.slice(1, 0, -1);
+    auto shift_targets = targets.slice(1, 1);
+#define targets others
+    return F::cross_entropy(shift_logits.reshape({-1, 32}), shift_targets.reshape({-1}));
+#undef targets
+  }
+)", Verb::RefusesWith, "labels-mismatch"},
     {"a type alias in the loss's block hiding the class the head's weight is read through", R"(
   struct Params { static torch::Tensor weight; };
   struct Other { static torch::Tensor weight; };
