@@ -11,6 +11,7 @@
 #include "audit.h"
 #include "command_line.h"
 #include "edit_set.h"
+#include "respelling.h"
 #include "rewrite.h"
 #include "verify.h"
 
@@ -447,26 +448,48 @@ DriverResult runDriver(const clang::tooling::CompilationDatabase &Compilations,
   while (!ToVerify.empty()) {
     std::vector<size_t> Batch;
     std::vector<llvm::StringMap<std::string>> Overlays;
+    // What each rewritten file spells again, as ranges of its text as verified (respelling.h).
+    std::vector<std::map<std::string, std::vector<RespellingRange>>> Respellings;
     for (size_t I : ToVerify) {
       llvm::StringMap<std::string> Overlay;
+      std::map<std::string, std::vector<RespellingRange>> Ranges;
       for (const std::string &File : Units[I].Outcome.FilesRead)
-        if (auto It = Rewritten.find(File); It != Rewritten.end())
+        if (auto It = Rewritten.find(File); It != Rewritten.end()) {
+          Insertions Inserted;
           Overlay[File] = Options.LineDirectives
-                              ? rewrittenWithLineDirectives(File, Originals[File], Edits.editsFor(File))
+                              ? rewrittenWithLineDirectives(File, Originals[File], Edits.editsFor(File), &Inserted)
                               : It->second;
+          Ranges[File] = respellingRanges(Result.Sites, File, Originals[File], Edits.editsFor(File), Inserted);
+        }
       if (Overlay.empty())
         continue;
       Batch.push_back(I);
       Overlays.push_back(std::move(Overlay));
+      Respellings.push_back(std::move(Ranges));
     }
     ToVerify.clear();
     std::vector<std::string> Errors(Batch.size());
+    std::vector<std::map<std::pair<std::string, size_t>, std::string>> Changed(Batch.size());
     parallelFor(Batch.size(), Options.Jobs, [&](size_t K) {
       const Job &Unit = Units[Batch[K]];
-      Errors[K] = verifyRewrite(Unit.CommandLine, Unit.Command.Directory, Overlays[K], Options.EditRoot, &Library);
+      Errors[K] = verifyRewrite(Unit.CommandLine, Unit.Command.Directory, Overlays[K], Unit.Outcome.Aliases,
+                                Options.EditRoot, &Library, &Respellings[K], &Changed[K]);
     });
     std::set<std::string> NewlyDropped;
     for (size_t K = 0; K < Batch.size(); ++K) {
+      if (Errors[K].empty() && !Changed[K].empty()) {
+        // A site whose copies read otherwise in this unit is refused; its file is not written (the other sites'
+        // edits were verified with its edits in place).
+        for (const auto &[File, Ranges] : Respellings[K])
+          if (Rewritten.count(File) && refuseRespelled(Result.Sites, Ranges, Changed[K], File, Originals[File])) {
+            Rewritten.erase(File);
+            NewlyDropped.insert(File);
+            DropFile(File, ReasonKind::ReparseFailed,
+                     "not written: another site of " + File + " spells code again where it reads otherwise in " +
+                         Units[Batch[K]].File);
+          }
+        continue;
+      }
       if (Errors[K].empty())
         continue;
       for (const auto &Entry : Overlays[K]) {

@@ -6,6 +6,7 @@
 #include "raw_tokens.h"
 #include "type_spelling.h"
 
+#include <array>
 #include <climits>
 #include <cstdint>
 #include <set>
@@ -37,6 +38,32 @@ std::pair<unsigned, unsigned> offsets(const Stmt *Node, const AstQuery &Query) {
 tooling::Replacement replace(const Stmt *Node, const std::string &Text, const AstQuery &Query) {
   return tooling::Replacement(Query.sourceManager(), CharSourceRange::getTokenRange(Node->getSourceRange()), Text,
                               Query.context().getLangOpts());
+}
+
+/// A place in the text of Edit: [At, At + Length), with the edit's own line breaks before it.
+TextPlace inEdit(const tooling::Replacement &Edit, size_t At, size_t Length) {
+  llvm::StringRef Text = Edit.getReplacementText();
+  return TextPlace{true, Edit.getOffset(), static_cast<unsigned>(At), static_cast<unsigned>(Length),
+                   static_cast<unsigned>(Text.take_front(At).count('\n'))};
+}
+
+/// The place of E's tokens in the original file, when they are all written there.
+std::optional<TextPlace> inFile(const Expr *E, const AstQuery &Query) {
+  CharSourceRange Range = Query.fileRange(E->getSourceRange());
+  if (Range.isInvalid())
+    return std::nullopt;
+  const SourceManager &SM = Query.sourceManager();
+  unsigned Begin = SM.getFileOffset(Range.getBegin()), End = SM.getFileOffset(Range.getEnd());
+  return TextPlace{false, 0, Begin, End - Begin, 0};
+}
+
+/// Records that Copy, written at CopyAt in Edit's text, spells again the program's Original (or, where Original
+/// is null, the text at OriginalPlace).
+void respell(std::vector<Respelling> *Out, const tooling::Replacement &Edit, size_t CopyAt, size_t CopyLength,
+             std::optional<TextPlace> OriginalPlace, unsigned OriginalLine, std::string Part, ReasonKind Reason) {
+  if (!Out || !OriginalPlace)
+    return;
+  Out->push_back({inEdit(Edit, CopyAt, CopyLength), *OriginalPlace, std::move(Part), Reason, OriginalLine});
 }
 
 /// The structured bindings Value reads outside Base, by name, each once.
@@ -361,7 +388,8 @@ std::set<std::string> ownWords(const PatternSet &Patterns, const LangOptions &La
 std::vector<tooling::Replacement> planSiteEdits(const CapturedSite &Site, const PatternSet &Patterns,
                                                 const AstQuery &Query, const std::string &HiddenName,
                                                 const StandInNames &StandIns,
-                                                const std::vector<AnalysedExpression> &Analysed) {
+                                                const std::vector<AnalysedExpression> &Analysed,
+                                                std::vector<Respelling> *Respellings) {
   const std::string &StandIn = StandIns.Logits;
   const ReplacementPattern &Replacement = Patterns.Replacement;
   const HeadCall &Head = *Site.Head;
@@ -370,6 +398,19 @@ std::vector<tooling::Replacement> planSiteEdits(const CapturedSite &Site, const 
       Query.sourceManager().getFileID(Site.Loss->getBeginLoc()));
   const Expr *Hidden = AstQuery::spelled(Head.Hidden);
   std::string HiddenText = Query.argumentText(Hidden);
+  // Where the head's parts (input, weight, bias) start in the producer's edit, when there is one.
+  std::optional<size_t> ProducerEdit;
+  std::array<size_t, 3> HeadPartsAt{};
+  // The labels test repeated at the head (after `skip_logits() && `) spells the guard's code again there.
+  auto RespellGuard = [&](const tooling::Replacement &Edit, const std::string &Condition) {
+    const std::string &Skip = Replacement.SkipLogits;
+    if (Condition.size() <= Skip.size() || !Site.Guard.Repeated)
+      return;
+    std::optional<TextPlace> Original = inFile(Site.Guard.Repeated, Query);
+    respell(Respellings, Edit, Skip.size() + 4 + Site.Guard.RepeatedAt, Query.text(Site.Guard.Repeated).size(),
+            Original, Query.line(Site.Guard.Repeated->getBeginLoc()),
+            "the labels test `" + Query.text(Site.Guard.Repeated) + "`, repeated at the head", ReasonKind::LabelsMismatch);
+  };
 
   if (Site.Producer) {
     // The logits statement: skip the head where the fused path will compute the loss.
@@ -396,12 +437,19 @@ std::vector<tooling::Replacement> planSiteEdits(const CapturedSite &Site, const 
     std::string Skipped = Replacement.SkippedLogits + "(" + HiddenText + ", " + Head.Weight + ", " +
                           (Head.Bias.empty() ? std::string() : Head.Bias + ", ") + siteName(Head.Call, Query) +
                           (Head.HiddenRank ? ", " + std::to_string(Head.HiddenRank) : std::string()) + ")";
-    if (!isBaseAlone(Value, Head.Call, Query))
+    size_t SkippedPartsAt = Replacement.SkippedLogits.size() + 1;
+    if (!isBaseAlone(Value, Head.Call, Query)) {
       Skipped = Replacement.SkippedLogitsAfter + "(" + Skipped + ", " +
                 asCode(Value, Head.Call, Site, Patterns, Query, StandIn) + ")";
-    Edits.push_back(replace(Value, skipCondition(Site.Producer, Site, Patterns, Query) + " ? " + Skipped +
-                                       " : " + ValueText,
-                            Query));
+      SkippedPartsAt += Replacement.SkippedLogitsAfter.size() + 1;
+    }
+    std::string Condition = skipCondition(Site.Producer, Site, Patterns, Query);
+    Edits.push_back(replace(Value, Condition + " ? " + Skipped + " : " + ValueText, Query));
+    ProducerEdit = Edits.size() - 1;
+    SkippedPartsAt += Condition.size() + 3;
+    HeadPartsAt = {SkippedPartsAt, SkippedPartsAt + HiddenText.size() + 2,
+                   SkippedPartsAt + HiddenText.size() + 2 + Head.Weight.size() + 2};
+    RespellGuard(Edits.back(), Condition);
     // Rebindings and aliases run on the skipped logits: the same condition, and their reshape on a stand-in.
     for (const ChainStep &Step : Site.Chain) {
       const Expr *StepValue = AstQuery::spelled(Step.Value);
@@ -409,9 +457,9 @@ std::vector<tooling::Replacement> planSiteEdits(const CapturedSite &Site, const 
         continue;  // a plain alias (`auto &flat = logits;`) computes nothing
       std::string Reshaped = Replacement.SkippedLogitsAfter + "(" + Query.argumentText(Step.Base) + ", " +
                              asCode(StepValue, Step.Base, Site, Patterns, Query, StandIn) + ")";
-      Edits.push_back(replace(StepValue, skipCondition(Step.Statement, Site, Patterns, Query) + " ? " + Reshaped +
-                                             " : " + Query.text(StepValue),
-                              Query));
+      std::string Condition = skipCondition(Step.Statement, Site, Patterns, Query);
+      Edits.push_back(replace(StepValue, Condition + " ? " + Reshaped + " : " + Query.text(StepValue), Query));
+      RespellGuard(Edits.back(), Condition);
     }
   }
 
@@ -443,23 +491,76 @@ std::vector<tooling::Replacement> planSiteEdits(const CapturedSite &Site, const 
 
   // What the site was decided on, for the build's compiler to check (it may read the code otherwise).
   std::string AnalysedText;
-  for (const AnalysedExpression &Item : Analysed)
-    AnalysedText += (AnalysedText.empty() ? "" : ", ") + Item.Found + ", " + Item.Expected;
-  if (!AnalysedText.empty())
-    AnalysedText = "." + Replacement.AnalysedSetter + "(" + Replacement.AnalysedTypes + "<" + AnalysedText + ">())";
+  std::vector<size_t> FoundAt;  // where each item's Found starts in AnalysedText
+  for (const AnalysedExpression &Item : Analysed) {
+    AnalysedText += AnalysedText.empty() ? "" : ", ";
+    FoundAt.push_back(AnalysedText.size());
+    AnalysedText += Item.Found + ", " + Item.Expected;
+  }
+  if (!AnalysedText.empty()) {
+    std::string Before = "." + Replacement.AnalysedSetter + "(" + Replacement.AnalysedTypes + "<";
+    for (size_t &At : FoundAt)
+      At += Before.size();
+    AnalysedText = Before + AnalysedText + ">())";
+  }
 
-  std::string Fused = Replacement.Call + "(" + HiddenText + ", " + Head.Weight + ", " +
-                      (Head.Bias.empty() ? Replacement.UndefinedTensor : Head.Bias) + ", " + Site.LabelsText + ", " +
-                      lossOptionsText(Site, Patterns) + AsPassed + AnalysedText + ")";
+  std::string Bias = Head.Bias.empty() ? Replacement.UndefinedTensor : Head.Bias;
+  std::string Fused = Replacement.Call + "(" + HiddenText + ", " + Head.Weight + ", " + Bias + ", " + Site.LabelsText +
+                      ", " + lossOptionsText(Site, Patterns) + AsPassed + AnalysedText + ")";
+  size_t AnalysedAt = Fused.size() - 1 - AnalysedText.size();
   if (!carriesUpcastInOptions(Site, Patterns))
     for (const std::string &Cast : Site.Casts)
       Fused += Cast;
   // The fused call and the original on lines of their own, so a diff reads as "new | old".
   std::string Continuation = "\n" + Query.indentation(Site.Loss->getBeginLoc()) + "    ";
   std::string Loss = Replacement.Enabled + Continuation + "? " + Fused + Continuation + ": " + Query.text(Site.Loss);
-  if (!standsAlone(Site.Loss, Query))
+  size_t FusedAt = Replacement.Enabled.size() + Continuation.size() + 2;
+  if (!standsAlone(Site.Loss, Query)) {
     Loss = "(" + Loss + ")";
+    ++FusedAt;
+  }
   Edits.push_back(replace(Site.Loss, Loss, Query));
+
+  // What the fused call spells again at the loss, for the re-parse to compare with the program's code it copies
+  // (respelling.h). The head's parts against the skipped head's, which the producer's edit spells at the head
+  // (without a producer the head is inside the loss, and they are spelled where it is).
+  const tooling::Replacement &LossEdit = Edits.back();
+  const std::array<size_t, 3> FusedPartsAt = {FusedAt + Replacement.Call.size() + 1,
+                                              FusedAt + Replacement.Call.size() + 1 + HiddenText.size() + 2,
+                                              FusedAt + Replacement.Call.size() + 1 + HiddenText.size() + 2 +
+                                                  Head.Weight.size() + 2};
+  if (ProducerEdit) {
+    const tooling::Replacement &Producer = Edits[*ProducerEdit];
+    unsigned HeadLine = Query.line(Head.Call->getBeginLoc());
+    const std::string Parts[] = {HiddenText, Head.Weight, Head.Bias};
+    const char *Names[] = {"the head's input", "the head's weight", "the head's bias"};
+    for (size_t I = 0; I < 3; ++I)
+      if (!Parts[I].empty())
+        respell(Respellings, LossEdit, FusedPartsAt[I], Parts[I].size(), inEdit(Producer, HeadPartsAt[I], Parts[I].size()),
+                HeadLine, std::string(Names[I]) + " `" + Parts[I] + "`", ReasonKind::InputsModified);
+  }
+  // The labels, where the fused call reads them through code written elsewhere (a shift's local).
+  if (Site.LabelsTextFrom) {
+    std::string From = Query.text(Site.LabelsTextFrom);
+    size_t Within = From.empty() ? std::string::npos : Site.LabelsText.find(From);
+    if (Within != std::string::npos)
+      respell(Respellings, LossEdit, FusedPartsAt[2] + Bias.size() + 2 + Within, From.size(),
+              inFile(Site.LabelsTextFrom, Query), Query.line(Site.LabelsTextFrom->getBeginLoc()),
+              "the labels `" + From + "`", ReasonKind::LabelsMismatch);
+  }
+  // What the call asserts: each item's copy of the program's code.
+  for (size_t I = 0; I < Analysed.size(); ++I) {
+    const AnalysedExpression &Item = Analysed[I];
+    if (!Item.Source)
+      continue;
+    std::string Text = Query.text(Item.Source);
+    // After the assertion's own words (`decltype(`, `Holds<((`), which may hold the same letters.
+    size_t Within = Text.empty() ? std::string::npos : Item.Found.find(Text, Item.Found.find('('));
+    if (Within != std::string::npos)
+      respell(Respellings, LossEdit, FusedAt + AnalysedAt + FoundAt[I] + Within, Text.size(),
+              inFile(Item.Source, Query), Query.line(Item.Source->getBeginLoc()),
+              "`" + Text + "`, as the fused call asserts it", ReasonKind::NameCaptured);
+  }
   return Edits;
 }
 

@@ -51,10 +51,14 @@ std::vector<AnalysedExpression> analysedExpressions(const CapturedSite &Site, co
 /// The replacements that rewrite one site. HiddenName is the local to hoist the head's input
 /// into when Site.HoistHidden, StandIns the parameters of the code handed to the runtime (names that
 /// mean nothing yet in the function), Analysed what the fused call asserts (analysedExpressions).
+/// Respellings, when given, receives each piece of the program's code the edits spell again at another place
+/// (the head's input, weight and bias at the loss, shifted labels' code, the labels test at the head, the code
+/// an assertion reads) with the code it copies, for the re-parse to compare (respelling.h).
 std::vector<clang::tooling::Replacement> planSiteEdits(const CapturedSite &Site, const PatternSet &Patterns,
                                                        const AstQuery &Query, const std::string &HiddenName,
                                                        const StandInNames &StandIns,
-                                                       const std::vector<AnalysedExpression> &Analysed);
+                                                       const std::vector<AnalysedExpression> &Analysed,
+                                                       std::vector<Respelling> *Respellings = nullptr);
 
 /// Every name the edits planned with these names may write that is not a copy of the program's text: the
 /// replacement's names (`lmfuse`, `enabled`, the stand-ins, the hoisted local), the rule set's members the

@@ -266,12 +266,12 @@ std::string quotedForDiffHeader(llvm::StringRef File) {
 constexpr llvm::StringLiteral ByteOrderMark = "\xEF\xBB\xBF";
 
 // The line ending a file uses, judged by its first line ("\n" for a file without one).
+}  // namespace
+
 llvm::StringRef newlineOf(llvm::StringRef Contents) {
   size_t End = Contents.find('\n');
   return End != llvm::StringRef::npos && End > 0 && Contents[End - 1] == '\r' ? "\r\n" : "\n";
 }
-
-}  // namespace
 
 std::string unifiedDiff(llvm::StringRef File, llvm::StringRef Contents, const Replacements &Edits) {
   constexpr unsigned Context = 3;
@@ -367,12 +367,19 @@ private:
 }  // namespace
 
 std::string rewrittenWithLineDirectives(llvm::StringRef File, llvm::StringRef Contents,
-                                        const Replacements &Edits) {
+                                        const Replacements &Edits,
+                                        std::vector<std::pair<unsigned, unsigned>> *Inserted) {
+  auto Directive = [&](std::string &Out, const std::string &Text) {
+    if (Inserted)
+      Inserted->emplace_back(Out.size(), Text.size());
+    Out += Text;
+  };
   std::string Quoted = quotedForLineDirective(File);
   llvm::StringRef Newline = newlineOf(Contents);
   // A byte-order mark stays the first bytes of the copy, before the directive.
   unsigned Cursor = Contents.starts_with(ByteOrderMark) ? ByteOrderMark.size() : 0;
-  std::string Out = Contents.take_front(Cursor).str() + "#line 1 " + Quoted + Newline.str();
+  std::string Out = Contents.take_front(Cursor).str();
+  Directive(Out, "#line 1 " + Quoted + Newline.str());
   std::vector<LineBlock> Blocks = lineBlocks(Contents, Edits);
   std::optional<DirectivePlaces> Places;
   if (!Blocks.empty())
@@ -397,7 +404,7 @@ std::string rewrittenWithLineDirectives(llvm::StringRef File, llvm::StringRef Co
     if (At < Contents.size() && At <= Limit && Places->before(At)) {
       Out += Contents.slice(Cursor, At);
       Cursor = At;
-      Out += "#line " + std::to_string(Line) + " " + Quoted + Newline.str();
+      Directive(Out, "#line " + std::to_string(Line) + " " + Quoted + Newline.str());
     }
   }
   Out += Contents.substr(Cursor);

@@ -46,6 +46,9 @@ std::string canonicalPath(llvm::StringRef Path, llvm::StringRef BaseDirectory);
 /// Whether canonical File lies in canonical folder Root (or is it); every path does when Root is "".
 bool isUnder(llvm::StringRef File, llvm::StringRef Root);
 
+/// How Contents ends its lines, by its first line break: "\r\n" or "\n" (EditSet::fitTo writes edits so).
+llvm::StringRef newlineOf(llvm::StringRef Contents);
+
 /// 1-based line of byte Offset in Contents.
 unsigned lineOfOffset(llvm::StringRef Contents, unsigned Offset);
 
@@ -61,7 +64,9 @@ std::string unifiedDiff(llvm::StringRef File, llvm::StringRef Contents,
 /// The rewritten contents with `#line` directives, so a compiler reading the copy reports the
 /// original file and its original line numbers everywhere outside the edited lines. A byte-order mark
 /// stays first, the directives end lines the way the file does, and File is escaped as a string literal.
+/// Inserted, when given, receives each directive's place in the result (offset, length), in order.
 std::string rewrittenWithLineDirectives(llvm::StringRef File, llvm::StringRef Contents,
-                                        const clang::tooling::Replacements &Edits);
+                                        const clang::tooling::Replacements &Edits,
+                                        std::vector<std::pair<unsigned, unsigned>> *Inserted = nullptr);
 
 }  // namespace lmfuse::rewriter

@@ -21,16 +21,31 @@ struct GuardTest {
 /// to what the rewrite writes around it: a program's `operator&&` or `operator!` for the labels' type (an
 /// optional, a pointer) cannot take the written `&&` or `!`, and an equality the program wrote is evaluated as
 /// it wrote it, never turned into another operator.
-std::string asTest(const Expr *Condition, bool Holds, const AstQuery &Query) {
+/// The test and, inside it, the program's code it repeats (the condition, or the operand of its `!`).
+struct RepeatedTest {
+  std::string Text;
+  const Expr *Repeated = nullptr;
+  unsigned RepeatedAt = 0;  ///< where Repeated's text starts in Text
+};
+RepeatedTest asTest(const Expr *Condition, bool Holds, const AstQuery &Query) {
   const Expr *Spelled = AstQuery::spelled(Condition);
   if (const auto *Not = dyn_cast<UnaryOperator>(Spelled); Not && Not->getOpcode() == UO_LNot && !Holds)
     return asTest(Not->getSubExpr(), true, Query);  // the built-in `!` undone: `labels.has_value()`, not `!(!...)`
   std::string Text = Query.text(Spelled);
+  std::string Before;
   if (Spelled->getType()->isBooleanType()) {
     bool Simple = Text.find_first_of(" !?&|<>=,") == std::string::npos;
-    return Holds ? (Simple ? Text : "(" + Text + ")") : "!(" + Text + ")";
+    Before = Holds ? (Simple ? "" : "(") : "!(";
+  } else {
+    Before = Holds ? "static_cast<bool>(" : "!static_cast<bool>(";
   }
-  return (Holds ? "static_cast<bool>(" : "!static_cast<bool>(") + Text + ")";
+  return {Before + Text + (Before.empty() ? "" : ")"), Spelled, static_cast<unsigned>(Before.size())};
+}
+
+LabelsGuard makeGuard(GuardKind Kind, const Stmt *Construct, const Expr *Condition, const Stmt *Taken,
+                      const Stmt *NotTaken, const VarDecl *Labels, bool Holds, const AstQuery &Query) {
+  RepeatedTest Test = asTest(Condition, Holds, Query);
+  return LabelsGuard{Kind, Construct, Condition, Taken, NotTaken, Labels, Test.Text, Test.Repeated, Test.RepeatedAt};
 }
 
 std::optional<GuardTest> parseGuard(const Expr *Condition, const PatternSet &Patterns, const AstQuery &Query) {
@@ -111,9 +126,8 @@ LabelsGuard branchGuard(const Stmt *Construct, const Expr *Condition, bool InThe
                         const Stmt *NotTaken, const PatternSet &Patterns, const AstQuery &Query) {
   auto Test = parseGuard(Condition, Patterns, Query);
   if (Test && Test->Present == InThen)
-    return LabelsGuard{GuardKind::Branch, Construct, Condition, Taken, NotTaken, Test->Labels,
-                       asTest(Condition, InThen, Query)};
-  return LabelsGuard{GuardKind::Unrelated, Construct, Condition, Taken, NotTaken, nullptr, asTest(Condition, InThen, Query)};
+    return makeGuard(GuardKind::Branch, Construct, Condition, Taken, NotTaken, Test->Labels, InThen, Query);
+  return makeGuard(GuardKind::Unrelated, Construct, Condition, Taken, NotTaken, nullptr, InThen, Query);
 }
 
 }  // namespace
@@ -145,8 +159,7 @@ LabelsGuard findGuard(const CallExpr *Loss, const Stmt *Body, const PatternSet &
           continue;
         auto Test = parseGuard(If->getCond(), Patterns, Query);
         if (Test && !Test->Present)
-          return LabelsGuard{GuardKind::EarlyReturn, If, If->getCond(), nullptr, nullptr, Test->Labels,
-                             asTest(If->getCond(), false, Query)};
+          return makeGuard(GuardKind::EarlyReturn, If, If->getCond(), nullptr, nullptr, Test->Labels, false, Query);
       }
     }
     if (Parent == Body || isa<LambdaExpr>(Parent))

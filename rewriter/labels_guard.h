@@ -29,6 +29,8 @@ struct LabelsGuard {
   const clang::Stmt *NotTaken = nullptr;   ///< Branch/Unrelated: the other branch (may be null)
   const clang::VarDecl *Labels = nullptr;  ///< the guarded variable
   std::string Positive;  ///< the condition under which the loss runs, as source text that can follow `&&` (asTest)
+  const clang::Expr *Repeated = nullptr;  ///< the program's code Positive repeats (Condition, or its `!`'s operand)
+  unsigned RepeatedAt = 0;                ///< where Repeated's text starts in Positive
 };
 
 /// The guard of the loss call within the function body Body.

@@ -19,8 +19,10 @@
 
 #include "ast_query.h"
 #include "edit_plan.h"
+#include "edit_set.h"
 #include "pattern_match.h"
 #include "refusals.h"
+#include "respelling.h"
 #include "site_capture.h"
 #include "suppression.h"
 
@@ -228,6 +230,16 @@ void dropDisagreeingInclusions(const SourceManager &SM, const std::map<FileID, s
   }
 }
 
+/// Fails the sites still patched: the file they are in is not rewritten.
+void failRewrittenSites(std::vector<SiteRecord> &Sites, const std::string &Detail) {
+  for (SiteRecord &Site : Sites)
+    if (Site.Status == SiteStatus::Patched) {
+      Site.Status = SiteStatus::Failed;
+      Site.Reason = ReasonKind::ReparseFailed;
+      Site.Detail = Detail;
+    }
+}
+
 }  // namespace
 
 TranslationUnitResult analyzeTranslationUnit(ASTContext &Context, Preprocessor &Preprocessor, const PatternSet &Patterns,
@@ -389,10 +401,12 @@ TranslationUnitResult analyzeTranslationUnit(ASTContext &Context, Preprocessor &
       const StandInNames StandIns{unusedName(Patterns.Replacement.StandIn),
                                   unusedName(Patterns.Replacement.LabelsStandIn)};
       const std::vector<AnalysedExpression> Analysed = analysedExpressions(Site, HiddenName, Patterns, Query);
-      std::vector<tooling::Replacement> Edits = planSiteEdits(Site, Patterns, Query, HiddenName, StandIns, Analysed);
+      std::vector<tooling::Replacement> Edits =
+          planSiteEdits(Site, Patterns, Query, HiddenName, StandIns, Analysed, &Record.Respellings);
       if (auto Refused = findEditRefusal(
               Site, Edits, ownWords(Patterns, Query.context().getLangOpts(), HiddenName, StandIns, Analysed),
               Analysed, Query)) {
+        Record.Respellings.clear();
         refuse(Record, *Refused);
       } else {
         Record.Status = SiteStatus::Patched;
@@ -485,6 +499,27 @@ RewriteResult rewriteSource(llvm::StringRef Code, llvm::ArrayRef<std::string> Ar
   if (!Rewritten) {
     Result.Diagnostics += "cannot apply edits: " + llvm::toString(Rewritten.takeError()) + "\n";
     Result.Parsed = false;
+    return Result;
+  }
+
+  // The re-parse the tool runs before it writes (driver.h), for what the rewrite spells again: a site whose
+  // copies read otherwise is refused, and nothing of the file is rewritten.
+  std::unique_ptr<ASTUnit> Again =
+      tooling::buildASTFromCodeWithArgs(*Rewritten, CompilerArgs, FileName, "lmfuse", std::make_shared<PCHContainerOperations>(),
+                                        tooling::getClangStripDependencyFileAdjuster(), Mappings, &Printer);
+  DiagnosticStream.flush();
+  if (!Again || Again->getDiagnostics().hasErrorOccurred()) {
+    failRewrittenSites(Result.Sites, "the rewritten code does not compile");
+    return Result;
+  }
+  const SourceManager &AgainSM = Again->getSourceManager();
+  std::string Key = canonicalPath(AgainSM.getFileEntryRefForID(AgainSM.getMainFileID())->getName(), "");
+  std::map<std::string, std::vector<RespellingRange>> ByFile;
+  ByFile[Key] = respellingRanges(Result.Sites, MainPath, Code, MainEdits, {});
+  auto Changed = changedRespellings(Again->getASTContext(), "", ByFile);
+  if (!Changed.empty()) {
+    refuseRespelled(Result.Sites, ByFile[Key], Changed, Key, Code);
+    failRewrittenSites(Result.Sites, "not written: another site of the file spells code again where it reads otherwise");
     return Result;
   }
   Result.Code = std::move(*Rewritten);

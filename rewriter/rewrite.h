@@ -33,7 +33,10 @@ TranslationUnitResult analyzeTranslationUnit(clang::ASTContext &Context, clang::
 
 /// Convenience for tests: parse Code (with extra virtual files, e.g. stub headers) and return
 /// the rewritten main file plus the sites. Parsed is false (and Code unchanged) when the source
-/// has compile errors; Diagnostics holds the compiler's messages either way.
+/// has compile errors; Diagnostics holds the compiler's messages either way. The rewritten code is parsed
+/// again as the tool does before it writes (without its library-header checks): where it does not compile, its
+/// patched sites are failed `reparse-failed`; where a site's copies read otherwise (respelling.h), that site is
+/// refused and the others failed; either way Code is returned unchanged.
 struct RewriteResult {
   std::string Code;
   std::vector<SiteRecord> Sites;

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "llvm/ADT/StringRef.h"
 
@@ -73,6 +74,25 @@ struct PatchedOptions {
   std::string LabelSmoothingText;
 };
 
+/// Where a piece of text lies before the rewrite is applied: in the text of the site's edit that replaces the
+/// original at EditOffset (InEdit), or in the original file (Offset is then a file offset).
+struct TextPlace {
+  bool InEdit = false;
+  unsigned EditOffset = 0;
+  unsigned Offset = 0, Length = 0;
+  /// InEdit: the edit's own line breaks before Offset, each written as "\r\n" in a file whose lines end so.
+  unsigned LineBreaksBefore = 0;
+};
+
+/// Code of the program a patched site's edits spell again at another place (the head's input at the loss),
+/// and the code it copies, which the rewritten unit's re-parse compares (respelling.h).
+struct Respelling {
+  TextPlace Copy, Original;
+  std::string Part;           ///< what the copy is, for the refusal: "the head's input `h`"
+  ReasonKind Reason = ReasonKind::None;  ///< the refusal when the copy reads otherwise
+  unsigned OriginalLine = 0;  ///< where the program wrote what it copies
+};
+
 struct SiteRecord {
   std::string File;      ///< as the compiler saw it (absolute where the compile command made it so)
   unsigned Line = 0;     ///< 1-based, of the head call when found, else of the loss call
@@ -87,6 +107,7 @@ struct SiteRecord {
   std::string Head;      ///< patched: the head as written, e.g. "lm_head" or "F::linear(x, wte->weight)"
   std::string Loss;      ///< patched: the loss callee, e.g. "torch::nn::functional::cross_entropy"
   std::optional<PatchedOptions> Options;  ///< patched only
+  std::vector<Respelling> Respellings;    ///< patched only; not stored in the audit or the cache
 };
 
 }  // namespace lmfuse::rewriter

@@ -239,7 +239,8 @@ std::string frontendKey(const std::vector<std::string> &CommandLine, llvm::Strin
 ParseOutcome parseTranslationUnit(const std::vector<std::string> &CommandLine, llvm::StringRef Directory,
                                   const llvm::StringMap<std::string> &Overlay,
                                   const std::function<void(clang::ASTContext &, clang::Preprocessor &)> &OnParsed,
-                                  const std::string &ProjectRoot, bool RecordMacros) {
+                                  const std::string &ProjectRoot, bool RecordMacros,
+                                  const std::map<std::string, std::set<std::string>> &OverlayAliases) {
   ParseOutcome Outcome;
   // A file system of its own: its working directory is this command's, whatever other threads do.
   std::unique_ptr<llvm::vfs::FileSystem> Physical = llvm::vfs::createPhysicalFileSystem();
@@ -247,8 +248,13 @@ ParseOutcome parseTranslationUnit(const std::vector<std::string> &CommandLine, l
       llvm::IntrusiveRefCntPtr<llvm::vfs::FileSystem>(Physical.release()));
   if (!Overlay.empty()) {
     auto InMemory = llvm::makeIntrusiveRefCnt<llvm::vfs::InMemoryFileSystem>();
-    for (const auto &Entry : Overlay)
+    for (const auto &Entry : Overlay) {
       InMemory->addFile(Entry.getKey(), 0, llvm::MemoryBuffer::getMemBufferCopy(Entry.getValue(), Entry.getKey()));
+      // A link's name reads the rewritten contents as the same file (`#pragma once` knows it by either name).
+      if (auto Names = OverlayAliases.find(Entry.getKey().str()); Names != OverlayAliases.end())
+        for (const std::string &Name : Names->second)
+          InMemory->addHardLink(Name, Entry.getKey());
+    }
     Layers->pushOverlay(InMemory);
   }
   if (std::error_code EC = Layers->setCurrentWorkingDirectory(Directory)) {
@@ -454,16 +460,22 @@ std::string programStateInLibrary(clang::ASTContext &Context, clang::Preprocesso
 }  // namespace
 
 std::string verifyRewrite(const std::vector<std::string> &CommandLine, llvm::StringRef Directory,
-                          const llvm::StringMap<std::string> &Overlay, const std::string &ProjectRoot,
-                          const LibraryHeaders *Library) {
+                          const llvm::StringMap<std::string> &Overlay,
+                          const std::map<std::string, std::set<std::string>> &OverlayAliases,
+                          const std::string &ProjectRoot,
+                          const LibraryHeaders *Library,
+                          const std::map<std::string, std::vector<RespellingRange>> *Respellings,
+                          std::map<std::pair<std::string, size_t>, std::string> *Changed) {
   std::string Found;
   ParseOutcome Outcome = parseTranslationUnit(
       CommandLine, Directory, Overlay,
       [&](clang::ASTContext &Context, clang::Preprocessor &PP) {
         if (Library && !Library->Folder.empty())
           Found = programStateInLibrary(Context, PP, *Library, ProjectRoot, Directory);
+        if (Respellings && Changed)
+          *Changed = changedRespellings(Context, Directory, *Respellings);
       },
-      ProjectRoot);
+      ProjectRoot, /*RecordMacros=*/false, OverlayAliases);
   if (Outcome.HadErrors)
     return Outcome.FirstError;
   return Found;

@@ -14,6 +14,7 @@
 #include "clang/Lex/Preprocessor.h"
 
 #include "macro_dependence.h"
+#include "respelling.h"
 #include "llvm/ADT/StringMap.h"
 #include "llvm/ADT/StringRef.h"
 
@@ -56,10 +57,13 @@ std::string frontendKey(const std::vector<std::string> &CommandLine, llvm::Strin
 /// and the files under ProjectRoot; "": the main file's folder), however they were included. With
 /// RecordMacros, Macros records what the files under ProjectRoot name ("": every file outside the system
 /// headers).
+/// OverlayAliases names, for a file of Overlay, the other names it is found by (links to it, as a parse of the
+/// files on disk recorded them in ParseOutcome::Aliases): they read Overlay's contents too, as the same file.
 ParseOutcome parseTranslationUnit(const std::vector<std::string> &CommandLine, llvm::StringRef Directory,
                                   const llvm::StringMap<std::string> &Overlay,
                                   const std::function<void(clang::ASTContext &, clang::Preprocessor &)> &OnParsed,
-                                  const std::string &ProjectRoot = "", bool RecordMacros = false);
+                                  const std::string &ProjectRoot = "", bool RecordMacros = false,
+                                  const std::map<std::string, std::set<std::string>> &OverlayAliases = {});
 
 /// The library the rewritten code calls, as the re-parse checks it.
 struct LibraryHeaders {
@@ -79,8 +83,13 @@ struct LibraryHeaders {
 /// `Folder/NAME` of a name the library has must be the library's own file, not one of the program's found first
 /// on the include path. A library header is never the main file.
 /// Returns "" when it does, else the first error (file:line: message) or what reached the library's headers.
+/// Respellings, when given, are checked in the same parse (respelling.h: changedRespellings), into Changed.
 std::string verifyRewrite(const std::vector<std::string> &CommandLine, llvm::StringRef Directory,
-                          const llvm::StringMap<std::string> &Overlay, const std::string &ProjectRoot = "",
-                          const LibraryHeaders *Library = nullptr);
+                          const llvm::StringMap<std::string> &Overlay,
+                          const std::map<std::string, std::set<std::string>> &OverlayAliases,
+                          const std::string &ProjectRoot = "",
+                          const LibraryHeaders *Library = nullptr,
+                          const std::map<std::string, std::vector<RespellingRange>> *Respellings = nullptr,
+                          std::map<std::pair<std::string, size_t>, std::string> *Changed = nullptr);
 
 }  // namespace lmfuse::rewriter

@@ -166,6 +166,69 @@ TEST_CASE("--out-dir: the re-parse reads the copies as written, #line directives
   CHECK(countOf(field(Sites[0], "detail"), "in namespace `lmfuse` (model.cpp:" + std::to_string(Line) + ")") == 1);
 }
 
+// What a site's edits spell again is compared in the re-parse of each unit, through the driver: with the copies'
+// #line directives and a file whose lines end in "\r\n" (both shift where the copies lie in what is parsed), a
+// site that spells its input again where a local hides it is refused, and its file is not written, so the other
+// site of the file fails; the same file without that site is patched in every mode.
+TEST_CASE("the re-parse compares what each site spells again, in place and in --out-dir copies, LF and CRLF",
+          "[cli][respelling]") {
+  const std::string Hidden = std::string(ModelSource) + R"cpp(
+torch::Tensor hidden_again(torch::nn::Linear &head, torch::Tensor h, torch::Tensor other, torch::Tensor labels) {
+  auto logits = head(h);
+  {
+    torch::Tensor h = other, loss = F::cross_entropy(logits.view({-1, 32}), labels.view(-1));
+    return loss;
+  }
+}
+)cpp";
+  auto WithCrlf = [](std::string Text) {
+    std::string Out;
+    for (char C : Text)
+      Out += C == '\n' ? std::string("\r\n") : std::string(1, C);
+    return Out;
+  };
+  for (bool OutDir : {false, true})
+    for (bool Crlf : {false, true})
+      for (bool WithHidden : {false, true}) {
+        std::string Source = WithHidden ? Hidden : std::string(ModelSource);
+        if (Crlf)
+          Source = WithCrlf(Source);
+        DYNAMIC_SECTION((OutDir ? "--out-dir" : "in place") << (Crlf ? ", CRLF" : ", LF")
+                                                             << (WithHidden ? ", with the hidden input" : "")) {
+          SourceTree Tree({{"src/model.cpp", Source.c_str()}});
+          std::string Audit = Tree.path("audit.json");
+          std::vector<std::string> Arguments = {"--audit", Audit, Tree.path("src/model.cpp")};
+          if (OutDir)
+            Arguments.insert(Arguments.begin(), {"--out-dir", Tree.path("out"), "--edit-root", Tree.path("src")});
+          else
+            Arguments.insert(Arguments.begin(), "--in-place");
+          ToolRun Run = runLmfuse(withFlags(Arguments, Tree));
+          INFO(Run.Err);
+          llvm::json::Value Document = readAudit(Audit);
+          const llvm::json::Array &Sites = sitesOf(Document);
+          REQUIRE(Sites.size() == (WithHidden ? 2u : 1u));
+          std::string Written = OutDir ? (fileExists(Tree.path("out/model.cpp")) ? readFile(Tree.path("out/model.cpp"))
+                                                                                : std::string())
+                                       : readFile(Tree.path("src/model.cpp"));
+          if (!WithHidden) {
+            CHECK(Run.ExitCode == 0);
+            CHECK(field(Sites[0], "status") == "patched");
+            CHECK(countOf(Written, "lmfuse::linear_cross_entropy(") == 1);
+            continue;
+          }
+          INFO(field(Sites[0], "detail") << "\n" << field(Sites[1], "detail"));
+          CHECK(Run.ExitCode == 1);
+          CHECK(field(Sites[0], "status") == "failed");
+          CHECK(field(Sites[0], "reason") == "reparse-failed");
+          CHECK(field(Sites[1], "status") == "unmatched");
+          CHECK(field(Sites[1], "reason") == "inputs-modified");
+          CHECK(countOf(field(Sites[1], "detail"), "the head's input `h`") == 1);
+          CHECK(countOf(field(Sites[1], "detail"), "in the re-parse of the rewritten code") == 1);
+          CHECK(countOf(Written, "lmfuse::linear_cross_entropy(") == 0);
+        }
+      }
+}
+
 // A file that includes a part of itself after its functions: the fused call's header goes in after the last
 // include before the first edit, so the rewritten code below it sees the header (after the file's last include,
 // the re-parse failed: `lmfuse` undeclared where the site is).

@@ -7,3 +7,15 @@ extern torch::Tensor hidden_in;
 namespace alt {
 extern torch::Tensor hidden_in;
 }  // namespace alt
+
+// Namespace members a head's weight may name through a macro (which a block's namespace alias may redirect at the
+// loss), and an operator a block's using-declaration may bring in.
+namespace weights {
+extern torch::Tensor w;
+}  // namespace weights
+namespace other_weights {
+extern torch::Tensor w;
+}  // namespace other_weights
+namespace scaling {
+torch::Tensor operator*(torch::Tensor &t, double factor);
+}  // namespace scaling
