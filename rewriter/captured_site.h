@@ -120,6 +120,10 @@ struct CapturedSite {
   /// Options held in a local (`auto opts = ...;`), and a loss module held in a local.
   std::vector<const clang::VarDecl *> OptionLocals;
   std::optional<TraceBreak> OptionsBreak;
+  /// The program's code the fused call writes again as it is written, besides the head's parts and the labels
+  /// (an upcast's dtype, the labels' cast type and device, an option's value): compared where it is written in
+  /// the re-parse (respelling.h).
+  std::vector<const clang::Expr *> CopiedToLoss;
 };
 
 }  // namespace lmfuse::rewriter

@@ -43,8 +43,12 @@ tooling::Replacement replace(const Stmt *Node, const std::string &Text, const As
 /// A place in the text of Edit: [At, At + Length), with the edit's own line breaks before it.
 TextPlace inEdit(const tooling::Replacement &Edit, size_t At, size_t Length) {
   llvm::StringRef Text = Edit.getReplacementText();
-  return TextPlace{true, Edit.getOffset(), static_cast<unsigned>(At), static_cast<unsigned>(Length),
-                   static_cast<unsigned>(Text.take_front(At).count('\n'))};
+  // EditSet::fitTo writes "\r\n" for each line break the planner wrote, not for those of the copied code (a
+  // file whose lines end so already has the "\r" before each of them).
+  unsigned Bare = 0;
+  for (size_t I = 0; I < At; ++I)
+    Bare += Text[I] == '\n' && (I == 0 || Text[I - 1] != '\r');
+  return TextPlace{true, Edit.getOffset(), static_cast<unsigned>(At), static_cast<unsigned>(Length), Bare};
 }
 
 /// The place of E's tokens in the original file, when they are all written there.
@@ -547,6 +551,23 @@ std::vector<tooling::Replacement> planSiteEdits(const CapturedSite &Site, const 
       respell(Respellings, LossEdit, FusedPartsAt[2] + Bias.size() + 2 + Within, From.size(),
               inFile(Site.LabelsTextFrom, Query), Query.line(Site.LabelsTextFrom->getBeginLoc()),
               "the labels `" + From + "`", ReasonKind::LabelsMismatch);
+  }
+  // The rest of the program's code the call writes as written (an upcast's dtype, the labels' cast and device, an
+  // option's value), after the labels: the first occurrence of its text standing as whole tokens.
+  const size_t AfterLabels = FusedPartsAt[2] + Bias.size() + 2;
+  for (const Expr *Copied : Site.CopiedToLoss) {
+    std::string Text = Query.text(Copied);
+    if (Text.empty())
+      continue;
+    auto IsWord = [](char C) { return llvm::isAlnum(C) || C == '_'; };
+    size_t Within = Loss.find(Text, AfterLabels);
+    while (Within != std::string::npos &&
+           ((Within > 0 && IsWord(Loss[Within - 1]) && IsWord(Text.front())) ||
+            (Within + Text.size() < Loss.size() && IsWord(Loss[Within + Text.size()]) && IsWord(Text.back()))))
+      Within = Loss.find(Text, Within + 1);
+    if (Within != std::string::npos && Within < FusedAt + Fused.size())
+      respell(Respellings, LossEdit, Within, Text.size(), inFile(Copied, Query), Query.line(Copied->getBeginLoc()),
+              "`" + Text + "`", ReasonKind::NameCaptured);
   }
   // What the call asserts: each item's copy of the program's code.
   for (size_t I = 0; I < Analysed.size(); ++I) {

@@ -18,6 +18,8 @@ struct LabelsTrace {
   const Expr *Base = nullptr;  ///< where the chain of views, casts and shift of the traced expression starts
   bool Arrow = false;          ///< the chain reaches Base through `->`
   const Expr *TextFrom = nullptr;  ///< the code Text spells (a shift local's initialiser's, for unshifted labels)
+  /// The arguments of the cast and move Text repeats (`kLong` of `.to(kLong)`, `dev` of `.to(dev)`).
+  std::vector<const Expr *> StepsFrom;
 };
 
 /// The text of Call's device argument when Call moves the labels to a device (`.to(logits.device())`,
@@ -76,6 +78,8 @@ std::optional<LabelsTrace> traceLabelsFrom(const Expr *E, CapturedSite &Site, co
   const BenignPatterns &Benign = Patterns.Benign;
   LabelsTrace Trace;
   std::string Cast;
+  const Expr *CastTo = nullptr;     // the cast's argument
+  const Expr *MoveFrom = nullptr;   // the move's argument
   const Expr *Move = nullptr;       // the device move, which the labels passed make first
   std::string MoveTo;               // its argument
   const Expr *Innermost = nullptr;  // the step applied to the labels themselves
@@ -100,10 +104,12 @@ std::optional<LabelsTrace> traceLabelsFrom(const Expr *E, CapturedSite &Site, co
         break;
       }
     } else if (Call->Name == Benign.CastMethod && !Call->Args.empty() &&
-               contains(Benign.LabelCastTypes, lastIdentifier(Query.text(AstQuery::spelled(Call->Args[0]))))) {
+               contains(Benign.LabelCastTypes, lastIdentifier(Query.text(AstQuery::spelled(Call->Args[0])))) &&
+               AstQuery::spelled(Call->Args[0])->isCXX11ConstantExpr(Query.context())) {
       std::string This = "." + Call->Name + "(" + Query.text(AstQuery::spelled(Call->Args[0])) + ")";
       if (Cast.empty()) {
         Cast = This;
+        CastTo = AstQuery::spelled(Call->Args[0]);
       } else if (This != Cast) {
         // The labels passed on keep one cast, the outer one: an inner cast to another type (a narrowing
         // `.to(kInt)` inside `.to(kLong)`) would be dropped, and the values it changes with it.
@@ -123,6 +129,11 @@ std::optional<LabelsTrace> traceLabelsFrom(const Expr *E, CapturedSite &Site, co
       }
       Move = E;
       MoveTo = *Device;
+      for (const Expr *Argument : Call->Args)
+        if (!isDefaultArgument(Argument)) {
+          MoveFrom = AstQuery::spelled(Argument);
+          break;
+        }
     } else if (auto Shift = matchCausalShift(E, ShiftRole::Labels, Patterns, Query, Uses)) {
       if (!Shift->Shift || Trace.Shift) {
         // Sliced labels next to shifted logits: name what keeps the slice from being the shift.
@@ -194,21 +205,30 @@ std::optional<LabelsTrace> traceLabelsFrom(const Expr *E, CapturedSite &Site, co
       }
       if (Inner->Shift) {
         // The fused call reads the unshifted labels at the loss, where the local read them at its
-        // declaration: they must not be re-bound in between.
-        for (const VariableWrite &Write : Uses.writes(Inner->Root))
-          if (Query.before(Writes[0].Node->getBeginLoc(), Write.Node->getBeginLoc()) &&
-              Query.before(Write.Node->getBeginLoc(), Site.Loss->getBeginLoc())) {
-            if (!Site.LabelsBreak)
-              Site.LabelsBreak = TraceBreak{BreakKind::Indexed, Write.Node,
-                                            "`" + Inner->Root->getNameAsString() + "` is re-bound after `" +
-                                                Variable->getNameAsString() +
-                                                "` was shifted from it, and the fused call would read it at the loss"};
-            return std::nullopt;
-          }
+        // declaration: they must not be re-bound in between, nor the variables a cast or move of them reads.
+        std::vector<const VarDecl *> Read = {Inner->Root};
+        for (const Expr *Step : Inner->StepsFrom) {
+          if (auto Shape = AstQuery::asCall(Step); Shape && Shape->Object && Shape->Args.empty())
+            Step = AstQuery::spelled(Shape->Object);
+          if (const VarDecl *Variable = AstQuery::namedVariable(Step))
+            Read.push_back(Variable);
+        }
+        for (const VarDecl *Changed : Read)
+          for (const VariableWrite &Write : Uses.writes(Changed))
+            if (Query.before(Writes[0].Node->getBeginLoc(), Write.Node->getBeginLoc()) &&
+                Query.before(Write.Node->getBeginLoc(), Site.Loss->getBeginLoc())) {
+              if (!Site.LabelsBreak)
+                Site.LabelsBreak = TraceBreak{BreakKind::Indexed, Write.Node,
+                                              "`" + Changed->getNameAsString() + "` is re-bound after `" +
+                                                  Variable->getNameAsString() +
+                                                  "` was shifted from it, and the fused call would read it at the loss"};
+              return std::nullopt;
+            }
         Trace.Shift = true;
         Trace.ShiftDim = Inner->ShiftDim;
         Trace.Text = Inner->Text;
         Trace.TextFrom = Inner->TextFrom;
+        Trace.StepsFrom = Inner->StepsFrom;
       }
     }
   }
@@ -217,6 +237,9 @@ std::optional<LabelsTrace> traceLabelsFrom(const Expr *E, CapturedSite &Site, co
   std::string Steps = (Move ? ".to(" + MoveTo + ")" : "") + Cast;
   if (!Steps.empty())
     Trace.Text = (Trace.Text[0] == '*' ? "(" + Trace.Text + ")" : Trace.Text) + Steps;
+  for (const Expr *Step : {MoveFrom, CastTo})
+    if (Step)
+      Trace.StepsFrom.push_back(Step);
   if (Move && Move == Innermost) {
     // The labels passed are moved first, as the original moved them: the labels code the fused call runs
     // (once, on the labels) starts from those, not moving them again. A move after other steps stays in
@@ -244,6 +267,7 @@ void traceLabels(CapturedSite &Site, const PatternSet &Patterns, const AstQuery 
   Site.LabelsRoot = Trace->Root;
   Site.LabelsText = Trace->Text;
   Site.LabelsTextFrom = Trace->TextFrom;
+  Site.CopiedToLoss.insert(Site.CopiedToLoss.end(), Trace->StepsFrom.begin(), Trace->StepsFrom.end());
   Site.LabelsShift = Trace->Shift;
   Site.LabelsShiftDim = Trace->ShiftDim;
   Site.TargetBase = Trace->Base;

@@ -54,12 +54,14 @@ void setOption(CapturedSite &Site, const std::string &Option, const Expr *Value,
     else
       Options.Effective.IgnoreIndexExpression = Written;
     Options.Effective.IgnoreIndexText = Written;
+    Site.CopiedToLoss.push_back(Value);
   } else if (Option == "label_smoothing") {
     if (auto Float = Query.floatValue(Spelled))
       Options.Effective.LabelSmoothing = *Float;
     else
       Options.Effective.LabelSmoothingExpression = Written;
     Options.Effective.LabelSmoothingText = Written;
+    Site.CopiedToLoss.push_back(Value);
   } else if (Option == "reduction") {
     auto Reduction = reductionOf(Value, Patterns, Query, Options.DecidedByType);
     if (!Reduction)

@@ -117,8 +117,8 @@ public:
         addCast("." + Call->Name + "()");
         E = Call->Object;
       } else if (Call->Name == Benign.CastMethod && !Call->Args.empty() &&
-                 isUpcastType(Query.text(AstQuery::spelled(Call->Args[0])))) {
-        addUpcast(Query.text(AstQuery::spelled(Call->Args[0])));
+                 isUpcastType(AstQuery::spelled(Call->Args[0]))) {
+        addUpcast(AstQuery::spelled(Call->Args[0]));
         E = Call->Object;
       } else if (auto Shift = matchCausalShift(E, ShiftRole::Logits, Patterns, Query, Uses);
                  Shift && Shift->Shift && !Site.LogitsShift) {
@@ -186,11 +186,11 @@ private:
     // The dimension, through the options class it may be converted to (F::log_softmax(x, -1)) and
     // that class's dtype setter (F::LogSoftmaxFuncOptions(-1).dtype(torch::kFloat)).
     const Expr *Dim = AstQuery::spelled(Call.Args[DimIndex]);
-    std::string Dtype;
+    const Expr *Dtype = nullptr;
     for (int Depth = 0; Depth < 8; ++Depth) {
       if (auto Setter = AstQuery::asCall(Dim); Setter && Setter->Object && Setter->Name == Rule.DtypeSetter &&
                                                  Setter->Args.size() == 1) {
-        Dtype = Query.text(AstQuery::spelled(Setter->Args[0]));
+        Dtype = AstQuery::spelled(Setter->Args[0]);
         Dim = AstQuery::spelled(Setter->Object);
       } else if (const auto *Cast = dyn_cast<CXXFunctionalCastExpr>(Dim)) {
         Dim = AstQuery::spelled(Cast->getSubExpr());
@@ -202,7 +202,7 @@ private:
     }
     if (DimIndex + 1 < Call.Args.size() && !isDefaultArgument(Call.Args[DimIndex + 1]) &&
         !isNullConstant(Call.Args[DimIndex + 1], Patterns, Query))
-      Dtype = Query.text(AstQuery::spelled(Call.Args[DimIndex + 1]));
+      Dtype = AstQuery::spelled(Call.Args[DimIndex + 1]);
     auto Value = Query.integerValue(Dim);
     if (!Value || !llvm::is_contained(Rule.Dims, *Value)) {
       breakAt(BreakKind::NotLogProbabilities, Call.Call,
@@ -210,10 +210,10 @@ private:
                   "`, which is not provably the class dimension (write -1)");
       return false;
     }
-    if (!Dtype.empty()) {
+    if (Dtype) {
       if (!isUpcastType(Dtype)) {
         breakAt(BreakKind::NotLogProbabilities, Call.Call,
-                "`" + Call.Name + "` computes in `" + Dtype + "`, which is not an upcast");
+                "`" + Call.Name + "` computes in `" + Query.text(Dtype) + "`, which is not an upcast");
         return false;
       }
       addUpcast(Dtype);
@@ -226,14 +226,20 @@ private:
       Site.Casts.push_back(std::move(Cast));
   }
 
-  bool isUpcastType(const std::string &Type) const {
-    return contains(Patterns.Benign.UpcastTypes, lastIdentifier(Type));
+  /// A dtype the rule set names as an upcast (`torch::kFloat`), read as a constant: the fused call spells it
+  /// again at the loss, where a variable named so could hold another value.
+  bool isUpcastType(const Expr *Type) const {
+    return contains(Patterns.Benign.UpcastTypes, lastIdentifier(Query.text(Type))) &&
+           Type->isCXX11ConstantExpr(Query.context());
   }
   /// An upcast to Type (`.to(torch::kFloat)`, or a log_softmax's dtype): the fused loss gets that dtype.
-  void addUpcast(const std::string &Type) {
-    if (Site.Casts.empty())
-      Site.UpcastType = Type;
-    addCast("." + Patterns.Benign.CastMethod + "(" + Type + ")");
+  void addUpcast(const Expr *Type) {
+    std::string Text = Query.text(Type);
+    if (Site.Casts.empty()) {
+      Site.UpcastType = Text;
+      Site.CopiedToLoss.push_back(Type);
+    }
+    addCast("." + Patterns.Benign.CastMethod + "(" + Text + ")");
   }
 
   void inspectRebinding(const VariableWrite &Write, const VarDecl *Variable) {

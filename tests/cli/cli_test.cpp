@@ -229,6 +229,39 @@ torch::Tensor hidden_again(torch::nn::Linear &head, torch::Tensor h, torch::Tens
       }
 }
 
+// A copy that spans lines in a file whose lines end in "\r\n" keeps its own "\r"s: the copies after it in the same
+// edit are found where the edit put them, and the site is patched.
+TEST_CASE("a copied part spanning lines of a CRLF file is compared where it is written", "[cli][respelling]") {
+  std::string Source = R"cpp(#include <torch/torch.h>
+namespace F = torch::nn::functional;
+
+struct Model : torch::nn::Module {
+  torch::Tensor weights[2];
+  torch::Tensor forward(const torch::Tensor &h, const torch::Tensor &labels) {
+    auto logits = F::linear(h, weights[
+        0]);
+    if (labels.
+        defined())
+      return F::cross_entropy(logits.view({-1, 32}), labels.view(-1));
+    return {};
+  }
+};
+)cpp";
+  std::string Crlf;
+  for (char C : Source)
+    Crlf += C == '\n' ? std::string("\r\n") : std::string(1, C);
+  SourceTree Tree({{"model.cpp", Crlf.c_str()}});
+  ToolRun Run = runLmfuse(withFlags({"--in-place", "--audit", Tree.path("audit.json"), Tree.path("model.cpp")}, Tree));
+  INFO(Run.Err);
+  CHECK(Run.ExitCode == 0);
+  llvm::json::Value Document = readAudit(Tree.path("audit.json"));
+  const llvm::json::Array &Sites = sitesOf(Document);
+  REQUIRE(Sites.size() == 1);
+  INFO(field(Sites[0], "detail"));
+  CHECK(field(Sites[0], "status") == "patched");
+  CHECK(countOf(readFile(Tree.path("model.cpp")), "lmfuse::linear_cross_entropy(") == 1);
+}
+
 // A file that includes a part of itself after its functions: the fused call's header goes in after the last
 // include before the first edit, so the rewritten code below it sees the header (after the file's last include,
 // the re-parse failed: `lmfuse` undeclared where the site is).

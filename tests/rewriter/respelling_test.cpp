@@ -122,7 +122,85 @@ const Refused Respelled[] = {
   }
 )", Verb::RefusesWith, "labels-mismatch"},
      "the labels test `labels.defined()`"},
+    {{"an upcast's dtype, hidden at the loss by a constant of its block", R"(
+  torch::Tensor forward(torch::Tensor h, torch::Tensor labels) {
+    using c10::kFloat;
+    auto logits = lm_head(h);
+    auto up = logits.to(kFloat);
+    {
+      constexpr auto kFloat = c10::kHalf;
+      return F::cross_entropy(up.view({-1, 32}), labels.view(-1));
+    }
+  }
+)", Verb::RefusesWith, "name-captured"},
+     "`kFloat`"},
+    {{"the labels' device, read by the shift's local and hidden at the loss", R"(
+  torch::Tensor forward(torch::Tensor h, torch::Tensor targets) {
+    c10::Device dev(c10::kCUDA, 0);
+    auto logits = lm_head(h);
+    auto shift_logits = logits.slice(1, 0, -1);
+    auto shift_targets = targets.slice(1, 1).to(dev);
+    {
+      c10::Device dev(c10::kCPU);
+      return F::cross_entropy(shift_logits.reshape({-1, 32}), shift_targets.reshape({-1}));
+    }
+  }
+)", Verb::RefusesWith, "name-captured"},
+     "`dev`"},
+    {{"the labels' cast type, read by the shift's local and hidden at the loss", R"(
+  torch::Tensor forward(torch::Tensor h, torch::Tensor targets) {
+    using c10::kLong;
+    auto logits = lm_head(h);
+    auto shift_logits = logits.slice(1, 0, -1);
+    auto shift_targets = targets.slice(1, 1).to(kLong);
+    {
+      constexpr auto kLong = c10::kInt;
+      return F::cross_entropy(shift_logits.reshape({-1, 32}), shift_targets.reshape({-1}));
+    }
+  }
+)", Verb::RefusesWith, "name-captured"},
+     "`kLong`"},
+    {{"an option's value in an options local, a macro defined again before the loss", R"(
+#define PAD -100
+  torch::Tensor forward(torch::Tensor h, torch::Tensor labels) {
+    auto opts = F::CrossEntropyFuncOptions().ignore_index(PAD);
+    auto logits = lm_head(h);
+#undef PAD
+#define PAD 0
+    return F::cross_entropy(logits.view({-1, 32}), labels.view(-1), opts);
+  }
+)", Verb::RefusesWith, "name-captured"},
+     "`PAD`"},
 };
+
+// What the fused call writes again must hold the same value there as well as name the same declaration: a dtype
+// or labels device read from a variable written in between is refused by the analysis.
+const Case Written[] = {
+    {"an upcast through a variable named like a dtype, written before the loss", R"(
+  torch::Tensor forward(torch::Tensor h, torch::Tensor labels) {
+    auto kFloat = c10::kFloat;
+    auto logits = lm_head(h);
+    auto up = logits.to(kFloat);
+    kFloat = c10::kHalf;
+    return F::cross_entropy(up.view({-1, 32}), labels.view(-1));
+  }
+)", Verb::RefusesWith, "logits-rebound"},
+    {"the labels' device a shift's local moved them to, written before the loss", R"(
+  torch::Tensor forward(torch::Tensor h, torch::Tensor targets) {
+    c10::Device dev(c10::kCUDA, 0);
+    auto logits = lm_head(h);
+    auto shift_logits = logits.slice(1, 0, -1);
+    auto shift_targets = targets.slice(1, 1).to(dev);
+    dev = c10::Device(c10::kCPU);
+    return F::cross_entropy(shift_logits.reshape({-1, 32}), shift_targets.reshape({-1}));
+  }
+)", Verb::RefusesWith, "logits-indexed"},
+};
+
+TEST_CASE("what the fused call writes again holds the same value where it is written", "[respelling]") {
+  for (const Case &Item : Written)
+    SECTION(Item.Name) { checkCase(Item); }
+}
 
 TEST_CASE("code the rewrite spells again that the compiler reads otherwise there is refused", "[respelling]") {
   for (const Refused &Refusal : Respelled) {
