@@ -70,6 +70,31 @@ void respell(std::vector<Respelling> *Out, const tooling::Replacement &Edit, siz
   Out->push_back({inEdit(Edit, CopyAt, CopyLength), *OriginalPlace, std::move(Part), Reason, OriginalLine});
 }
 
+/// The text of an edit, written left to right. Each piece of the program's code that it spells again is appended
+/// with `copy`, which answers where the piece stands: what the re-parse compares (respelling.h) is then where the
+/// text was put, whatever comes before it.
+class EditText {
+public:
+  struct Span {
+    size_t At = 0, Length = 0;
+    size_t end() const { return At + Length; }
+  };
+  EditText &operator<<(llvm::StringRef Words) {
+    Text += Words;
+    return *this;
+  }
+  Span copy(llvm::StringRef Code) {
+    Span Copied{Text.size(), Code.size()};
+    Text += Code;
+    return Copied;
+  }
+  size_t size() const { return Text.size(); }
+  const std::string &str() const { return Text; }
+
+private:
+  std::string Text;
+};
+
 /// The structured bindings Value reads outside Base, by name, each once.
 std::vector<std::string> bindingsRead(const Expr *Value, const Expr *Base, const AstQuery &Query) {
   class Reads : public RecursiveASTVisitor<Reads> {
@@ -134,12 +159,19 @@ std::string siteName(const Stmt *Node, const AstQuery &Query) {
   return "\"" + Quoted + "\"";
 }
 
-/// The condition under which a statement may skip the logits: the fused path is on and, unless
-/// the statement only runs when labels are present, the labels are present.
-std::string skipCondition(const Stmt *Statement, const CapturedSite &Site, const PatternSet &Patterns,
-                          const AstQuery &Query) {
-  const std::string &Skip = Patterns.Replacement.SkipLogits;
-  return runsWithoutLoss(Statement, Site.Guard, Query) ? Skip + " && " + Site.Guard.Positive : Skip;
+/// Writes the condition under which a statement may skip the logits: the fused path is on and, unless the
+/// statement only runs when labels are present, the labels are present. Answers where the guard's test, when it is
+/// repeated, stands in Text.
+std::optional<EditText::Span> writeSkipCondition(EditText &Text, const Stmt *Statement, const CapturedSite &Site,
+                                                 const PatternSet &Patterns, const AstQuery &Query) {
+  Text << Patterns.Replacement.SkipLogits;
+  if (!runsWithoutLoss(Statement, Site.Guard, Query))
+    return std::nullopt;
+  Text << " && ";
+  EditText::Span Test = Text.copy(Site.Guard.Positive);
+  if (!Site.Guard.Repeated)
+    return std::nullopt;
+  return EditText::Span{Test.At + Site.Guard.RepeatedAt, Query.text(Site.Guard.Repeated).size()};
 }
 
 /// Whether the loss call can take a conditional expression without parentheses.
@@ -402,19 +434,17 @@ std::vector<tooling::Replacement> planSiteEdits(const CapturedSite &Site, const 
       Query.sourceManager().getFileID(Site.Loss->getBeginLoc()));
   const Expr *Hidden = AstQuery::spelled(Head.Hidden);
   std::string HiddenText = Query.argumentText(Hidden);
-  // Where the head's parts (input, weight, bias) start in the producer's edit, when there is one.
-  std::optional<size_t> ProducerEdit;
-  std::array<size_t, 3> HeadPartsAt{};
-  // The labels test repeated at the head (after `skip_logits() && `) spells the guard's code again there.
-  auto RespellGuard = [&](const tooling::Replacement &Edit, const std::string &Condition) {
-    const std::string &Skip = Replacement.SkipLogits;
-    if (Condition.size() <= Skip.size() || !Site.Guard.Repeated)
-      return;
-    std::optional<TextPlace> Original = inFile(Site.Guard.Repeated, Query);
-    respell(Respellings, Edit, Skip.size() + 4 + Site.Guard.RepeatedAt, Query.text(Site.Guard.Repeated).size(),
-            Original, Query.line(Site.Guard.Repeated->getBeginLoc()),
-            "the labels test `" + Query.text(Site.Guard.Repeated) + "`, repeated at the head", ReasonKind::LabelsMismatch);
+  // The labels test repeated at the head spells the guard's code again there.
+  auto RespellGuard = [&](const tooling::Replacement &Edit, std::optional<EditText::Span> Test) {
+    if (Test)
+      respell(Respellings, Edit, Test->At, Test->Length, inFile(Site.Guard.Repeated, Query),
+              Query.line(Site.Guard.Repeated->getBeginLoc()),
+              "the labels test `" + Query.text(Site.Guard.Repeated) + "`, repeated at the head",
+              ReasonKind::LabelsMismatch);
   };
+  // The head's parts (input, weight, bias) where the producer's edit spells them, when there is one.
+  std::optional<size_t> ProducerEdit;
+  std::array<EditText::Span, 3> HeadParts{};
 
   if (Site.Producer) {
     // The logits statement: skip the head where the fused path will compute the loss.
@@ -438,32 +468,42 @@ std::vector<tooling::Replacement> planSiteEdits(const CapturedSite &Site, const 
     // The skipped head still answers shape questions (`logits.size(-1)`), and names this site when
     // anything reads its values; a head line that reshapes its output skips with the reshaped shape. It is
     // given the head's bias too, so that F::linear's checks of it throw at the head, as the original does.
-    std::string Skipped = Replacement.SkippedLogits + "(" + HiddenText + ", " + Head.Weight + ", " +
-                          (Head.Bias.empty() ? std::string() : Head.Bias + ", ") + siteName(Head.Call, Query) +
-                          (Head.HiddenRank ? ", " + std::to_string(Head.HiddenRank) : std::string()) + ")";
-    size_t SkippedPartsAt = Replacement.SkippedLogits.size() + 1;
-    if (!isBaseAlone(Value, Head.Call, Query)) {
-      Skipped = Replacement.SkippedLogitsAfter + "(" + Skipped + ", " +
-                asCode(Value, Head.Call, Site, Patterns, Query, StandIn) + ")";
-      SkippedPartsAt += Replacement.SkippedLogitsAfter.size() + 1;
+    EditText Producer;
+    std::optional<EditText::Span> Test = writeSkipCondition(Producer, Site.Producer, Site, Patterns, Query);
+    Producer << " ? ";
+    bool Reshaped = !isBaseAlone(Value, Head.Call, Query);
+    if (Reshaped)
+      Producer << Replacement.SkippedLogitsAfter << "(";
+    Producer << Replacement.SkippedLogits << "(";
+    HeadParts[0] = Producer.copy(HiddenText);
+    Producer << ", ";
+    HeadParts[1] = Producer.copy(Head.Weight);
+    Producer << ", ";
+    if (!Head.Bias.empty()) {
+      HeadParts[2] = Producer.copy(Head.Bias);
+      Producer << ", ";
     }
-    std::string Condition = skipCondition(Site.Producer, Site, Patterns, Query);
-    Edits.push_back(replace(Value, Condition + " ? " + Skipped + " : " + ValueText, Query));
+    Producer << siteName(Head.Call, Query);
+    if (Head.HiddenRank)
+      Producer << ", " << std::to_string(Head.HiddenRank);
+    Producer << ")";
+    if (Reshaped)
+      Producer << ", " << asCode(Value, Head.Call, Site, Patterns, Query, StandIn) << ")";
+    Producer << " : " << ValueText;
+    Edits.push_back(replace(Value, Producer.str(), Query));
     ProducerEdit = Edits.size() - 1;
-    SkippedPartsAt += Condition.size() + 3;
-    HeadPartsAt = {SkippedPartsAt, SkippedPartsAt + HiddenText.size() + 2,
-                   SkippedPartsAt + HiddenText.size() + 2 + Head.Weight.size() + 2};
-    RespellGuard(Edits.back(), Condition);
+    RespellGuard(Edits.back(), Test);
     // Rebindings and aliases run on the skipped logits: the same condition, and their reshape on a stand-in.
     for (const ChainStep &Step : Site.Chain) {
       const Expr *StepValue = AstQuery::spelled(Step.Value);
       if (isBaseAlone(StepValue, Step.Base, Query))
         continue;  // a plain alias (`auto &flat = logits;`) computes nothing
-      std::string Reshaped = Replacement.SkippedLogitsAfter + "(" + Query.argumentText(Step.Base) + ", " +
-                             asCode(StepValue, Step.Base, Site, Patterns, Query, StandIn) + ")";
-      std::string Condition = skipCondition(Step.Statement, Site, Patterns, Query);
-      Edits.push_back(replace(StepValue, Condition + " ? " + Reshaped + " : " + Query.text(StepValue), Query));
-      RespellGuard(Edits.back(), Condition);
+      EditText Rebound;
+      std::optional<EditText::Span> StepTest = writeSkipCondition(Rebound, Step.Statement, Site, Patterns, Query);
+      Rebound << " ? " << Replacement.SkippedLogitsAfter << "(" << Query.argumentText(Step.Base) << ", "
+              << asCode(StepValue, Step.Base, Site, Patterns, Query, StandIn) << ") : " << Query.text(StepValue);
+      Edits.push_back(replace(StepValue, Rebound.str(), Query));
+      RespellGuard(Edits.back(), StepTest);
     }
   }
 
@@ -493,46 +533,51 @@ std::vector<tooling::Replacement> planSiteEdits(const CapturedSite &Site, const 
                          ", " + asCode(Site.Input, Site.InputBase, Site, Patterns, Query, StandIn) + ", " +
                          ShiftDims + Labels + "})";
 
-  // What the site was decided on, for the build's compiler to check (it may read the code otherwise).
-  std::string AnalysedText;
-  std::vector<size_t> FoundAt;  // where each item's Found starts in AnalysedText
-  for (const AnalysedExpression &Item : Analysed) {
-    AnalysedText += AnalysedText.empty() ? "" : ", ";
-    FoundAt.push_back(AnalysedText.size());
-    AnalysedText += Item.Found + ", " + Item.Expected;
-  }
-  if (!AnalysedText.empty()) {
-    std::string Before = "." + Replacement.AnalysedSetter + "(" + Replacement.AnalysedTypes + "<";
-    for (size_t &At : FoundAt)
-      At += Before.size();
-    AnalysedText = Before + AnalysedText + ">())";
-  }
-
-  std::string Bias = Head.Bias.empty() ? Replacement.UndefinedTensor : Head.Bias;
-  std::string Fused = Replacement.Call + "(" + HiddenText + ", " + Head.Weight + ", " + Bias + ", " + Site.LabelsText +
-                      ", " + lossOptionsText(Site, Patterns) + AsPassed + AnalysedText + ")";
-  size_t AnalysedAt = Fused.size() - 1 - AnalysedText.size();
-  if (!carriesUpcastInOptions(Site, Patterns))
-    for (const std::string &Cast : Site.Casts)
-      Fused += Cast;
   // The fused call and the original on lines of their own, so a diff reads as "new | old".
   std::string Continuation = "\n" + Query.indentation(Site.Loss->getBeginLoc()) + "    ";
-  std::string Loss = Replacement.Enabled + Continuation + "? " + Fused + Continuation + ": " + Query.text(Site.Loss);
-  size_t FusedAt = Replacement.Enabled.size() + Continuation.size() + 2;
-  if (!standsAlone(Site.Loss, Query)) {
-    Loss = "(" + Loss + ")";
-    ++FusedAt;
+  bool Parenthesised = !standsAlone(Site.Loss, Query);
+  EditText Loss;
+  if (Parenthesised)
+    Loss << "(";
+  Loss << Replacement.Enabled << Continuation << "? " << Replacement.Call << "(";
+  std::array<EditText::Span, 3> FusedParts{};
+  FusedParts[0] = Loss.copy(HiddenText);
+  Loss << ", ";
+  FusedParts[1] = Loss.copy(Head.Weight);
+  Loss << ", ";
+  if (Head.Bias.empty())
+    Loss << Replacement.UndefinedTensor;
+  else
+    FusedParts[2] = Loss.copy(Head.Bias);
+  Loss << ", ";
+  EditText::Span LabelsCopy = Loss.copy(Site.LabelsText);
+  Loss << ", " << lossOptionsText(Site, Patterns) << AsPassed;
+  // What the site was decided on, for the build's compiler to check (it may read the code otherwise).
+  std::vector<EditText::Span> Found;
+  if (!Analysed.empty()) {
+    Loss << "." << Replacement.AnalysedSetter << "(" << Replacement.AnalysedTypes << "<";
+    for (const AnalysedExpression &Item : Analysed) {
+      if (!Found.empty())
+        Loss << ", ";
+      Found.push_back(Loss.copy(Item.Found));
+      Loss << ", " << Item.Expected;
+    }
+    Loss << ">())";
   }
-  Edits.push_back(replace(Site.Loss, Loss, Query));
+  Loss << ")";
+  if (!carriesUpcastInOptions(Site, Patterns))
+    for (const std::string &Cast : Site.Casts)
+      Loss << Cast;
+  const size_t FusedEnd = Loss.size();
+  Loss << Continuation << ": " << Query.text(Site.Loss);
+  if (Parenthesised)
+    Loss << ")";
+  Edits.push_back(replace(Site.Loss, Loss.str(), Query));
 
   // What the fused call spells again at the loss, for the re-parse to compare with the program's code it copies
   // (respelling.h). The head's parts against the skipped head's, which the producer's edit spells at the head
   // (without a producer the head is inside the loss, and they are spelled where it is).
   const tooling::Replacement &LossEdit = Edits.back();
-  const std::array<size_t, 3> FusedPartsAt = {FusedAt + Replacement.Call.size() + 1,
-                                              FusedAt + Replacement.Call.size() + 1 + HiddenText.size() + 2,
-                                              FusedAt + Replacement.Call.size() + 1 + HiddenText.size() + 2 +
-                                                  Head.Weight.size() + 2};
   if (ProducerEdit) {
     const tooling::Replacement &Producer = Edits[*ProducerEdit];
     unsigned HeadLine = Query.line(Head.Call->getBeginLoc());
@@ -540,32 +585,33 @@ std::vector<tooling::Replacement> planSiteEdits(const CapturedSite &Site, const 
     const char *Names[] = {"the head's input", "the head's weight", "the head's bias"};
     for (size_t I = 0; I < 3; ++I)
       if (!Parts[I].empty())
-        respell(Respellings, LossEdit, FusedPartsAt[I], Parts[I].size(), inEdit(Producer, HeadPartsAt[I], Parts[I].size()),
-                HeadLine, std::string(Names[I]) + " `" + Parts[I] + "`", ReasonKind::InputsModified);
+        respell(Respellings, LossEdit, FusedParts[I].At, FusedParts[I].Length,
+                inEdit(Producer, HeadParts[I].At, HeadParts[I].Length), HeadLine,
+                std::string(Names[I]) + " `" + Parts[I] + "`", ReasonKind::InputsModified);
   }
   // The labels, where the fused call reads them through code written elsewhere (a shift's local).
   if (Site.LabelsTextFrom) {
     std::string From = Query.text(Site.LabelsTextFrom);
     size_t Within = From.empty() ? std::string::npos : Site.LabelsText.find(From);
     if (Within != std::string::npos)
-      respell(Respellings, LossEdit, FusedPartsAt[2] + Bias.size() + 2 + Within, From.size(),
-              inFile(Site.LabelsTextFrom, Query), Query.line(Site.LabelsTextFrom->getBeginLoc()),
-              "the labels `" + From + "`", ReasonKind::LabelsMismatch);
+      respell(Respellings, LossEdit, LabelsCopy.At + Within, From.size(), inFile(Site.LabelsTextFrom, Query),
+              Query.line(Site.LabelsTextFrom->getBeginLoc()), "the labels `" + From + "`",
+              ReasonKind::LabelsMismatch);
   }
   // The rest of the program's code the call writes as written (an upcast's dtype, the labels' cast and device, an
-  // option's value), after the labels: the first occurrence of its text standing as whole tokens.
-  const size_t AfterLabels = FusedPartsAt[2] + Bias.size() + 2;
+  // option's value), from the labels on: the first occurrence of its text standing as whole tokens in the call.
+  const std::string &Written = Loss.str();
   for (const Expr *Copied : Site.CopiedToLoss) {
     std::string Text = Query.text(Copied);
     if (Text.empty())
       continue;
     auto IsWord = [](char C) { return llvm::isAlnum(C) || C == '_'; };
-    size_t Within = Loss.find(Text, AfterLabels);
+    size_t Within = Written.find(Text, LabelsCopy.At);
     while (Within != std::string::npos &&
-           ((Within > 0 && IsWord(Loss[Within - 1]) && IsWord(Text.front())) ||
-            (Within + Text.size() < Loss.size() && IsWord(Loss[Within + Text.size()]) && IsWord(Text.back()))))
-      Within = Loss.find(Text, Within + 1);
-    if (Within != std::string::npos && Within < FusedAt + Fused.size())
+           ((Within > 0 && IsWord(Written[Within - 1]) && IsWord(Text.front())) ||
+            (Within + Text.size() < Written.size() && IsWord(Written[Within + Text.size()]) && IsWord(Text.back()))))
+      Within = Written.find(Text, Within + 1);
+    if (Within != std::string::npos && Within + Text.size() <= FusedEnd)
       respell(Respellings, LossEdit, Within, Text.size(), inFile(Copied, Query), Query.line(Copied->getBeginLoc()),
               "`" + Text + "`", ReasonKind::NameCaptured);
   }
@@ -578,9 +624,9 @@ std::vector<tooling::Replacement> planSiteEdits(const CapturedSite &Site, const 
     // After the assertion's own words (`decltype(`, `Holds<((`), which may hold the same letters.
     size_t Within = Text.empty() ? std::string::npos : Item.Found.find(Text, Item.Found.find('('));
     if (Within != std::string::npos)
-      respell(Respellings, LossEdit, FusedAt + AnalysedAt + FoundAt[I] + Within, Text.size(),
-              inFile(Item.Source, Query), Query.line(Item.Source->getBeginLoc()),
-              "`" + Text + "`, as the fused call asserts it", ReasonKind::NameCaptured);
+      respell(Respellings, LossEdit, Found[I].At + Within, Text.size(), inFile(Item.Source, Query),
+              Query.line(Item.Source->getBeginLoc()), "`" + Text + "`, as the fused call asserts it",
+              ReasonKind::NameCaptured);
   }
   return Edits;
 }
