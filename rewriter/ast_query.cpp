@@ -104,6 +104,74 @@ std::string AstQuery::fileNameDependence(SourceLocation Site) const {
              "\", the file as this unit reaches it, and the rewritten copy names it by its real path (" +
              RealPath.str() + ")";
   }
+  // The file's name read without the macro, where the file's code is evaluated: `__builtin_FILE()`,
+  // `__builtin_FILE_NAME()`, `std::source_location::current()`, written in the file or as a default argument
+  // or a member's default initialiser (evaluated where the call or the object is, as `current()` is).
+  class FileReads : public RecursiveASTVisitor<FileReads> {
+  public:
+    FileReads(const SourceManager &SM, FileID File) : SM(SM), File(File) {}
+    bool TraverseDecl(Decl *D) {
+      if (!D || Found.isValid())
+        return true;
+      // Only the file's own declarations (and what they hold), not those of the headers it includes.
+      if (!isa<TranslationUnitDecl>(D) && SM.getFileID(SM.getExpansionLoc(D->getLocation())) != File)
+        return true;
+      return RecursiveASTVisitor::TraverseDecl(D);
+    }
+    bool VisitSourceLocExpr(SourceLocExpr *Builtin) {
+      if (readsFile(Builtin))
+        note(Builtin->getBeginLoc(), Builtin->getBuiltinStr());
+      return Found.isInvalid();
+    }
+    bool VisitCXXDefaultArgExpr(CXXDefaultArgExpr *Default) {
+      if (const SourceLocExpr *Builtin = fileReadIn(Default->getExpr()))
+        note(Default->getUsedLocation(), Builtin->getBuiltinStr());
+      return Found.isInvalid();
+    }
+    bool VisitCXXDefaultInitExpr(CXXDefaultInitExpr *Default) {
+      if (const SourceLocExpr *Builtin = fileReadIn(Default->getExpr()))
+        note(Default->getUsedLocation(), Builtin->getBuiltinStr());
+      return Found.isInvalid();
+    }
+    static bool readsFile(const SourceLocExpr *Builtin) {
+      SourceLocIdentKind Kind = Builtin->getIdentKind();
+      return Kind == SourceLocIdentKind::File || Kind == SourceLocIdentKind::FileName ||
+             Kind == SourceLocIdentKind::SourceLocStruct;
+    }
+    static const SourceLocExpr *fileReadIn(const Stmt *S) {
+      if (!S)
+        return nullptr;
+      if (const auto *Builtin = dyn_cast<SourceLocExpr>(S))
+        return readsFile(Builtin) ? Builtin : nullptr;
+      if (const auto *Default = dyn_cast<CXXDefaultArgExpr>(S))
+        return fileReadIn(Default->getExpr());
+      if (const auto *Default = dyn_cast<CXXDefaultInitExpr>(S))
+        return fileReadIn(Default->getExpr());
+      for (const Stmt *Child : S->children())
+        if (const SourceLocExpr *Found = fileReadIn(Child))
+          return Found;
+      return nullptr;
+    }
+    void note(SourceLocation At, llvm::StringRef Name) {
+      At = SM.getExpansionLoc(At);
+      if (SM.getFileID(At) == File) {
+        Found = At;
+        FoundName = Name.str();
+      }
+    }
+    const SourceManager &SM;
+    FileID File;
+    SourceLocation Found;
+    std::string FoundName;
+  } Reads(SM, SiteFile);
+  Reads.TraverseDecl(Context.getTranslationUnitDecl());
+  if (Reads.Found.isValid()) {
+    PresumedLoc Where = SM.getPresumedLoc(Reads.Found);
+    if (Where.isValid() && llvm::StringRef(Where.getFilename()) != RealPath)
+      return "`" + Reads.FoundName + "()` on line " + std::to_string(line(Reads.Found)) + " gives \"" +
+             Where.getFilename() + "\", the file as this unit reaches it, and the rewritten copy names it by its real "
+             "path (" + RealPath.str() + ")";
+  }
   return "";
 }
 

@@ -451,13 +451,25 @@ private:
       // (`torch::zeros({width})`).
       bool shouldVisitImplicitCode() const { return true; }
       bool VisitStmt(Stmt *Node) {
-        if (!Found && Finder.inRegion(Node) && !Finder.Query.within(Site().Loss, Node))
+        if (!Found && (MadeHere || (Finder.inRegion(Node) && !Finder.Query.within(Site().Loss, Node))))
           Found = Finder.changeAt(Node);
+        return !Found;
+      }
+      // A member's default initialiser of a class of the program runs where the object is made
+      // (`Tok t{};`), though its code is written in the class: it is looked at as code of the place it runs.
+      bool TraverseCXXDefaultInitExpr(CXXDefaultInitExpr *Default) {
+        bool Here = MadeHere || (Finder.inRegion(Default) && !Finder.Query.within(Site().Loss, Default));
+        if (Found || !Here || Finder.isLibrary(Default->getField()))
+          return RecursiveASTVisitor::TraverseCXXDefaultInitExpr(Default);
+        ++MadeHere;
+        TraverseStmt(Default->getExpr());
+        --MadeHere;
         return !Found;
       }
       const CapturedSite &Site() const { return Finder.Site; }
       InputChangeFinder &Finder;
       std::optional<InputChange> Found;
+      int MadeHere = 0;  ///< inside a default initialiser run between the head and the loss
     } Visitor(*this);
     Visitor.TraverseStmt(const_cast<Stmt *>(Site.Body));
     if (Visitor.Found)
@@ -714,6 +726,9 @@ private:
                 !Code.empty())
               Found = Outer.change(Statement, "`" + Variable->getNameAsString() +
                                                   "` is destroyed between the head and the loss, which may run " + Code);
+            if (std::string Code = !Found && DestroyedBetween ? Outer.codeAtScopeEnd(Variable) : ""; !Code.empty())
+              Found = Outer.change(Statement, "the block of `" + Variable->getNameAsString() +
+                                                  "` ends between the head and the loss, which runs " + Code);
           }
         return !Found;
       }
@@ -818,11 +833,15 @@ private:
   }
 
   /// The code of the program that making, copying, comparing or destroying a value of Record runs through
-  /// its members and bases (what its implicit special members call). A pointer member is copied, not what
-  /// it points to.
+  /// its members and bases (what its implicit special members call), and, making one, its members' default
+  /// initialisers. A pointer member is copied, not what it points to.
   std::string programCodeOfMembers(const CXXRecordDecl *Record, Reach How, int Depth = 0) const {
-    if (!(Record = Record->getDefinition()))
+    if (Depth > 6 || !(Record = Record->getDefinition()))
       return "";
+    if (How == Reach::Instantiated)
+      for (const FieldDecl *Field : Record->fields())
+        if (const Expr *Init = Field->getInClassInitializer(); Init && runsCode(Init, Depth))
+          return "the default initialiser of `" + Field->getQualifiedNameAsString() + "`";
     for (const FieldDecl *Field : Record->fields())
       if (!Field->getType()->isPointerType() && !Field->getType()->isReferenceType())
         if (std::string Code = programCodeIn(Field->getType(), How, Depth + 1); !Code.empty())
@@ -831,6 +850,126 @@ private:
       if (std::string Code = programCodeIn(Base.getType(), How, Depth + 1); !Code.empty())
         return Code;
     return "";
+  }
+
+  /// Whether evaluating E may run code or write anything: a call of a function that is not constexpr, a
+  /// constructor of the program's, an allocation, an assignment, `++` or `--`, a statement expression, an
+  /// atomic builtin, a volatile read.
+  bool runsCode(const Expr *E, int Depth) const {
+    class Finder : public RecursiveASTVisitor<Finder> {
+    public:
+      Finder(const InputChangeFinder &Outer, int Depth) : Outer(Outer), Depth(Depth) {}
+      bool shouldVisitImplicitCode() const { return true; }
+      bool VisitCallExpr(CallExpr *Call) {
+        const FunctionDecl *Callee = Call->getDirectCallee();
+        return !(Found |= !Callee || !Callee->isConstexpr());
+      }
+      bool VisitCXXConstructExpr(CXXConstructExpr *Construct) {
+        const CXXConstructorDecl *Constructor = Construct->getConstructor();
+        Found |= !Constructor ||
+                 (!Outer.isLibrary(Constructor) &&
+                  ((Constructor->isUserProvided() && !Constructor->isConstexpr()) ||
+                   !Outer.programCodeOfMembers(Constructor->getParent(), Reach::Instantiated, Depth + 1).empty()));
+        return !Found;
+      }
+      bool VisitStmt(Stmt *Node) {
+        const auto *Binary = dyn_cast<BinaryOperator>(Node);
+        const auto *Unary = dyn_cast<UnaryOperator>(Node);
+        Found |= isa<CXXNewExpr, CXXDeleteExpr, StmtExpr, AtomicExpr, CXXThrowExpr>(Node) ||
+                 (Binary && Binary->isAssignmentOp()) || (Unary && Unary->isIncrementDecrementOp());
+        return !Found;
+      }
+      const InputChangeFinder &Outer;
+      int Depth;
+      bool Found = false;
+    } Search(*this, Depth);
+    Search.TraverseStmt(const_cast<Expr *>(E));
+    return Search.Found || E->HasSideEffects(Query.context(), /*IncludePossibleEffects=*/false);
+  }
+
+  /// The code of the program that releasing a value of Type (assigning it, resetting it, clearing it,
+  /// destroying it) may run without its type naming it, for a refusal, or "": a deleter a `std::shared_ptr`
+  /// was made with (the pattern set's `deleter_holders`), or the destructor of what a holder that hides its
+  /// type holds (`type_hiding_holders`); through a library class's template arguments (`std::vector<
+  /// std::shared_ptr<int>>`) and the members and bases of the program's classes.
+  std::string hiddenReleaseCode(QualType Type, int Depth = 0) const {
+    if (Type.isNull() || Type->isDependentType() || Depth > 6)
+      return "";
+    Type = Type.getNonReferenceType();
+    if (const clang::Type *Element = Type->getArrayElementTypeNoTypeQual(); Element && Type->isArrayType())
+      return hiddenReleaseCode(QualType(Element, 0), Depth + 1);
+    const CXXRecordDecl *Record = Type->getAsCXXRecordDecl();
+    if (!Record || !(Record = Record->getDefinition()))
+      return "";
+    if (isLibrary(Record)) {
+      if (Record->getIdentifier() &&
+          (contains(Effects.DeleterHolders, Record->getName().str()) || hidesItsType(Record)))
+        return "a deleter or destructor of the program's that a `" + Record->getName().str() +
+               "` may have been made with (its type does not name it)";
+      for (QualType Argument : typeArguments(Record))
+        if (std::string Code = hiddenReleaseCode(Argument, Depth + 1); !Code.empty())
+          return Code;
+      return "";
+    }
+    for (const FieldDecl *Field : Record->fields())
+      if (!Field->getType()->isPointerType() && !Field->getType()->isReferenceType())
+        if (std::string Code = hiddenReleaseCode(Field->getType(), Depth + 1); !Code.empty())
+          return Code;
+    for (const CXXBaseSpecifier &Base : Record->bases())
+      if (std::string Code = hiddenReleaseCode(Base.getType(), Depth + 1); !Code.empty())
+        return Code;
+    return "";
+  }
+
+  /// hiddenReleaseCode for the value E names, of its own class (`std::shared_ptr`) or of the library base it is
+  /// converted to (`std::__shared_ptr`, whose `reset` it calls).
+  std::string releasedThrough(const Expr *E) const {
+    std::string Code = hiddenReleaseCode(E->getType());
+    return Code.empty() ? hiddenReleaseCode(E->IgnoreParenImpCasts()->getType()) : Code;
+  }
+
+  /// What the end of a local's block runs besides its own destructor (which the caller looks at), for a
+  /// refusal, or "": a cleanup function of the program's (`__attribute__((cleanup(f)))`), the destructor of a
+  /// temporary its initialiser binds to it (`const Tracker &t = Tracker();`), or code a value of its type may
+  /// release without naming it (a `std::shared_ptr` made elsewhere with a deleter).
+  std::string codeAtScopeEnd(const VarDecl *Variable) const {
+    if (const auto *Cleanup = Variable->getAttr<CleanupAttr>(); Cleanup && programFunction(Cleanup->getFunctionDecl()))
+      return "its cleanup function `" + Cleanup->getFunctionDecl()->getNameAsString() + "`";
+    class Extended : public RecursiveASTVisitor<Extended> {
+    public:
+      explicit Extended(const VarDecl *Variable) : Variable(Variable) {}
+      bool VisitMaterializeTemporaryExpr(MaterializeTemporaryExpr *Temporary) {
+        if (Temporary->getExtendingDecl() == Variable)
+          Types.push_back(Temporary->getType());
+        return true;
+      }
+      const VarDecl *Variable;
+      std::vector<QualType> Types;
+    } Bound(Variable);
+    if (const Expr *Init = Variable->getInit())
+      Bound.TraverseStmt(const_cast<Expr *>(Init));
+    for (QualType Type : Bound.Types) {
+      const CXXRecordDecl *Record = Type->getAsCXXRecordDecl();
+      if (Record && Record->hasDefinition() && programDestructor(Record->getDestructor()))
+        return "the destructor of the temporary `" + Type.getAsString() + "` it is bound to";
+      if (std::string Code = programCodeIn(Type, Reach::Destroyed); !Code.empty())
+        return Code + ", through the temporary it is bound to";
+      if (std::string Code = hiddenReleaseCode(Type); !Code.empty())
+        return Code + ", through the temporary it is bound to";
+    }
+    if (!Variable->getType()->isReferenceType())
+      return hiddenReleaseCode(Variable->getType());
+    return "";
+  }
+
+  /// Whether Function is code of the program: not the library's, and not an allocation function the compiler
+  /// declares (`::operator new`) unless the program declares it again (a replacement in this unit).
+  bool programFunction(const FunctionDecl *Function) const {
+    if (!Function)
+      return false;
+    return llvm::any_of(Function->redecls(), [&](const FunctionDecl *Declaration) {
+      return !Declaration->isImplicit() && !isLibrary(Declaration);
+    });
   }
 
   /// Whether a method does anything: a user-provided one whose body is not empty (or is not seen), or a
@@ -1076,6 +1215,29 @@ private:
 
   /// Whether Node itself (not its children) may change an input.
   std::optional<InputChange> changeAt(const Stmt *Node) {
+    // Code the analysis cannot read: an `asm` statement writes what its operands name, and may call anything.
+    if (isa<AsmStmt>(Node))
+      return change(Node, "an `asm` statement between the head and the loss may write " + inputs() +
+                              " or run code of the program (the analysis does not read it)");
+    // An atomic builtin (`__atomic_store_n`) writes through its pointer, and threads synchronise through it,
+    // as through a `std::atomic` (the pattern set's `thread_synchronisers`).
+    if (isa<AtomicExpr>(Node))
+      return change(Node, "an atomic builtin between the head and the loss writes through its pointer and lets "
+                              "code of the program on another thread run in between");
+    // A new or delete expression calls an allocation function, which may be the program's (a class's own
+    // `operator new`, a placement form, a replacement of the global one written in this unit); deleting runs
+    // the destructor of what it deletes.
+    if (const auto *New = dyn_cast<CXXNewExpr>(Node))
+      if (programFunction(New->getOperatorNew()))
+        return change(Node, "it calls the program's `" + New->getOperatorNew()->getNameAsString() +
+                                "` (the analysis does not look into the program's code)");
+    if (const auto *Delete = dyn_cast<CXXDeleteExpr>(Node)) {
+      if (programFunction(Delete->getOperatorDelete()))
+        return change(Node, "it calls the program's `" + Delete->getOperatorDelete()->getNameAsString() +
+                                "` (the analysis does not look into the program's code)");
+      if (std::string Code = programCodeIn(Delete->getDestroyedType(), Reach::Destroyed); !Code.empty())
+        return change(Node, "it deletes a `" + Delete->getDestroyedType().getAsString() + "`, which runs " + Code);
+    }
     // Between the head and the loss, a mode guard made or a mode switched changes the mode the fused call
     // runs under from the head's.
     if (const auto *Bound = dyn_cast<CXXBindTemporaryExpr>(Node))
@@ -1162,6 +1324,10 @@ private:
   /// change it.
   std::optional<InputChange> assignment(const Stmt *Node, const Expr *Target, bool Plain) {
     const Expr *Spelled = AstQuery::spelled(Target);
+    // The value the target held is released (`ticket = nullptr;` runs the deleter `ticket` was made with).
+    if (std::string Code = releasedThrough(Target); !Code.empty())
+      return change(Node, "`" + Query.text(Spelled) + "` is assigned, which releases the value it held and may run " +
+                              Code);
     const ValueDecl *Rebound = nullptr;
     if (const auto *Ref = dyn_cast<DeclRefExpr>(Spelled))
       Rebound = Ref->getDecl();
@@ -1226,6 +1392,18 @@ private:
       return change(Call, "it calls `" + displayName(Call) + "`, which may switch the autograd or autocast mode "
                               "the fused call would run under (the analysis does not look into the program's code)");
     }
+    // A value whose release may run code its type does not name, reset, cleared, swapped or moved from
+    // (`ticket.reset()`, `handles.clear()`, `std::swap(a, b)`, `std::move(ticket)`).
+    if (const auto *Method = dyn_cast_or_null<CXXMethodDecl>(Callee);
+        Method && Object && Method->isInstance() && !Method->isConst() && !contains(Effects.Accessors, Name) &&
+        !contains(Effects.StandardAccessors, Name))
+      if (std::string Code = releasedThrough(Object); !Code.empty())
+        return change(Call, "`" + Name + "` is called on `" + Query.text(AstQuery::spelled(Object)) +
+                                "`, which may release a value it holds and run " + Code);
+    for (const Expr *Argument : changeableArguments(Call))
+      if (std::string Code = releasedThrough(Argument); !Code.empty())
+        return change(Call, "`" + Name + "` takes `" + Query.text(AstQuery::spelled(Argument)) +
+                                "` by non-const reference, and may release a value it holds and run " + Code);
     // The library: in-place by name, non-const reference parameters, non-const methods of non-tensors.
     if (writesByName(Callee))
       if (auto Of = Reached())

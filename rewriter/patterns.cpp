@@ -236,6 +236,7 @@ template <> struct MappingTraits<EffectPatterns> {
     Io.mapOptional("mode_switches", P.ModeSwitches);
     Io.mapOptional("mode_states", P.ModeStates);
     Io.mapOptional("type_hiding_holders", P.TypeHidingHolders);
+    Io.mapOptional("deleter_holders", P.DeleterHolders);
     Io.mapOptional("standard_accessors", P.StandardAccessors);
     Io.mapOptional("standard_pass_through", P.StandardPassThrough);
     Io.mapOptional("random_namespaces", P.RandomNamespaces);

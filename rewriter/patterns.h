@@ -176,6 +176,11 @@ struct EffectPatterns {
   /// Library classes that hide the type of what they hold (`any`, `function`): a value of one may hold a
   /// mode guard. A library class template given `void` (`std::shared_ptr<void>`) hides it too.
   std::vector<std::string> TypeHidingHolders;
+  /// Library classes whose release (reset, reassigned, cleared, destroyed) may run code they were made with
+  /// that their type does not name (`std::shared_ptr`'s deleter): between the head and the loss, releasing a
+  /// value of one, or of a holder of one, counts as a call of the program's code, as does releasing a type
+  /// hiding holder (whose held object's destructor may be the program's).
+  std::vector<std::string> DeleterHolders;
   /// The code the rewrite runs again (the labels test at the head, the loss's logits code on a stand-in and
   /// again for the original's loss) may not write: a standard-library call that may write what it is given
   /// (a member that is not const, a parameter that refers to something not const) refuses the site, but for

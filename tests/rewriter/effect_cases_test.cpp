@@ -2346,3 +2346,221 @@ inline Tensor log_softmax(const Tensor &input, int64_t dim, double temperature) 
     }
   }
 }
+
+TEST_CASE("code that runs between the head and the loss without a call written there", "[rewriter][effects]") {
+  // Each runs code of the program (or writes) where no call or assignment of the program's is spelled: a
+  // release, a member's default initialiser, a temporary's destructor, an allocation function, a cleanup
+  // function, an asm statement, an atomic builtin. Says: in the detail; "" expects the site patched.
+  struct RunsCase {
+    const char *Name;
+    const char *Members;
+    const char *Says;
+  };
+  const RunsCase Cases[] = {
+      {"a shared_ptr member assigned nullptr", R"(
+#include <memory>
+  std::shared_ptr<int> ticket_;
+  torch::Tensor forward(torch::Tensor x, torch::Tensor labels) {
+    auto logits = lm_head(x);
+    ticket_ = nullptr;
+    return F::cross_entropy(logits.view({-1, 32}), labels.view(-1));
+  }
+)", "releases the value it held"},
+      {"a shared_ptr parameter assigned another", R"(
+#include <memory>
+  torch::Tensor forward(torch::Tensor x, std::shared_ptr<int> ticket, torch::Tensor labels) {
+    auto logits = lm_head(x);
+    ticket = std::make_shared<int>(0);
+    return F::cross_entropy(logits.view({-1, 32}), labels.view(-1));
+  }
+)", "releases the value it held"},
+      {"a vector of shared_ptr assigned an empty list", R"(
+#include <memory>
+  std::vector<std::shared_ptr<int>> pending_;
+  torch::Tensor forward(torch::Tensor x, torch::Tensor labels) {
+    auto logits = lm_head(x);
+    pending_ = {};
+    return F::cross_entropy(logits.view({-1, 32}), labels.view(-1));
+  }
+)", "releases the value it held"},
+      {"a local shared_ptr given a function of the program as deleter, reset", R"(
+#include <memory>
+  static void drop(int *p);
+  torch::Tensor forward(torch::Tensor x, torch::Tensor labels) {
+    std::shared_ptr<int> ticket(new int(0), drop);
+    auto logits = lm_head(x);
+    ticket.reset();
+    return F::cross_entropy(logits.view({-1, 32}), labels.view(-1));
+  }
+)", "`reset` is called on `ticket`"},
+      {"two shared_ptr swapped", R"(
+#include <memory>
+  torch::Tensor forward(torch::Tensor x, std::shared_ptr<int> a, std::shared_ptr<int> b, torch::Tensor labels) {
+    auto logits = lm_head(x);
+    std::swap(a, b);
+    return F::cross_entropy(logits.view({-1, 32}), labels.view(-1));
+  }
+)", "by non-const reference"},
+      {"a shared_ptr parameter copied into a block that ends between them", R"(
+#include <memory>
+  torch::Tensor forward(torch::Tensor x, std::shared_ptr<int> ticket, torch::Tensor labels) {
+    torch::Tensor logits;
+    {
+      auto kept = std::move(ticket);
+      logits = lm_head(x);
+    }
+    return F::cross_entropy(logits.view({-1, 32}), labels.view(-1));
+  }
+)", "the block of `kept` ends"},
+      {"an aggregate whose member's default initialiser calls the program", R"(
+  static int bump();
+  struct Tok { int id = bump(); };
+  torch::Tensor forward(torch::Tensor x, torch::Tensor labels) {
+    auto logits = lm_head(x);
+    Tok t{};
+    return F::cross_entropy(logits.view({-1, 32}), labels.view(-1));
+  }
+)", "`bump`"},
+      {"a class default-constructed whose member's default initialiser calls the program", R"(
+  static int bump();
+  struct Tok { int id = bump(); };
+  torch::Tensor forward(torch::Tensor x, torch::Tensor labels) {
+    auto logits = lm_head(x);
+    Tok t;
+    return F::cross_entropy(logits.view({-1, 32}), labels.view(-1));
+  }
+)", "default initialiser of `Model::Tok::id`"},
+      {"make_unique of a class whose member's default initialiser calls the program", R"(
+#include <memory>
+  static int bump();
+  struct Tok { int id = bump(); };
+  torch::Tensor forward(torch::Tensor x, torch::Tensor labels) {
+    auto logits = lm_head(x);
+    auto t = std::make_unique<Tok>();
+    return F::cross_entropy(logits.view({-1, 32}), labels.view(-1));
+  }
+)", "default initialiser of `Model::Tok::id`"},
+      {"a member's default initialiser in the loss's own logits code", R"(
+  static int64_t vocab();
+  struct Dims { int64_t v = vocab(); };
+  torch::Tensor forward(torch::Tensor x, torch::Tensor labels) {
+    auto logits = lm_head(x);
+    return F::cross_entropy(logits.view({-1, Dims{}.v}), labels.view(-1));
+  }
+)", "`vocab`"},
+      {"a temporary with a destructor of the program bound to a const reference in a block", R"(
+  struct Tracker { ~Tracker(); };
+  torch::Tensor forward(torch::Tensor x, torch::Tensor labels) {
+    torch::Tensor logits;
+    {
+      const Tracker &t = Tracker();
+      logits = lm_head(x);
+    }
+    return F::cross_entropy(logits.view({-1, 32}), labels.view(-1));
+  }
+)", "the destructor of the temporary"},
+      {"a temporary with a destructor of the program bound to a forwarding reference in a block", R"(
+  struct Tracker { ~Tracker(); };
+  torch::Tensor forward(torch::Tensor x, torch::Tensor labels) {
+    torch::Tensor logits;
+    {
+      auto &&t = Tracker();
+      logits = lm_head(x);
+    }
+    return F::cross_entropy(logits.view({-1, 32}), labels.view(-1));
+  }
+)", "the destructor of the temporary"},
+      {"a class's own operator new", R"(
+  struct Buf { static void *operator new(std::size_t size); int n; };
+  torch::Tensor forward(torch::Tensor x, torch::Tensor labels) {
+    auto logits = lm_head(x);
+    Buf *b = new Buf;
+    return F::cross_entropy(logits.view({-1, 32}), labels.view(-1));
+  }
+)", "the program's `operator new`"},
+      {"a class's own operator delete", R"(
+  struct Buf { static void operator delete(void *p); int n; };
+  torch::Tensor forward(torch::Tensor x, Buf *b, torch::Tensor labels) {
+    auto logits = lm_head(x);
+    delete b;
+    return F::cross_entropy(logits.view({-1, 32}), labels.view(-1));
+  }
+)", "the program's `operator delete`"},
+      {"an object with a destructor of the program deleted", R"(
+  struct Tracker { ~Tracker(); };
+  torch::Tensor forward(torch::Tensor x, Tracker *t, torch::Tensor labels) {
+    auto logits = lm_head(x);
+    delete t;
+    return F::cross_entropy(logits.view({-1, 32}), labels.view(-1));
+  }
+)", "it deletes a"},
+      {"a cleanup function of the program at the end of a block", R"(
+  static void halve(int *);
+  torch::Tensor forward(torch::Tensor x, torch::Tensor labels) {
+    auto logits = lm_head(x);
+    {
+      __attribute__((cleanup(halve))) int token = 0;
+    }
+    return F::cross_entropy(logits.view({-1, 32}), labels.view(-1));
+  }
+)", "cleanup function `halve`"},
+      {"an asm statement", R"(
+  torch::Tensor forward(torch::Tensor x, torch::Tensor labels) {
+    auto logits = lm_head(x);
+    asm volatile("" ::: "memory");
+    return F::cross_entropy(logits.view({-1, 32}), labels.view(-1));
+  }
+)", "`asm` statement"},
+      {"an atomic builtin on the head's input's data", R"(
+  torch::Tensor forward(torch::Tensor x, torch::Tensor labels) {
+    auto logits = lm_head(x);
+    __atomic_store_n(static_cast<int *>(x.data_ptr()), 0, __ATOMIC_RELAXED);
+    return F::cross_entropy(logits.view({-1, 32}), labels.view(-1));
+  }
+)", "atomic builtin"},
+      // Still patched: nothing of the program's runs.
+      {"a shared_ptr made before the head and read between", R"(
+#include <memory>
+  torch::Tensor forward(torch::Tensor x, torch::Tensor labels) {
+    auto scale = std::make_shared<double>(0.5);
+    auto logits = lm_head(x);
+    double s = *scale;
+    return F::cross_entropy(logits.view({-1, 32}), labels.view(-1));
+  }
+)", ""},
+      {"an aggregate with literal default initialisers made between", R"(
+  struct Out { double scale = 1.0; int steps = 0; };
+  torch::Tensor forward(torch::Tensor x, torch::Tensor labels) {
+    auto logits = lm_head(x);
+    Out o{};
+    Out p;
+    return F::cross_entropy(logits.view({-1, 32}), labels.view(-1));
+  }
+)", ""},
+      {"an int allocated and deleted between", R"(
+  torch::Tensor forward(torch::Tensor x, torch::Tensor labels) {
+    auto logits = lm_head(x);
+    int *n = new int(3);
+    delete n;
+    return F::cross_entropy(logits.view({-1, 32}), labels.view(-1));
+  }
+)", ""},
+  };
+  for (const RunsCase &Item : Cases) {
+    DYNAMIC_SECTION(Item.Name) {
+      const std::string Main = source(Item.Members, false);
+      RewriteResult Result = rewriteWithStubs(Main);
+      INFO(Result.Diagnostics << describeSites(Result));
+      REQUIRE(Result.Parsed);
+      REQUIRE(Result.Sites.size() == 1);
+      if (*Item.Says == '\0') {
+        CHECK(Result.Sites[0].Status == SiteStatus::Patched);
+        continue;
+      }
+      CHECK(Result.Sites[0].Status == SiteStatus::Unmatched);
+      CHECK(reasonCode(Result.Sites[0].Reason) == "inputs-modified");
+      CHECK(llvm::StringRef(Result.Sites[0].Detail).contains(Item.Says));
+      CHECK(Result.Code == Main);
+    }
+  }
+}

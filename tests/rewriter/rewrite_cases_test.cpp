@@ -1906,6 +1906,21 @@ struct Child : Model::Base {
     return F::cross_entropy(logits.view({-1, 32}), labels.view(-1));
   }
 )", Verb::RefusesWith, "position-dependent"},
+    {"__builtin_FILE() in the site's file naming it otherwise than by its real path", R"(
+  const char *source_name = __builtin_FILE();
+  torch::Tensor forward(torch::Tensor h, torch::Tensor labels) {
+    auto logits = lm_head(h);
+    return F::cross_entropy(logits.view({-1, 32}), labels.view(-1));
+  }
+)", Verb::RefusesWith, "position-dependent"},
+    {"__builtin_FILE() as a default argument of a call in the site's file, evaluated where the call is", R"(
+  static const char *tagged(const char *file = __builtin_FILE()) { return file; }
+  const char *saved_from() { return tagged(); }
+  torch::Tensor forward(torch::Tensor h, torch::Tensor labels) {
+    auto logits = lm_head(h);
+    return F::cross_entropy(logits.view({-1, 32}), labels.view(-1));
+  }
+)", Verb::RefusesWith, "position-dependent"},
     {"__LINE__ in a statement after the loss call on its line, which the rewrite does not move but whose line the copy shifts", R"(
   torch::Tensor forward(torch::Tensor h, torch::Tensor labels) {
     auto logits = lm_head(h);
