@@ -464,6 +464,15 @@ private:
         ++MadeHere;
         TraverseStmt(Default->getExpr());
         --MadeHere;
+        // Named where the object is made, which is what lies between the head and the loss.
+        if (Found && !MadeHere && Found->Statement != Default) {
+          Found->Why = "the default initialiser of `" + Default->getField()->getQualifiedNameAsString() +
+                       "`, run where the object is made: " + Found->Why;
+          const Stmt *Made = Default;  // the code that makes the object, as written (`Tok{}`)
+          while (Made && Finder.Query.text(Made).empty())
+            Made = Finder.Query.parentStmt(Made);
+          Found->Statement = Made ? Made : Default;
+        }
         return !Found;
       }
       const CapturedSite &Site() const { return Finder.Site; }

@@ -2420,7 +2420,7 @@ TEST_CASE("code that runs between the head and the loss without a call written t
     Tok t{};
     return F::cross_entropy(logits.view({-1, 32}), labels.view(-1));
   }
-)", "`bump`"},
+)", "the default initialiser of `Model::Tok::id`, run where the object is made: it calls `bump`"},
       {"a class default-constructed whose member's default initialiser calls the program", R"(
   static int bump();
   struct Tok { int id = bump(); };
@@ -2447,7 +2447,7 @@ TEST_CASE("code that runs between the head and the loss without a call written t
     auto logits = lm_head(x);
     return F::cross_entropy(logits.view({-1, Dims{}.v}), labels.view(-1));
   }
-)", "`vocab`"},
+)", "the default initialiser of `Model::Dims::v`, run where the object is made: it calls `vocab`"},
       {"a temporary with a destructor of the program bound to a const reference in a block", R"(
   struct Tracker { ~Tracker(); };
   torch::Tensor forward(torch::Tensor x, torch::Tensor labels) {
