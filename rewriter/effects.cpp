@@ -475,6 +475,18 @@ private:
         }
         return !Found;
       }
+      // The elements a list leaves out of an array are made by its filler (`Tok ts[3]{};`), which is not among
+      // the list's children.
+      bool VisitInitListExpr(InitListExpr *List) {
+        if (Found || !List->hasArrayFiller())
+          return !Found;
+        if (MadeHere || (Finder.inRegion(List) && !Finder.Query.within(Site().Loss, List))) {
+          ++MadeHere;
+          TraverseStmt(List->getArrayFiller());
+          --MadeHere;
+        }
+        return !Found;
+      }
       const CapturedSite &Site() const { return Finder.Site; }
       InputChangeFinder &Finder;
       std::optional<InputChange> Found;
@@ -787,6 +799,9 @@ private:
       if (How == Reach::Given)
         if (auto Overrider = programOverriders().find(Record); Overrider != programOverriders().end())
           return Overrider->second;
+      if (How == Reach::Held)
+        if (std::string Code = derivedDestruction(Record); !Code.empty())
+          return Code;
       for (QualType Argument : typeArguments(Record))
         if (std::string Code = programCodeIn(Argument, kept(How), Depth + 1); !Code.empty())
           return Code;
@@ -819,6 +834,8 @@ private:
       return "";
     if (const CXXDestructorDecl *Destructor = Record->getDestructor(); programDestructor(Destructor))
       return Name + "'s destructor";
+    if (std::string Code = How == Reach::Held ? derivedDestruction(Record) : ""; !Code.empty())
+      return Code;
     if (How == Reach::Instantiated) {
       // Library templates call a class's members by name as well as its special members and operators (an
       // allocator's allocate, a clock's now, a conversion to the element type): any method of its own counts.
@@ -839,6 +856,38 @@ private:
           return Operated->second;
     }
     return programCodeOfMembers(Record, How == Reach::Held ? Reach::Destroyed : How, Depth);
+  }
+
+  /// What destroying a value of Record may run where its destructor is virtual: a class of the program derived
+  /// from it (`std::unique_ptr<torch::nn::Module>` holding a module of the program's) with a destructor or an
+  /// `operator delete` of its own, or members whose destruction runs the program's code; "" when none.
+  std::string derivedDestruction(const CXXRecordDecl *Record) const {
+    if (!(Record = Record->getDefinition()) || !Record->getDestructor() || !Record->getDestructor()->isVirtual())
+      return "";
+    if (auto Known = DerivedMemo.find(Record); Known != DerivedMemo.end())
+      return Known->second;
+    DerivedMemo[Record] = "";  // a derived class's members of the base's type are decided by its other members
+    std::string Code;
+    for (const CXXRecordDecl *Class : programIndex().Classes) {
+      if (Class == Record || !Class->isDerivedFrom(Record))
+        continue;
+      std::string Name = "`" + Class->getNameAsString() + "`";
+      if (programDestructor(Class->getDestructor()))
+        Code = Name + "'s destructor";
+      else if (llvm::any_of(Class->methods(), [&](const CXXMethodDecl *Method) {
+                 OverloadedOperatorKind Kind = Method->getOverloadedOperator();
+                 return (Kind == OO_Delete || Kind == OO_Array_Delete) && programFunction(Method);
+               }))
+        Code = Name + "'s `operator delete`";
+      else if (std::string Members = programCodeOfMembers(Class, Reach::Destroyed); !Members.empty())
+        Code = Members + ", as a member of " + Name;
+      if (!Code.empty()) {
+        Code += " (a `" + Record->getNameAsString() + "` destroyed may be a " + Name + ")";
+        break;
+      }
+    }
+    DerivedMemo[Record] = Code;
+    return Code;
   }
 
   /// The code of the program that making, copying, comparing or destroying a value of Record runs through
@@ -901,9 +950,14 @@ private:
   /// was made with (the pattern set's `deleter_holders`), or the destructor of what a holder that hides its
   /// type holds (`type_hiding_holders`); through a library class's template arguments (`std::vector<
   /// std::shared_ptr<int>>`) and the members and bases of the program's classes.
-  std::string hiddenReleaseCode(QualType Type, int Depth = 0) const {
+  std::string hiddenReleaseCode(QualType Type, int Depth = 0, bool Held = false) const {
     if (Type.isNull() || Type->isDependentType() || Depth > 6)
       return "";
+    // Held by a library class (`std::unique_ptr<torch::nn::Module>`): destroyed through its class's destructor,
+    // which a class of the program derived from it may override.
+    if (const CXXRecordDecl *Class = Held ? Type.getNonReferenceType()->getAsCXXRecordDecl() : nullptr)
+      if (std::string Code = derivedDestruction(Class); !Code.empty())
+        return Code;
     Type = Type.getNonReferenceType();
     if (const clang::Type *Element = Type->getArrayElementTypeNoTypeQual(); Element && Type->isArrayType())
       return hiddenReleaseCode(QualType(Element, 0), Depth + 1);
@@ -911,12 +965,15 @@ private:
     if (!Record || !(Record = Record->getDefinition()))
       return "";
     if (isLibrary(Record)) {
+      // An iterator refers to the holders of its container (a template argument), and releases none.
+      if (!Record->lookup(&Record->getASTContext().Idents.get("iterator_category")).empty())
+        return "";
       if (Record->getIdentifier() &&
           (contains(Effects.DeleterHolders, Record->getName().str()) || hidesItsType(Record)))
         return "a deleter or destructor of the program's that a `" + Record->getName().str() +
                "` may have been made with (its type does not name it)";
       for (QualType Argument : typeArguments(Record))
-        if (std::string Code = hiddenReleaseCode(Argument, Depth + 1); !Code.empty())
+        if (std::string Code = hiddenReleaseCode(Argument, Depth + 1, /*Held=*/true); !Code.empty())
           return Code;
       return "";
     }
@@ -1244,7 +1301,7 @@ private:
       if (programFunction(Delete->getOperatorDelete()))
         return change(Node, "it calls the program's `" + Delete->getOperatorDelete()->getNameAsString() +
                                 "` (the analysis does not look into the program's code)");
-      if (std::string Code = programCodeIn(Delete->getDestroyedType(), Reach::Destroyed); !Code.empty())
+      if (std::string Code = programCodeIn(Delete->getDestroyedType(), Reach::Held); !Code.empty())
         return change(Node, "it deletes a `" + Delete->getDestroyedType().getAsString() + "`, which runs " + Code);
     }
     // Between the head and the loss, a mode guard made or a mode switched changes the mode the fused call
@@ -1262,6 +1319,12 @@ private:
         return change(Node, "`" + Query.text(Value) + "` holds " + Held.phrase() + ": used between the head "
                                 "and the loss, it may switch the autograd or autocast mode the fused call would run under");
     if (const auto *Construct = dyn_cast<CXXConstructExpr>(Node)) {
+      // A value moved from, however the move is spelled (`static_cast<std::shared_ptr<int> &&>(ticket_)`): what
+      // takes it over (a temporary, a local) may be its last owner, and release it.
+      for (const Expr *Argument : Construct->arguments())
+        if (std::string Code = Argument->isXValue() ? releasedThrough(Argument) : ""; !Code.empty())
+          return change(Node, "`" + Query.text(AstQuery::spelled(Argument)) +
+                                  "` is moved from, and what takes its value over may release it and run " + Code);
       if (HeldMode Held = modeGuardHeld(Construct->getType()); !Held.none())
         return change(Node, "a `" + Construct->getType().getAsString() + "` made between the head and the loss holds " +
                                 Held.phrase() + ", which may change the autograd or autocast mode the fused call "
@@ -1710,6 +1773,7 @@ private:
   mutable llvm::DenseMap<const CXXRecordDecl *, HeldMode> GuardMemo;
   mutable llvm::DenseMap<const CXXRecordDecl *, std::string> DerivedHolders;
   mutable llvm::DenseMap<std::pair<const CXXRecordDecl *, int>, std::string> CodeMemo;
+  mutable llvm::DenseMap<const CXXRecordDecl *, std::string> DerivedMemo;
   mutable ProgramIndex Index;
   mutable bool IndexBuilt = false;
   mutable llvm::DenseMap<const CXXRecordDecl *, std::string> Overriders;

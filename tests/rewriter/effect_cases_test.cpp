@@ -2518,7 +2518,64 @@ TEST_CASE("code that runs between the head and the loss without a call written t
     return F::cross_entropy(logits.view({-1, 32}), labels.view(-1));
   }
 )", "atomic builtin"},
+      {"a module of the program's with a destructor, held as the library's base in a unique_ptr, released", R"(
+#include <memory>
+  struct Side : torch::nn::Module { ~Side() override; };
+  std::unique_ptr<torch::nn::Module> side_;
+  torch::Tensor forward(torch::Tensor x, torch::Tensor labels) {
+    auto logits = lm_head(x);
+    side_ = nullptr;
+    return F::cross_entropy(logits.view({-1, 32}), labels.view(-1));
+  }
+)", "(a `Module` destroyed may be a"},
+      {"an object deleted through a base whose virtual destructor a class of the program overrides", R"(
+  struct Base { virtual ~Base() = default; };
+  struct Leaf : Base { ~Leaf() override; };
+  torch::Tensor forward(torch::Tensor x, Base *b, torch::Tensor labels) {
+    auto logits = lm_head(x);
+    delete b;
+    return F::cross_entropy(logits.view({-1, 32}), labels.view(-1));
+  }
+)", "`Leaf`'s destructor (a `Base` destroyed may be a `Leaf`)"},
+      {"a shared_ptr moved into a temporary by a cast", R"(
+#include <memory>
+  std::shared_ptr<int> ticket_;
+  torch::Tensor forward(torch::Tensor x, torch::Tensor labels) {
+    auto logits = lm_head(x);
+    std::shared_ptr<int>(static_cast<std::shared_ptr<int> &&>(ticket_));
+    return F::cross_entropy(logits.view({-1, 32}), labels.view(-1));
+  }
+)", "is moved from"},
+      {"a weak_ptr released", R"(
+#include <memory>
+  std::weak_ptr<int> seen_;
+  torch::Tensor forward(torch::Tensor x, torch::Tensor labels) {
+    auto logits = lm_head(x);
+    seen_ = {};
+    return F::cross_entropy(logits.view({-1, 32}), labels.view(-1));
+  }
+)", "releases the value it held"},
+      {"array elements a list leaves out, made by a default initialiser that calls the program", R"(
+  static int bump();
+  struct Tok { int id = bump(); };
+  torch::Tensor forward(torch::Tensor x, torch::Tensor labels) {
+    auto logits = lm_head(x);
+    Tok ts[3]{};
+    return F::cross_entropy(logits.view({-1, 32}), labels.view(-1));
+  }
+)", "it calls `bump`"},
       // Still patched: nothing of the program's runs.
+      {"a vector of shared_ptr read through its iterators", R"(
+#include <memory>
+  torch::Tensor forward(torch::Tensor x, torch::Tensor labels) {
+    std::vector<std::shared_ptr<int>> counts{std::make_shared<int>(1)};
+    auto logits = lm_head(x);
+    int total = 0;
+    for (auto &p : counts)
+      total += *p;
+    return F::cross_entropy(logits.view({-1, 32}), labels.view(-1));
+  }
+)", ""},
       {"a shared_ptr made before the head and read between", R"(
 #include <memory>
   torch::Tensor forward(torch::Tensor x, torch::Tensor labels) {
