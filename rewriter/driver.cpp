@@ -276,7 +276,7 @@ DriverResult runDriver(const clang::tooling::CompilationDatabase &Compilations,
       continue;
     }
     // The database may spell the file through a symlink that canonicalPath() resolved.
-    std::vector<CompileCommand> Commands = Compilations.getCompileCommands(File);
+    std::vector<CompileCommand> Commands = Compilations.getCompileCommands(Options.FilesCompiledAsGiven ? Input : File);
     if ((Commands.empty() || !Commands.front().Heuristic.empty()) && File != Input)
       if (std::vector<CompileCommand> AsGiven = Compilations.getCompileCommands(Input);
           !AsGiven.empty() && AsGiven.front().Heuristic.empty())

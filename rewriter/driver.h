@@ -56,6 +56,10 @@ struct DriverOptions {
   /// Flags Clang does not know that the caller took out of every command before the database was made (those
   /// after `--`): noted and recorded with each unit as the flags dropped from its own command are.
   std::vector<std::string> DroppedFromEveryCommand;
+  /// The flags came after `--`, without the build's commands: each file is parsed under the name it was given
+  /// (relative to the working directory, say), as a build that passes it so names it, so that `__FILE__` reads
+  /// what the build's does. A compilation database's command names the file itself.
+  bool FilesCompiledAsGiven = false;
   std::string EditRoot;                 ///< canonical; edits outside it are never kept ("" = anywhere)
   /// The rewritten files are written with #line directives (--out-dir: rewrittenWithLineDirectives), so the
   /// re-parse reads them so too: what it checks is what the build compiles, and its errors name the original's

@@ -361,6 +361,7 @@ int main(int argc, const char **argv) {
     return fail(ExitSkipped, "--in-place and --out-dir exclude each other");
   if (Compilations && !BuildPath.empty())
     return fail(ExitSkipped, "give either -p <build dir> or the flags after --, not both");
+  const bool FlagsAfterDashes = Compilations != nullptr;
   if (!Compilations) {
     Expected<lmfuse::tool::LoadedDatabase> Loaded = BuildPath.empty()
                                                         ? lmfuse::tool::findDatabaseAbove(SourcePaths.front())
@@ -393,6 +394,7 @@ int main(int argc, const char **argv) {
   Options.HeaderDirs = findHeaderDirs(ExeDir);
   Options.ExtraArgs.assign(ExtraArgs.begin(), ExtraArgs.end());
   Options.DroppedFromEveryCommand = DroppedFlags;
+  Options.FilesCompiledAsGiven = FlagsAfterDashes;
   Options.ExtraArgsBefore.assign(ExtraArgsBefore.begin(), ExtraArgsBefore.end());
   Options.Jobs = Jobs ? unsigned(Jobs) : llvm::hardware_concurrency().compute_thread_count();
   Options.Progress = sys::Process::StandardErrIsDisplayed();

@@ -804,8 +804,9 @@ TEST_CASE("--out-dir copies a file found through a link under the link's name to
 }
 
 // __FILE__ in the original is the file as the unit reached it; in the copy, the real path its #line directives
-// name. Where the two differ (an include through `..`, a folder linked to another), a site of that file is
-// refused position-dependent; where the unit reaches the file by its real path, it is patched.
+// name. Where the two differ (an include through `..`, a folder linked to another, a relative name on the command
+// line), a site of that file is refused position-dependent; where the unit reaches the file by its real path, it
+// is patched.
 TEST_CASE("__FILE__ in a site's file: patched only where the unit names the file by its real path", "[cli]") {
   // The program's own __FILE__ (a macro of its own) counts; a library macro's (TORCH_CHECK's message) does not.
   const std::string Header = std::string(SharedHeader) + "#define HERE __FILE__\n"
@@ -818,19 +819,28 @@ TEST_CASE("__FILE__ in a site's file: patched only where the unit names the file
                    {"src/plain.cpp", "#include \"shared.h\"\nint unit_b() { return 2; }\n"}});
   REQUIRE(!llvm::sys::fs::create_link("inc", Tree.path("linked")));
   Tree.write("src/linked.cpp", "#include \"linked/shared.h\"\nint unit_c() { return 3; }\n");
+  // The site in the main file itself: with the flags after `--`, the file is compiled under the name it is
+  // given, as a build that passes it so names it.
+  Tree.write("src/own.cpp", Header);
   const struct {
     const char *unit;
+    bool relative;  // given relative to the tool's working directory (the tree)
     const char *status;
-  } Cases[] = {{"src/plain.cpp", "patched"},
-               {"src/dotted.cpp", "unmatched"},
-               {"src/linked.cpp", "unmatched"},
-               {"src/checked.cpp", "patched"}};
+  } Cases[] = {{"src/plain.cpp", false, "patched"},
+               {"src/dotted.cpp", false, "unmatched"},
+               {"src/linked.cpp", false, "unmatched"},
+               {"src/checked.cpp", false, "patched"},
+               {"src/own.cpp", false, "patched"},
+               {"src/own.cpp", true, "unmatched"}};
   for (const auto &Case : Cases) {
-    INFO(Case.unit);
+    INFO(Case.unit << (Case.relative ? " (relative)" : ""));
     std::string Audit = Tree.path("audit.json");
+    RunContext Context;
+    if (Case.relative)
+      Context.WorkingDir = Tree.Root;
     ToolRun Run = runLmfuse(withFlags({"--out-dir", Tree.path("out"), "--edit-root", Tree.Root, "--audit", Audit,
-                                       Tree.path(Case.unit)}, Tree,
-                                      {"-I" + Tree.path("inc")}));
+                                       Case.relative ? std::string(Case.unit) : Tree.path(Case.unit)}, Tree,
+                                      {"-I" + Tree.path("inc")}), 60, Context);
     INFO(Run.Err);
     llvm::json::Value Document = readAudit(Audit);
     const llvm::json::Array &Sites = sitesOf(Document);
