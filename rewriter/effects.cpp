@@ -152,6 +152,8 @@ public:
     if (auto Captured = lambdaCapture())
       return Captured;
     collectProtected();
+    if (auto Own = headAssignment())
+      return Own;
     collectTaint();
     buildRegion();
     if (auto Hidden = modeGuardHidden())
@@ -194,6 +196,36 @@ private:
         Protected.insert(This);
   }
 
+  /// The head's own assignment (`out = lm_head(x)`) writes its target after the head has read its inputs, before
+  /// the region begins: a target that is an input the fused call reads again at the loss, or a reference that
+  /// names one (`torch::Tensor &out = x;`) or may name one (a reference the caller binds), changes that input.
+  std::optional<InputChange> headAssignment() {
+    if (!Site.Logits || !Site.Producer || isa<DeclStmt>(Site.Producer))
+      return std::nullopt;
+    std::string Target = Site.Logits->getNameAsString();
+    std::set<Root> Named = {Site.Logits};
+    for (bool Added = true; Added;) {
+      Added = false;
+      for (Root Of : std::vector<Root>(Named.begin(), Named.end())) {
+        const auto *Variable = dyn_cast<VarDecl>(Of);
+        if (!Variable || !Variable->getType()->isReferenceType())
+          continue;
+        if (!Variable->hasLocalStorage() || isa<ParmVarDecl>(Variable) || !Variable->getInit())
+          return change(Site.Producer, "the head's output is assigned through `" + Target +
+                                           "`, a reference that may name " + inputs() +
+                                           ", which the fused call reads again at the loss");
+        for (const Mention &Found : mentions(Variable->getInit(), false))
+          Added |= Named.insert(Found.Of).second;
+      }
+    }
+    for (Root Of : Named)
+      if (Protected.count(Of) && !readOnceAtHead(Of))
+        return change(Site.Producer, "the head's output is assigned to `" + Target + "`" +
+                                         (Of == Site.Logits ? "" : ", which names `" + nameOf(Of) + "`") +
+                                         ", an input the fused call reads again at the loss");
+    return std::nullopt;
+  }
+
   /// Roots that may share storage with a protected input: the inputs, every parameter, member and
   /// global that can hold storage (the caller may have made them aliases), and every local that gets
   /// its value from one of them, in any order (the analysis is flow-insensitive).
@@ -212,6 +244,9 @@ private:
     // `h = torch::from_blob(buffer.data(), ...)`) shares it with what it was made from, so a write to
     // `x`, `hs` or `buffer` reaches the input as surely as a write to `h`.
     std::vector<std::pair<const Expr *, std::vector<Root>>> Flows = collectFlows();
+    for (Root Of : FromUnreadCode)
+      if (!isExcluded(Of))
+        Tainted.insert(Of);
     for (bool Changed = true; Changed;) {
       Changed = false;
       for (const auto &[From, Into] : Flows) {
@@ -235,8 +270,11 @@ private:
       explicit FlowCollector(InputChangeFinder &Finder) : Finder(Finder) {}
       bool shouldVisitLambdaBody() const { return true; }
       bool VisitVarDecl(VarDecl *Variable) {
-        if (const Expr *Init = Variable->getInit())
+        if (const Expr *Init = Variable->getInit()) {
           Flows.push_back({Init, {Variable}});
+          if (Finder.givenByUnreadCode(Init))
+            Finder.FromUnreadCode.push_back(Variable);
+        }
         return true;
       }
       bool VisitCXXForRangeStmt(CXXForRangeStmt *Loop) {
@@ -248,13 +286,19 @@ private:
       // given (`cache_ = x.view(...)`): the value's sources are reached through it.
       bool VisitBinaryOperator(BinaryOperator *Operator) {
         if (Operator->isAssignmentOp())
-          Flows.push_back({Operator->getRHS(), Finder.roots(Operator->getLHS())});
+          assigned(Operator->getLHS(), Operator->getRHS());
         return true;
+      }
+      void assigned(const Expr *Target, const Expr *Value) {
+        Flows.push_back({Value, Finder.roots(Target)});
+        if (Finder.givenByUnreadCode(Value))
+          for (Root Local : Finder.locals(Target))
+            Finder.FromUnreadCode.push_back(Local);
       }
       bool VisitCallExpr(CallExpr *Call) {
         if (const auto *Operator = dyn_cast<CXXOperatorCallExpr>(Call);
             Operator && Operator->isAssignmentOp() && Operator->getNumArgs() == 2) {
-          Flows.push_back({Operator->getArg(1), Finder.roots(Operator->getArg(0))});
+          assigned(Operator->getArg(0), Operator->getArg(1));
           return true;
         }
         // Arguments that a callee may store into each other: every argument flows into the locals of
@@ -263,6 +307,10 @@ private:
         for (const Expr *Argument : Finder.changeableArguments(Call))
           for (Root Local : Finder.locals(Argument))
             Into.push_back(Local);
+        // Code the analysis does not read may store into them anything it reaches (`lookup_hidden(out)`
+        // setting `out = g_h`).
+        if (Finder.unreadCode(Call))
+          Finder.FromUnreadCode.insert(Finder.FromUnreadCode.end(), Into.begin(), Into.end());
         // A non-const method (or user code) may keep its arguments in its object (`v.push_back(h)`); so may a
         // method that writes its object (`a.set_(h)`, `a.set_data(h)`: `a` then shares `h`'s storage, though
         // a tensor's methods are const), and any method of a library container that holds storage through its
@@ -286,6 +334,31 @@ private:
     } Collector(*this);
     Collector.TraverseStmt(const_cast<Stmt *>(Site.Body));
     return std::move(Collector.Flows);
+  }
+
+  /// Whether Call runs code the analysis does not read: the program's (a function, a lambda, an operator of
+  /// its own) or one it cannot name (through a pointer).
+  bool unreadCode(const CallExpr *Call) const {
+    const FunctionDecl *Callee = Call->getDirectCallee();
+    return !Callee || !isLibrary(Callee);
+  }
+
+  /// Whether Value's value may come from code the analysis does not read (`hidden_view()`, a program function
+  /// returning a view of a global): a call of it whose result can hold storage carries to Value's top. Such code
+  /// may hand out a handle to any tensor it reaches, an input's too.
+  bool givenByUnreadCode(const Expr *Value) {
+    class Calls : public RecursiveASTVisitor<Calls> {
+    public:
+      bool VisitCallExpr(CallExpr *Call) {
+        Found.push_back(Call);
+        return true;
+      }
+      std::vector<const CallExpr *> Found;
+    } Collector;
+    Collector.TraverseStmt(const_cast<Expr *>(Value));
+    return llvm::any_of(Collector.Found, [&](const CallExpr *Call) {
+      return unreadCode(Call) && carriesToTop(Call, Value, /*Address=*/false);
+    });
   }
 
   /// Whether a library call writes what it is given by its name alone: in place (`_`, `_out`) or a writer.
@@ -478,11 +551,47 @@ private:
       // The elements a list leaves out of an array are made by its filler (`Tok ts[3]{};`), which is not among
       // the list's children.
       bool VisitInitListExpr(InitListExpr *List) {
-        if (Found || !List->hasArrayFiller())
+        return !List->hasArrayFiller() || madeHere(List, List->getArrayFiller());
+      }
+      // C++20's parenthesised form (`Tok ts[2](Tok{5});`) likewise.
+      bool VisitCXXParenListInitExpr(CXXParenListInitExpr *List) {
+        return !List->getArrayFiller() || madeHere(List, List->getArrayFiller());
+      }
+      // A structured binding of a tuple-like class calls its `get<i>` (a member, or one found by
+      // argument-dependent lookup) in the initialisers of the variables it holds, which are not among the
+      // declaration's children.
+      bool VisitBindingDecl(BindingDecl *Binding) {
+        const VarDecl *Holding = Binding->getHoldingVar();
+        return !Holding || !Holding->getInit() || madeHere(Holding->getInit(), Holding->getInit());
+      }
+      // A thread_local variable of namespace or class scope is initialised on its first use in each thread
+      // (the Itanium ABI's wrapper runs its initialiser there): a use between the head and the loss runs it.
+      bool VisitDeclRefExpr(DeclRefExpr *Ref) {
+        const auto *Variable = dyn_cast<VarDecl>(Ref->getDecl());
+        if (Found || !Variable || Variable->getTLSKind() == VarDecl::TLS_None || Variable->isLocalVarDecl() ||
+            !(MadeHere || (Finder.inRegion(Ref) && !Finder.Query.within(Site().Loss, Ref))))
           return !Found;
-        if (MadeHere || (Finder.inRegion(List) && !Finder.Query.within(Site().Loss, List))) {
+        const VarDecl *Definition = Variable->getDefinition();
+        if (!Definition) {
+          Found = Finder.change(Ref, "`" + Variable->getNameAsString() + "` is a thread_local variable whose "
+                                     "initialiser, run on its first use in each thread, this unit does not see");
+          return false;
+        }
+        if (!Definition->getInit() || Definition->hasConstantInitialization())
+          return true;
+        if (!madeHere(Ref, Definition->getInit()))
+          Found->Why = "the initialiser of the thread_local `" + Variable->getNameAsString() +
+                       "`, run on its first use in each thread: " + Found->Why;
+        return !Found;
+      }
+      /// Looks at Code, which runs where Where is, as code of that place when that place is between the head and
+      /// the loss; false once something is found.
+      bool madeHere(const Stmt *Where, const Expr *Code) {
+        if (Found)
+          return false;
+        if (MadeHere || (Finder.inRegion(Where) && !Finder.Query.within(Site().Loss, Where))) {
           ++MadeHere;
-          TraverseStmt(List->getArrayFiller());
+          TraverseStmt(const_cast<Expr *>(Code));
           --MadeHere;
         }
         return !Found;
@@ -918,9 +1027,22 @@ private:
     public:
       Finder(const InputChangeFinder &Outer, int Depth) : Outer(Outer), Depth(Depth) {}
       bool shouldVisitImplicitCode() const { return true; }
+      // A constexpr function run at run time may still write what it is given (`std::exchange`), or, the
+      // program's, anything it reaches: a call counts unless it is a constant expression, or the library's
+      // constexpr function that writes nothing it is given.
       bool VisitCallExpr(CallExpr *Call) {
         const FunctionDecl *Callee = Call->getDirectCallee();
-        return !(Found |= !Callee || !Callee->isConstexpr());
+        bool Constant = !Call->isValueDependent() && Call->isCXX11ConstantExpr(Outer.Query.context());
+        return !(Found |= !Constant && (!Callee || !Callee->isConstexpr() || !Outer.isLibrary(Callee) ||
+                                        writesWhatItIsGiven(Callee)));
+      }
+      static bool writesWhatItIsGiven(const FunctionDecl *Callee) {
+        if (const auto *Method = dyn_cast<CXXMethodDecl>(Callee); Method && Method->isInstance() && !Method->isConst())
+          return true;
+        return llvm::any_of(Callee->parameters(), [](const ParmVarDecl *Parameter) {
+          QualType Type = Parameter->getType();
+          return (Type->isReferenceType() || Type->isPointerType()) && !Type->getPointeeType().isConstQualified();
+        });
       }
       bool VisitCXXConstructExpr(CXXConstructExpr *Construct) {
         const CXXConstructorDecl *Constructor = Construct->getConstructor();
@@ -1281,6 +1403,11 @@ private:
 
   /// Whether Node itself (not its children) may change an input.
   std::optional<InputChange> changeAt(const Stmt *Node) {
+    // A suspension point hands control to the coroutine's caller, which runs code of the program before it
+    // resumes.
+    if (isa<CoroutineSuspendExpr>(Node))
+      return change(Node, "a coroutine's suspension point between the head and the loss lets its caller run code "
+                              "of the program before it resumes, which may change " + inputs());
     // Code the analysis cannot read: an `asm` statement writes what its operands name, and may call anything.
     if (isa<AsmStmt>(Node))
       return change(Node, "an `asm` statement between the head and the loss may write " + inputs() +
@@ -1641,10 +1768,20 @@ private:
   /// An input of the fused call held by a reference (a parameter or local of reference type), read where
   /// the rewrite reads it (not once at the head); none when every input is held by value.
   const ValueDecl *referenceInput() const {
-    for (Root Of : Protected)
-      if (const auto *Variable = dyn_cast<VarDecl>(Of);
-          Variable && Variable->getType()->isReferenceType() && !readOnceAtHead(Of))
-        return Variable;
+    for (Root Of : Protected) {
+      const auto *Value = dyn_cast<ValueDecl>(Of);  // a variable or a member
+      if (!Value || readOnceAtHead(Of))
+        continue;
+      if (Value->getType()->isReferenceType())
+        return Value;
+      // A pointer the fused call reads through again (`*out_w_`, `g_head->weight`) names what it was set to
+      // point at: a local one's initialiser is followed (collectProtected), any other may point at a member
+      // or a global.
+      const auto *Variable = dyn_cast<VarDecl>(Value);
+      if (Value->getType()->isPointerType() &&
+          !(Variable && Variable->hasLocalStorage() && !isa<ParmVarDecl>(Variable) && Variable->getInit()))
+        return Value;
+    }
     return nullptr;
   }
 
@@ -1770,6 +1907,9 @@ private:
   const SourceManager &SM;
   Root This = nullptr;
   StorageTypes Types;
+  /// Locals given a value, or handed as changeable arguments, by code the analysis does not read: they may
+  /// share storage with any input (collectTaint).
+  std::vector<Root> FromUnreadCode;
   mutable llvm::DenseMap<const CXXRecordDecl *, HeldMode> GuardMemo;
   mutable llvm::DenseMap<const CXXRecordDecl *, std::string> DerivedHolders;
   mutable llvm::DenseMap<std::pair<const CXXRecordDecl *, int>, std::string> CodeMemo;

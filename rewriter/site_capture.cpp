@@ -290,6 +290,11 @@ private:
         breakAt(BreakKind::Indexed, E, "the logits are indexed with `" + Call->Name + "`");
     } else if (containsHead(E, Patterns, Query)) {
       breakAt(BreakKind::HeadInExpression, E, "the head call is part of a larger expression");
+    } else if (auto [Variable, Write] = headInputOverwritten(E); Variable) {
+      breakAt(BreakKind::ChangedBeforeLoss, Write->Node,
+              "`" + Variable->getNameAsString() +
+                  "` is the head's input and is re-bound to its output: the fused call reads the head's input "
+                  "at the loss, where `" + Variable->getNameAsString() + "` no longer holds it");
     } else if (holdsHeadOutput(E)) {
       breakAt(BreakKind::ChangedBeforeLoss, E, "the logits are changed before they reach the loss");
     } else {
@@ -297,8 +302,8 @@ private:
     }
   }
 
-  /// Whether E reads a local whose value came straight from a head.
-  bool holdsHeadOutput(const Expr *E) {
+  /// The locals E reads.
+  static std::vector<const VarDecl *> variablesIn(const Expr *E) {
     class RefFinder : public RecursiveASTVisitor<RefFinder> {
     public:
       bool VisitDeclRefExpr(DeclRefExpr *Ref) {
@@ -309,12 +314,31 @@ private:
       std::vector<const VarDecl *> Variables;
     } Finder;
     Finder.TraverseStmt(const_cast<Expr *>(E));
-    for (const VarDecl *Variable : Finder.Variables)
+    return Finder.Variables;
+  }
+
+  /// Whether E reads a local whose value came straight from a head.
+  bool holdsHeadOutput(const Expr *E) {
+    for (const VarDecl *Variable : variablesIn(E))
       for (const VariableWrite &Write : Uses.writes(Variable))
         if (Write.Value && Query.before(Write.Node->getBeginLoc(), E->getBeginLoc()) &&
             matchHead(stripLogitsWrappers(Write.Value), Patterns, Query))
           return true;
     return false;
+  }
+
+  /// A local E reads that an earlier write re-bound from the head's input to the head's output
+  /// (`x = lm_head(x)`), and that write; nulls when there is none.
+  std::pair<const VarDecl *, const VariableWrite *> headInputOverwritten(const Expr *E) {
+    for (const VarDecl *Variable : variablesIn(E))
+      for (const VariableWrite &Write : Uses.writes(Variable)) {
+        if (!Write.Value || !Query.before(Write.Node->getBeginLoc(), E->getBeginLoc()))
+          continue;
+        if (std::optional<HeadCall> Head = matchHead(stripLogitsWrappers(Write.Value), Patterns, Query);
+            Head && Head->Hidden && llvm::is_contained(variablesIn(Head->Hidden), Variable))
+          return {Variable, &Write};
+      }
+    return {nullptr, nullptr};
   }
 
   CapturedSite &Site;

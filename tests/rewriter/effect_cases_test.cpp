@@ -2621,3 +2621,226 @@ TEST_CASE("code that runs between the head and the loss without a call written t
     }
   }
 }
+
+TEST_CASE("code the analysis does not read hands over values and the language runs code by name", "[rewriter][effects]") {
+  // Each changes an input the fused call reads at the loss, or runs code of the program between the head and
+  // the loss, where the statement between them names no input: a handle a function of the program handed out,
+  // a reference or pointer member the fused call reads the weight through, the head's own assignment through
+  // a reference, a structured binding's get<i>, a thread_local's first use, a C++20 parenthesised array's
+  // filler, a coroutine's suspension, a constexpr function that writes, the floating-point environment, a
+  // library call that runs loaded code. Says: in the detail; "" expects the site patched.
+  struct HandedCase {
+    const char *Name;
+    const char *Declarations;  // at namespace scope, before the model (after <torch/torch.h>)
+    const char *Members;
+    const char *Says;
+    bool Cxx20 = false;
+  };
+  const HandedCase Cases[] = {
+      {"a view of a member handed out by a function of the program before the head, written between", "", R"(
+  torch::Tensor state_;
+  torch::Tensor hidden_view();
+  torch::Tensor forward(torch::Tensor labels) {
+    auto flat = hidden_view();
+    auto logits = lm_head(state_);
+    flat.mul_(0.5);
+    return F::cross_entropy(logits.view({-1, 32}), labels.view(-1));
+  }
+)", "`flat`"},
+      {"a handle a function of the program stores into an argument before the head, written between", R"(
+void lookup_hidden(torch::Tensor &out);
+)", R"(
+  torch::Tensor forward(torch::Tensor x, torch::Tensor labels) {
+    torch::Tensor alias;
+    lookup_hidden(alias);
+    auto logits = lm_head(x);
+    alias.zero_();
+    return F::cross_entropy(logits.view({-1, 32}), labels.view(-1));
+  }
+)", "`alias`"},
+      {"the weight read through a reference member whose referent is re-bound between", "", R"(
+  torch::Tensor emb_ = torch::zeros({32, 16});
+  torch::Tensor &out_w_ = emb_;
+  torch::Tensor forward(torch::Tensor h, torch::Tensor labels) {
+    auto logits = F::linear(h, out_w_);
+    emb_ = emb_ * 0.5;
+    return F::cross_entropy(logits.view({-1, 32}), labels.view(-1));
+  }
+)", "`out_w_` is a reference that may name it"},
+      {"the weight read through a pointer member whose pointee is re-bound between", "", R"(
+  torch::Tensor emb_ = torch::zeros({32, 16});
+  torch::Tensor *out_w_ = &emb_;
+  torch::Tensor forward(torch::Tensor h, torch::Tensor labels) {
+    auto logits = F::linear(h, *out_w_);
+    emb_ = emb_ * 0.5;
+    return F::cross_entropy(logits.view({-1, 32}), labels.view(-1));
+  }
+)", "`out_w_` is a reference that may name it"},
+      {"the head's output assigned through a reference to its own input", "", R"(
+  torch::Tensor forward(torch::Tensor x, torch::Tensor labels) {
+    torch::Tensor &out = x;
+    out = lm_head(x);
+    return F::cross_entropy(out.view({-1, 32}), labels.view(-1));
+  }
+)", "assigned to `out`, which names `x`"},
+      {"a structured binding whose get<i> is the program's", R"(
+#include <utility>
+#include <tuple>
+int bump();
+struct Pair {
+  int a = 0, b = 0;
+  template <std::size_t I> int get() const { return bump(); }
+};
+namespace std {
+template <> struct tuple_size<Pair> : integral_constant<size_t, 2> {};
+template <size_t I> struct tuple_element<I, Pair> { using type = int; };
+}
+)", R"(
+  Pair pair_;
+  torch::Tensor forward(torch::Tensor x, torch::Tensor labels) {
+    auto logits = lm_head(x);
+    auto &[first, second] = pair_;
+    return F::cross_entropy(logits.view({-1, 32}), labels.view(-1));
+  }
+)", "it calls `get`"},
+      {"a thread_local first used between them, whose initialiser calls the program", R"(
+int bump();
+thread_local int steps_seen = bump();
+)", R"(
+  torch::Tensor forward(torch::Tensor x, torch::Tensor labels) {
+    auto logits = lm_head(x);
+    ++steps_seen;
+    return F::cross_entropy(logits.view({-1, 32}), labels.view(-1));
+  }
+)", "the initialiser of the thread_local `steps_seen`"},
+      {"a parenthesised array whose elements left out are made by a default initialiser of the program", R"(
+int bump();
+struct Tok { int id = bump(); };
+)", R"(
+  torch::Tensor forward(torch::Tensor x, torch::Tensor labels) {
+    auto logits = lm_head(x);
+    Tok toks[2](Tok{5});
+    return F::cross_entropy(logits.view({-1, 32}), labels.view(-1));
+  }
+)", "runs the default initialiser of `Tok::id`", true},
+      {"a coroutine suspended between them", R"(
+#include <coroutine>
+struct Task {
+  struct promise_type {
+    Task get_return_object() { return {}; }
+    std::suspend_never initial_suspend() { return {}; }
+    std::suspend_never final_suspend() noexcept { return {}; }
+    void return_void() {}
+    void unhandled_exception() {}
+  };
+};
+torch::Tensor g_hidden, g_labels, g_loss;
+torch::nn::Linear g_head{nullptr};
+)", R"(
+  Task step() {
+    auto logits = g_head(g_hidden);
+    co_await std::suspend_always{};
+    g_loss = F::cross_entropy(logits.view({-1, 32}), g_labels.view(-1));
+  }
+)", "suspension point", true},
+      {"a vector made between them of a class whose default initialiser calls a constexpr function that writes", R"(
+#include <utility>
+bool g_training = true;
+struct Step { bool was_training = std::exchange(g_training, false); };
+)", R"(
+  torch::Tensor forward(torch::Tensor x, torch::Tensor labels) {
+    auto logits = lm_head(x);
+    std::vector<Step> steps(1);
+    return F::cross_entropy(logits.view({-1, 32}), labels.view(-1));
+  }
+)", "was_training", true},
+      {"the rounding mode switched between them", R"(
+#include <cfenv>
+)", R"(
+  torch::Tensor forward(torch::Tensor x, torch::Tensor labels) {
+    auto logits = lm_head(x);
+    std::fesetround(FE_TOWARDZERO);
+    return F::cross_entropy(logits.view({-1, 32}), labels.view(-1));
+  }
+)", "`fesetround` between the head and the loss changes the mode"},
+      {"a shared object loaded between them", R"(
+#include <dlfcn.h>
+)", R"(
+  torch::Tensor forward(torch::Tensor x, torch::Tensor labels) {
+    auto logits = lm_head(x);
+    void *plugin = dlopen("libmetrics.so", RTLD_NOW);
+    return F::cross_entropy(logits.view({-1, 32}), labels.view(-1));
+  }
+)", "dlopen"},
+      {"an exception_ptr member released between them", R"(
+#include <exception>
+)", R"(
+  std::exception_ptr pending_;
+  torch::Tensor forward(torch::Tensor x, torch::Tensor labels) {
+    auto logits = lm_head(x);
+    pending_ = nullptr;
+    return F::cross_entropy(logits.view({-1, 32}), labels.view(-1));
+  }
+)", "releases the value it held"},
+      // Still patched: what the program hands over is not written, or nothing of the program's runs.
+      {"a tensor a function of the program returned, read between", "", R"(
+  torch::Tensor scale_of();
+  torch::Tensor forward(torch::Tensor x, torch::Tensor labels) {
+    auto scale = scale_of();
+    auto logits = lm_head(x);
+    auto doubled = scale * 2.0;
+    return F::cross_entropy(logits.view({-1, 32}), labels.view(-1));
+  }
+)", ""},
+      {"a thread_local with a constant initialiser used between them", R"(
+thread_local int steps_seen = 0;
+)", R"(
+  torch::Tensor forward(torch::Tensor x, torch::Tensor labels) {
+    auto logits = lm_head(x);
+    ++steps_seen;
+    return F::cross_entropy(logits.view({-1, 32}), labels.view(-1));
+  }
+)", ""},
+      {"a structured binding of an aggregate", R"(
+struct Dims { long rows = 0, cols = 0; };
+)", R"(
+  Dims dims_;
+  torch::Tensor forward(torch::Tensor x, torch::Tensor labels) {
+    auto logits = lm_head(x);
+    auto [rows, cols] = dims_;
+    return F::cross_entropy(logits.view({-1, 32}), labels.view(-1));
+  }
+)", ""},
+      {"a vector made between them of a class whose default initialiser calls a constexpr function of the library that writes nothing", R"(
+#include <algorithm>
+struct Step { int width = std::max(1, 2); };
+)", R"(
+  torch::Tensor forward(torch::Tensor x, torch::Tensor labels) {
+    auto logits = lm_head(x);
+    std::vector<Step> steps(1);
+    return F::cross_entropy(logits.view({-1, 32}), labels.view(-1));
+  }
+)", ""},
+  };
+  for (const HandedCase &Item : Cases) {
+    DYNAMIC_SECTION(Item.Name) {
+      const std::string Main =
+          std::string("#include <torch/torch.h>\n") + Item.Declarations + ModelOpen + Item.Members + ModelClose;
+      std::vector<std::string> Args = stubArgs();
+      if (Item.Cxx20)
+        Args[0] = "-std=c++20";
+      RewriteResult Result = rewriteSource(Main, Args, defaultPatterns(), "model.cpp");
+      INFO(Result.Diagnostics << describeSites(Result));
+      REQUIRE(Result.Parsed);
+      REQUIRE(Result.Sites.size() == 1);
+      if (*Item.Says == '\0') {
+        CHECK(Result.Sites[0].Status == SiteStatus::Patched);
+        continue;
+      }
+      CHECK(Result.Sites[0].Status == SiteStatus::Unmatched);
+      CHECK(reasonCode(Result.Sites[0].Reason) == "inputs-modified");
+      CHECK(llvm::StringRef(Result.Sites[0].Detail).contains(Item.Says));
+      CHECK(Result.Code == Main);
+    }
+  }
+}

@@ -2482,6 +2482,12 @@ TEST_CASE("refusal details name what is wrong with the statement they point at",
   }
 )", "labels-mismatch", "`yy` is made from `y.clone()`"},
       {R"(
+  torch::Tensor forward(torch::Tensor x, torch::Tensor labels) {
+    x = lm_head(x);
+    return F::cross_entropy(x.view({-1, 32}), labels.view(-1));
+  }
+)", "logits-rebound", "`x` is the head's input and is re-bound to its output"},
+      {R"(
   torch::Tensor forward(torch::Tensor x, torch::Tensor y) {
     auto logits = lm_head(x);
     torch::Tensor loss;
