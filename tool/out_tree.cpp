@@ -117,26 +117,52 @@ std::string linkInTree(const std::string &Target, llvm::StringRef OutDir) {
   return Found;
 }
 
-// Removes every copy lmfuse made under OutDir (outside its cache, not through links) that is not among
-// Targets: a copy an earlier run made of a header this run no longer reads would otherwise still be found
-// by `#include "..."` beside the rewritten files, in place of the header the analysis saw.
-void removeOtherCopies(llvm::StringRef OutDir, const std::set<std::string> &Targets, OutTreeResult &Out) {
-  std::error_code EC;
-  for (llvm::sys::fs::recursive_directory_iterator It(OutDir, EC, /*follow_symlinks=*/false), End; It != End && !EC;
-       It.increment(EC)) {
-    const std::string &Path = It->path();
-    if (llvm::sys::path::filename(Path) == kCacheFolder) {
-      It.no_push();
-      continue;
+// The copies a run wrote under OutDir, one path a line relative to it, kept in its cache folder: the next run
+// removes only what this list names, so a file lmfuse did not write (a generated source that starts with
+// `#line 1 "`, another run's output folder nested inside) is never taken for one of its copies.
+std::string manifestPath(llvm::StringRef OutDir) {
+  llvm::SmallString<256> Path(OutDir);
+  llvm::sys::path::append(Path, kCacheFolder, "copies");
+  return std::string(Path);
+}
+
+// Removes the copies the previous run wrote under OutDir that this run does not write (Targets): a copy of a
+// header this run no longer reads would otherwise still be found by `#include "..."` beside the rewritten
+// files, in place of the header the analysis saw. A listed file that a unit read (Sources), that is no longer
+// a copy, or that is reached through a link is left alone. Then records this run's copies.
+void removeOtherCopies(llvm::StringRef OutDir, const std::set<std::string> &Targets,
+                       const std::set<std::string> &Sources, OutTreeResult &Out) {
+  const std::string Manifest = manifestPath(OutDir);
+  if (auto Listed = llvm::MemoryBuffer::getFile(Manifest)) {
+    llvm::SmallVector<llvm::StringRef, 64> Lines;
+    (*Listed)->getBuffer().split(Lines, '\n', -1, /*KeepEmpty=*/false);
+    for (llvm::StringRef Line : Lines) {
+      llvm::SmallString<256> Path(OutDir);
+      llvm::sys::path::append(Path, Line);
+      llvm::sys::path::remove_dots(Path, /*remove_dot_dot=*/true);
+      std::string Copy(Path);
+      llvm::sys::fs::file_status Status;
+      if (mirroredPath(Copy, OutDir, "/").empty() || Targets.count(Copy) || Sources.count(Copy) ||
+          llvm::sys::fs::status(Copy, Status, /*follow=*/false) ||
+          Status.type() != llvm::sys::fs::file_type::regular_file || !linkInTree(Copy, OutDir).empty() ||
+          !isCopy(Copy))
+        continue;
+      if (std::error_code Removing = llvm::sys::fs::remove(Copy))
+        Out.Failures.push_back({Copy, "cannot remove " + Copy + ", a copy an earlier run made that this run does not: " +
+                                          Removing.message()});
+      else
+        ++Out.Removed;
     }
-    if (It->type() != llvm::sys::fs::file_type::regular_file || Targets.count(Path) || !isCopy(Path))
-      continue;
-    if (std::error_code Removing = llvm::sys::fs::remove(Path))
-      Out.Failures.push_back({Path, "cannot remove " + Path + ", a copy an earlier run made that this run does not: " +
-                                        Removing.message()});
-    else
-      ++Out.Removed;
   }
+  std::string Text;
+  for (const std::string &Target : Targets)
+    Text += mirroredPath(Target, OutDir, "") + "\n";
+  llvm::SmallString<256> Folder(llvm::sys::path::parent_path(Manifest));
+  bool Changed = false;
+  if (std::error_code EC = llvm::sys::fs::create_directories(Folder))
+    Out.Failures.push_back({Manifest, "cannot make " + std::string(Folder) + ": " + EC.message()});
+  else if (llvm::Error Err = writeIfChanged(Manifest, Text, Changed))
+    Out.Failures.push_back({Manifest, llvm::toString(std::move(Err))});
 }
 
 }  // namespace
@@ -294,7 +320,7 @@ OutTreeResult writeOutTree(const rewriter::DriverResult &Result, const std::vect
     // "": relative to Root.
     Out.Mirrored.push_back({mirroredPath(Name, Root, ""), Digests[Source], rewriter::contentDigest(Contents)});
   }
-  removeOtherCopies(OutDir, Targets, Out);
+  removeOtherCopies(OutDir, Targets, Sources, Out);
   return Out;
 }
 

@@ -685,6 +685,31 @@ TEST_CASE("copies an earlier run made that this run does not are removed, and no
   CHECK(Tree.read("out/notes.txt") == "the user's own file\n");
 }
 
+// A file that starts as a copy does (`#line 1 "..."`, as generated sources may) is not one unless a run wrote it
+// there: a header the run reads from inside the output folder, a generated source beside it, and another run's
+// output folder nested inside all stay.
+TEST_CASE("a file under the output folder that no run wrote there is never removed", "[cli][writes]") {
+  const char *Table = "#line 1 \"table.def\"\nconstexpr int kVocab = 20;\n";
+  const char *Lexer = "#line 1 \"lexer.rl\"\nint lex() { return 0; }\n";
+  SourceTree Tree({{"src/gen/table.inc", Table}, {"src/gen/lexer.cpp", Lexer}, {"other/b.cpp", ModelSource}});
+  Tree.write("src/model.cpp", std::string("#include \"gen/table.inc\"\n") + ModelSource);
+  ToolRun Nested = runLmfuse(withFlags({"--out-dir", Tree.path("src/gen/second"), Tree.path("other/b.cpp")}, Tree));
+  INFO(Nested.Err);
+  REQUIRE(Nested.ExitCode == 0);
+  REQUIRE(fileExists(Tree.path("src/gen/second/b.cpp")));
+  const std::string NestedCopy = Tree.read("src/gen/second/b.cpp");
+  for (const char *Run : {"first", "again"}) {
+    INFO(Run);
+    ToolRun Into = runLmfuse(withFlags({"--out-dir", Tree.path("src/gen"), Tree.path("src/model.cpp")}, Tree));
+    INFO(Into.Err);
+    CHECK(Into.ExitCode == 0);
+    CHECK(countOf(Tree.read("src/gen/model.cpp"), "lmfuse::linear_cross_entropy(") == 1);
+    CHECK(Tree.read("src/gen/table.inc") == Table);
+    CHECK(Tree.read("src/gen/lexer.cpp") == Lexer);
+    CHECK(Tree.read("src/gen/second/b.cpp") == NestedCopy);
+  }
+}
+
 TEST_CASE("a run waits while another holds its output tree, then writes", "[cli][writes]") {
   SourceTree Tree({{"src/model.cpp", ModelSource}});
   std::string LockPath = Tree.path("out/.lmfuse-cache/lock");
