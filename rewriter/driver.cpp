@@ -470,11 +470,20 @@ DriverResult runDriver(const clang::tooling::CompilationDatabase &Compilations,
     ToVerify.clear();
     std::vector<std::string> Errors(Batch.size());
     std::vector<std::map<std::pair<std::string, size_t>, std::string>> Changed(Batch.size());
+    std::vector<std::vector<std::string>> Missing(Batch.size());
     parallelFor(Batch.size(), Options.Jobs, [&](size_t K) {
       const Job &Unit = Units[Batch[K]];
       Errors[K] = verifyRewrite(Unit.CommandLine, Unit.Command.Directory, Overlays[K], Unit.Outcome.Aliases,
-                                Options.EditRoot, &Library, &Respellings[K], &Changed[K]);
+                                Options.EditRoot, &Library, &Respellings[K], &Changed[K], &Missing[K]);
     });
+    // The re-parse's lookups are the unit's too: a program's `lmfuse/torch.h` that appears later where the
+    // rewritten include looked in vain must make a cached outcome stale, as the first parse's lookups do.
+    for (size_t K = 0; K < Batch.size(); ++K) {
+      std::vector<std::string> &Paths = Units[Batch[K]].Outcome.PathsMissing;
+      Paths.insert(Paths.end(), Missing[K].begin(), Missing[K].end());
+      llvm::sort(Paths);
+      Paths.erase(std::unique(Paths.begin(), Paths.end()), Paths.end());
+    }
     std::set<std::string> NewlyDropped;
     for (size_t K = 0; K < Batch.size(); ++K) {
       if (Errors[K].empty() && !Changed[K].empty()) {

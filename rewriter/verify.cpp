@@ -465,7 +465,8 @@ std::string verifyRewrite(const std::vector<std::string> &CommandLine, llvm::Str
                           const std::string &ProjectRoot,
                           const LibraryHeaders *Library,
                           const std::map<std::string, std::vector<RespellingRange>> *Respellings,
-                          std::map<std::pair<std::string, size_t>, std::string> *Changed) {
+                          std::map<std::pair<std::string, size_t>, std::string> *Changed,
+                          std::vector<std::string> *PathsMissing) {
   std::string Found;
   ParseOutcome Outcome = parseTranslationUnit(
       CommandLine, Directory, Overlay,
@@ -476,6 +477,8 @@ std::string verifyRewrite(const std::vector<std::string> &CommandLine, llvm::Str
           *Changed = changedRespellings(Context, Directory, *Respellings);
       },
       ProjectRoot, /*RecordMacros=*/false, OverlayAliases);
+  if (PathsMissing)
+    *PathsMissing = std::move(Outcome.PathsMissing);
   if (Outcome.HadErrors)
     return Outcome.FirstError;
   return Found;

@@ -84,12 +84,15 @@ struct LibraryHeaders {
 /// on the include path. A library header is never the main file.
 /// Returns "" when it does, else the first error (file:line: message) or what reached the library's headers.
 /// Respellings, when given, are checked in the same parse (respelling.h: changedRespellings), into Changed.
+/// PathsMissing, when given, receives every path the re-parse looked for in vain (the rewritten code's own
+/// includes search the include path too): one that exists later may change what the copy compiles.
 std::string verifyRewrite(const std::vector<std::string> &CommandLine, llvm::StringRef Directory,
                           const llvm::StringMap<std::string> &Overlay,
                           const std::map<std::string, std::set<std::string>> &OverlayAliases,
                           const std::string &ProjectRoot = "",
                           const LibraryHeaders *Library = nullptr,
                           const std::map<std::string, std::vector<RespellingRange>> *Respellings = nullptr,
-                          std::map<std::pair<std::string, size_t>, std::string> *Changed = nullptr);
+                          std::map<std::pair<std::string, size_t>, std::string> *Changed = nullptr,
+                          std::vector<std::string> *PathsMissing = nullptr);
 
 }  // namespace lmfuse::rewriter

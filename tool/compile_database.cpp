@@ -5,6 +5,8 @@
 
 #include "clang/Tooling/JSONCompilationDatabase.h"
 #include "llvm/Support/FileSystem.h"
+#include "llvm/Support/JSON.h"
+#include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/Path.h"
 #include "llvm/Support/VirtualFileSystem.h"
 
@@ -29,6 +31,13 @@ llvm::Expected<LoadedDatabase> loadIn(llvm::StringRef Dir) {
     Loaded.Path = std::string(Json);
     if (!llvm::sys::fs::is_regular_file(Json))
       return failure("the compilation database " + Json + " is not a regular file");
+    // Clang's reader recovers from some syntax errors (a file cut short, as a configure killed half-way leaves
+    // it) and goes on with the commands it could read: the file must be JSON as written.
+    auto Text = llvm::MemoryBuffer::getFile(Json);
+    if (!Text)
+      return failure("the compilation database " + Json + " cannot be read: " + Text.getError().message());
+    if (llvm::Expected<llvm::json::Value> Parsed = llvm::json::parse((*Text)->getBuffer()); !Parsed)
+      return failure("the compilation database " + Json + " is malformed: " + llvm::toString(Parsed.takeError()));
     std::unique_ptr<CompilationDatabase> Database =
         JSONCompilationDatabase::loadFromFile(Json, Error, JSONCommandLineSyntax::AutoDetect);
     if (!Database)

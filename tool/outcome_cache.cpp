@@ -82,7 +82,14 @@ OutcomeCache::lookup(llvm::StringRef Key) {
     const llvm::json::Array *Pair = Alias.getAsArray();
     if (!Pair || Pair->size() != 2 || !(*Pair)[0].getAsString() || !(*Pair)[1].getAsString())
       return std::nullopt;
-    Outcome.Aliases[(*Pair)[0].getAsString()->str()].insert((*Pair)[1].getAsString()->str());
+    // Each other name of a file read must still be that file: a link switched to another version of a header
+    // (`model.h -> model_v2.h`, a `current -> v2` folder), or replaced by a file, would have the unit read
+    // another file under the same name.
+    llvm::StringRef File = *(*Pair)[0].getAsString(), Name = *(*Pair)[1].getAsString();
+    bool Same = false;
+    if (llvm::sys::fs::equivalent(Name, File, Same) || !Same)
+      return std::nullopt;
+    Outcome.Aliases[File.str()].insert(Name.str());
   }
   for (const llvm::json::Value &Site : *Sites) {
     auto Record = rewriter::siteFromJson(Site);

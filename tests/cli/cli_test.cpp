@@ -674,6 +674,50 @@ std::string sourceWithConfig(const char *Include) {
 }
 const char *AuxConfig = "#pragma once\n#define WITH_AUX\n";
 
+// A header read through a link (a `current -> v2` switch between versions) is another file once the link names
+// another: a cached outcome made through the old target is not served.
+TEST_CASE("--out-dir's cache misses when a link it read a header through names another file", "[cli]") {
+  const std::string Source = sourceWithConfig("<cfg.h>");
+  SourceTree Tree({{"src/model.cpp", Source.c_str()}, {"impl/plain.h", "#pragma once\n"}, {"impl/aux.h", AuxConfig}});
+  REQUIRE(!llvm::sys::fs::create_directories(Tree.path("inc")));
+  REQUIRE(!llvm::sys::fs::create_link("../impl/plain.h", Tree.path("inc/cfg.h")));
+  std::vector<std::string> Arguments =
+      withFlags({"--out-dir", Tree.path("out"), "--summary", "--audit", Tree.path("audit.json"), Tree.path("src/model.cpp")},
+                Tree, {"-I" + Tree.path("inc")});
+  ToolRun First = runLmfuse(Arguments);
+  INFO(First.Err);
+  REQUIRE(First.ExitCode == 0);
+  REQUIRE(field(sitesOf(readAudit(Tree.path("audit.json")))[0], "status") == "patched");
+
+  REQUIRE(!llvm::sys::fs::remove(Tree.path("inc/cfg.h")));
+  REQUIRE(!llvm::sys::fs::create_link("../impl/aux.h", Tree.path("inc/cfg.h")));
+  ToolRun Switched = runLmfuse(Arguments);
+  INFO(Switched.Err);
+  CHECK(countOf(Switched.Err, "from the cache") == 0);
+  llvm::json::Value Audit = readAudit(Tree.path("audit.json"));
+  REQUIRE(sitesOf(Audit).size() == 1);
+  CHECK(field(sitesOf(Audit)[0], "status") == "unmatched");
+}
+
+// The rewritten code's include looks for `lmfuse/torch.h` on the include path, which the first parse never did:
+// a program's header of that name that appears there later is still refused on a rerun.
+TEST_CASE("--out-dir's cache misses when a program's lmfuse/torch.h appears where the rewrite's include looked",
+          "[cli]") {
+  SourceTree Tree({{"src/model.cpp", ModelSource}});
+  std::vector<std::string> Arguments =
+      withFlags({"--out-dir", Tree.path("out"), "--summary", Tree.path("src/model.cpp")}, Tree,
+                {"-I" + Tree.path("inc")});
+  ToolRun First = runLmfuse(Arguments);
+  INFO(First.Err);
+  REQUIRE(First.ExitCode == 0);
+  Tree.write("inc/lmfuse/torch.h", "#pragma once\n#include_next <lmfuse/torch.h>\n");
+  ToolRun Shadowed = runLmfuse(Arguments);
+  INFO(Shadowed.Err);
+  CHECK(Shadowed.ExitCode == 1);
+  CHECK(countOf(Shadowed.Err, "from the cache") == 0);
+  CHECK(countOf(Shadowed.Err, "not the library's header") >= 1);
+}
+
 // What the parse is given comes from more than the command line: the include folders of CPATH and the
 // working directory that relative flags name. A cached outcome made under other ones is not served.
 TEST_CASE("--out-dir's cache misses when the environment or the working directory changes the include path",
