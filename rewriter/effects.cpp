@@ -208,9 +208,12 @@ private:
       Added = false;
       for (Root Of : std::vector<Root>(Named.begin(), Named.end())) {
         const auto *Variable = dyn_cast<VarDecl>(Of);
-        if (!Variable || !Variable->getType()->isReferenceType())
+        // A reference, and a pointer it is bound through (`torch::Tensor &out = *p;`), name what they were
+        // initialised from; one the caller binds, or code the analysis does not read gives, may name anything.
+        if (!Variable || !(Variable->getType()->isReferenceType() || Variable->getType()->isPointerType()))
           continue;
-        if (!Variable->hasLocalStorage() || isa<ParmVarDecl>(Variable) || !Variable->getInit())
+        if (!Variable->hasLocalStorage() || isa<ParmVarDecl>(Variable) || !Variable->getInit() ||
+            givenByUnreadCode(Variable->getInit()))
           return change(Site.Producer, "the head's output is assigned through `" + Target +
                                            "`, a reference that may name " + inputs() +
                                            ", which the fused call reads again at the loss");
@@ -278,8 +281,25 @@ private:
         return true;
       }
       bool VisitCXXForRangeStmt(CXXForRangeStmt *Loop) {
-        if (Loop->getRangeInit() && Loop->getLoopVariable())
+        if (Loop->getRangeInit() && Loop->getLoopVariable()) {
           Flows.push_back({Loop->getRangeInit(), {Loop->getLoopVariable()}});
+          if (Finder.givenByUnreadCode(Loop->getRangeInit()))
+            Finder.FromUnreadCode.push_back(Loop->getLoopVariable());
+        }
+        return true;
+      }
+      // A constructor the analysis does not read may store into a non-const reference or pointer it is given
+      // (`Grab grab(alias);`).
+      bool VisitCXXConstructExpr(CXXConstructExpr *Construct) {
+        const CXXConstructorDecl *Constructor = Construct->getConstructor();
+        if (!Constructor || !Finder.unreadCode(Construct))
+          return true;
+        for (unsigned I = 0; I < Construct->getNumArgs() && I < Constructor->getNumParams(); ++I) {
+          QualType Type = Constructor->getParamDecl(I)->getType();
+          if ((Type->isReferenceType() || Type->isPointerType()) && !Type->getPointeeType().isConstQualified())
+            for (Root Local : Finder.locals(Construct->getArg(I)))
+              Finder.FromUnreadCode.push_back(Local);
+        }
         return true;
       }
       // An assignment's target may be a member or a global, which then shares storage with what it is
@@ -336,11 +356,25 @@ private:
     return std::move(Collector.Flows);
   }
 
-  /// Whether Call runs code the analysis does not read: the program's (a function, a lambda, an operator of
-  /// its own) or one it cannot name (through a pointer).
-  bool unreadCode(const CallExpr *Call) const {
-    const FunctionDecl *Callee = Call->getDirectCallee();
-    return !Callee || !isLibrary(Callee);
+  /// Whether a call or construction runs code the analysis does not read: the program's (a function, a
+  /// lambda, an operator or constructor of its own, or an implicit one whose members have code), one it cannot
+  /// name (through a pointer), or the library's running code of the program it is given (`std::invoke(f)`,
+  /// a `std::function`'s call).
+  bool unreadCode(const Expr *Node) const {
+    if (const auto *Call = dyn_cast<CallExpr>(Node)) {
+      const FunctionDecl *Callee = Call->getDirectCallee();
+      return !Callee || !isLibrary(Callee) || !programCodeRunBy(Call).empty();
+    }
+    if (const auto *Construct = dyn_cast<CXXConstructExpr>(Node)) {
+      const CXXConstructorDecl *Constructor = Construct->getConstructor();
+      if (!Constructor)
+        return true;
+      if (isLibrary(Constructor))
+        return !programCodeRunBy(Construct).empty();
+      return Constructor->isUserProvided() ||
+             !programCodeOfMembers(Constructor->getParent(), Reach::Instantiated).empty();
+    }
+    return false;
   }
 
   /// Whether Value's value may come from code the analysis does not read (`hidden_view()`, a program function
@@ -353,12 +387,41 @@ private:
         Found.push_back(Call);
         return true;
       }
-      std::vector<const CallExpr *> Found;
+      bool VisitCXXConstructExpr(CXXConstructExpr *Construct) {
+        Found.push_back(Construct);
+        return true;
+      }
+      std::vector<const Expr *> Found;
     } Collector;
     Collector.TraverseStmt(const_cast<Expr *>(Value));
-    return llvm::any_of(Collector.Found, [&](const CallExpr *Call) {
+    return llvm::any_of(Collector.Found, [&](const Expr *Call) {
       return unreadCode(Call) && carriesToTop(Call, Value, /*Address=*/false);
     });
+  }
+
+  /// The thread_local variables of namespace or class scope defined in the unit with an initialiser that is
+  /// not constant: the first use of any of them in a thread runs them all. Found once, when a use is met.
+  const std::vector<const VarDecl *> &threadLocalsInitialisedOnUse() {
+    if (ThreadLocalsFound)
+      return ThreadLocals;
+    ThreadLocalsFound = true;
+    class Collector : public RecursiveASTVisitor<Collector> {
+    public:
+      bool TraverseFunctionDecl(FunctionDecl *) { return true; }  // block-scope ones are initialised where declared
+      bool TraverseCXXMethodDecl(CXXMethodDecl *) { return true; }
+      bool VisitVarDecl(VarDecl *Variable) {
+        if (Variable->getTLSKind() != VarDecl::TLS_None && !Variable->isLocalVarDecl() &&
+            !Variable->getDeclContext()->isDependentContext() && Variable->isThisDeclarationADefinition() &&
+            Variable->getInit() && !Variable->getInit()->isValueDependent() &&
+            !Variable->hasConstantInitialization())
+          Found.push_back(Variable);
+        return true;
+      }
+      std::vector<const VarDecl *> Found;
+    } Walk;
+    Walk.TraverseDecl(Query.context().getTranslationUnitDecl());
+    ThreadLocals = std::move(Walk.Found);
+    return ThreadLocals;
   }
 
   /// Whether a library call writes what it is given by its name alone: in place (`_`, `_out`) or a writer.
@@ -564,25 +627,39 @@ private:
         const VarDecl *Holding = Binding->getHoldingVar();
         return !Holding || !Holding->getInit() || madeHere(Holding->getInit(), Holding->getInit());
       }
-      // A thread_local variable of namespace or class scope is initialised on its first use in each thread
-      // (the Itanium ABI's wrapper runs its initialiser there): a use between the head and the loss runs it.
-      bool VisitDeclRefExpr(DeclRefExpr *Ref) {
-        const auto *Variable = dyn_cast<VarDecl>(Ref->getDecl());
+      // A thread_local variable of namespace or class scope is initialised on its first use in each thread:
+      // the Itanium ABI's wrapper runs the initialisers of every such variable of its unit there (`__tls_init`),
+      // so a use between the head and the loss runs them all.
+      bool VisitDeclRefExpr(DeclRefExpr *Ref) { return threadLocalUse(Ref, dyn_cast<VarDecl>(Ref->getDecl())); }
+      bool VisitMemberExpr(MemberExpr *Member) {  // a static member through an object (`stats_.steps`)
+        return threadLocalUse(Member, dyn_cast<VarDecl>(Member->getMemberDecl()));
+      }
+      bool threadLocalUse(const Expr *Use, const VarDecl *Variable) {
         if (Found || !Variable || Variable->getTLSKind() == VarDecl::TLS_None || Variable->isLocalVarDecl() ||
-            !(MadeHere || (Finder.inRegion(Ref) && !Finder.Query.within(Site().Loss, Ref))))
+            !(MadeHere || (Finder.inRegion(Use) && !Finder.Query.within(Site().Loss, Use))))
           return !Found;
         const VarDecl *Definition = Variable->getDefinition();
         if (!Definition) {
-          Found = Finder.change(Ref, "`" + Variable->getNameAsString() + "` is a thread_local variable whose "
+          Found = Finder.change(Use, "`" + Variable->getNameAsString() + "` is a thread_local variable whose "
                                      "initialiser, run on its first use in each thread, this unit does not see");
           return false;
         }
-        if (!Definition->getInit() || Definition->hasConstantInitialization())
+        if (!needsThreadInit(Definition))
           return true;
-        if (!madeHere(Ref, Definition->getInit()))
-          Found->Why = "the initialiser of the thread_local `" + Variable->getNameAsString() +
-                       "`, run on its first use in each thread: " + Found->Why;
-        return !Found;
+        for (const VarDecl *Initialised : Finder.threadLocalsInitialisedOnUse()) {
+          if (!madeHere(Use, Initialised->getInit())) {
+            Found->Why = "the initialiser of the thread_local `" + Initialised->getNameAsString() +
+                         "`, run on the first use of `" + Variable->getNameAsString() + "` in each thread: " +
+                         Found->Why;
+            return false;
+          }
+        }
+        return true;
+      }
+      static bool needsThreadInit(const VarDecl *Definition) {
+        const CXXRecordDecl *Record = Definition->getType()->getAsCXXRecordDecl();
+        return (Definition->getInit() && !Definition->hasConstantInitialization()) ||
+               (Record && Record->hasDefinition() && !Record->hasTrivialDestructor());
       }
       /// Looks at Code, which runs where Where is, as code of that place when that place is between the head and
       /// the loss; false once something is found.
@@ -1041,7 +1118,8 @@ private:
           return true;
         return llvm::any_of(Callee->parameters(), [](const ParmVarDecl *Parameter) {
           QualType Type = Parameter->getType();
-          return (Type->isReferenceType() || Type->isPointerType()) && !Type->getPointeeType().isConstQualified();
+          return ((Type->isReferenceType() || Type->isPointerType()) && !Type->getPointeeType().isConstQualified()) ||
+                 isWritingHandle(Type);  // an iterator taken by value (`std::fill`)
         });
       }
       bool VisitCXXConstructExpr(CXXConstructExpr *Construct) {
@@ -1765,24 +1843,44 @@ private:
     return Variable && !isa<ParmVarDecl>(Variable) && Variable->hasLocalStorage();
   }
 
-  /// An input of the fused call held by a reference (a parameter or local of reference type), read where
-  /// the rewrite reads it (not once at the head); none when every input is held by value.
-  const ValueDecl *referenceInput() const {
+  /// An input of the fused call held by a reference (a parameter, local or member of reference type) or by a
+  /// pointer whose target the analysis does not follow (a parameter, member or global), read where the rewrite
+  /// reads it (not once at the head); none when every input is held by value.
+  const ValueDecl *referenceInput() {
     for (Root Of : Protected) {
       const auto *Value = dyn_cast<ValueDecl>(Of);  // a variable or a member
       if (!Value || readOnceAtHead(Of))
         continue;
       if (Value->getType()->isReferenceType())
         return Value;
-      // A pointer the fused call reads through again (`*out_w_`, `g_head->weight`) names what it was set to
-      // point at: a local one's initialiser is followed (collectProtected), any other may point at a member
-      // or a global.
+      // A pointer the fused call reads through again (`*out_w_`, `g_head->weight`, an array of them, a
+      // `std::reference_wrapper`) names what it was set to point at: a local one's initialiser is followed
+      // (collectProtected) unless code the analysis does not read gave it; any other may point at a member or a
+      // global.
       const auto *Variable = dyn_cast<VarDecl>(Value);
-      if (Value->getType()->isPointerType() &&
-          !(Variable && Variable->hasLocalStorage() && !isa<ParmVarDecl>(Variable) && Variable->getInit()))
+      if (refersThrough(Value->getType()) &&
+          !(Variable && Variable->hasLocalStorage() && !isa<ParmVarDecl>(Variable) && Variable->getInit() &&
+            !givenByUnreadCode(Variable->getInit())))
         return Value;
     }
     return nullptr;
+  }
+
+  /// Whether a value of Type names another object: a reference or a pointer, an array of them, a
+  /// `std::reference_wrapper`, or a library template holding one (`std::pair<Tensor &, int>`, `std::vector<Tensor *>`).
+  bool refersThrough(QualType Type, int Depth = 0) const {
+    if (Type.isNull() || Depth > 4)
+      return false;
+    if (Type->isReferenceType() || Type->isPointerType())
+      return true;
+    if (const ArrayType *Array = Type->getAsArrayTypeUnsafe())
+      return refersThrough(Array->getElementType(), Depth + 1);
+    const CXXRecordDecl *Record = Type->getAsCXXRecordDecl();
+    if (!Record || !isLibrary(Record))
+      return false;
+    if (Record->getIdentifier() && Record->getName() == "reference_wrapper")
+      return true;
+    return llvm::any_of(typeArguments(Record), [&](QualType Argument) { return refersThrough(Argument, Depth + 1); });
   }
 
   /// The library class of the thread's modes (the pattern set's `mode_states`) that E is a non-const object,
@@ -1910,6 +2008,8 @@ private:
   /// Locals given a value, or handed as changeable arguments, by code the analysis does not read: they may
   /// share storage with any input (collectTaint).
   std::vector<Root> FromUnreadCode;
+  std::vector<const VarDecl *> ThreadLocals;  ///< threadLocalsInitialisedOnUse()
+  bool ThreadLocalsFound = false;
   mutable llvm::DenseMap<const CXXRecordDecl *, HeldMode> GuardMemo;
   mutable llvm::DenseMap<const CXXRecordDecl *, std::string> DerivedHolders;
   mutable llvm::DenseMap<std::pair<const CXXRecordDecl *, int>, std::string> CodeMemo;

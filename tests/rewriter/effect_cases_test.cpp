@@ -2637,12 +2637,12 @@ TEST_CASE("code the analysis does not read hands over values and the language ru
     bool Cxx20 = false;
   };
   const HandedCase Cases[] = {
-      {"a view of a member handed out by a function of the program before the head, written between", "", R"(
-  torch::Tensor state_;
-  torch::Tensor hidden_view();
-  torch::Tensor forward(torch::Tensor labels) {
+      {"a handle a function of the program hands out before the head, written between", R"(
+torch::Tensor hidden_view();
+)", R"(
+  torch::Tensor forward(torch::Tensor x, torch::Tensor labels) {
     auto flat = hidden_view();
-    auto logits = lm_head(state_);
+    auto logits = lm_head(x);
     flat.mul_(0.5);
     return F::cross_entropy(logits.view({-1, 32}), labels.view(-1));
   }
@@ -2782,6 +2782,113 @@ struct Step { bool was_training = std::exchange(g_training, false); };
     return F::cross_entropy(logits.view({-1, 32}), labels.view(-1));
   }
 )", "releases the value it held"},
+      {"the weight read through a local pointer a function of the program gave, its pointee re-bound between", R"(
+torch::Tensor *tied_weight();
+)", R"(
+  torch::Tensor emb_;
+  torch::Tensor forward(torch::Tensor h, torch::Tensor labels) {
+    torch::Tensor *w = tied_weight();
+    auto logits = F::linear(h, *w);
+    emb_ = emb_ * 0.5;
+    return F::cross_entropy(logits.view({-1, 32}), labels.view(-1));
+  }
+)", "the input `w` is a reference that may name it"},
+      {"the weight read through an array of pointers, its pointee re-bound between", "", R"(
+  torch::Tensor emb_;
+  torch::Tensor *heads_[1] = {&emb_};
+  torch::Tensor forward(torch::Tensor h, torch::Tensor labels) {
+    auto logits = F::linear(h, *heads_[0]);
+    emb_ = emb_ * 0.5;
+    return F::cross_entropy(logits.view({-1, 32}), labels.view(-1));
+  }
+)", "the input `heads_` is a reference that may name it"},
+      {"the weight read through a reference_wrapper member, its referent re-bound between", R"(
+#include <functional>
+)", R"(
+  torch::Tensor emb_;
+  std::reference_wrapper<torch::Tensor> out_w_{emb_};
+  torch::Tensor forward(torch::Tensor h, torch::Tensor labels) {
+    auto logits = F::linear(h, out_w_.get());
+    emb_ = emb_ * 0.5;
+    return F::cross_entropy(logits.view({-1, 32}), labels.view(-1));
+  }
+)", "the input `out_w_` is a reference that may name it"},
+      {"the head's output assigned through a reference bound through a pointer to its input", "", R"(
+  torch::Tensor forward(torch::Tensor x, torch::Tensor labels) {
+    torch::Tensor *p = &x;
+    torch::Tensor &out = *p;
+    out = lm_head(x);
+    return F::cross_entropy(out.view({-1, 32}), labels.view(-1));
+  }
+)", "which names `x`"},
+      {"a handle a constructor of the program makes before the head, written between", R"(
+struct FlatView { FlatView(); torch::Tensor t; };
+)", R"(
+  torch::Tensor forward(torch::Tensor x, torch::Tensor labels) {
+    FlatView v;
+    auto logits = lm_head(x);
+    v.t.mul_(0.5);
+    return F::cross_entropy(logits.view({-1, 32}), labels.view(-1));
+  }
+)", "`v`"},
+      {"a handle a constructor of the program stores into its argument before the head, written between", R"(
+struct Grab { explicit Grab(torch::Tensor &out); };
+)", R"(
+  torch::Tensor forward(torch::Tensor x, torch::Tensor labels) {
+    torch::Tensor alias;
+    Grab grab(alias);
+    auto logits = lm_head(x);
+    alias.zero_();
+    return F::cross_entropy(logits.view({-1, 32}), labels.view(-1));
+  }
+)", "`alias`"},
+      {"a handle a range-for over a function of the program's result hands out before the head, written between", R"(
+std::vector<torch::Tensor> hidden_parts();
+)", R"(
+  torch::Tensor forward(torch::Tensor x, torch::Tensor labels) {
+    torch::Tensor last;
+    for (auto part : hidden_parts())
+      last = part;
+    auto logits = lm_head(x);
+    last.zero_();
+    return F::cross_entropy(logits.view({-1, 32}), labels.view(-1));
+  }
+)", "`last`"},
+      {"a static thread_local member used through an object between them", R"(
+int bump();
+struct Stats { static thread_local int steps; };
+thread_local int Stats::steps = bump();
+)", R"(
+  Stats stats_;
+  torch::Tensor forward(torch::Tensor x, torch::Tensor labels) {
+    auto logits = lm_head(x);
+    int seen = stats_.steps;
+    return F::cross_entropy(logits.view({-1, 32}), labels.view(-1));
+  }
+)", "the initialiser of the thread_local `steps`"},
+      {"a thread_local first used between them, whose first use runs another's initialiser of the unit", R"(
+int bump();
+thread_local int t_seen = bump();
+thread_local std::vector<int> t_counts;
+)", R"(
+  torch::Tensor forward(torch::Tensor x, torch::Tensor labels) {
+    auto logits = lm_head(x);
+    auto counted = t_counts.size();
+    return F::cross_entropy(logits.view({-1, 32}), labels.view(-1));
+  }
+)", "the initialiser of the thread_local `t_seen`, run on the first use of `t_counts`"},
+      {"a vector made between them of a class whose default initialiser fills through iterators taken by value", R"(
+#include <algorithm>
+#include <span>
+bool g_flags[1] = {true};
+struct Step { bool cleared = (std::fill(std::span<bool>(g_flags).begin(), std::span<bool>(g_flags).end(), false), true); };
+)", R"(
+  torch::Tensor forward(torch::Tensor x, torch::Tensor labels) {
+    auto logits = lm_head(x);
+    std::vector<Step> steps(1);
+    return F::cross_entropy(logits.view({-1, 32}), labels.view(-1));
+  }
+)", "cleared", true},
       // Still patched: what the program hands over is not written, or nothing of the program's runs.
       {"a tensor a function of the program returned, read between", "", R"(
   torch::Tensor scale_of();
